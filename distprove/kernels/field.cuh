@@ -1,0 +1,246 @@
+// field.cuh - BN254 prime fields Fr, Fq and the quadratic extension Fq2, for CUDA and host C++.
+//
+// WHAT THIS FILE DECIDES, AND WHY
+// * Layout is the project's (docs/DESIGN.md): 8 little-endian u32 limbs, limb 0 least
+//   significant, Montgomery form with R = 2^256. Every function takes and returns fully
+//   reduced values (< p), so equality is limb equality and zero is all-zero limbs, which is
+//   also how infinity is stored on disk.
+// * Multiplication is CIOS Montgomery. Both moduli are below 2^254, so the CIOS result is
+//   below 2p < 2^256 and one conditional subtraction finishes it (no 9th limb survives).
+// * Every function is DP_INLINE = __host__ __device__ __forceinline__ under a CUDA compiler
+//   and plain `inline` under a host C++ compiler, so tests/test_kernels_host.py builds this
+//   file with g++/nvcc on a machine without a GPU and checks it against distprove/bn254.py.
+//   Device-only fast paths (inline PTX carry chains) live under `#ifdef __CUDA_ARCH__` and
+//   always have the portable C version beside them; define DP_PORTABLE to force it.
+// * Moduli are literals in local arrays, not __constant__ memory: after full unrolling the
+//   compiler folds them into immediates, and host code can use the same source.
+// * No #include: NVRTC has no filesystem. The loader concatenates units; the guard makes a
+//   repeated unit harmless.
+
+#ifndef DP_FIELD_CUH
+#define DP_FIELD_CUH
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define DP_INLINE __host__ __device__ __forceinline__
+#define DP_NOINLINE __host__ __device__ __noinline__
+#define DP_UNROLL _Pragma("unroll")
+#else
+#define DP_INLINE inline
+#define DP_NOINLINE
+#define DP_UNROLL
+#endif
+
+#if defined(__CUDA_ARCH__) && !defined(DP_PORTABLE)
+#define DP_USE_PTX 1
+#endif
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+struct Fr { u32 v[8]; };
+struct Fq { u32 v[8]; };
+struct Fq2 { Fq c0, c1; };
+
+#define DP_FQ_P {0xd87cfd47u, 0x3c208c16u, 0x6871ca8du, 0x97816a91u, 0x8181585du, 0xb85045b6u, 0xe131a029u, 0x30644e72u}
+#define DP_FQ_NP 0xe4866389u
+#define DP_FQ_ONE {0xc58f0d9du, 0xd35d438du, 0xf5c70b3du, 0x0a78eb28u, 0x7879462cu, 0x666ea36fu, 0x9a07df2fu, 0x0e0a77c1u}
+#define DP_FQ_R2 {0x538afa89u, 0xf32cfc5bu, 0xd44501fbu, 0xb5e71911u, 0x0a417ff6u, 0x47ab1effu, 0xcab8351fu, 0x06d89f71u}
+
+#define DP_FR_P {0xf0000001u, 0x43e1f593u, 0x79b97091u, 0x2833e848u, 0x8181585du, 0xb85045b6u, 0xe131a029u, 0x30644e72u}
+#define DP_FR_NP 0xefffffffu
+#define DP_FR_ONE {0x4ffffffbu, 0xac96341cu, 0x9f60cd29u, 0x36fc7695u, 0x7879462eu, 0x666ea36fu, 0x9a07df2fu, 0x0e0a77c1u}
+#define DP_FR_R2 {0xae216da7u, 0x1bb8e645u, 0xe35c59e3u, 0x53fe3ab1u, 0x53bb8085u, 0x8c49833du, 0x7f4e44a5u, 0x0216d0b1u}
+
+// ---------------------------------------------------------------------------------------
+// Generic 8-limb helpers. `p` is always a local literal array, so these fold to immediates.
+// ---------------------------------------------------------------------------------------
+
+// r = a - b over 256 bits; returns the final borrow (0 or 1).
+DP_INLINE u32 mp_sub8(u32 r[8], const u32 a[8], const u32 b[8]) {
+#ifdef DP_USE_PTX
+    u32 borrow;
+    asm("sub.cc.u32  %0, %9, %17;\n\t"
+        "subc.cc.u32 %1, %10, %18;\n\t"
+        "subc.cc.u32 %2, %11, %19;\n\t"
+        "subc.cc.u32 %3, %12, %20;\n\t"
+        "subc.cc.u32 %4, %13, %21;\n\t"
+        "subc.cc.u32 %5, %14, %22;\n\t"
+        "subc.cc.u32 %6, %15, %23;\n\t"
+        "subc.cc.u32 %7, %16, %24;\n\t"
+        "subc.u32    %8, 0, 0;"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]),
+          "=r"(r[7]), "=r"(borrow)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]),
+          "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(b[4]), "r"(b[5]), "r"(b[6]), "r"(b[7]));
+    return borrow & 1u;
+#else
+    u32 borrow = 0;
+DP_UNROLL
+    for (int i = 0; i < 8; i++) {
+        u64 d = (u64)a[i] - b[i] - borrow;
+        r[i] = (u32)d;
+        borrow = (u32)(d >> 63);
+    }
+    return borrow;
+#endif
+}
+
+// r = a + b over 256 bits; returns the final carry (0 or 1).
+DP_INLINE u32 mp_add8(u32 r[8], const u32 a[8], const u32 b[8]) {
+#ifdef DP_USE_PTX
+    u32 carry;
+    asm("add.cc.u32  %0, %9, %17;\n\t"
+        "addc.cc.u32 %1, %10, %18;\n\t"
+        "addc.cc.u32 %2, %11, %19;\n\t"
+        "addc.cc.u32 %3, %12, %20;\n\t"
+        "addc.cc.u32 %4, %13, %21;\n\t"
+        "addc.cc.u32 %5, %14, %22;\n\t"
+        "addc.cc.u32 %6, %15, %23;\n\t"
+        "addc.cc.u32 %7, %16, %24;\n\t"
+        "addc.u32    %8, 0, 0;"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), "=r"(r[6]),
+          "=r"(r[7]), "=r"(carry)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]),
+          "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(b[4]), "r"(b[5]), "r"(b[6]), "r"(b[7]));
+    return carry;
+#else
+    u32 carry = 0;
+DP_UNROLL
+    for (int i = 0; i < 8; i++) {
+        u64 s = (u64)a[i] + b[i] + carry;
+        r[i] = (u32)s;
+        carry = (u32)(s >> 32);
+    }
+    return carry;
+#endif
+}
+
+// r = a + b mod p for a, b < p < 2^255.
+DP_INLINE void mod_add8(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8]) {
+    u32 s[8], d[8];
+    mp_add8(s, a, b);
+    u32 borrow = mp_sub8(d, s, p);
+DP_UNROLL
+    for (int i = 0; i < 8; i++) r[i] = borrow ? s[i] : d[i];
+}
+
+// r = a - b mod p for a, b < p.
+DP_INLINE void mod_sub8(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8]) {
+    u32 d[8], s[8];
+    u32 borrow = mp_sub8(d, a, b);
+    mp_add8(s, d, p);
+DP_UNROLL
+    for (int i = 0; i < 8; i++) r[i] = borrow ? s[i] : d[i];
+}
+
+// r = a * b * 2^-256 mod p (CIOS), for a, b < p < 2^254; r < p.
+DP_INLINE void mont_mul8(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], u32 np) {
+    u32 t[10];
+DP_UNROLL
+    for (int j = 0; j < 10; j++) t[j] = 0;
+DP_UNROLL
+    for (int i = 0; i < 8; i++) {
+        u64 c = 0;
+DP_UNROLL
+        for (int j = 0; j < 8; j++) {
+            c += (u64)a[j] * b[i] + t[j];
+            t[j] = (u32)c;
+            c >>= 32;
+        }
+        c += t[8];
+        t[8] = (u32)c;
+        t[9] = (u32)(c >> 32);
+        u32 m = t[0] * np;
+        c = ((u64)m * p[0] + t[0]) >> 32;
+DP_UNROLL
+        for (int j = 1; j < 8; j++) {
+            c += (u64)m * p[j] + t[j];
+            t[j - 1] = (u32)c;
+            c >>= 32;
+        }
+        c += t[8];
+        t[7] = (u32)c;
+        t[8] = t[9] + (u32)(c >> 32);
+    }
+    u32 d[8];
+    u32 borrow = mp_sub8(d, t, p);
+DP_UNROLL
+    for (int i = 0; i < 8; i++) r[i] = borrow ? t[i] : d[i];
+}
+
+DP_INLINE bool mp_eq8(const u32 a[8], const u32 b[8]) {
+    u32 x = 0;
+DP_UNROLL
+    for (int i = 0; i < 8; i++) x |= a[i] ^ b[i];
+    return x == 0;
+}
+
+DP_INLINE bool mp_is_zero8(const u32 a[8]) {
+    u32 x = 0;
+DP_UNROLL
+    for (int i = 0; i < 8; i++) x |= a[i];
+    return x == 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Fr and Fq: the same operation set, one with each modulus.
+// ---------------------------------------------------------------------------------------
+
+#define DP_DEFINE_FIELD(pre, T, PLIT, NP, ONELIT, R2LIT)                                   \
+    DP_INLINE T pre##_zero() { T r; for (int i = 0; i < 8; i++) r.v[i] = 0; return r; }       \
+    DP_INLINE T pre##_one() { T r = {ONELIT}; return r; }                                      \
+    DP_INLINE T pre##_add(T a, T b) { const u32 p[8] = PLIT; T r; mod_add8(r.v, a.v, b.v, p); return r; } \
+    DP_INLINE T pre##_sub(T a, T b) { const u32 p[8] = PLIT; T r; mod_sub8(r.v, a.v, b.v, p); return r; } \
+    DP_INLINE T pre##_neg(T a) { return pre##_sub(pre##_zero(), a); }                         \
+    DP_INLINE T pre##_dbl(T a) { return pre##_add(a, a); }                                     \
+    DP_INLINE T pre##_mul(T a, T b) { const u32 p[8] = PLIT; T r; mont_mul8(r.v, a.v, b.v, p, NP); return r; } \
+    DP_INLINE T pre##_sqr(T a) { return pre##_mul(a, a); }                                     \
+    DP_INLINE bool pre##_eq(T a, T b) { return mp_eq8(a.v, b.v); }                             \
+    DP_INLINE bool pre##_is_zero(T a) { return mp_is_zero8(a.v); }                             \
+    DP_INLINE T pre##_to_mont(T a) { T r2 = {R2LIT}; return pre##_mul(a, r2); }                \
+    DP_INLINE T pre##_from_mont(T a) { T one = pre##_zero(); one.v[0] = 1u; return pre##_mul(a, one); } \
+    DP_INLINE T pre##_load(const u32* src) { T r; for (int i = 0; i < 8; i++) r.v[i] = src[i]; return r; } \
+    DP_INLINE void pre##_store(u32* dst, T a) { for (int i = 0; i < 8; i++) dst[i] = a.v[i]; }
+
+DP_DEFINE_FIELD(fr, Fr, DP_FR_P, DP_FR_NP, DP_FR_ONE, DP_FR_R2)
+DP_DEFINE_FIELD(fq, Fq, DP_FQ_P, DP_FQ_NP, DP_FQ_ONE, DP_FQ_R2)
+
+#undef DP_DEFINE_FIELD
+
+// ---------------------------------------------------------------------------------------
+// Fq2 = Fq[u] / (u^2 + 1), c0 + c1 u.
+// ---------------------------------------------------------------------------------------
+
+DP_INLINE Fq2 fq2_zero() { Fq2 r; r.c0 = fq_zero(); r.c1 = fq_zero(); return r; }
+DP_INLINE Fq2 fq2_one() { Fq2 r; r.c0 = fq_one(); r.c1 = fq_zero(); return r; }
+DP_INLINE Fq2 fq2_add(Fq2 a, Fq2 b) { Fq2 r; r.c0 = fq_add(a.c0, b.c0); r.c1 = fq_add(a.c1, b.c1); return r; }
+DP_INLINE Fq2 fq2_sub(Fq2 a, Fq2 b) { Fq2 r; r.c0 = fq_sub(a.c0, b.c0); r.c1 = fq_sub(a.c1, b.c1); return r; }
+DP_INLINE Fq2 fq2_neg(Fq2 a) { Fq2 r; r.c0 = fq_neg(a.c0); r.c1 = fq_neg(a.c1); return r; }
+DP_INLINE Fq2 fq2_dbl(Fq2 a) { return fq2_add(a, a); }
+DP_INLINE bool fq2_is_zero(Fq2 a) { return fq_is_zero(a.c0) && fq_is_zero(a.c1); }
+DP_INLINE bool fq2_eq(Fq2 a, Fq2 b) { return fq_eq(a.c0, b.c0) && fq_eq(a.c1, b.c1); }
+
+// Karatsuba: 3 Fq products.
+DP_INLINE Fq2 fq2_mul(Fq2 a, Fq2 b) {
+    Fq t0 = fq_mul(a.c0, b.c0);
+    Fq t1 = fq_mul(a.c1, b.c1);
+    Fq t2 = fq_mul(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1));
+    Fq2 r;
+    r.c0 = fq_sub(t0, t1);
+    r.c1 = fq_sub(t2, fq_add(t0, t1));
+    return r;
+}
+
+// (c0 + c1)(c0 - c1) + 2 c0 c1 u: 2 Fq products.
+DP_INLINE Fq2 fq2_sqr(Fq2 a) {
+    Fq2 r;
+    r.c0 = fq_mul(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1));
+    Fq t = fq_mul(a.c0, a.c1);
+    r.c1 = fq_add(t, t);
+    return r;
+}
+
+DP_INLINE Fq2 fq2_load(const u32* src) { Fq2 r; r.c0 = fq_load(src); r.c1 = fq_load(src + 8); return r; }
+DP_INLINE void fq2_store(u32* dst, Fq2 a) { fq_store(dst, a.c0); fq_store(dst + 8, a.c1); }
+
+#endif  // DP_FIELD_CUH
