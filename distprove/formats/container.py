@@ -1,0 +1,295 @@
+"""The @iden3/binfileutils container shared by .zkey, .wtns, .ptau and .r1cs (SNARKJS_FORMATS.md §2).
+
+Layout: 4-byte magic, u32 version, u32 nSections, then nSections × (u32 id, u64 size, data).
+The file is memory-mapped; the section table is scanned once and indexed by id, so sections
+may come in any order and are never read whole unless a caller asks for them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from dataclasses import dataclass
+from typing import Iterable, Iterator, NoReturn, Union
+
+import numpy as np
+
+from distprove import bn254
+from distprove.bn254 import G1, Group
+from distprove.errors import FormatError
+
+try:
+    import gmpy2
+
+    _mpz = gmpy2.mpz
+except ImportError:  # plain Python ints are correct, only slower
+    _mpz = int
+
+SectionData = Union[bytes, bytearray, memoryview, np.ndarray, Iterable[Union[bytes, np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section: its id, where its data starts, its usable size and the size the table states."""
+
+    id: int
+    offset: int
+    size: int
+    stated_size: int
+
+
+class Container:
+    """A parsed, memory-mapped container. Use :func:`open_container` to make one."""
+
+    def __init__(self, path: str, magic: str, version: int, data: np.ndarray, sections: dict[int, Section], order: list[int]):
+        self.path = path
+        self.magic = magic
+        self.version = version
+        self.data = data
+        """The whole file as a read-only uint8 array (memory-mapped)."""
+        self.sections = sections
+        self.order = order
+        """Section ids in file order."""
+
+    def fail(self, problem: str) -> NoReturn:
+        """Raise FormatError(path, problem)."""
+        raise FormatError(self.path, problem)
+
+    def has(self, sid: int) -> bool:
+        """True when section ``sid`` is present."""
+        return sid in self.sections
+
+    def section(self, sid: int, name: str) -> Section:
+        """The section ``sid`` (called ``name`` in errors); raises FormatError when it is missing."""
+        s = self.sections.get(sid)
+        if s is None:
+            self.fail(f"missing section {sid} ({name})")
+        return s
+
+    def expect_size(self, sid: int, name: str, size: int) -> Section:
+        """The section ``sid``, which must hold exactly ``size`` bytes."""
+        s = self.section(sid, name)
+        if s.size != size:
+            self.fail(f"section {sid} ({name}) has {s.size} bytes, expected {size}")
+        return s
+
+    def raw(self, sid: int, name: str) -> np.ndarray:
+        """Section ``sid``'s bytes as a read-only uint8 view of the mapped file."""
+        s = self.section(sid, name)
+        return self.data[s.offset : s.offset + s.size]
+
+    def u32(self, offset: int) -> int:
+        """The little-endian u32 at a file offset."""
+        return int.from_bytes(self.data[offset : offset + 4].tobytes(), "little")
+
+    def uint(self, offset: int, nbytes: int) -> int:
+        """The little-endian unsigned integer of ``nbytes`` bytes at a file offset."""
+        return int.from_bytes(self.data[offset : offset + nbytes].tobytes(), "little")
+
+    def limbs(self, offset: int, rows: int, width: int) -> np.ndarray:
+        """A read-only ``(rows, width)`` little-endian uint32 view starting at a file offset."""
+        if rows == 0:
+            return np.zeros((0, width), dtype="<u4")
+        return np.frombuffer(self.data, dtype="<u4", count=rows * width, offset=offset).reshape(rows, width)
+
+
+def open_container(
+    path: str | os.PathLike[str],
+    magic: str,
+    max_version: int,
+    *,
+    loose_last: int | None = None,
+) -> Container:
+    """Map ``path``, check magic and version, scan the section table.
+
+    ``loose_last``: a section id whose stated size is not trusted when it is the last section
+    (circom_runtime writes the wtns data size wrongly for sections >= 4 GiB); its ``size`` is
+    then everything up to the end of the file and ``stated_size`` keeps the table's value.
+
+    Raises FormatError for an unreadable, empty or truncated file, a wrong magic, a version
+    above ``max_version``, a section running past the end, duplicate section ids and trailing
+    bytes after the last section.
+    """
+    name = os.fspath(path)
+    try:
+        size = os.path.getsize(name)
+    except OSError as e:
+        raise FormatError(name, f"cannot open: {e.strerror or e}") from e
+    if size == 0:
+        raise FormatError(name, f"empty file (expected a {magic} file)")
+    if size < 12:
+        raise FormatError(name, f"truncated header: file has {size} bytes, the header needs 12")
+    try:
+        data = np.memmap(name, dtype=np.uint8, mode="r")
+    except (OSError, ValueError) as e:
+        raise FormatError(name, f"cannot map file: {e}") from e
+    head = data[:12].tobytes()
+    found = head[:4]
+    if found != magic.encode():
+        raise FormatError(name, f"wrong magic {found!r}, expected {magic.encode()!r} (not a {magic} file)")
+    version, n_sections = struct.unpack_from("<II", head, 4)
+    if version > max_version:
+        raise FormatError(name, f"unsupported {magic} version {version} (snarkjs reads up to {max_version})")
+    sections: dict[int, Section] = {}
+    order: list[int] = []
+    pos = 12
+    for i in range(n_sections):
+        if pos + 12 > size:
+            raise FormatError(
+                name,
+                f"truncated section table: entry {i} of {n_sections} at offset {pos} runs past the end of the file ({size} bytes)",
+            )
+        sid, ssize = struct.unpack("<IQ", data[pos : pos + 12].tobytes())
+        pos += 12
+        remaining = size - pos
+        stated = ssize
+        if sid == loose_last and i == n_sections - 1:
+            ssize = remaining
+        elif ssize > remaining:
+            raise FormatError(
+                name, f"truncated: section {sid} claims {ssize} bytes but only {remaining} remain (past the end of the file)"
+            )
+        if sid in sections:
+            raise FormatError(name, f"duplicate section {sid}")
+        sections[sid] = Section(sid, pos, ssize, stated)
+        order.append(sid)
+        pos += ssize
+    if pos != size:
+        raise FormatError(name, f"{size - pos} bytes of trailing garbage after the last of {n_sections} sections")
+    return Container(name, magic, version, data, sections, order)
+
+
+def _chunks(data: SectionData) -> Iterator[bytes | memoryview]:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        yield data
+    elif isinstance(data, np.ndarray):
+        yield memoryview(np.ascontiguousarray(data)).cast("B")
+    else:
+        for part in data:
+            if isinstance(part, np.ndarray):
+                yield memoryview(np.ascontiguousarray(part)).cast("B")
+            else:
+                yield part
+
+
+def write_container(
+    path: str | os.PathLike[str],
+    magic: str,
+    version: int,
+    sections: Iterable[tuple[int, SectionData]],
+) -> None:
+    """Write a container atomically, streaming each section (bytes, an array or an iterable of chunks).
+
+    Section sizes are patched in after each section is written, so chunked data need not be
+    sized in advance. The file appears at ``path`` (via os.replace) only when complete.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(magic.encode() + struct.pack("<II", version, 0))
+            count = 0
+            for sid, data in sections:
+                start = f.tell()
+                f.write(struct.pack("<IQ", sid, 0))
+                n = 0
+                for part in _chunks(data):
+                    n += f.write(part)
+                end = f.tell()
+                f.seek(start + 4)
+                f.write(struct.pack("<Q", n))
+                f.seek(end)
+                count += 1
+            f.seek(8)
+            f.write(struct.pack("<I", count))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def lt_bound(limbs: np.ndarray, bound: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Row-wise ``value < bound`` for an (n, 8) little-endian uint32 limb array, vectorised."""
+    b = [(bound >> (32 * i)) & 0xFFFFFFFF for i in range(8)]
+    out = np.empty(limbs.shape[0], dtype=bool)
+    for s in range(0, limbs.shape[0], chunk):
+        blk = limbs[s : s + chunk]
+        lt = np.zeros(blk.shape[0], dtype=bool)
+        eq = np.ones(blk.shape[0], dtype=bool)
+        for i in range(7, -1, -1):
+            col = blk[:, i]
+            lt |= eq & (col < b[i])
+            eq &= col == b[i]
+        out[s : s + chunk] = lt
+    return out
+
+
+def first_false(mask: np.ndarray) -> int | None:
+    """Index of the first False in a bool array, or None when all are True."""
+    bad = np.flatnonzero(~mask)
+    return int(bad[0]) if bad.size else None
+
+
+def _coords(limbs: np.ndarray) -> np.ndarray:
+    """(n, 8k) limbs -> (n, k) object array of integers (gmpy2 mpz when available)."""
+    raw = np.ascontiguousarray(limbs).tobytes()
+    vals = [_mpz(int.from_bytes(raw[i : i + 32], "little")) for i in range(0, len(raw), 32)]
+    out = np.empty(len(vals), dtype=object)
+    out[:] = vals
+    return out.reshape(limbs.shape[0], limbs.shape[1] // 8)
+
+
+def _on_curve_mont(group: Group, c: np.ndarray) -> np.ndarray:
+    """Row-wise curve equation on Montgomery coordinates, without leaving Montgomery form.
+
+    With X = x·R, Y = y·R (R = 2^256): y^2 = x^3 + b  <=>  Y^2·R = X^3 + b·R^3  (mod q),
+    and the same holds per component in Fq2 because R is a scalar of Fq.
+    """
+    q = _mpz(bn254.Q)
+    rm = _mpz(bn254.FQ_MONT)
+    r3 = _mpz(pow(bn254.FQ_MONT, 3, bn254.Q))
+    if group is G1:
+        x, y = c[:, 0], c[:, 1]
+        lhs = (y * y % q) * rm % q
+        rhs = ((x * x % q) * x + _mpz(group.b) * r3) % q
+        return lhs == rhs
+    x0, x1, y0, y1 = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
+    # y^2 = (y0^2 - y1^2, 2 y0 y1); x^3 = x^2 * x with x^2 = (x0^2 - x1^2, 2 x0 x1)
+    s0 = (x0 * x0 - x1 * x1) % q
+    s1 = (2 * x0 * x1) % q
+    t0 = (s0 * x0 - s1 * x1 + _mpz(group.b[0]) * r3) % q
+    t1 = (s0 * x1 + s1 * x0 + _mpz(group.b[1]) * r3) % q
+    u0 = ((y0 * y0 - y1 * y1) % q) * rm % q
+    u1 = ((2 * y0 * y1) % q) * rm % q
+    return (u0 == t0) & (u1 == t1)
+
+
+def check_points(path: str | os.PathLike[str], name: str, limbs: np.ndarray, group: Group, chunk: int = 1 << 16) -> None:
+    """Check a (n, 16) G1 or (n, 32) G2 Montgomery limb array: every coordinate < q and every
+    point on its curve (all-zero rows are infinity and pass). No subgroup check, like snarkjs.
+
+    Vectorised over numpy object arrays (gmpy2 integers when installed), in chunks so memory
+    stays bounded. Raises FormatError(path, "<name> point <i> ...") naming the first bad index.
+    """
+    n = limbs.shape[0]
+    for s in range(0, n, chunk):
+        blk = np.ascontiguousarray(limbs[s : s + chunk])
+        ok = lt_bound(blk.reshape(-1, 8), bn254.Q).reshape(blk.shape[0], -1).all(axis=1)
+        i = first_false(ok)
+        if i is not None:
+            raise FormatError(path, f"{name} point {s + i} has a coordinate >= q")
+        live = np.flatnonzero(blk.any(axis=1))
+        if live.size == 0:
+            continue
+        good = _on_curve_mont(group, _coords(blk[live]))
+        i = first_false(good)
+        if i is not None:
+            raise FormatError(path, f"{name} point {s + int(live[i])} is not on the curve")
