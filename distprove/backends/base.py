@@ -1,0 +1,96 @@
+"""The backend interface every prover backend (CPU reference, GPU) implements.
+
+A backend holds per-key state (converted or uploaded arrays) keyed by ``key.content_hash`` and
+keeps intermediate vectors in its own representation (Python ints on the CPU, CuPy arrays on
+the GPU); only the MSM window sums come back to the host, as affine Python-int points.
+
+The ``key`` argument is duck-typed. It needs the attributes
+
+* ``n_vars``, ``n_public``, ``domain_size`` (int) and ``content_hash`` (str);
+* ``a``, ``b1``, ``c``, ``h``: (m, 16) uint32 G1 bases, ``b2``: (n_vars, 32) uint32 G2 bases,
+  Montgomery affine limbs, all-zero row = infinity (``c`` holds signals n_public+1 .. n_vars-1,
+  ``h`` has domain_size rows);
+* ``a_row_ptr``, ``a_signal``, ``a_value`` and ``b_row_ptr``, ``b_signal``, ``b_value``: the
+  coefficient CSR of DESIGN.md (values as stored, coef*R^2 mod r).
+
+Only numpy-style slicing (``key.a[lo:hi]``) is assumed of the array attributes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from distprove.bn254 import G1, G2, Affine, Group
+from distprove.stages.msm import default_window
+
+MSM_NAMES = ("A", "B1", "B2", "C", "H")
+"""The five MSMs of a proof (DESIGN.md step 4)."""
+
+
+def msm_group(which: str) -> Group:
+    """The curve group of MSM ``which`` (B2 is G2, the others G1)."""
+    if which not in MSM_NAMES:
+        raise ValueError(f"unknown MSM {which!r}; expected one of {MSM_NAMES}")
+    return G2 if which == "B2" else G1
+
+
+class Evals(NamedTuple):
+    """Domain evaluations a, b, c = a*b of one proof, each a backend vector of domain_size."""
+
+    a: Any
+    b: Any
+    c: Any
+
+
+class Backend(ABC):
+    """Computes the heavy stages of a Groth16 proof; the host does combine and assembly."""
+
+    name: str
+    """Short identifier ("cpu", "gpu") used by the CLI and in reports."""
+
+    def load_witness(self, key: Any, values: np.ndarray) -> Any:
+        """The witness ((n_vars, 8) uint32, standard form) in the backend's representation.
+
+        Default: the array itself. A GPU backend uploads it once for gather and the MSMs.
+        """
+        return values
+
+    def window_width(self, n: int, group: Group) -> int:
+        """The MSM window width c this backend wants for ``n`` points (default: the CPU choice)."""
+        return default_window(n, group)
+
+    @abstractmethod
+    def gather(self, key: Any, witness: Any) -> Evals:
+        """Step 1: a[i] = sum_row coef*w, b likewise, c = a*b, for rows i < domain_size.
+
+        ``witness``: from :meth:`load_witness` ((n_vars, 8) uint32 standard form, w[0] = 1).
+        """
+
+    @abstractmethod
+    def h_scalars(self, key: Any, evals: Evals) -> Any:
+        """Steps 2-3: odd-coset values hs = a*b - c, standard form, a backend vector (n, 8) uint32."""
+
+    @abstractmethod
+    def msm_windows(
+        self, key: Any, which: str, scalars: Any, c: int, lo: int, hi: int
+    ) -> list[Affine]:
+        """Window sums S_lo..S_{hi-1} (DESIGN.md "MSM: windows and digits") of MSM ``which``.
+
+        ``which`` in {"A", "B1", "B2", "C", "H"}. ``scalars`` is the loaded witness for A, B1,
+        B2 and C (the backend slices w[n_public+1:] for C) or the H scalars for H. Index i
+        of the result is window lo+i, an affine point or None (infinity).
+        """
+
+    @abstractmethod
+    def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
+        """NTT of (n, 8) uint32 standard-form Fr values, natural order (inverse scales by 1/n)."""
+
+    def to_host(self, vector: Any) -> np.ndarray:
+        """A backend vector (an Evals member or H scalars) as (n, 8) uint32 standard form.
+
+        Default: for vectors that are already (n, 8) uint32 arrays on the host.
+        """
+        return np.ascontiguousarray(vector, dtype="<u4").reshape(-1, 8)

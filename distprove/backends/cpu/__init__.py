@@ -1,0 +1,98 @@
+"""The CPU backend: plain Python ints, the reference every other backend is checked against."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from distprove import bn254
+from distprove.backends.base import Backend, Evals, msm_group
+from distprove.backends.cpu import gather as _gather
+from distprove.backends.cpu import msm as _msm
+from distprove.backends.cpu import ntt as _ntt
+from distprove.bn254 import Affine
+
+_BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
+
+
+class _KeyState:
+    """Per-key conversions, made on first use: affine bases and decoded coefficients."""
+
+    def __init__(self) -> None:
+        self.bases: dict[str, list[Affine]] = {}
+        self.coefs: dict[str, list[int]] = {}
+
+
+class CpuBackend(Backend):
+    """Reference backend. Vectors are lists of Python ints (standard form).
+
+    Per-key state is cached by ``key.content_hash`` in an LRU of ``max_keys`` entries.
+    """
+
+    name = "cpu"
+
+    def __init__(self, max_keys: int = 2) -> None:
+        if max_keys < 1:
+            raise ValueError("max_keys must be at least 1")
+        self._max_keys = max_keys
+        self._states: OrderedDict[str, _KeyState] = OrderedDict()
+
+    def _state(self, key: Any) -> _KeyState:
+        h = key.content_hash
+        st = self._states.get(h)
+        if st is None:
+            st = self._states[h] = _KeyState()
+            while len(self._states) > self._max_keys:
+                self._states.popitem(last=False)
+        else:
+            self._states.move_to_end(h)
+        return st
+
+    def _bases(self, key: Any, which: str) -> list[Affine]:
+        st = self._state(key)
+        if which not in st.bases:
+            st.bases[which] = bn254.points_from_limbs(msm_group(which), getattr(key, _BASE_ATTR[which])[:])
+        return st.bases[which]
+
+    def _coefs(self, key: Any, matrix: str) -> list[int]:
+        st = self._state(key)
+        if matrix not in st.coefs:
+            st.coefs[matrix] = _gather.decode_coefficients(getattr(key, f"{matrix}_value")[:])
+        return st.coefs[matrix]
+
+    def gather(self, key: Any, witness: Any) -> Evals:
+        w = bn254.ints_from_limbs(witness)
+        if len(w) != key.n_vars:
+            raise ValueError(f"witness has {len(w)} values, the key expects {key.n_vars}")
+        a, b = (
+            _gather.evaluate_rows(
+                np.asarray(getattr(key, f"{m}_row_ptr")[:]),
+                np.asarray(getattr(key, f"{m}_signal")[:]),
+                self._coefs(key, m),
+                w,
+            )
+            for m in ("a", "b")
+        )
+        return Evals(a, b, _gather.pointwise_product(a, b))
+
+    def h_scalars(self, key: Any, evals: Evals) -> np.ndarray:
+        return bn254.limbs_from_ints(_ntt.h_scalars(evals.a, evals.b, evals.c))
+
+    def msm_windows(
+        self, key: Any, which: str, scalars: Any, c: int, lo: int, hi: int
+    ) -> list[Affine]:
+        group = msm_group(which)
+        s = np.asarray(scalars, dtype="<u4").reshape(-1, 8)
+        if which == "C":
+            s = s[key.n_public + 1 :]
+        return _msm.msm_windows(group, self._bases(key, which), s, c, lo, hi)
+
+    def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
+        return bn254.limbs_from_ints(_ntt.ntt(bn254.ints_from_limbs(values), inverse))
+
+    def to_host(self, vector: Any) -> np.ndarray:
+        if isinstance(vector, np.ndarray):
+            return super().to_host(vector)
+        return bn254.limbs_from_ints(vector)

@@ -1,0 +1,210 @@
+"""CPU Pippenger over the shared signed-digit windows (plain Python ints, G1 and G2).
+
+Bucket accumulation and the running-sum reduction both use batch-affine additions: a whole
+round of independent additions shares one field inversion (Montgomery's trick), so an
+addition costs about six multiplications. Inputs follow DESIGN.md: affine Python-int bases
+(None = infinity) and (n, 8) uint32 standard-form scalars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from distprove import bn254
+from distprove.bn254 import Q, Affine, Group
+from distprove.stages.msm import num_windows, signed_digits_array
+
+
+def _batch_add_g1(ps: Sequence[Affine], qs: Sequence[Affine]) -> list[Affine]:
+    """Elementwise ps[i] + qs[i] on G1 with one inversion for the whole batch."""
+    out: list[Affine] = [None] * len(ps)
+    todo: list[int] = []
+    nums: list[int] = []
+    dens: list[int] = []
+    for i, (p, q) in enumerate(zip(ps, qs)):
+        if p is None:
+            out[i] = q
+            continue
+        if q is None:
+            out[i] = p
+            continue
+        x1, y1 = p
+        x2, y2 = q
+        if x1 != x2:
+            nums.append(y2 - y1)
+            dens.append(x2 - x1)
+        elif y1 == y2 and y1 != 0:
+            nums.append(3 * x1 * x1)
+            dens.append(2 * y1)
+        else:
+            continue  # q == -p: the sum is infinity
+        todo.append(i)
+    if not todo:
+        return out
+    prefix = [0] * len(todo)
+    acc = 1
+    for j, d in enumerate(dens):
+        prefix[j] = acc
+        acc = acc * d % Q
+    inv = pow(acc, -1, Q)
+    for j in range(len(todo) - 1, -1, -1):
+        i = todo[j]
+        lam = nums[j] * (inv * prefix[j] % Q) % Q
+        inv = inv * dens[j] % Q
+        x1, y1 = ps[i]
+        x3 = (lam * lam - x1 - qs[i][0]) % Q
+        out[i] = (x3, (lam * (x1 - x3) - y1) % Q)
+    return out
+
+
+def _f2mul(a0: int, a1: int, b0: int, b1: int) -> tuple[int, int]:
+    t0 = a0 * b0
+    t1 = a1 * b1
+    return ((t0 - t1) % Q, ((a0 + a1) * (b0 + b1) - t0 - t1) % Q)
+
+
+def _batch_add_g2(ps: Sequence[Affine], qs: Sequence[Affine]) -> list[Affine]:
+    """Elementwise ps[i] + qs[i] on G2 (coordinates in Fq2) with one Fq2 inversion per batch."""
+    out: list[Affine] = [None] * len(ps)
+    todo: list[int] = []
+    nums: list[tuple[int, int]] = []
+    dens: list[tuple[int, int]] = []
+    for i, (p, q) in enumerate(zip(ps, qs)):
+        if p is None:
+            out[i] = q
+            continue
+        if q is None:
+            out[i] = p
+            continue
+        x1, y1 = p
+        x2, y2 = q
+        if x1 != x2:
+            nums.append(((y2[0] - y1[0]) % Q, (y2[1] - y1[1]) % Q))
+            dens.append(((x2[0] - x1[0]) % Q, (x2[1] - x1[1]) % Q))
+        elif y1 == y2 and y1 != (0, 0):
+            s0, s1 = bn254.fq2_sqr(x1)
+            nums.append((3 * s0 % Q, 3 * s1 % Q))
+            dens.append((2 * y1[0] % Q, 2 * y1[1] % Q))
+        else:
+            continue
+        todo.append(i)
+    if not todo:
+        return out
+    prefix: list[tuple[int, int]] = [(0, 0)] * len(todo)
+    acc0, acc1 = 1, 0
+    for j, (d0, d1) in enumerate(dens):
+        prefix[j] = (acc0, acc1)
+        acc0, acc1 = _f2mul(acc0, acc1, d0, d1)
+    inv0, inv1 = bn254.fq2_inv((acc0, acc1))
+    for j in range(len(todo) - 1, -1, -1):
+        i = todo[j]
+        p0, p1 = prefix[j]
+        di0, di1 = _f2mul(inv0, inv1, p0, p1)
+        n0, n1 = nums[j]
+        l0, l1 = _f2mul(n0, n1, di0, di1)
+        d0, d1 = dens[j]
+        inv0, inv1 = _f2mul(inv0, inv1, d0, d1)
+        (x10, x11), (y10, y11) = ps[i]
+        x20, x21 = qs[i][0]
+        ll0 = (l0 + l1) * (l0 - l1)
+        ll1 = 2 * l0 * l1
+        x30 = (ll0 - x10 - x20) % Q
+        x31 = (ll1 - x11 - x21) % Q
+        m0, m1 = _f2mul(l0, l1, x10 - x30, x11 - x31)
+        out[i] = ((x30, x31), ((m0 - y10) % Q, (m1 - y11) % Q))
+    return out
+
+
+def batch_add(group: Group, ps: Sequence[Affine], qs: Sequence[Affine]) -> list[Affine]:
+    """Elementwise affine sums ps[i] + qs[i] (None = infinity), one field inversion in all."""
+    if len(ps) != len(qs):
+        raise ValueError("batch_add needs two sequences of the same length")
+    return _batch_add_g1(ps, qs) if group is bn254.G1 else _batch_add_g2(ps, qs)
+
+
+def _reduce_runs(group: Group, keys: np.ndarray, pts: list[Affine]) -> tuple[np.ndarray, list[Affine]]:
+    """Sum the points of each run of equal keys (keys sorted): pairwise rounds of batch additions."""
+    while len(pts) > 1:
+        m = len(pts)
+        idx = np.arange(m)
+        starts = np.ones(m, dtype=bool)
+        starts[1:] = keys[1:] != keys[:-1]
+        run_start = np.maximum.accumulate(np.where(starts, idx, 0))
+        even = (idx - run_start) % 2 == 0
+        has_next = np.zeros(m, dtype=bool)
+        has_next[:-1] = ~starts[1:]
+        left = np.nonzero(even & has_next)[0]
+        if left.size == 0:
+            break
+        sums = batch_add(group, [pts[i] for i in left], [pts[i + 1] for i in left])
+        merged: list[Affine] = [pts[i] for i in range(m)]
+        for i, s in zip(left.tolist(), sums):
+            merged[i] = s
+        keep = np.nonzero(even)[0]
+        pts = [merged[i] for i in keep.tolist()]
+        keys = keys[keep]
+    return keys, pts
+
+
+def _is_one(limbs: np.ndarray) -> np.ndarray:
+    return (limbs[:, 0] == 1) & ~limbs[:, 1:].any(axis=1)
+
+
+def msm_windows(
+    group: Group, bases: Sequence[Affine], scalars: np.ndarray, c: int, lo: int, hi: int
+) -> list[Affine]:
+    """Window sums S_lo..S_{hi-1} of sum_i scalars[i] * bases[i] (DESIGN.md windows and digits).
+
+    ``bases``: affine points (None = infinity); ``scalars``: (n, 8) uint32 standard form, each
+    < 2^256. Zero scalars and infinity bases are skipped; scalars equal to 1 are summed apart
+    and added to S_0 (only when lo == 0). Returns hi - lo affine points (None = infinity).
+    """
+    limbs = np.ascontiguousarray(scalars, dtype="<u4").reshape(-1, 8)
+    w_count = num_windows(c)
+    if not 0 <= lo < hi <= w_count:
+        raise ValueError(f"window range [{lo}, {hi}) not inside [0, {w_count})")
+    if limbs.shape[0] != len(bases):
+        raise ValueError(f"{len(bases)} bases but {limbs.shape[0]} scalars")
+    live = np.array([p is not None for p in bases], dtype=bool)
+    ones = live & _is_one(limbs)
+    rest = np.nonzero(live & ~ones)[0]
+    half = 1 << (c - 1)
+    n_win = hi - lo
+    digits = signed_digits_array(limbs[rest], c)[:, lo:hi]
+    row, col = np.nonzero(digits)
+    d = digits[row, col].astype(np.int64)
+    keys = col.astype(np.int64) * half + np.abs(d) - 1
+    point_of = rest[row]
+    negate = d < 0
+    ones_key = n_win * half
+    if lo == 0:
+        one_idx = np.nonzero(ones)[0]
+        keys = np.concatenate([keys, np.full(one_idx.size, ones_key, dtype=np.int64)])
+        point_of = np.concatenate([point_of, one_idx])
+        negate = np.concatenate([negate, np.zeros(one_idx.size, dtype=bool)])
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    pts = [
+        bn254.neg(group, bases[i]) if ng else bases[i]
+        for i, ng in zip(point_of[order].tolist(), negate[order].tolist())
+    ]
+    keys, pts = _reduce_runs(group, keys, pts)
+
+    buckets: list[list[Affine]] = [[None] * half for _ in range(n_win)]
+    ones_sum: Affine = None
+    for k, p in zip(keys.tolist(), pts):
+        if k == ones_key:
+            ones_sum = p
+        else:
+            w, j = divmod(k, half)
+            buckets[w][j] = p
+    running: list[Affine] = [None] * n_win
+    total: list[Affine] = [None] * n_win
+    for j in range(half - 1, -1, -1):
+        running = batch_add(group, running, [b[j] for b in buckets])
+        total = batch_add(group, total, running)
+    if lo == 0 and ones_sum is not None:
+        total[0] = bn254.add(group, total[0], ones_sum)
+    return total
