@@ -1,0 +1,123 @@
+"""The ``distprove`` command line."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from .errors import DistproveError
+
+BACKEND_CHOICE = click.Choice(["auto", "cpu", "gpu"])
+
+
+def _friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn distprove's own errors into one line on stderr and exit status 1, no traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except DistproveError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+@click.group()
+@click.version_option(package_name="distprove")
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+def main(verbose: int) -> None:
+    """Groth16 proofs for circom/snarkjs circuits, on CPUs or a cluster of GPUs."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@main.command("import-key")
+@click.argument("zkey", type=click.Path(dir_okay=False))
+@click.argument("store", type=click.Path(file_okay=False))
+@click.option("--overwrite", is_flag=True, help="Replace an existing store.")
+@_friendly_errors
+def import_key_cmd(zkey: str, store: str, overwrite: bool) -> None:
+    """Import a snarkjs Groth16 ZKEY into a zarr key STORE."""
+    from .keystore import import_key
+
+    key = import_key(zkey, store, overwrite=overwrite)
+    click.echo(f"imported {zkey} -> {store}: {key.n_vars} signals, {key.n_public} public, domain 2^{key.power}")
+
+
+@main.command("export-vk")
+@click.argument("key", type=click.Path())
+@click.argument("vk_json", type=click.Path(dir_okay=False))
+@_friendly_errors
+def export_vk_cmd(key: str, vk_json: str) -> None:
+    """Write the verification key of KEY (store or .zkey) as snarkjs's verification_key.json."""
+    from .formats.jsonio import write_json_atomic
+    from .keystore import open_key
+
+    write_json_atomic(vk_json, open_key(key).vk_json())
+    click.echo(f"wrote {vk_json}")
+
+
+@main.command("prove")
+@click.argument("key", type=click.Path())
+@click.argument("witness", type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Folder for <name>.proof.json and <name>.public.json.")
+@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True)
+@click.option("--verify/--no-verify", "check", default=True, show_default=True,
+              help="Check the proof with a pairing before writing it.")
+@_friendly_errors
+def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool) -> None:
+    """Prove one WITNESS (.wtns) with KEY (a key store or a .zkey)."""
+    from .errors import InvalidProofError
+    from .keystore import open_key
+    from .prover import prove
+    from .verify import verify
+
+    k = open_key(key)
+    proof = prove(k, witness, backend=backend)
+    if check and not verify(k.vk_json(), proof.public_json(), proof.to_json()):
+        raise InvalidProofError(f"{witness}: the proof does not verify (is the witness satisfying the circuit?); nothing written")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(witness).name.removesuffix(".wtns")
+    proof.write(out / f"{stem}.proof.json", out / f"{stem}.public.json")
+    click.echo(f"{witness}: proof written to {out / (stem + '.proof.json')} in {proof.timings['total']:.2f} s")
+
+
+@main.command("verify")
+@click.argument("vk_json", type=click.Path(dir_okay=False))
+@click.argument("public_json", type=click.Path(dir_okay=False))
+@click.argument("proof_json", type=click.Path(dir_okay=False))
+@_friendly_errors
+def verify_cmd(vk_json: str, public_json: str, proof_json: str) -> None:
+    """Check a proof; exit status 0 only when it is valid."""
+    from .verify import verify
+
+    if verify(vk_json, public_json, proof_json):
+        click.echo("OK")
+        return
+    click.echo(f"error: {proof_json}: invalid proof", err=True)
+    sys.exit(1)
+
+
+@main.command("example")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="example-proofs", show_default=True)
+@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True)
+@_friendly_errors
+def example_cmd(out_dir: str, backend: str) -> None:
+    """Import the bundled example key, prove its witnesses into OUT and verify every proof."""
+    from .example import run_example
+
+    ok = run_example(Path(out_dir), backend=backend, echo=click.echo)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""The zarr key store: a snarkjs Groth16 key imported once, read lazily by chunk range.
+
+Layout (zarr v3 group; ``docs/KEYSTORE.md`` is the user-facing description):
+
+* ``a``, ``b1``, ``c``, ``h``, ``ic``: G1 affine points, ``(n, 16)`` uint32; ``b2``: G2, ``(n, 32)``.
+  Montgomery form, little-endian 32-bit limbs, G2 as x.c0, x.c1, y.c0, y.c1; infinity = zeros.
+  These are the zkey's bytes unchanged, so the GPU uploads them without conversion.
+* ``a_row_ptr``/``a_signal``/``a_value`` and the same for ``b``: the coefficients as CSR by
+  constraint row over the whole domain; values kept as the zkey stores them (coef·R² mod r).
+* Attributes: ``distprove`` (layout version), ``header`` (sizes), ``points`` (alpha1, beta1,
+  beta2, gamma2, delta1, delta2 as decimal strings), ``vk`` (verification_key.json), ``source``
+  (file name, size and SHA-256 of the imported .zkey).
+
+Every array is chunked along its element axis and every chunk carries a CRC32C checksum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import bn254
+from .errors import FormatError
+
+LAYOUT_VERSION = 1
+CHUNK_BYTES = 4 << 20
+POINT_ARRAYS = {"a": bn254.G1, "b1": bn254.G1, "b2": bn254.G2, "c": bn254.G1, "h": bn254.G1, "ic": bn254.G1}
+CSR_ARRAYS = tuple(f"{m}_{part}" for m in ("a", "b") for part in ("row_ptr", "signal", "value"))
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file, streamed in 16 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(16 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _decimal_point(g: bn254.Group, limbs: np.ndarray) -> Any:
+    p = bn254.points_from_limbs(g, limbs)[0]
+    if p is None:
+        return None
+    if g is bn254.G1:
+        return [str(p[0]), str(p[1])]
+    return [[str(p[0][0]), str(p[0][1])], [str(p[1][0]), str(p[1][1])]]
+
+
+def _point_from_decimal(g: bn254.Group, v: Any) -> bn254.Affine:
+    if v is None:
+        return None
+    if g is bn254.G1:
+        return (int(v[0]), int(v[1]))
+    return ((int(v[0][0]), int(v[0][1])), (int(v[1][0]), int(v[1][1])))
+
+
+class _KeyBase:
+    """What both key kinds share: header values, the prover's points and the vk."""
+
+    n_vars: int
+    n_public: int
+    domain_size: int
+    content_hash: str
+    path: str
+
+    @property
+    def power(self) -> int:
+        return self.domain_size.bit_length() - 1
+
+    @property
+    def points(self) -> dict[str, bn254.Affine]:
+        """alpha1, beta1, delta1 (G1) and beta2, gamma2, delta2 (G2) as affine Python ints."""
+        raise NotImplementedError
+
+    def vk_json(self) -> dict:
+        """The verification key in snarkjs's verification_key.json layout."""
+        raise NotImplementedError
+
+
+class KeyStore(_KeyBase):
+    """A key imported into zarr. Arrays are opened lazily; slicing reads only the chunks it needs."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        import zarr
+
+        self.path = os.fspath(path)
+        try:
+            self._group = zarr.open_group(self.path, mode="r")
+        except Exception as exc:  # zarr raises several types for a missing or broken store
+            raise FormatError(self.path, f"not a distprove key store ({exc.__class__.__name__}: {exc})") from None
+        attrs = self._group.attrs.asdict()
+        meta = attrs.get("distprove", {})
+        if meta.get("layout") != LAYOUT_VERSION:
+            raise FormatError(self.path, f"not a distprove key store of layout {LAYOUT_VERSION} (found {meta or 'none'})")
+        self.attrs = attrs
+        header = attrs["header"]
+        self.n_vars = int(header["n_vars"])
+        self.n_public = int(header["n_public"])
+        self.domain_size = int(header["domain_size"])
+        self.content_hash = attrs["source"]["sha256"]
+
+    def __getattr__(self, name: str) -> Any:
+        if name in POINT_ARRAYS or name in CSR_ARRAYS:
+            try:
+                arr = _StoredArray(self.path, name, self._group[name])
+            except KeyError:
+                raise FormatError(self.path, f"array {name!r} is missing from the key store") from None
+            self.__dict__[name] = arr
+            return arr
+        raise AttributeError(name)
+
+    @cached_property
+    def points(self) -> dict[str, bn254.Affine]:
+        pts = self.attrs["points"]
+        out = {}
+        for name in ("alpha1", "beta1", "delta1"):
+            out[name] = _point_from_decimal(bn254.G1, pts[name])
+        for name in ("beta2", "gamma2", "delta2"):
+            out[name] = _point_from_decimal(bn254.G2, pts[name])
+        return out
+
+    def vk_json(self) -> dict:
+        return dict(self.attrs["vk"])
+
+    def __repr__(self) -> str:
+        return f"KeyStore({self.path!r}, n_vars={self.n_vars}, domain=2^{self.power})"
+
+
+class _StoredArray:
+    """A zarr array whose reads turn storage and checksum failures into a one-line FormatError."""
+
+    def __init__(self, store: str, name: str, array: Any) -> None:
+        self._store, self.name, self._array = store, name, array
+        self.shape: tuple[int, ...] = tuple(array.shape)
+        self.dtype = array.dtype
+        self.chunks: tuple[int, ...] = tuple(array.chunks)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, sel: Any) -> np.ndarray:
+        try:
+            return np.asarray(self._array[sel])
+        except Exception as exc:  # checksum mismatch, missing or truncated chunk, I/O error
+            raise FormatError(
+                os.path.join(self._store, self.name), f"cannot read {sel!r}: {exc.__class__.__name__}: {exc}"
+            ) from None
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self[...]
+        return out if dtype is None else out.astype(dtype)
+
+
+class ZkeyKey(_KeyBase):
+    """A .zkey used directly (memory-mapped), with its CSR built in memory at open time.
+
+    Convenient for one-off proofs; a batch should import the key once with :func:`import_key`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        from .formats.zkey import read_zkey
+        from .stages.gather import csr_from_coefficients
+
+        self.path = os.fspath(path)
+        z = read_zkey(self.path)
+        self.zkey = z
+        self.n_vars, self.n_public, self.domain_size = z.n_vars, z.n_public, z.domain_size
+        self.content_hash = file_sha256(self.path)
+        for name in POINT_ARRAYS:
+            setattr(self, name, getattr(z, name))
+        for m, which in (("a", 0), ("b", 1)):
+            row_ptr, signal, value = csr_from_coefficients(
+                z.coef_matrix, z.coef_row, z.coef_signal, z.coef_value, which, z.domain_size
+            )
+            setattr(self, f"{m}_row_ptr", row_ptr)
+            setattr(self, f"{m}_signal", signal)
+            setattr(self, f"{m}_value", value)
+
+    @cached_property
+    def points(self) -> dict[str, bn254.Affine]:
+        z = self.zkey
+        out = {}
+        for name in ("alpha1", "beta1", "delta1"):
+            out[name] = bn254.points_from_limbs(bn254.G1, getattr(z, name))[0]
+        for name in ("beta2", "gamma2", "delta2"):
+            out[name] = bn254.points_from_limbs(bn254.G2, getattr(z, name))[0]
+        return out
+
+    def vk_json(self) -> dict:
+        return _vk_json(self.n_public, self.points, self.ic)
+
+    def __repr__(self) -> str:
+        return f"ZkeyKey({self.path!r}, n_vars={self.n_vars}, domain=2^{self.power})"
+
+
+def _vk_json(n_public: int, points: dict[str, bn254.Affine], ic_limbs: Any) -> dict:
+    from .formats.jsonio import vk_to_json
+    from .verify import alphabeta_12
+
+    ic = bn254.points_from_limbs(bn254.G1, np.asarray(ic_limbs[:]))
+    return vk_to_json(
+        n_public,
+        points["alpha1"],
+        points["beta2"],
+        points["gamma2"],
+        points["delta2"],
+        ic,
+        alphabeta_12(points["alpha1"], points["beta2"]),
+    )
+
+
+
+
+def import_key(
+    zkey_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> KeyStore:
+    """Import a snarkjs Groth16 ``.zkey`` into a zarr v3 key store at ``out_path`` and open it.
+
+    Arrays are chunked along the element axis in chunks of about ``chunk_bytes``.
+
+    The store is written to a temporary sibling directory and renamed into place, so an
+    interrupted import never leaves a half-written store under the final name.
+    """
+    import zarr
+    from zarr.codecs import Crc32cCodec
+
+    out = Path(out_path)
+    if out.exists() and not overwrite:
+        raise FormatError(out, "already exists (pass overwrite=True / --overwrite to replace it)")
+    key = ZkeyKey(zkey_path)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
+
+    def put(name: str, data: np.ndarray) -> None:
+        data = np.ascontiguousarray(data)
+        row_bytes = data.itemsize * (int(np.prod(data.shape[1:])) if data.ndim > 1 else 1)
+        chunks = (min(max(1, data.shape[0]), max(1, chunk_bytes // row_bytes)),) + data.shape[1:]
+        arr = group.create_array(
+            name, shape=data.shape, chunks=chunks, dtype=data.dtype, compressors=[Crc32cCodec()], fill_value=0
+        )
+        step = chunks[0] * 16
+        for lo in range(0, data.shape[0], step):
+            arr[lo : lo + step] = data[lo : lo + step]
+
+    for name in POINT_ARRAYS:
+        put(name, np.asarray(getattr(key, name), dtype="<u4"))
+    for name in CSR_ARRAYS:
+        put(name, np.asarray(getattr(key, name), dtype="<u4"))
+
+    z = key.zkey
+    group.attrs.update(
+        {
+            "distprove": {"layout": LAYOUT_VERSION, "kind": "groth16-bn254"},
+            "header": {
+                "n_vars": key.n_vars,
+                "n_public": key.n_public,
+                "domain_size": key.domain_size,
+                "power": key.power,
+                "n_coefs": int(z.coef_matrix.shape[0]),
+                "q": str(bn254.Q),
+                "r": str(bn254.R),
+            },
+            "points": {
+                **{n: _decimal_point(bn254.G1, getattr(z, n)) for n in ("alpha1", "beta1", "delta1")},
+                **{n: _decimal_point(bn254.G2, getattr(z, n)) for n in ("beta2", "gamma2", "delta2")},
+            },
+            "vk": key.vk_json(),
+            "source": {
+                "file": os.path.basename(os.fspath(zkey_path)),
+                "size": os.path.getsize(zkey_path),
+                "sha256": key.content_hash,
+            },
+        }
+    )
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return KeyStore(out)
+
+
+def open_key(path: str | os.PathLike[str]) -> KeyStore | ZkeyKey:
+    """Open a key: a zarr key store directory, or a ``.zkey`` file used directly."""
+    p = Path(path)
+    if not p.exists():
+        raise FormatError(p, "no such key store or .zkey file")
+    if p.is_dir():
+        return KeyStore(p)
+    return ZkeyKey(p)

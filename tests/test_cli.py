@@ -1,0 +1,103 @@
+"""The command line as a user runs it: real processes, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import snarkjs_verify
+
+DATA = Path(__file__).parent / "data"
+MINI_KEY = DATA / "mini" / "mini_0001.zkey"
+MINI_WTNS = DATA / "mini" / "witness.wtns"
+BAD = DATA / "bad"
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "distprove.cli", *map(str, args)], capture_output=True, text=True, timeout=600
+    )
+
+
+def assert_one_line_error(res: subprocess.CompletedProcess[str], path: Path, *words: str) -> None:
+    assert res.returncode != 0
+    assert "Traceback" not in res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("error: ") and path.name in lines[0], lines[0]
+    for w in words:
+        assert w.lower() in lines[0].lower(), (w, lines[0])
+
+
+def test_import_export_prove_verify(tmp_path: Path, snarkjs: str) -> None:
+    store = tmp_path / "mini.zarr"
+    assert run("import-key", MINI_KEY, store).returncode == 0
+    vk = tmp_path / "vk.json"
+    assert run("export-vk", store, vk).returncode == 0
+    assert json.loads(vk.read_text()) == json.loads((DATA / "mini" / "verification_key.json").read_text())
+    res = run("prove", store, MINI_WTNS, "--out", tmp_path / "proofs", "--backend", "cpu")
+    assert res.returncode == 0, res.stderr
+    proof, public = tmp_path / "proofs" / "witness.proof.json", tmp_path / "proofs" / "witness.public.json"
+    assert json.loads(public.read_text()) == ["3278", "11"]
+    assert run("verify", vk, public, proof).returncode == 0
+    assert snarkjs_verify(vk, public, proof, snarkjs)
+    public.write_text(json.dumps(["3279", "11"]))
+    res = run("verify", vk, public, proof)
+    assert res.returncode == 1 and "invalid proof" in res.stderr
+
+
+ZKEY_BAD = {
+    "truncated_header.zkey": ["truncated"],
+    "truncated_half.zkey": [],
+    "wrong_magic.zkey": ["magic"],
+    "section_size_lies.zkey": ["section 5"],
+    "protocol_plonk.zkey": ["protocol"],
+    "missing_h_section.zkey": ["section 9"],
+    "point_off_curve.zkey": ["curve"],
+}
+WTNS_BAD = {
+    "truncated.wtns": [],
+    "empty.wtns": [],
+    "random_bytes.wtns": [],
+    "wrong_prime.wtns": ["prime"],
+    "value_ge_r.wtns": [],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZKEY_BAD))
+def test_bad_zkey(name: str, tmp_path: Path) -> None:
+    res = run("import-key", BAD / name, tmp_path / "k.zarr")
+    assert_one_line_error(res, BAD / name, *ZKEY_BAD[name])
+    assert not (tmp_path / "k.zarr").exists()
+    res = run("prove", BAD / name, MINI_WTNS, "--out", tmp_path, "--backend", "cpu")
+    assert_one_line_error(res, BAD / name, *ZKEY_BAD[name])
+
+
+@pytest.mark.parametrize("name", sorted(WTNS_BAD))
+def test_bad_witness(name: str, tmp_path: Path) -> None:
+    res = run("prove", MINI_KEY, BAD / name, "--out", tmp_path, "--backend", "cpu")
+    assert_one_line_error(res, BAD / name, *WTNS_BAD[name])
+    assert not list(tmp_path.iterdir())
+
+
+def test_unsatisfied_witness_writes_nothing(tmp_path: Path) -> None:
+    res = run("prove", MINI_KEY, BAD / "unsatisfied.wtns", "--out", tmp_path, "--backend", "cpu")
+    assert_one_line_error(res, BAD / "unsatisfied.wtns", "does not verify")
+    assert not list(tmp_path.iterdir())
+
+
+def test_witness_of_another_circuit(tmp_path: Path) -> None:
+    other = DATA / "mul_chain_1k" / "witnesses" / "witness_0.wtns"
+    res = run("prove", MINI_KEY, other, "--out", tmp_path, "--backend", "cpu")
+    assert_one_line_error(res, other, "nVars")
+
+
+def test_example_command(tmp_path: Path) -> None:
+    res = run("example", "--out", tmp_path / "ex", "--backend", "cpu")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("verified OK") == 3
+    assert len(list((tmp_path / "ex").glob("*.proof.json"))) == 3

@@ -1,0 +1,110 @@
+"""The zarr key store: import, lazy chunk-range reads, checksums, the exported vk."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distprove import bn254
+from distprove.errors import FormatError
+from distprove.formats.zkey import read_zkey
+from distprove.keystore import KeyStore, file_sha256, import_key, open_key
+
+DATA = Path(__file__).parent / "data"
+MINI = DATA / "mini" / "mini_0001.zkey"
+CHAIN = DATA / "mul_chain_1k" / "circuit_final.zkey"
+
+
+@pytest.fixture(scope="module")
+def chain_store(tmp_path_factory: pytest.TempPathFactory) -> KeyStore:
+    # Small chunks so the arrays span many chunks.
+    return import_key(CHAIN, tmp_path_factory.mktemp("ks") / "chain.zarr", chunk_bytes=4096)
+
+
+def test_arrays_are_the_zkey_bytes(chain_store: KeyStore) -> None:
+    z = read_zkey(CHAIN)
+    for name in ("a", "b1", "b2", "c", "h", "ic"):
+        stored = chain_store.__getattr__(name)
+        assert stored.dtype == np.uint32
+        assert np.array_equal(stored[:], np.asarray(getattr(z, name))), name
+    assert chain_store.a.chunks[0] == 4096 // 64
+    assert chain_store.b2.chunks[0] == 4096 // 128
+
+
+def test_csr_holds_every_coefficient(chain_store: KeyStore) -> None:
+    z = read_zkey(CHAIN)
+    for m, which in (("a", 0), ("b", 1)):
+        row_ptr = chain_store.__getattr__(f"{m}_row_ptr")[:]
+        signal = chain_store.__getattr__(f"{m}_signal")[:]
+        value = chain_store.__getattr__(f"{m}_value")[:]
+        assert row_ptr.shape == (z.domain_size + 1,)
+        assert row_ptr[0] == 0 and np.all(np.diff(row_ptr.astype(np.int64)) >= 0)
+        sel = z.coef_matrix == which
+        assert row_ptr[-1] == sel.sum() == signal.shape[0] == value.shape[0]
+        # Every (row, signal, value) record of the zkey appears in its row, in record order.
+        rows = np.repeat(np.arange(z.domain_size), np.diff(row_ptr.astype(np.int64)))
+        order = np.argsort(z.coef_row[sel], kind="stable")
+        assert np.array_equal(rows, z.coef_row[sel][order])
+        assert np.array_equal(signal, z.coef_signal[sel][order])
+        assert np.array_equal(value, z.coef_value[sel][order])
+
+
+def test_attributes(chain_store: KeyStore) -> None:
+    z = read_zkey(CHAIN)
+    assert (chain_store.n_vars, chain_store.n_public, chain_store.domain_size) == (z.n_vars, z.n_public, z.domain_size)
+    assert chain_store.content_hash == file_sha256(CHAIN)
+    assert chain_store.attrs["source"]["file"] == CHAIN.name
+    assert chain_store.points["alpha1"] == bn254.points_from_limbs(bn254.G1, z.alpha1)[0]
+    assert chain_store.points["delta2"] == bn254.points_from_limbs(bn254.G2, z.delta2)[0]
+
+
+def test_exported_vk_equals_snarkjs(chain_store: KeyStore) -> None:
+    expected = json.loads((DATA / "mul_chain_1k" / "verification_key.json").read_text())
+    assert chain_store.vk_json() == expected
+    assert open_key(CHAIN).vk_json() == expected
+
+
+def test_chunk_range_reads_only_its_chunks(tmp_path: Path, chain_store: KeyStore) -> None:
+    store = tmp_path / "copy.zarr"
+    shutil.copytree(chain_store.path, store)
+    chunk = chain_store.a.chunks[0]
+    chunk_dir = store / "a" / "c"
+    files = sorted(chunk_dir.iterdir(), key=lambda p: int(p.name))
+    assert len(files) > 4
+    # Remove every chunk but the third: reading inside it must not touch the others.
+    for f in files:
+        if f.name != "2":
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+    ks = KeyStore(store)
+    part = ks.a[2 * chunk : 3 * chunk]
+    assert np.array_equal(part, chain_store.a[2 * chunk : 3 * chunk])
+
+
+def test_checksum_catches_corruption(tmp_path: Path, chain_store: KeyStore) -> None:
+    store = tmp_path / "corrupt.zarr"
+    shutil.copytree(chain_store.path, store)
+    victim = next((store / "b1" / "c").iterdir())
+    while victim.is_dir():
+        victim = next(victim.iterdir())
+    data = bytearray(victim.read_bytes())
+    data[5] ^= 0x40
+    victim.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="b1"):
+        KeyStore(store).b1[:]
+
+
+def test_refuses_to_overwrite_and_non_stores(tmp_path: Path) -> None:
+    out = tmp_path / "k.zarr"
+    import_key(MINI, out)
+    with pytest.raises(FormatError, match="already exists"):
+        import_key(MINI, out)
+    import_key(MINI, out, overwrite=True)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FormatError, match="not a distprove key store"):
+        open_key(tmp_path / "empty")
+    with pytest.raises(FormatError, match="no such"):
+        open_key(tmp_path / "missing.zarr")
