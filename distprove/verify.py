@@ -1,0 +1,193 @@
+"""Groth16 verification as ``snarkjs groth16 verify`` does it, on py_ecc's BN254 pairing.
+
+The check (SNARKJS_FORMATS.md §8): every public signal is in [0, r), pi_a / pi_b / pi_c lie on
+their curves (no subgroup check), cpub = IC[0] + Σ public[i]·IC[i+1], and
+
+    e(-pi_a, pi_b) · e(cpub, γ₂) · e(pi_c, δ₂) · e(α₁, β₂) == 1,
+
+computed as a product of Miller loops followed by one final exponentiation.
+
+:func:`verify_many` checks a batch with one random linear combination (secret 128-bit
+coefficients ρ_i) and one final exponentiation; terms that share a G2 point of the key are
+summed in G1 first. ρ_i is applied to pi_a_i's Miller loop *output* rather than to pi_a_i, so the
+batch check equals the product of the individual checks raised to ρ_i even when pi_b is not in
+the G2 subgroup (snarkjs accepts such points). Bilinearity in G1 is only used against key points,
+and only after checking that they lie in the G2 subgroup.
+
+Orientation and basis: py_ecc's ``pairing(Q, P)`` takes the G2 point first. snarkjs's
+(ffjavascript's) final exponentiation computes the reduced pairing raised to
+m = 2x(6x²+3x+1) (x the BN parameter), which does not change "== 1" since gcd(m, r) = 1, but
+does change the value of ``vk_alphabeta_12``; :func:`alphabeta_12` applies it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from py_ecc.optimized_bn128 import FQ, FQ2, FQ12, final_exponentiate, pairing
+
+from distprove import bn254
+from distprove.errors import FormatError
+from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk
+
+Proof = tuple[bn254.Affine, bn254.Affine, bn254.Affine]
+Source = Any
+"""A path, JSON already parsed, or (vk) a VerificationKey / (public) a list of ints / (proof) a point tuple."""
+
+BN_X = 4965661367192848881
+"""The BN254 curve parameter x (p = 36x⁴ + 36x³ + 24x² + 6x + 1)."""
+SNARKJS_FE_POWER = 2 * BN_X * (6 * BN_X * BN_X + 3 * BN_X + 1) % bn254.R
+"""ffjavascript's final exponentiation is the standard one raised to this power (mod r)."""
+RHO_BITS = 128
+
+
+def _load(vk: Source, public: Source, proof: Source) -> tuple[VerificationKey, list[int], Proof]:
+    """Parse (where needed) and validate one (vk, public, proof) triple as snarkjs does.
+
+    jsonio's readers check JSON shape, ranges (public < r, coordinates < q) and curve
+    membership; an already-parsed proof tuple gets the curve check here.
+    """
+    key = vk if isinstance(vk, VerificationKey) else read_vk(vk)
+    pub = read_public(public)
+    if isinstance(proof, tuple):
+        prf: Proof = proof
+        for name, group, point in zip(("pi_a", "pi_b", "pi_c"), (bn254.G1, bn254.G2, bn254.G1), prf):
+            if not bn254.is_on_curve(group, point):
+                raise FormatError("<proof>", f"{name} is not on the {group.name} curve")
+    else:
+        prf = read_proof(proof)
+    if len(pub) != key.n_public:
+        name = os.fspath(public) if isinstance(public, (str, os.PathLike)) else "<public>"
+        raise FormatError(name, f"{len(pub)} public signals, the verification key has nPublic = {key.n_public}")
+    return key, pub, prf
+
+
+def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Jacobian:
+    """IC[0] + Σ public[i]·IC[i+1] in Jacobian coordinates."""
+    acc = bn254.to_jacobian(bn254.G1, key.ic[0])
+    for s, base in zip(public, key.ic[1:]):
+        acc = bn254.jac_add(bn254.G1, acc, bn254.jac_mul(bn254.G1, bn254.to_jacobian(bn254.G1, base), s))
+    return acc
+
+
+def _miller(p: bn254.Affine, q: bn254.Affine) -> FQ12:
+    """The Miller loop of py_ecc's optimal ate pairing e(p, q), p in G1, q in G2 (no final exponentiation)."""
+    if p is None or q is None:
+        return FQ12.one()
+    g1 = (FQ(p[0]), FQ(p[1]), FQ.one())
+    g2 = (FQ2(list(q[0])), FQ2(list(q[1])), FQ2.one())
+    return pairing(g2, g1, final_exponentiate=False)
+
+
+def _check(key: VerificationKey, public: Sequence[int], proof: Proof) -> bool:
+    """The pairing equation for one validated proof: four Miller loops, one final exponentiation."""
+    pi_a, pi_b, pi_c = proof
+    cpub = bn254.to_affine(bn254.G1, _cpub(key, public))
+    f = (
+        _miller(bn254.neg(bn254.G1, pi_a), pi_b)
+        * _miller(cpub, key.gamma2)
+        * _miller(pi_c, key.delta2)
+        * _miller(key.alpha1, key.beta2)
+    )
+    return final_exponentiate(f) == FQ12.one()
+
+
+def verify(vk: Source, public: Source, proof: Source) -> bool:
+    """Check one Groth16 proof exactly as ``snarkjs groth16 verify`` does.
+
+    ``vk``, ``public`` and ``proof`` are paths (or whatever :mod:`distprove.formats.jsonio`'s
+    readers accept) or already-parsed objects: a ``VerificationKey``, a list of ints and a
+    ``(pi_a, pi_b, pi_c)`` tuple of affine points. Returns False when the pairing check fails;
+    raises :class:`FormatError` when an input is malformed (bad JSON, wrong number of public
+    signals, a public signal >= r, a point off its curve).
+    """
+    return _check(*_load(vk, public, proof))
+
+
+def _in_g2_subgroup(q: bn254.Affine) -> bool:
+    """True when r·q is infinity (checked as (r-1)·q == -q, since bn254.mul reduces k mod r)."""
+    return q is None or bn254.mul(bn254.G2, q, bn254.R - 1) == bn254.neg(bn254.G2, q)
+
+
+def _key_id(key: VerificationKey) -> tuple:
+    return (key.alpha1, key.beta2, key.gamma2, key.delta2, tuple(key.ic))
+
+
+def _batch_check(batch: Sequence[tuple[VerificationKey, list[int], Proof]]) -> bool:
+    """One random-linear-combination check of validated proofs whose key G2 points are in the subgroup."""
+    rho = [1 + secrets.randbelow((1 << RHO_BITS) - 1) for _ in batch]
+    # Per key: Σρ_i (for α₁ and IC[0]) and Σρ_i·public_i[j] (for IC[j+1]) mod r; Σρ_i·pi_c_i.
+    keys: dict[tuple, VerificationKey] = {}
+    scalars: dict[tuple, list[int]] = {}
+    pi_c_sums: dict[tuple, bn254.Jacobian] = {}
+    for r_i, (key, public, (_, _, pi_c)) in zip(rho, batch):
+        kid = _key_id(key)
+        keys.setdefault(kid, key)
+        acc = scalars.setdefault(kid, [0] * (key.n_public + 1))
+        acc[0] = (acc[0] + r_i) % bn254.R
+        for j, s in enumerate(public):
+            acc[j + 1] = (acc[j + 1] + r_i * s) % bn254.R
+        term = bn254.jac_mul(bn254.G1, bn254.to_jacobian(bn254.G1, pi_c), r_i)
+        pi_c_sums[kid] = bn254.jac_add(bn254.G1, pi_c_sums.get(kid, bn254.to_jacobian(bn254.G1, None)), term)
+
+    # G1 sums against each distinct key G2 point (γ₂ is usually shared by every key).
+    by_g2: dict[bn254.Affine, bn254.Jacobian] = {}
+
+    def accumulate(q: bn254.Affine, p: bn254.Jacobian) -> None:
+        by_g2[q] = bn254.jac_add(bn254.G1, by_g2.get(q, bn254.to_jacobian(bn254.G1, None)), p)
+
+    for kid, key in keys.items():
+        sc = scalars[kid]
+        cpub = bn254.to_jacobian(bn254.G1, None)
+        for s, base in zip(sc, key.ic):
+            cpub = bn254.jac_add(bn254.G1, cpub, bn254.jac_mul(bn254.G1, bn254.to_jacobian(bn254.G1, base), s))
+        accumulate(key.gamma2, cpub)
+        accumulate(key.delta2, pi_c_sums[kid])
+        accumulate(key.beta2, bn254.jac_mul(bn254.G1, bn254.to_jacobian(bn254.G1, key.alpha1), sc[0]))
+
+    f = FQ12.one()
+    for q, p in by_g2.items():
+        f = f * _miller(bn254.to_affine(bn254.G1, p), q)
+    for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch):
+        f = f * _miller(bn254.neg(bn254.G1, pi_a), pi_b) ** r_i
+    return final_exponentiate(f) == FQ12.one()
+
+
+def verify_many(items: Sequence[tuple[Source, Source, Source]]) -> list[bool]:
+    """Check many (vk, public, proof) triples; result i is what ``verify(*items[i])`` returns.
+
+    All proofs whose key G2 points lie in the G2 subgroup are checked together with one final
+    exponentiation; if that batch check fails, each of them is checked on its own so the failing
+    ones are named. Raises :class:`FormatError` on the first malformed input.
+    """
+    loaded = [_load(*item) for item in items]
+    subgroup_ok: dict[tuple, bool] = {}
+    for key, _, _ in loaded:
+        kid = _key_id(key)
+        if kid not in subgroup_ok:
+            subgroup_ok[kid] = all(_in_g2_subgroup(q) for q in (key.beta2, key.gamma2, key.delta2))
+    batched = [i for i, (key, _, _) in enumerate(loaded) if subgroup_ok[_key_id(key)]]
+    results: list[bool | None] = [None] * len(loaded)
+    if len(batched) > 1 and _batch_check([loaded[i] for i in batched]):
+        for i in batched:
+            results[i] = True
+    return [ok if ok is not None else _check(*loaded[i]) for i, ok in enumerate(results)]
+
+
+def alphabeta_12(alpha1: bn254.Affine, beta2: bn254.Affine) -> list[list[list[str]]]:
+    """e(alpha1, beta2) as snarkjs writes ``vk_alphabeta_12`` in verification_key.json.
+
+    The layout is [2][3][2] decimal strings: Fq12 = Fq6[w]/(w² - v), Fq6 = Fq2[v]/(v³ - ξ),
+    ξ = 9 + u, Fq2 = Fq[u]/(u² + 1), c0 first at every level. py_ecc's FQ12 is Fq[W]/(W¹² - 18W⁶ + 82):
+    with W = w (so W² = v) and W⁶ = ξ, u = W⁶ - 9, the coefficient of vⁱwʲ is
+    (p[2i+j] + 9·p[2i+j+6]) + p[2i+j+6]·u where p are py_ecc's coefficients.
+    """
+    e = final_exponentiate(_miller(alpha1, beta2)) ** SNARKJS_FE_POWER
+    p = [int(c) for c in e.coeffs]
+    return [
+        [[str((p[2 * i + j] + 9 * p[2 * i + j + 6]) % bn254.Q), str(p[2 * i + j + 6] % bn254.Q)] for i in range(3)]
+        for j in range(2)
+    ]

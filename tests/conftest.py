@@ -1,0 +1,99 @@
+"""Shared test helpers: the snarkjs oracle, the fixture data folder, and the gpu/slow markers.
+
+* ``snarkjs`` fixture: the snarkjs command (env ``SNARKJS``, else the repo's
+  ``node_modules/.bin/snarkjs``, else ``snarkjs`` on PATH). Tests using it are skipped when it is
+  absent, unless ``DISTPROVE_REQUIRE_SNARKJS=1`` (CI), in which case they fail.
+* :func:`snarkjs_verify`: run ``snarkjs groth16 verify`` on three files.
+* ``data_dir`` fixture: ``tests/data``.
+* markers ``gpu`` (needs a CUDA device that CuPy sees; skipped otherwise) and ``slow``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).parents[1]
+DATA_DIR = Path(__file__).parent / "data"
+SNARKJS_TIMEOUT_S = 300
+
+
+def find_snarkjs() -> str | None:
+    """The snarkjs command to run: $SNARKJS, the repo's node_modules/.bin/snarkjs, or PATH; None if absent."""
+    env = os.environ.get("SNARKJS")
+    if env:
+        return env
+    local = REPO_ROOT / "node_modules" / ".bin" / "snarkjs"
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which("snarkjs")
+
+
+def snarkjs_verify(
+    vk_path: str | os.PathLike[str],
+    public_path: str | os.PathLike[str],
+    proof_path: str | os.PathLike[str],
+    snarkjs: str | None = None,
+) -> bool:
+    """True when ``snarkjs groth16 verify vk public proof`` exits 0 and prints OK.
+
+    ``snarkjs`` defaults to :func:`find_snarkjs`; raises FileNotFoundError if there is none
+    (tests should request the ``snarkjs`` fixture to be skipped instead).
+    """
+    cmd = snarkjs or find_snarkjs()
+    if cmd is None:
+        raise FileNotFoundError("snarkjs not found (set SNARKJS or install node_modules/.bin/snarkjs)")
+    res = subprocess.run(
+        [cmd, "groth16", "verify", os.fspath(vk_path), os.fspath(public_path), os.fspath(proof_path)],
+        capture_output=True,
+        text=True,
+        timeout=SNARKJS_TIMEOUT_S,
+    )
+    return res.returncode == 0 and "OK" in res.stdout + res.stderr
+
+
+@pytest.fixture(scope="session")
+def snarkjs() -> str:
+    """The snarkjs command; skips the test when absent unless DISTPROVE_REQUIRE_SNARKJS=1 (then fails)."""
+    cmd = find_snarkjs()
+    if cmd is None:
+        message = "snarkjs not found (set SNARKJS, or npm install snarkjs@0.7.6 in the repo root)"
+        if os.environ.get("DISTPROVE_REQUIRE_SNARKJS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return cmd
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The folder of test fixtures (tests/data)."""
+    return DATA_DIR
+
+
+@functools.cache
+def cuda_device_available() -> bool:
+    """True when CuPy is importable and sees at least one CUDA device."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except (ImportError, RuntimeError):  # no CuPy, or no driver / device (CUDARuntimeError)
+        return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU that CuPy can see (skipped otherwise)")
+    config.addinivalue_line("markers", "slow: takes long on the CPU reference; deselect with -m 'not slow'")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu_items and not cuda_device_available():
+        skip = pytest.mark.skip(reason="no CUDA device visible to CuPy")
+        for item in gpu_items:
+            item.add_marker(skip)
