@@ -117,6 +117,7 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
     text = json.dumps(obj, indent=1)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
     try:
+        os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

@@ -116,6 +116,8 @@ def _scan_counts(z: Container, start: int, end: int, n_lc: int) -> tuple[np.ndar
 def _constraints(z: Container, n_wires: int, n_constraints: int) -> tuple[CSR, CSR, CSR]:
     s = z.section(2, "constraints")
     n_lc = 3 * n_constraints
+    if 4 * n_lc > s.size:
+        z.fail(f"constraints section has {s.size} bytes, too short for nConstraints {n_constraints} (truncated)")
     counts, offs = _scan_counts(z, s.offset, s.offset + s.size, n_lc)
     per = counts.reshape(n_constraints, 3)
     row_ptrs = [np.concatenate(([0], np.cumsum(per[:, j]))).astype(np.int64) for j in range(3)]
