@@ -117,42 +117,40 @@ def _key_id(key: VerificationKey) -> tuple:
 
 
 def _batch_check(batch: Sequence[tuple[VerificationKey, list[int], Proof]]) -> bool:
-    """One random-linear-combination check of validated proofs whose key G2 points are in the subgroup."""
+    """One random-linear-combination check of validated proofs whose key G2 points are in the subgroup.
+
+    With secret ρ_i, checks Π_i [e(-pi_a_i, pi_b_i)^ρ_i] · e(Σρ_i·cpub_i, γ₂) · e(Σρ_i·pi_c_i, δ₂)
+    · e((Σρ_i)·α₁, β₂) == 1, the G1 sums taken per distinct G2 point of the keys. Σρ_i·cpub_i is
+    formed from per-key scalars Σρ_i and Σρ_i·public_i[j], so it costs nPublic+1 multiplications per key.
+    """
+    g1 = bn254.G1
     rho = [1 + secrets.randbelow((1 << RHO_BITS) - 1) for _ in batch]
-    # Per key: Σρ_i (for α₁ and IC[0]) and Σρ_i·public_i[j] (for IC[j+1]) mod r; Σρ_i·pi_c_i.
+    by_g2: dict[bn254.Affine, bn254.Jacobian] = {}
+
+    def accumulate(q: bn254.Affine, p: bn254.Affine, k: int) -> None:
+        term = bn254.jac_mul(g1, bn254.to_jacobian(g1, p), k)
+        by_g2[q] = bn254.jac_add(g1, by_g2.get(q, bn254.to_jacobian(g1, None)), term)
+
     keys: dict[tuple, VerificationKey] = {}
     scalars: dict[tuple, list[int]] = {}
-    pi_c_sums: dict[tuple, bn254.Jacobian] = {}
     for r_i, (key, public, (_, _, pi_c)) in zip(rho, batch):
         kid = _key_id(key)
         keys.setdefault(kid, key)
-        acc = scalars.setdefault(kid, [0] * (key.n_public + 1))
-        acc[0] = (acc[0] + r_i) % bn254.R
-        for j, s in enumerate(public):
-            acc[j + 1] = (acc[j + 1] + r_i * s) % bn254.R
-        term = bn254.jac_mul(bn254.G1, bn254.to_jacobian(bn254.G1, pi_c), r_i)
-        pi_c_sums[kid] = bn254.jac_add(bn254.G1, pi_c_sums.get(kid, bn254.to_jacobian(bn254.G1, None)), term)
-
-    # G1 sums against each distinct key G2 point (γ₂ is usually shared by every key).
-    by_g2: dict[bn254.Affine, bn254.Jacobian] = {}
-
-    def accumulate(q: bn254.Affine, p: bn254.Jacobian) -> None:
-        by_g2[q] = bn254.jac_add(bn254.G1, by_g2.get(q, bn254.to_jacobian(bn254.G1, None)), p)
-
+        sc = scalars.setdefault(kid, [0] * (key.n_public + 1))
+        for j, s in enumerate([1, *public]):
+            sc[j] = (sc[j] + r_i * s) % bn254.R
+        accumulate(key.delta2, pi_c, r_i)
     for kid, key in keys.items():
         sc = scalars[kid]
-        cpub = bn254.to_jacobian(bn254.G1, None)
         for s, base in zip(sc, key.ic):
-            cpub = bn254.jac_add(bn254.G1, cpub, bn254.jac_mul(bn254.G1, bn254.to_jacobian(bn254.G1, base), s))
-        accumulate(key.gamma2, cpub)
-        accumulate(key.delta2, pi_c_sums[kid])
-        accumulate(key.beta2, bn254.jac_mul(bn254.G1, bn254.to_jacobian(bn254.G1, key.alpha1), sc[0]))
+            accumulate(key.gamma2, base, s)
+        accumulate(key.beta2, key.alpha1, sc[0])
 
     f = FQ12.one()
     for q, p in by_g2.items():
-        f = f * _miller(bn254.to_affine(bn254.G1, p), q)
+        f = f * _miller(bn254.to_affine(g1, p), q)
     for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch):
-        f = f * _miller(bn254.neg(bn254.G1, pi_a), pi_b) ** r_i
+        f = f * _miller(bn254.neg(g1, pi_a), pi_b) ** r_i
     return final_exponentiate(f) == FQ12.one()
 
 

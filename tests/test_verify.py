@@ -127,7 +127,9 @@ def test_alphabeta_12_matches_snarkjs(vk_path: Path) -> None:
 
 def test_alphabeta_12_is_bilinear() -> None:
     """Checks the basis change on fresh points: e(k·a, b) == e(a, k·b), and differs from e(a, b)."""
-    a, b, k = _random_g1(), bn254.mul(bn254.G2, bn254.G2_GEN, 1 + secrets.randbelow(bn254.R - 1)), 2 + secrets.randbelow(1000)
+    a = _random_g1()
+    b = bn254.mul(bn254.G2, bn254.G2_GEN, 1 + secrets.randbelow(bn254.R - 1))
+    k = 2 + secrets.randbelow(1000)
     left = alphabeta_12(bn254.mul(bn254.G1, a, k), b)
     assert left == alphabeta_12(a, bn254.mul(bn254.G2, b, k))
     assert left != alphabeta_12(a, b)
@@ -146,8 +148,8 @@ def _mixed_batch() -> tuple[list[tuple], list[bool]]:
         if i % 4 == 3:
             items.append((vk, public, _tamper_pi_a(read_proof(proof))))
             expected.append(False)
-    items.append((DATA_DIR / "mul_chain_1k" / "verification_key.json", BAD_DIR / "public_witness_flipped.json",
-                  BAD_DIR / "proof_witness_flipped.json"))
+    mul_chain_vk = DATA_DIR / "mul_chain_1k" / "verification_key.json"
+    items.append((mul_chain_vk, BAD_DIR / "public_witness_flipped.json", BAD_DIR / "proof_witness_flipped.json"))
     expected.append(False)
     order = list(range(len(items)))
     random.shuffle(order)
