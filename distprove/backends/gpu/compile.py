@@ -1,0 +1,176 @@
+"""Run-time compilation of the CUDA kernels (NVRTC through CuPy) with a cubin disk cache.
+
+The kernel sources in ``distprove/kernels/`` carry no ``#include``: NVRTC has no file system, so a
+*module* is the concatenation of its units in order (``field.cuh`` first, then what builds on it).
+:data:`MODULES` lists every combination the backend loads; ``tests/test_kernels_compile.py`` builds
+each one with ``nvcc -ptx`` so a kernel that does not compile fails CI, which has no GPU.
+
+Compiled cubins are cached on disk under ``$DISTPROVE_CACHE_DIR`` (default
+``~/.cache/distprove``), keyed by the SHA-256 of the source, the options, the target architecture
+and the NVRTC version, so a second process loads a module without compiling it. Within a process a
+module is compiled or loaded once (memoised). CuPy is imported lazily: the source helpers here work
+on machines without CuPy or a GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    import cupy
+
+log = logging.getLogger(__name__)
+
+KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
+"""``distprove/kernels``: where the ``.cu``/``.cuh`` units live."""
+
+MODULES: dict[str, tuple[str, ...]] = {
+    "gather": ("field.cuh", "gather.cu"),
+    "ntt": ("field.cuh", "ntt.cu"),
+    "msm": ("field.cuh", "curve.cuh", "msm.cu"),
+}
+"""Every unit combination the GPU backend loads, by module name."""
+
+BASE_OPTIONS: tuple[str, ...] = ("-std=c++17", "-DDP_NVRTC=1")
+"""Options common to NVRTC and the ``nvcc`` compile check."""
+
+
+def module_source(units: Sequence[str], kernel_dir: Path = KERNEL_DIR) -> str:
+    """Concatenate kernel units in order, each preceded by a ``#line`` directive naming its file.
+
+    The ``#line`` directives make NVRTC and nvcc report errors against the original unit and line.
+    """
+    parts = []
+    for unit in units:
+        path = kernel_dir / unit
+        parts.append(f'#line 1 "{unit}"\n')
+        parts.append(path.read_text())
+        parts.append("\n")
+    return "".join(parts)
+
+
+def cache_dir() -> Path:
+    """The cubin cache directory: ``$DISTPROVE_CACHE_DIR`` or ``~/.cache/distprove``."""
+    env = os.environ.get("DISTPROVE_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "distprove"
+
+
+@dataclass
+class LoadTiming:
+    """How one module came to be loaded in this process."""
+
+    name: str
+    source: str  # "compile" (NVRTC ran) or "cache" (cubin read from disk)
+    seconds: float
+
+
+_lock = threading.Lock()
+_modules: dict[tuple[str, tuple[str, ...], tuple[str, ...]], "cupy.RawModule"] = {}
+_timings: list[LoadTiming] = []
+
+
+def _arch() -> str:
+    import cupy
+
+    return "sm_" + cupy.cuda.Device().compute_capability
+
+
+def _nvrtc_compile(src: str, name: str, options: Sequence[str]) -> bytes:
+    """Compile CUDA source to a cubin with NVRTC; raise RuntimeError with the log on failure."""
+    from cupy.cuda import nvrtc
+
+    prog = nvrtc.createProgram(src, name + ".cu", (), ())
+    try:
+        try:
+            nvrtc.compileProgram(prog, list(options))
+        except nvrtc.NVRTCError as exc:
+            raise RuntimeError(f"NVRTC failed on module {name}:\n{nvrtc.getProgramLog(prog)}") from exc
+        return bytes(nvrtc.getCUBIN(prog))
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def _load(units: tuple[str, ...], name: str, options: tuple[str, ...]) -> "cupy.RawModule":
+    import cupy
+    from cupy.cuda import nvrtc
+
+    arch = _arch()
+    src = module_source(units)
+    opts = BASE_OPTIONS + (f"--gpu-architecture={arch}",) + options
+    key = hashlib.sha256(
+        "\0".join((src, *opts, arch, repr(nvrtc.getVersion()))).encode()
+    ).hexdigest()[:32]
+    path = cache_dir() / f"{name}-{arch}-{key}.cubin"
+    t0 = time.perf_counter()
+    if path.is_file():
+        kind = "cache"
+    else:
+        kind = "compile"
+        cubin = _nvrtc_compile(src, name, opts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(cubin)
+        os.replace(tmp, path)  # atomic: concurrent processes never read a half-written cubin
+    module = cupy.RawModule(path=str(path))
+    dt = time.perf_counter() - t0
+    _timings.append(LoadTiming(name, kind, dt))
+    log.info("kernel module %s: %s in %.3f s (%s)", name, kind, dt, path)
+    return module
+
+
+def load_module(units: Sequence[str], name: str, options: Sequence[str] = ()) -> "cupy.RawModule":
+    """Return the compiled ``cupy.RawModule`` of ``units`` (file names under ``distprove/kernels``).
+
+    Compiled for the current device's architecture; memoised per process and cached on disk.
+    """
+    key = (name, tuple(units), tuple(options))
+    with _lock:
+        mod = _modules.get(key)
+        if mod is None:
+            mod = _load(tuple(units), name, tuple(options))
+            _modules[key] = mod
+        return mod
+
+
+def get_module(name: str) -> "cupy.RawModule":
+    """Load one of the named :data:`MODULES`."""
+    return load_module(MODULES[name], name)
+
+
+def load_timings() -> list[LoadTiming]:
+    """The load events of this process so far (for the benchmark's cold/warm report)."""
+    return list(_timings)
+
+
+def measure_cold_warm(name: str) -> dict[str, Any]:
+    """Compile module ``name`` cold (into a fresh cache dir) and load it warm; return both times.
+
+    Runs in the current process with a private temporary cache, so the user's cache and the
+    memoised modules are untouched.
+    """
+    import tempfile
+
+    units = MODULES[name]
+    old = os.environ.get("DISTPROVE_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["DISTPROVE_CACHE_DIR"] = tmp
+        try:
+            t0 = time.perf_counter()
+            _load(units, name, ())
+            cold = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            _load(units, name, ())
+            warm = time.perf_counter() - t0
+        finally:
+            if old is None:
+                del os.environ["DISTPROVE_CACHE_DIR"]
+            else:
+                os.environ["DISTPROVE_CACHE_DIR"] = old
+    return {"module": name, "cold_s": cold, "warm_s": warm}

@@ -1,0 +1,327 @@
+"""GPU NTT over Fr (driver of ``distprove/kernels/ntt.cu``): plain, coset (H scalars) and staged four-step.
+
+Conventions (ffjavascript's, DESIGN.md): natural order in and out, ``ntt(a)[k] = sum_j a[j] w^(jk)``
+with ``w = bn254.root_of_unity(log2 n)``; the inverse uses ``w^-1`` and scales by ``1/n``. Device
+vectors are ``(n, 8)`` uint32 arrays in Montgomery form unless a function says otherwise.
+
+The planning here (how a size splits into shared-memory passes, each pass's launch parameters,
+which twiddle tables exist) is plain Python; the launches go through a *kernel set*
+(:class:`CupyKernels` on a GPU). ``tests/test_kernels_compile.py`` drives the same planner with a
+host build of the kernels, so this module's logic is checked on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from distprove import bn254
+from distprove.bn254 import FR_MONT, R
+
+LOG_E = 10
+"""log2 of one block's shared-memory tile (NTT_LOG_E in ntt.cu); also the sub-twiddle table's root."""
+MAX_SINGLE_LOG = 10
+"""Sizes up to 2^MAX_SINGLE_LOG are one pass (one shared-memory tile)."""
+MAX_PASS_LOG = 9
+"""Larger sizes split into passes of at most this many levels (keeps >= 2 lines per block)."""
+THREADS = 256
+"""Threads per NTT pass block (NTT_THREADS in ntt.cu)."""
+MAX_LOG_N = 28
+"""Largest supported size (Fr's 2-adicity)."""
+
+
+def log2_exact(n: int) -> int:
+    """log2 of a power of two, else ValueError."""
+    k = n.bit_length() - 1
+    if n < 1 or 1 << k != n:
+        raise ValueError(f"NTT size {n} is not a power of two")
+    return k
+
+
+def split(log_n: int) -> list[int]:
+    """Levels per pass for a transform of size 2^log_n (largest first, each <= 10)."""
+    if not 1 <= log_n <= MAX_LOG_N:
+        raise ValueError(f"NTT size 2^{log_n} outside 2^1 .. 2^{MAX_LOG_N}")
+    if log_n <= MAX_SINGLE_LOG:
+        return [log_n]
+    passes = -(-log_n // MAX_PASS_LOG)
+    base, extra = divmod(log_n, passes)
+    return [base + 1] * extra + [base] * (passes - extra)
+
+
+@dataclass(frozen=True)
+class PassSpec:
+    """Launch parameters of one ``dp_ntt_pass`` (see ``NttPass`` in ntt.cu)."""
+
+    m: int
+    log_t: int
+    log_c: int
+    log_s: int
+    last: bool
+    log_mp: int
+    digits: int
+    blocks: int
+    table: tuple[int, int] | None  # (log N_p, log N_{p+1}) of the pass twiddle table, or None
+
+
+def plan(log_n: int, log_s: int = 0, outer: int = 1) -> list[PassSpec]:
+    """The passes of ``outer`` transforms of size 2^log_n along an axis of stride 2^log_s."""
+    ms = split(log_n)
+    specs = []
+    done = 0
+    total = outer << (log_n + log_s)
+    for p, m in enumerate(ms):
+        lines = total >> m
+        log_t = min(LOG_E - m, (lines & -lines).bit_length() - 1)
+        last = p == len(ms) - 1
+        log_np = log_n - done
+        if last:
+            digits = len(ms) - 1
+            for q, mq in enumerate(ms[:-1]):
+                digits |= mq << (3 + 5 * q)
+            spec = PassSpec(m, log_t, log_s, log_s, True, log_n - m, digits, lines >> log_t, None)
+        else:
+            log_next = log_np - m
+            spec = PassSpec(m, log_t, log_next + log_s, log_s, False, 0, 0, lines >> log_t,
+                            (log_np, log_next))
+        specs.append(spec)
+        done += m
+    return specs
+
+
+def mont(x: int) -> int:
+    """Montgomery form of an Fr element."""
+    return x % R * FR_MONT % R
+
+
+def fr_limbs(values: list[int]) -> np.ndarray:
+    """(len, 8) uint32 limbs of raw 256-bit values (no Montgomery step)."""
+    return bn254.limbs_from_ints(values)
+
+
+def power_ladder(base: int) -> np.ndarray:
+    """(32, 8) Montgomery limbs of base^(2^b), b < 32: the exponent table of ``dp_ntt_pow_table``."""
+    out, x = [], base % R
+    for _ in range(32):
+        out.append(mont(x))
+        x = x * x % R
+    return fr_limbs(out)
+
+
+def root(log_n: int, inverse: bool) -> int:
+    """w_{2^log_n} (or its inverse) as ffjavascript defines it."""
+    w = bn254.root_of_unity(log_n)
+    return pow(w, -1, R) if inverse else w
+
+
+class Kernels(Protocol):
+    """What the planner needs from a device (CuPy) or a host build of ntt.cu."""
+
+    def upload(self, a: np.ndarray) -> Any: ...
+    def empty_like(self, x: Any) -> Any: ...
+    def ntt_pass(self, spec: PassSpec, src: Any, dst: Any, tw_sub: Any, tw_pass: Any,
+                 pre: Any, post_tab: Any, post: Any) -> None: ...
+    def pow_table(self, out: Any, pows: Any, scale: Any, count: int, mode: int, log_c: int,
+                  width: int, col0: int, emask: int, multiply: bool) -> None: ...
+    def h_combine(self, a: Any, b: Any, c: Any, out: Any) -> None: ...
+
+
+class NttEngine:
+    """Plans and runs NTTs through a kernel set; caches twiddle tables and constants per size."""
+
+    def __init__(self, kernels: Kernels) -> None:
+        self.k = kernels
+        self._cache: dict[tuple, Any] = {}
+
+    # -- cached device constants and tables ---------------------------------------------
+
+    def const(self, raw: int) -> Any:
+        """A device (1, 8) array holding the raw 256-bit value ``raw`` (cached)."""
+        key = ("const", raw)
+        if key not in self._cache:
+            self._cache[key] = self.k.upload(fr_limbs([raw]))
+        return self._cache[key]
+
+    def _ladder(self, base: int) -> Any:
+        key = ("ladder", base)
+        if key not in self._cache:
+            self._cache[key] = self.k.upload(power_ladder(base))
+        return self._cache[key]
+
+    def _pow_table(self, key: tuple, base: int, count: int, mode: int, log_c: int = 0,
+                   scale: int | None = None) -> Any:
+        if key not in self._cache:
+            out = self.k.upload(np.zeros((count, 8), dtype=np.uint32))
+            sc = None if scale is None else self.const(mont(scale))
+            self.k.pow_table(out, self._ladder(base), sc, count, mode, log_c, 1, 0, 0, False)
+            self._cache[key] = out
+        return self._cache[key]
+
+    def sub_twiddles(self, inverse: bool) -> Any:
+        """w_{2^10}^e for e < 512 (Montgomery), the sub-NTT twiddles of every pass."""
+        return self._pow_table(("sub", inverse), root(LOG_E, inverse), 1 << (LOG_E - 1), 0)
+
+    def pass_twiddles(self, log_np: int, log_next: int, inverse: bool) -> Any:
+        """w_{N_p}^(k*c) at k*N_{p+1} + c: the four-step twiddles of a non-last pass."""
+        return self._pow_table(("pass", log_np, log_next, inverse), root(log_np, inverse),
+                               1 << log_np, 1, log_next)
+
+    def coset_scale(self, log_n: int) -> Any:
+        """g^i / n (Montgomery), g = bn254.coset_generator(log_n): the fused iNTT + coset factor."""
+        return self._pow_table(("coset", log_n), bn254.coset_generator(log_n), 1 << log_n, 0,
+                               scale=pow(1 << log_n, -1, R))
+
+    # -- transforms ------------------------------------------------------------------------
+
+    def transform(self, x: Any, log_n: int, *, inverse: bool = False, log_s: int = 0,
+                  outer: int = 1, pre: int | None = None, post: int | None = None,
+                  post_tab: Any = None, scratch: Any = None) -> Any:
+        """In-place NTTs of size 2^log_n of ``x`` viewed as [outer][2^log_n][2^log_s] elements.
+
+        Montgomery in and out, unscaled: the inverse is sum_j x_j w^(-jk) (callers fold 1/n into
+        ``post`` or ``post_tab``). ``pre``/``post`` are raw constants Montgomery-multiplied into
+        every input/output; ``post_tab`` is a device table multiplied in by natural output index.
+        ``scratch`` (same shape as x) is allocated when needed and not given. Returns x.
+        """
+        specs = plan(log_n, log_s, outer)
+        tw_sub = self.sub_twiddles(inverse)
+        pre_d = None if pre is None else self.const(pre)
+        post_d = None if post is None else self.const(post)
+        if len(specs) > 1 and scratch is None:
+            scratch = self.k.empty_like(x)
+        for p, spec in enumerate(specs):
+            src = x if p == 0 else scratch
+            dst = x if spec.last else scratch
+            tw_pass = None if spec.table is None else self.pass_twiddles(*spec.table, inverse)
+            self.k.ntt_pass(spec, src, dst, tw_sub, tw_pass, pre_d if p == 0 else None,
+                            post_tab if spec.last else None, post_d if spec.last else None)
+        return x
+
+    def ntt(self, x: Any, inverse: bool = False, scratch: Any = None) -> Any:
+        """In-place NTT of Montgomery (n, 8) values (inverse scaled by 1/n), Montgomery out."""
+        log_n = log2_exact(x.shape[0])
+        post = mont(pow(1 << log_n, -1, R)) if inverse else None
+        return self.transform(x, log_n, inverse=inverse, post=post, scratch=scratch)
+
+    def ntt_standard(self, x: Any, inverse: bool = False) -> Any:
+        """In-place NTT of standard-form (n, 8) values, standard form out (conversions fused)."""
+        log_n = log2_exact(x.shape[0])
+        post = pow(1 << log_n, -1, R) if inverse else 1  # raw: Montgomery-multiplying leaves mont form
+        return self.transform(x, log_n, inverse=inverse, pre=FR_MONT * FR_MONT % R, post=post)
+
+    def h_scalars(self, a: Any, b: Any, c: Any, out: Any = None) -> Any:
+        """DESIGN.md steps 2-3 on Montgomery evaluations a, b, c (overwritten): hs, standard form.
+
+        Each vector: iNTT with the 1/n scale and the odd-coset shift g^i fused into its last pass,
+        then a forward NTT; then hs = a*b - c out of Montgomery form, written to ``out`` (default c).
+        """
+        log_n = log2_exact(a.shape[0])
+        tab = self.coset_scale(log_n)
+        scratch = self.k.empty_like(a) if len(split(log_n)) > 1 else None
+        for v in (a, b, c):
+            self.transform(v, log_n, inverse=True, post_tab=tab, scratch=scratch)
+            self.transform(v, log_n, scratch=scratch)
+        out = c if out is None else out
+        self.k.h_combine(a, b, c, out)
+        return out
+
+    # -- staged four-step (n = n1 * n2), each step callable on its own block ------------------
+
+    def columns(self, block: Any, inverse: bool = False) -> Any:
+        """Step 1: size-n1 NTTs down each column of a (n1, w, 8) block (w a power of two), in place."""
+        n1, w = block.shape[0], block.shape[1]
+        return self.transform(block, log2_exact(n1), inverse=inverse, log_s=log2_exact(w))
+
+    def twiddle(self, block: Any, log_n: int, col0: int, inverse: bool = False) -> Any:
+        """Step 2: block[k1, j] *= w_n^((col0 + j) * k1) (w^-1 and the 1/n scale for an inverse)."""
+        n1, w = block.shape[0], block.shape[1]
+        scale = self.const(mont(pow(1 << log_n, -1, R))) if inverse else None
+        self.k.pow_table(block, self._ladder(root(log_n, inverse)), scale, n1 * w, 2, 0, w, col0,
+                         (1 << log_n) - 1, True)
+        return block
+
+    def rows(self, block: Any, inverse: bool = False) -> Any:
+        """Step 3: size-n2 NTTs along each row of a (h, n2, 8) block, in place."""
+        h, n2 = block.shape[0], block.shape[1]
+        return self.transform(block, log2_exact(n2), inverse=inverse, outer=h)
+
+
+def fourstep_split(log_n: int) -> tuple[int, int]:
+    """(log n1, log n2) of the staged four-step form: n1 = 2^(log_n // 2) rows, n2 the rest."""
+    return log_n // 2, log_n - log_n // 2
+
+
+def fourstep(engine: NttEngine, x: Any, transpose: Any, inverse: bool = False) -> Any:
+    """The plain NTT of Montgomery (n, 8) ``x`` composed from the staged steps (for tests/benches).
+
+    ``transpose(z)`` turns a (h, n2, 8) block into its (n2, h, 8) transpose (the explicit
+    all-to-all step). Returns the (n, 8) result; ``x`` is overwritten.
+    """
+    log_n = log2_exact(x.shape[0])
+    l1, l2 = fourstep_split(log_n)
+    z = x.reshape(1 << l1, 1 << l2, 8)
+    engine.columns(z, inverse)
+    engine.twiddle(z, log_n, 0, inverse)
+    engine.rows(z, inverse)
+    return transpose(z).reshape(1 << log_n, 8)
+
+
+class CupyKernels:
+    """:class:`Kernels` on the current CUDA device (CuPy + the NVRTC-compiled ntt module)."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        from .compile import get_module
+
+        self.cp = cupy
+        mod = get_module("ntt")
+        self._pass = mod.get_function("dp_ntt_pass")
+        self._pow = mod.get_function("dp_ntt_pow_table")
+        self._hcomb = mod.get_function("dp_h_combine")
+
+    @staticmethod
+    def _ptr(a: Any) -> Any:
+        return np.uint64(0) if a is None else a
+
+    def _grid(self, count: int) -> tuple[int]:
+        return (max(1, min(-(-count // 256), 132 * 32)),)
+
+    def upload(self, a: np.ndarray) -> Any:
+        return self.cp.asarray(np.ascontiguousarray(a, dtype=np.uint32))
+
+    def empty_like(self, x: Any) -> Any:
+        return self.cp.empty_like(x)
+
+    def ntt_pass(self, spec: PassSpec, src: Any, dst: Any, tw_sub: Any, tw_pass: Any,
+                 pre: Any, post_tab: Any, post: Any) -> None:
+        u = np.uint32
+        p = self._ptr
+        self._pass((spec.blocks,), (THREADS,),
+                   (src, dst, tw_sub, p(tw_pass), p(pre), p(post_tab), p(post), u(spec.m),
+                    u(spec.log_t), u(spec.log_c), u(spec.log_s), u(spec.last), u(spec.log_mp),
+                    u(spec.digits)))
+
+    def pow_table(self, out: Any, pows: Any, scale: Any, count: int, mode: int, log_c: int,
+                  width: int, col0: int, emask: int, multiply: bool) -> None:
+        u = np.uint32
+        self._pow(self._grid(count), (256,),
+                  (out, pows, self._ptr(scale), np.uint64(count), u(mode), u(log_c), u(width),
+                   u(col0), u(emask), u(multiply)))
+
+    def h_combine(self, a: Any, b: Any, c: Any, out: Any) -> None:
+        n = a.size // 8
+        self._hcomb(self._grid(n), (256,), (a, b, c, out, np.uint64(n)))
+
+
+_engine: NttEngine | None = None
+
+
+def engine() -> NttEngine:
+    """The process-wide GPU NTT engine (compiles/loads the module on first use)."""
+    global _engine
+    if _engine is None:
+        _engine = NttEngine(CupyKernels())
+    return _engine

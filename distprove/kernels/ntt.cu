@@ -1,0 +1,252 @@
+// ntt.cu - number-theoretic transforms over Fr, natural order in and out. Needs field.cuh.
+//
+// WHAT THIS FILE DECIDES, AND WHY
+// * One transform of size N = 2^L is a chain of P passes (the four-step split applied
+//   recursively, N = n_1 * n_2 * ... * n_P, n_p = 2^m_p <= 2^10). Pass p does, for every row
+//   and column of the current view, a sub-NTT of size n_p entirely in shared memory (m_p
+//   butterfly levels per launch, one barrier per level), then multiplies by the four-step
+//   twiddle w_{N_p}^{c*k} read from a table laid out like the data (coalesced, no extra
+//   multiplications to make it). Global memory is touched twice per pass (read + write), so
+//   a 2^24 NTT is 3 passes, not 24.
+// * Natural order out without a bit-reversal pass: passes 1..P-1 work in place; the last pass
+//   reads each row r and writes element k of it to digitrev(r) + M_P*k, which is where the
+//   recursive four-step puts it. Blocks take lines in output order so the writes are
+//   coalesced runs. Inside a sub-NTT the bit reversal is free: it is the shared-memory slot
+//   a loaded element goes to (radix-2 DIT from bit-reversed slots).
+// * A view is [outer][N][S] (S = stride of the transform axis), so the same kernel does a
+//   plain NTT (outer = S = 1), the column NTTs of the staged four-step (S = block width) and
+//   its row NTTs (outer = number of rows).
+// * Fused extras, each one multiplication where the data already is: `pre` (one constant on
+//   every input of the first pass: R^2 for to-Montgomery), `post_tab` (a per-output-index
+//   table on the last pass: g^i/n, the iNTT scale fused with the odd-coset shift) and
+//   `post` (one constant on the last pass: 1/n, or a raw 1/n to leave Montgomery form).
+// * Kernel bodies are DP_INLINE functions of (block, thread, threads): every phase loops
+//   over its work items with stride `threads`, so a host build that runs one "thread" per
+//   block executes the same code sequentially (tests/test_kernels_compile.py does that
+//   against distprove/bn254.py). DP_SYNC is __syncthreads on the device, nothing on the host.
+// * Shared memory is structure-of-arrays (limb l of slot i at sm[l*NTT_E + i]) so a warp
+//   touching consecutive slots hits 32 distinct banks.
+
+#ifndef DP_NTT_CU
+#define DP_NTT_CU
+
+#define NTT_LOG_E 10u
+#define NTT_E (1u << NTT_LOG_E)  // elements of one block's shared-memory tile
+#define NTT_THREADS 256u
+
+#ifdef __CUDA_ARCH__
+#define DP_SYNC() __syncthreads()
+#else
+#define DP_SYNC() ((void)0)
+#endif
+
+DP_INLINE u32 ntt_brev(u32 x, u32 bits) {
+    u32 r = 0;
+    for (u32 i = 0; i < bits; i++) {
+        r = (r << 1) | (x & 1u);
+        x >>= 1;
+    }
+    return r;
+}
+
+DP_INLINE Fr ntt_sm_get(const u32* sm, u32 i) {
+    Fr x;
+    DP_UNROLL
+    for (int l = 0; l < 8; l++) x.v[l] = sm[l * NTT_E + i];
+    return x;
+}
+
+DP_INLINE void ntt_sm_put(u32* sm, u32 i, Fr x) {
+    DP_UNROLL
+    for (int l = 0; l < 8; l++) sm[l * NTT_E + i] = x.v[l];
+}
+
+// Global element at word offset 8*pos, as two 16-byte accesses on the device.
+DP_INLINE Fr ntt_gload(const u32* base, u64 pos) {
+    Fr x;
+#ifdef __CUDA_ARCH__
+    const uint4* p = reinterpret_cast<const uint4*>(base + pos * 8u);
+    uint4 lo = p[0], hi = p[1];
+    x.v[0] = lo.x; x.v[1] = lo.y; x.v[2] = lo.z; x.v[3] = lo.w;
+    x.v[4] = hi.x; x.v[5] = hi.y; x.v[6] = hi.z; x.v[7] = hi.w;
+#else
+    x = fr_load(base + pos * 8u);
+#endif
+    return x;
+}
+
+DP_INLINE void ntt_gstore(u32* base, u64 pos, Fr x) {
+#ifdef __CUDA_ARCH__
+    uint4* p = reinterpret_cast<uint4*>(base + pos * 8u);
+    p[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
+    p[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
+#else
+    fr_store(base + pos * 8u, x);
+#endif
+}
+
+// Row r (big-endian digits k_1..k_{P-1}) of the last pass from d = its output-order index
+// (little-endian digits). `digits`: count in bits 0-2, m_q in 5-bit fields from bit 3.
+DP_INLINE u32 ntt_digit_reverse(u32 d, u32 digits, u32 log_mp) {
+    u32 nd = digits & 7u, r = 0, shift = log_mp;
+    for (u32 q = 0; q < nd; q++) {
+        u32 mq = (digits >> (3u + 5u * q)) & 31u;
+        shift -= mq;
+        r |= (d & ((1u << mq) - 1u)) << shift;
+        d >>= mq;
+    }
+    return r;
+}
+
+struct NttPass {
+    const u32* src;
+    u32* dst;
+    const u32* tw_sub;    // w_{2^10}^e, e < 512 (inverse root for an inverse NTT), Montgomery
+    const u32* tw_pass;   // non-last pass: w_{N_p}^{k*c} at k*N_{p+1} + c; may be null
+    const u32* pre;       // null or one Fr multiplying every input
+    const u32* post_tab;  // last pass: null or a multiplier per natural output index
+    const u32* post;      // last pass: null or one Fr multiplying every output
+    u32 m;                // log2 of the sub-NTT size n_p
+    u32 log_t;            // log2 of the lines per block
+    u32 log_c;            // non-last: log2(N_{p+1} * S); last: log2(S)
+    u32 log_s;            // log2 of the view's stride S
+    u32 last;             // 1 on the last pass
+    u32 log_mp;           // last pass: log2(n_1 * ... * n_{P-1})
+    u32 digits;           // last pass: the m_q of the earlier passes (see ntt_digit_reverse)
+};
+
+// Global position of element j (input) or k (output) of line g.
+DP_INLINE u64 ntt_pos(const NttPass& a, u32 g, u32 j, bool out) {
+    if (!a.last) {
+        u64 row = g >> a.log_c, cc = g & ((1u << a.log_c) - 1u);
+        return (((row << a.m) | j) << a.log_c) | cc;
+    }
+    u32 i = g & ((1u << a.log_s) - 1u);
+    u32 od = g >> a.log_s;
+    u32 d = od & ((1u << a.log_mp) - 1u);
+    u64 o = od >> a.log_mp;
+    u32 log_n = a.log_mp + a.m;
+    u64 mid = out ? (((u64)j << a.log_mp) | d)
+                  : (((u64)ntt_digit_reverse(d, a.digits, a.log_mp) << a.m) | j);
+    return (((o << log_n) | mid) << a.log_s) | i;
+}
+
+DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* sm) {
+    const u32 n = 1u << a.m, lines = 1u << a.log_t, cnt = lines << a.m;
+    const u32 g0 = bid << a.log_t;
+    // Unit-stride axes are read j-fastest, strided ones line-fastest: both coalesce.
+    const bool jfast_in = (a.last ? a.log_s : a.log_c) == 0u;
+    const bool jfast_out = (a.last ? a.log_mp + a.log_s : a.log_c) == 0u;
+    Fr pre;
+    if (a.pre) pre = fr_load(a.pre);
+    for (u32 q = tid; q < cnt; q += nthr) {
+        u32 t = jfast_in ? q >> a.m : q & (lines - 1u);
+        u32 j = jfast_in ? q & (n - 1u) : q >> a.log_t;
+        Fr x = ntt_gload(a.src, ntt_pos(a, g0 + t, j, false));
+        if (a.pre) x = fr_mul(x, pre);
+        ntt_sm_put(sm, (t << a.m) | ntt_brev(j, a.m), x);
+    }
+    DP_SYNC();
+    // Radix-2 DIT over each line: level s pairs slots i, i + 2^s with twiddle
+    // w_{2^{s+1}}^lo = w_{2^10}^{lo << (9 - s)}; level 0 has twiddle 1.
+    for (u32 s = 0; s < a.m; s++) {
+        const u32 half = 1u << s;
+        for (u32 b = tid; b < (cnt >> 1); b += nthr) {
+            u32 t = b >> (a.m - 1u), bb = b & ((n >> 1) - 1u);
+            u32 lo = bb & (half - 1u);
+            u32 i = (t << a.m) | ((bb >> s) << (s + 1u)) | lo;
+            Fr u = ntt_sm_get(sm, i), v = ntt_sm_get(sm, i + half);
+            if (s > 0u) v = fr_mul(v, ntt_gload(a.tw_sub, (u64)(lo << (9u - s))));
+            ntt_sm_put(sm, i, fr_add(u, v));
+            ntt_sm_put(sm, i + half, fr_sub(u, v));
+        }
+        DP_SYNC();
+    }
+    Fr post;
+    if (a.post) post = fr_load(a.post);
+    const u32 log_cols = a.log_c - a.log_s;  // non-last: log2(N_{p+1})
+    for (u32 q = tid; q < cnt; q += nthr) {
+        u32 t = jfast_out ? q >> a.m : q & (lines - 1u);
+        u32 k = jfast_out ? q & (n - 1u) : q >> a.log_t;
+        u32 g = g0 + t;
+        Fr x = ntt_sm_get(sm, (t << a.m) | k);
+        u64 pos = ntt_pos(a, g, k, true);
+        if (!a.last) {
+            u32 col = (g & ((1u << a.log_c) - 1u)) >> a.log_s;
+            if (a.tw_pass && k != 0u && col != 0u)
+                x = fr_mul(x, ntt_gload(a.tw_pass, ((u64)k << log_cols) | col));
+        } else if (a.post_tab) {
+            u32 d = (g >> a.log_s) & ((1u << a.log_mp) - 1u);
+            x = fr_mul(x, ntt_gload(a.post_tab, ((u64)k << a.log_mp) | d));
+        }
+        if (a.post) x = fr_mul(x, post);
+        ntt_gstore(a.dst, pos, x);
+    }
+}
+
+// base^e from pows[b] = base^(2^b) (Montgomery), e < 2^32.
+DP_INLINE Fr ntt_pow(const u32* pows, u64 e) {
+    Fr acc = fr_one();
+    for (u32 b = 0; e != 0; b++, e >>= 1)
+        if (e & 1u) acc = fr_mul(acc, ntt_gload(pows, b));
+    return acc;
+}
+
+// Exponent of table entry idx: mode 0: idx; mode 1: (idx >> log_c) * (idx mod 2^log_c), the
+// four-step twiddle table of a pass; mode 2: ((idx / width + 0) * (idx % width + col0)) & emask,
+// the staged four-step twiddle of a column block.
+DP_INLINE u64 ntt_exponent(u64 idx, u32 mode, u32 log_c, u32 width, u32 col0, u32 emask) {
+    if (mode == 0u) return idx;
+    if (mode == 1u) return (idx >> log_c) * (idx & ((1u << log_c) - 1u));
+    return ((idx / width) * (idx % width + col0)) & emask;
+}
+
+DP_INLINE void ntt_pow_body(u32* out, const u32* pows, const u32* scale, u64 count, u32 mode,
+                            u32 log_c, u32 width, u32 col0, u32 emask, u32 multiply,
+                            u64 first, u64 stride) {
+    for (u64 idx = first; idx < count; idx += stride) {
+        Fr x = ntt_pow(pows, ntt_exponent(idx, mode, log_c, width, col0, emask));
+        if (scale) x = fr_mul(x, fr_load(scale));
+        if (multiply) x = fr_mul(ntt_gload(out, idx), x);
+        ntt_gstore(out, idx, x);
+    }
+}
+
+// out = a*b - c taken out of Montgomery form (the H scalars of DESIGN.md step 3).
+DP_INLINE void ntt_hcombine_body(const u32* a, const u32* b, const u32* c, u32* out, u64 count,
+                                 u64 first, u64 stride) {
+    for (u64 i = first; i < count; i += stride) {
+        Fr h = fr_sub(fr_mul(ntt_gload(a, i), ntt_gload(b, i)), ntt_gload(c, i));
+        ntt_gstore(out, i, fr_from_mont(h));
+    }
+}
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+extern "C" __global__ void __launch_bounds__(NTT_THREADS)
+dp_ntt_pass(const u32* src, u32* dst, const u32* tw_sub, const u32* tw_pass, const u32* pre,
+            const u32* post_tab, const u32* post, u32 m, u32 log_t, u32 log_c, u32 log_s,
+            u32 last, u32 log_mp, u32 digits) {
+    __shared__ u32 sm[8 * NTT_E];
+    NttPass a = {src, dst, tw_sub, tw_pass, pre, post_tab, post, m, log_t, log_c, log_s,
+                 last, log_mp, digits};
+    ntt_pass_body(a, blockIdx.x, threadIdx.x, blockDim.x, sm);
+}
+
+// out[idx] (*)= scale * base^exponent(idx) for idx < count.
+extern "C" __global__ void dp_ntt_pow_table(u32* out, const u32* pows, const u32* scale,
+                                            unsigned long long count, u32 mode, u32 log_c,
+                                            u32 width, u32 col0, u32 emask, u32 multiply) {
+    ntt_pow_body(out, pows, scale, count, mode, log_c, width, col0, emask, multiply,
+                 (u64)blockIdx.x * blockDim.x + threadIdx.x, (u64)gridDim.x * blockDim.x);
+}
+
+extern "C" __global__ void dp_h_combine(const u32* a, const u32* b, const u32* c, u32* out,
+                                        unsigned long long count) {
+    ntt_hcombine_body(a, b, c, out, count, (u64)blockIdx.x * blockDim.x + threadIdx.x,
+                      (u64)gridDim.x * blockDim.x);
+}
+
+#endif  // CUDA entry points
+
+#endif  // DP_NTT_CU
