@@ -494,3 +494,64 @@ def test_write_json_atomic_never_partial(tmp_path: Path) -> None:
     write_json_atomic(p, ["x"])
     assert json.loads(p.read_text()) == ["x"]
     assert [q.name for q in tmp_path.iterdir()] == ["out.json"]
+
+
+# --- snarkjs reads what we write ------------------------------------------------------------
+
+
+def _snarkjs(cmd: str, *args: str | os.PathLike[str]) -> tuple[int, str]:
+    import subprocess
+
+    res = subprocess.run([cmd, *map(os.fspath, args)], capture_output=True, text=True, timeout=300)
+    return res.returncode, res.stdout + res.stderr
+
+
+def test_snarkjs_reads_written_r1cs_and_wtns(snarkjs: str, tmp_path: Path) -> None:
+    """A random satisfiable system: C row i is 1·w[n_in + i] with w[n_in + i] = (A_i·w)(B_i·w)."""
+    rng = random.Random(23)
+    n_in, n_c = 8, 12
+    n_wires = n_in + n_c
+    w = [1] + [rng.randrange(R) for _ in range(n_in - 1)]
+    rows: dict[str, list[list[tuple[int, int]]]] = {"A": [], "B": [], "C": []}
+    for i in range(n_c):
+        for m in "AB":
+            # distinct wires per linear combination, as circom writes them (snarkjs keeps one term per wire)
+            wires = rng.sample(range(n_in + i), rng.randrange(1, 4))
+            terms = [(s, rng.choice([1, R - 1, rng.randrange(R)])) for s in wires]
+            rows[m].append(terms)
+        a, b = (sum(c * w[s] for s, c in rows[m][i]) % R for m in "AB")
+        w.append(a * b % R)
+        rows["C"].append([(n_in + i, 1)])
+
+    def csr(rs: list[list[tuple[int, int]]]) -> CSR:
+        ptr = np.concatenate(([0], np.cumsum([len(r) for r in rs]))).astype(np.int64)
+        flat = [t for r in rs for t in r]
+        return CSR(ptr, np.array([s for s, _ in flat], dtype="<u4"), bn254.limbs_from_ints([c for _, c in flat]))
+
+    write_r1cs(tmp_path / "c.r1cs", n_wires, 1, 2, 3, n_wires, csr(rows["A"]), csr(rows["B"]), csr(rows["C"]))
+    write_wtns(tmp_path / "w.wtns", w)
+    rc, out = _snarkjs(snarkjs, "r1cs", "info", tmp_path / "c.r1cs")
+    assert rc == 0, out
+    for label, value in (("Wires", n_wires), ("Constraints", n_c), ("Private Inputs", 3), ("Public Inputs", 2),
+                         ("Outputs", 1)):
+        assert f"# of {label}: {value}" in out, out
+    rc, out = _snarkjs(snarkjs, "wtns", "check", tmp_path / "c.r1cs", tmp_path / "w.wtns")
+    assert rc == 0 and "WITNESS IS CORRECT" in out, out
+    rc, _ = _snarkjs(snarkjs, "wtns", "export", "json", tmp_path / "w.wtns", tmp_path / "w.json")
+    assert rc == 0 and json.loads((tmp_path / "w.json").read_text()) == [str(v) for v in w]
+    w[n_in + 3] = (w[n_in + 3] + 1) % R  # negative control: snarkjs must notice a wrong value
+    write_wtns(tmp_path / "w.wtns", w)
+    rc, out = _snarkjs(snarkjs, "wtns", "check", tmp_path / "c.r1cs", tmp_path / "w.wtns")
+    assert "WITNESS IS CORRECT" not in out
+
+
+def test_snarkjs_verifies_rewritten_proof(snarkjs: str, tmp_path: Path) -> None:
+    name = "mul_chain_1k"
+    pts = read_proof(DATA / name / "proofs" / "proof_0.json")
+    write_json_atomic(tmp_path / "proof.json", proof_to_json(*pts))
+    write_json_atomic(tmp_path / "public.json", public_to_json(read_public(DATA / name / "public" / "public_0.json")))
+    vk = read_vk(DATA / name / "verification_key.json")
+    ab = json.loads((DATA / name / "verification_key.json").read_text())["vk_alphabeta_12"]
+    write_json_atomic(tmp_path / "vk.json", vk_to_json(vk.n_public, vk.alpha1, vk.beta2, vk.gamma2, vk.delta2, vk.ic, ab))
+    rc, out = _snarkjs(snarkjs, "groth16", "verify", tmp_path / "vk.json", tmp_path / "public.json", tmp_path / "proof.json")
+    assert rc == 0 and "OK" in out, out
