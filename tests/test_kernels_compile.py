@@ -64,6 +64,9 @@ extern "C" void host_pow_table(u32* out, const u32* pows, const u32* scale, u64 
                                u32 log_c, u32 width, u32 col0, u32 emask, u32 multiply) {
     ntt_pow_body(out, pows, scale, count, mode, log_c, width, col0, emask, multiply, 0, 1);
 }
+extern "C" void host_scale(u32* x, const u32* c, u64 count) {
+    ntt_scale_body(x, c, count, 0, 1);
+}
 extern "C" void host_h_combine(const u32* a, const u32* b, const u32* c, u32* out, u64 count) {
     ntt_hcombine_body(a, b, c, out, count, 0, 1);
 }
@@ -121,6 +124,9 @@ class HostKernels:
         self.lib.host_pow_table(_p(out), _p(pows), _p(scale), ctypes.c_uint64(count), u(mode),
                                 u(log_c), u(width), u(col0), u(emask), u(multiply))
 
+    def scale(self, x, c) -> None:
+        self.lib.host_scale(_p(x), _p(c), ctypes.c_uint64(x.size // 8))
+
     def h_combine(self, a, b, c, out) -> None:
         self.lib.host_h_combine(_p(a), _p(b), _p(c), _p(out), ctypes.c_uint64(a.size // 8))
 
@@ -173,6 +179,11 @@ def test_ntt_standard_form(engine: gntt.NttEngine) -> None:
         x = bn254.limbs_from_ints(vals)
         engine.ntt_standard(x, inverse)
         assert bn254.ints_from_limbs(x) == cpu_ntt.ntt(vals, inverse)
+
+
+def test_from_montgomery(engine: gntt.NttEngine) -> None:
+    vals = rand_fr(100, random.Random(5))
+    assert bn254.ints_from_limbs(engine.from_montgomery(to_mont(vals))) == vals
 
 
 @pytest.mark.parametrize("log_n,log_s,outer", [(3, 2, 3), (11, 1, 2), (5, 0, 6), (12, 3, 1)])

@@ -212,6 +212,12 @@ DP_INLINE void ntt_pow_body(u32* out, const u32* pows, const u32* scale, u64 cou
     }
 }
 
+// x[i] = x[i] * c, one Montgomery product (c = raw 1 takes x out of Montgomery form).
+DP_INLINE void ntt_scale_body(u32* x, const u32* c, u64 count, u64 first, u64 stride) {
+    Fr k = fr_load(c);
+    for (u64 i = first; i < count; i += stride) ntt_gstore(x, i, fr_mul(ntt_gload(x, i), k));
+}
+
 // out = a*b - c taken out of Montgomery form (the H scalars of DESIGN.md step 3).
 DP_INLINE void ntt_hcombine_body(const u32* a, const u32* b, const u32* c, u32* out, u64 count,
                                  u64 first, u64 stride) {
@@ -239,6 +245,11 @@ extern "C" __global__ void dp_ntt_pow_table(u32* out, const u32* pows, const u32
                                             u32 width, u32 col0, u32 emask, u32 multiply) {
     ntt_pow_body(out, pows, scale, count, mode, log_c, width, col0, emask, multiply,
                  (u64)blockIdx.x * blockDim.x + threadIdx.x, (u64)gridDim.x * blockDim.x);
+}
+
+extern "C" __global__ void dp_fr_scale(u32* x, const u32* c, unsigned long long count) {
+    ntt_scale_body(x, c, count, (u64)blockIdx.x * blockDim.x + threadIdx.x,
+                   (u64)gridDim.x * blockDim.x);
 }
 
 extern "C" __global__ void dp_h_combine(const u32* a, const u32* b, const u32* c, u32* out,

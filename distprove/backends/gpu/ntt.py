@@ -125,6 +125,7 @@ class Kernels(Protocol):
                  pre: Any, post_tab: Any, post: Any) -> None: ...
     def pow_table(self, out: Any, pows: Any, scale: Any, count: int, mode: int, log_c: int,
                   width: int, col0: int, emask: int, multiply: bool) -> None: ...
+    def scale(self, x: Any, c: Any) -> None: ...
     def h_combine(self, a: Any, b: Any, c: Any, out: Any) -> None: ...
 
 
@@ -211,6 +212,11 @@ class NttEngine:
         post = pow(1 << log_n, -1, R) if inverse else 1  # raw: Montgomery-multiplying leaves mont form
         return self.transform(x, log_n, inverse=inverse, pre=FR_MONT * FR_MONT % R, post=post)
 
+    def from_montgomery(self, x: Any) -> Any:
+        """In place: Montgomery (n, 8) values to standard form."""
+        self.k.scale(x, self.const(1))
+        return x
+
     def h_scalars(self, a: Any, b: Any, c: Any, out: Any = None) -> Any:
         """DESIGN.md steps 2-3 on Montgomery evaluations a, b, c (overwritten): hs, standard form.
 
@@ -281,6 +287,7 @@ class CupyKernels:
         self._pass = mod.get_function("dp_ntt_pass")
         self._pow = mod.get_function("dp_ntt_pow_table")
         self._hcomb = mod.get_function("dp_h_combine")
+        self._scale = mod.get_function("dp_fr_scale")
 
     @staticmethod
     def _ptr(a: Any) -> Any:
@@ -310,6 +317,10 @@ class CupyKernels:
         self._pow(self._grid(count), (256,),
                   (out, pows, self._ptr(scale), np.uint64(count), u(mode), u(log_c), u(width),
                    u(col0), u(emask), u(multiply)))
+
+    def scale(self, x: Any, c: Any) -> None:
+        n = x.size // 8
+        self._scale(self._grid(n), (256,), (x, c, np.uint64(n)))
 
     def h_combine(self, a: Any, b: Any, c: Any, out: Any) -> None:
         n = a.size // 8

@@ -1,0 +1,144 @@
+"""The GPU backend: the Backend interface of DESIGN.md on one CUDA device through CuPy.
+
+Per key (by ``key.content_hash``) the bases and the coefficient CSR are uploaded once, on first
+use, exactly as the key stores them (Montgomery limbs, coef*R^2 values: no conversion), and stay
+resident. When a device allocation fails, the least recently used other keys are evicted and the
+allocation is retried. Vectors stay on the device: gather gives Montgomery-form evaluations
+(wrapped in :class:`MontVector`), h_scalars a standard-form ``(n, 8)`` array the H MSM takes
+directly; only window sums come back to the host.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from distprove.backends.base import Backend, Evals, msm_group
+from distprove.bn254 import Affine, Group
+
+from . import msm as gpu_msm
+from . import ntt as gpu_ntt
+from .gather import DeviceCsr, gather
+
+log = logging.getLogger(__name__)
+
+_BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
+UPLOAD_ROWS_BYTES = 64 << 20
+"""Host-to-device copies go in slices of about this many bytes (bounded host memory)."""
+
+
+class MontVector(NamedTuple):
+    """A device (n, 8) uint32 vector in Montgomery form (the members of the GPU's Evals)."""
+
+    data: Any
+
+
+class GpuBackend(Backend):
+    """Backend on the current CUDA device; per-key device state kept in an LRU."""
+
+    name = "gpu"
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.cp = cupy
+        self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.engine = gpu_ntt.engine()
+
+    # -- resident per-key state ------------------------------------------------------------
+
+    def _state(self, key: Any) -> dict[str, Any]:
+        h = key.content_hash
+        st = self._states.get(h)
+        if st is None:
+            st = self._states[h] = {}
+        self._states.move_to_end(h)
+        return st
+
+    def evict(self, content_hash: str | None = None) -> None:
+        """Drop the device state of one key (or of all keys) and return the memory to the device."""
+        if content_hash is None:
+            self._states.clear()
+        else:
+            self._states.pop(content_hash, None)
+        self.cp.get_default_memory_pool().free_all_blocks()
+
+    def _alloc(self, keep: str, shape: tuple[int, ...]) -> Any:
+        """cupy.empty, evicting least recently used keys other than ``keep`` while memory is short."""
+        while True:
+            try:
+                return self.cp.empty(shape, dtype=self.cp.uint32)
+            except self.cp.cuda.memory.OutOfMemoryError:
+                victims = [h for h in self._states if h != keep]
+                if not victims:
+                    raise
+                log.info("GPU memory short: evicting key %s", victims[0])
+                self.evict(victims[0])
+
+    def _array(self, key: Any, attr: str) -> Any:
+        """Key array ``attr`` on the device, uploaded unchanged on first use."""
+        st = self._state(key)
+        dev = st.get(attr)
+        if dev is None:
+            src = getattr(key, attr)
+            shape = tuple(int(s) for s in src.shape)
+            dev = self._alloc(key.content_hash, shape)
+            row_bytes = max(1, 4 * int(np.prod(shape[1:], dtype=np.int64)))
+            step = max(1, UPLOAD_ROWS_BYTES // row_bytes)
+            for lo in range(0, shape[0], step):
+                hi = min(shape[0], lo + step)
+                dev[lo:hi].set(np.ascontiguousarray(src[lo:hi], dtype=np.uint32))
+            st[attr] = dev
+        return dev
+
+    def _csr(self, key: Any, m: str) -> DeviceCsr:
+        return DeviceCsr(*(self._array(key, f"{m}_{part}") for part in ("row_ptr", "signal", "value")))
+
+    # -- Backend interface -----------------------------------------------------------------
+
+    def load_witness(self, key: Any, values: np.ndarray) -> Any:
+        """Upload the (n_vars, 8) uint32 standard-form witness."""
+        return self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32))
+
+    def window_width(self, n: int, group: Group) -> int:
+        return gpu_msm.pick_window(n, group)
+
+    def gather(self, key: Any, witness: Any) -> Evals:
+        w = self.cp.asarray(witness, dtype=self.cp.uint32)
+        if w.shape != (key.n_vars, 8):
+            raise ValueError(f"witness has shape {w.shape}, the key expects ({key.n_vars}, 8)")
+        a_csr, b_csr = self._csr(key, "a"), self._csr(key, "b")
+        if a_csr.rows != key.domain_size:
+            raise ValueError(f"CSR has {a_csr.rows} rows, the key's domain is {key.domain_size}")
+        a, b, c = gather(a_csr, b_csr, w)
+        return Evals(MontVector(a), MontVector(b), MontVector(c))
+
+    def h_scalars(self, key: Any, evals: Evals) -> Any:
+        """hs = a*b - c on the odd coset, standard form, (domain_size, 8) uint32 on the device.
+
+        Works on copies: the evaluations in ``evals`` are left as they were.
+        """
+        a, b, c = (v.data.copy() for v in evals)
+        return self.engine.h_scalars(a, b, c)
+
+    def msm_windows(self, key: Any, which: str, scalars: Any, c: int, lo: int, hi: int) -> list[Affine]:
+        group = msm_group(which)
+        bases = self._array(key, _BASE_ATTR[which])
+        s = self.cp.asarray(scalars, dtype=self.cp.uint32)
+        if which == "C":
+            s = s[key.n_public + 1 :]
+        return gpu_msm.msm_windows(group, bases, s, c, lo, hi)
+
+    def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
+        x = self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32).reshape(-1, 8))
+        return self.cp.asnumpy(self.engine.ntt_standard(x, inverse))
+
+    def to_host(self, vector: Any) -> np.ndarray:
+        if isinstance(vector, MontVector):
+            return self.cp.asnumpy(self.engine.from_montgomery(vector.data.copy()))
+        if isinstance(vector, self.cp.ndarray):
+            return self.cp.asnumpy(vector)
+        return super().to_host(vector)
