@@ -1,0 +1,225 @@
+"""GPU Pippenger window sums: the host side of ``distprove/kernels/msm.cu``.
+
+:func:`msm_windows` computes the window sums S_lo .. S_{hi-1} of DESIGN.md on the device (digits,
+counting sort into buckets, segmented accumulation, per-window reduction) and reads back one
+XYZZ point per window plus the sum of the scalar-1 bases, which it adds to S_0. The Horner
+combine stays on the host (:func:`distprove.stages.msm.combine`).
+
+Scratch memory is kept between calls in a :class:`MsmScratch` (one per process by default): the
+buffers are reused, never trusted to hold zeros; the kernels clear what they read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from distprove import bn254
+from distprove.backends.gpu.compile import get_module
+from distprove.bn254 import Affine, Group
+from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
+
+if TYPE_CHECKING:  # pragma: no cover
+    import cupy
+
+SLICE_LEN = 32
+"""Entries per thread in the segmented accumulation (uniform work per thread)."""
+FOLD_LEN = 32
+"""Spill slots per thread in each fold level."""
+REDUCE_SEG = 16
+"""Buckets per thread in the window reduction's running sum."""
+TREE_THREADS = 128
+"""Block size of the tree kernels (must equal DP_TREE_MAX in msm.cu or be a smaller power of 2)."""
+SORT_THREADS = 256
+ACC_THREADS = 128
+ONES_BLOCKS_MAX = 512
+
+
+def _xyzz_words(group: Group) -> int:
+    """uint32 words of one XYZZ point: 4 coordinates of 8 (G1) or 16 (G2) limbs."""
+    return 2 * group.limbs
+
+
+def _suffix(group: Group) -> str:
+    return "g1" if group is bn254.G1 else "g2"
+
+
+def pick_window(n: int, group: Group) -> int:
+    """Window width c for an MSM of ``n`` points on the GPU.
+
+    Minimises W(c) * (n + k * 2^(c-1)): one mixed addition per point and window against about
+    k additions per bucket in the fold and running-sum reduction; bucket memory caps c at 22.
+    """
+    k = 4 if group is bn254.G1 else 5
+    best, best_cost = MIN_WINDOW, None
+    for c in range(MIN_WINDOW, min(MAX_WINDOW, 22) + 1):
+        cost = num_windows(c) * (max(n, 1) + k * (1 << (c - 1)))
+        if best_cost is None or cost < best_cost:
+            best, best_cost = c, cost
+    return best
+
+
+class MsmScratch:
+    """Device buffers reused across MSM calls, grown on demand (contents never assumed zero)."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, "cupy.ndarray"] = {}
+
+    def take(self, name: str, count: int, dtype: type = np.uint32) -> "cupy.ndarray":
+        """A 1-D array of ``count`` elements of ``dtype`` backed by the buffer ``name``."""
+        import cupy
+
+        itemsize = np.dtype(dtype).itemsize
+        nbytes = max(count * itemsize, itemsize)
+        buf = self._bufs.get(name)
+        if buf is None or buf.nbytes < nbytes:
+            self._bufs.pop(name, None)
+            buf = cupy.empty(nbytes, dtype=cupy.uint8)
+            self._bufs[name] = buf
+        return buf[:nbytes].view(dtype)[:count]
+
+    def release(self) -> None:
+        """Drop every buffer (they return to CuPy's memory pool)."""
+        self._bufs.clear()
+
+
+_default_scratch: MsmScratch | None = None
+
+
+def default_scratch() -> MsmScratch:
+    """The process-wide scratch used when a call passes none."""
+    global _default_scratch
+    if _default_scratch is None:
+        _default_scratch = MsmScratch()
+    return _default_scratch
+
+
+def _check_inputs(group: Group, bases: "cupy.ndarray", scalars: "cupy.ndarray", c: int, lo: int, hi: int) -> int:
+    if group is not bn254.G1 and group is not bn254.G2:
+        raise ValueError(f"unknown group {group!r}")
+    if scalars.ndim != 2 or scalars.shape[1] != 8 or scalars.dtype != np.uint32:
+        raise ValueError(f"scalars must be (n, 8) uint32, got {scalars.shape} {scalars.dtype}")
+    n = scalars.shape[0]
+    if bases.shape != (n, group.limbs) or bases.dtype != np.uint32:
+        raise ValueError(f"bases must be ({n}, {group.limbs}) uint32, got {bases.shape} {bases.dtype}")
+    if not (bases.flags.c_contiguous and scalars.flags.c_contiguous):
+        raise ValueError("bases and scalars must be C-contiguous")
+    w_count = num_windows(c)
+    if not 0 <= lo < hi <= w_count:
+        raise ValueError(f"window range [{lo}, {hi}) outside [0, {w_count}) for c={c}")
+    if n * (hi - lo) >= 1 << 32:
+        raise ValueError(f"{n} points x {hi - lo} windows exceed the 32-bit entry index")
+    return n
+
+
+def msm_windows(
+    group: Group,
+    bases: "cupy.ndarray",
+    scalars: "cupy.ndarray",
+    c: int,
+    lo: int,
+    hi: int,
+    scratch: MsmScratch | None = None,
+) -> list[Affine]:
+    """Window sums S_w for w in [lo, hi) of sum_i scalars[i] * bases[i] (index i = window lo+i).
+
+    ``bases``: (n, 16) G1 or (n, 32) G2 uint32, Montgomery affine as in the key, all-zero rows
+    are infinity. ``scalars``: (n, 8) uint32 standard form, each < r. The sum of the bases with
+    scalar 1 is included in S_0 (only when lo == 0), as DESIGN.md specifies.
+    """
+    import cupy
+
+    n = _check_inputs(group, bases, scalars, c, lo, hi)
+    nw = hi - lo
+    if n == 0:
+        return [None] * nw
+    scratch = scratch or default_scratch()
+    sfx = _suffix(group)
+    mod = get_module("msm")
+    u32 = np.uint32
+    nb = 1 << (c - 1)
+    rows = nw * nb
+    pw = _xyzz_words(group)
+
+    # Counting sort of (window, |digit|) rows.
+    counts = scratch.take("counts", rows)
+    counts.fill(0)
+    sort_grid = (-(-n // SORT_THREADS),)
+    args = (u32(n), u32(c), u32(lo), u32(nw), u32(nb))
+    mod.get_function("msm_count")(sort_grid, (SORT_THREADS,), (scalars, counts) + args)
+    cursor = scratch.take("cursor", rows)
+    cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)
+    entries = scratch.take("entries", 2 * nw * n)
+    mod.get_function("msm_scatter")(sort_grid, (SORT_THREADS,), (scalars, cursor, entries) + args)
+
+    # Buckets: clear, accumulate slices, fold the spills.
+    buckets = scratch.take("buckets", rows * pw)
+    mod.get_function(f"msm_clear_{sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
+    slices = -(-(nw * n) // SLICE_LEN)
+    m = 2 * slices
+    fold_out = 2 * (-(-m // FOLD_LEN))
+    spill = [
+        (scratch.take("spill_rows_a", m), scratch.take("spill_pts_a", m * pw)),
+        (scratch.take("spill_rows_b", fold_out), scratch.take("spill_pts_b", fold_out * pw)),
+    ]
+    mod.get_function(f"msm_accumulate_{sfx}")(
+        (-(-slices // ACC_THREADS),),
+        (ACC_THREADS,),
+        (entries, bases, cursor, counts, u32(rows), u32(SLICE_LEN), u32(slices), buckets) + spill[0],
+    )
+    fold = mod.get_function(f"msm_fold_{sfx}")
+    src = 0
+    while True:
+        groups = -(-m // FOLD_LEN)
+        dst = 1 - src
+        fold(
+            (-(-groups // ACC_THREADS),),
+            (ACC_THREADS,),
+            (spill[src][0], spill[src][1], u32(m), u32(FOLD_LEN), u32(groups), buckets) + spill[dst],
+        )
+        if groups == 1:
+            break
+        m = 2 * groups
+        src = dst
+
+    # Window reduction: per-block partials, then one point per window (+ the ones sum).
+    seg = min(REDUCE_SEG, nb)
+    threads = min(TREE_THREADS, nb // seg)
+    bpw = nb // (seg * threads)
+    partials = scratch.take("partials", nw * bpw * pw)
+    mod.get_function(f"msm_reduce_{sfx}")((bpw, nw), (threads,), (buckets, u32(nb), u32(seg), partials))
+    out = scratch.take("window_sums", (nw + 1) * pw)
+    sum_groups = mod.get_function(f"msm_sum_groups_{sfx}")
+    sum_groups((nw,), (TREE_THREADS,), (partials, u32(bpw), out))
+    with_ones = lo == 0
+    if with_ones:
+        ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-n // TREE_THREADS)))
+        ones = scratch.take("ones", ones_blocks * pw)
+        mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,), (scalars, bases, u32(n), ones))
+        sum_groups((1,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
+    host = cupy.asnumpy(out[: (nw + int(with_ones)) * pw]).reshape(-1, pw)
+    points = xyzz_to_affine(group, host)
+    sums = points[:nw]
+    if with_ones:
+        sums[0] = bn254.add(group, sums[0], points[nw])
+    return sums
+
+
+def xyzz_to_affine(group: Group, words: np.ndarray) -> list[Affine]:
+    """Convert (k, 32) G1 or (k, 64) G2 XYZZ Montgomery limb rows to affine points (ZZ = 0: None)."""
+    f = group.f
+    vals = [bn254.fq_from_mont(v) for v in bn254.ints_from_limbs(words.reshape(-1, 8))]
+    per = 4 if group is bn254.G1 else 8
+    out: list[Affine] = []
+    for i in range(words.shape[0]):
+        v = vals[per * i : per * (i + 1)]
+        if group is bn254.G1:
+            x, y, zz, zzz = v
+        else:
+            x, y, zz, zzz = ((v[0], v[1]), (v[2], v[3]), (v[4], v[5]), (v[6], v[7]))
+        if f.is_zero(zz):
+            out.append(None)
+        else:
+            out.append((f.mul(x, f.inv(zz)), f.mul(y, f.inv(zzz))))
+    return out

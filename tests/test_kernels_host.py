@@ -1,0 +1,307 @@
+"""Host-compiled checks of the CUDA field and curve code (distprove/kernels/field.cuh, curve.cuh).
+
+The kernel headers compile as plain C++ (DP_INLINE is ``inline`` off the GPU), so a small
+harness built with the system C++ compiler (or nvcc) runs the exact same arithmetic on the CPU
+and is compared with distprove/bn254.py on fresh random inputs, edge values included. Skipped
+when no compiler is found. (On the device the inline-PTX add/sub paths replace the portable
+ones; tests/gpu/test_field_gpu.py covers those.)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distprove import bn254
+from distprove.bn254 import Q, R
+
+KERNELS = Path(__file__).resolve().parents[1] / "distprove" / "kernels"
+
+HARNESS = r"""
+#include "field.cuh"
+#include "curve.cuh"
+
+template <typename T> static T ld(const u32* p) { T r; __builtin_memcpy(&r, p, sizeof(T)); return r; }
+template <typename T> static void st(u32* p, const T& v) { __builtin_memcpy(p, &v, sizeof(T)); }
+
+template <typename T, typename Ops>
+static void run_field(int op, const u32* a, const u32* b, u32* out, int n, Ops ops) {
+    const int w = sizeof(T) / 4;
+    for (int i = 0; i < n; i++) {
+        T x = ld<T>(a + w * i), y = ld<T>(b + w * i), r;
+        switch (op) {
+            case 0: r = ops.add(x, y); break;
+            case 1: r = ops.sub(x, y); break;
+            case 2: r = ops.neg(x); break;
+            case 3: r = ops.mul(x, y); break;
+            case 4: r = ops.sqr(x); break;
+            case 5: r = ops.zero(); r.v_first() = ops.eq(x, y); break;
+            case 6: r = ops.zero(); r.v_first() = ops.is_zero(x); break;
+            case 7: r = ops.to_mont(x); break;
+            case 8: r = ops.from_mont(x); break;
+            default: r = ops.one(); break;
+        }
+        st(out + w * i, r);
+    }
+}
+"""
+
+# Field dispatch tables for the harness (one struct per field wraps its free functions).
+HARNESS += r"""
+struct FrW { Fr f; u32& v_first() { return f.v[0]; } };
+struct FqW { Fq f; u32& v_first() { return f.v[0]; } };
+struct Fq2W { Fq2 f; u32& v_first() { return f.c0.v[0]; } };
+#define OPS(NAME, W, P)                                                                        \
+    struct NAME {                                                                              \
+        W add(W a, W b) { return W{P##_add(a.f, b.f)}; }                                       \
+        W sub(W a, W b) { return W{P##_sub(a.f, b.f)}; }                                       \
+        W neg(W a) { return W{P##_neg(a.f)}; }                                                 \
+        W mul(W a, W b) { return W{P##_mul(a.f, b.f)}; }                                       \
+        W sqr(W a) { return W{P##_sqr(a.f)}; }                                                 \
+        bool eq(W a, W b) { return P##_eq(a.f, b.f); }                                         \
+        bool is_zero(W a) { return P##_is_zero(a.f); }                                         \
+        W zero() { return W{P##_zero()}; }                                                     \
+        W one() { return W{P##_one()}; }                                                       \
+        W to_mont(W a) { return W{to_mont_##P(a.f)}; }                                         \
+        W from_mont(W a) { return W{from_mont_##P(a.f)}; }                                     \
+    };
+static Fr to_mont_fr(Fr a) { return fr_to_mont(a); }
+static Fr from_mont_fr(Fr a) { return fr_from_mont(a); }
+static Fq to_mont_fq(Fq a) { return fq_to_mont(a); }
+static Fq from_mont_fq(Fq a) { return fq_from_mont(a); }
+static Fq2 to_mont_fq2(Fq2 a) { Fq2 r; r.c0 = fq_to_mont(a.c0); r.c1 = fq_to_mont(a.c1); return r; }
+static Fq2 from_mont_fq2(Fq2 a) { Fq2 r; r.c0 = fq_from_mont(a.c0); r.c1 = fq_from_mont(a.c1); return r; }
+OPS(FrOps, FrW, fr)
+OPS(FqOps, FqW, fq)
+OPS(Fq2Ops, Fq2W, fq2)
+
+extern "C" void field_op(int field, int op, const u32* a, const u32* b, u32* out, int n) {
+    if (field == 0) run_field<FrW>(op, a, b, out, n, FrOps());
+    else if (field == 1) run_field<FqW>(op, a, b, out, n, FqOps());
+    else run_field<Fq2W>(op, a, b, out, n, Fq2Ops());
+}
+
+template <typename F>
+static void run_curve(int op, const u32* p, const u32* q, const u32* k, u32* out, int n) {
+    const int wp = sizeof(Xyzz<F>) / 4, wa = sizeof(Aff<F>) / 4;
+    for (int i = 0; i < n; i++) {
+        Xyzz<F> x = ld<Xyzz<F>>(p + wp * i), r;
+        switch (op) {
+            case 0: r = pt_madd(x, ld<Aff<F>>(q + wa * i)); break;
+            case 1: r = pt_add(x, ld<Xyzz<F>>(q + wp * i)); break;
+            case 2: r = pt_dbl(x); break;
+            case 3: r = pt_mul_u32(x, k[i]); break;
+            case 4: r = pt_from_aff(aff_neg(ld<Aff<F>>(q + wa * i))); break;
+            default: r = pt_neg(x); break;
+        }
+        st(out + wp * i, r);
+    }
+}
+
+extern "C" void curve_op(int group, int op, const u32* p, const u32* q, const u32* k, u32* out, int n) {
+    if (group == 1) run_curve<Fq>(op, p, q, k, out, n);
+    else run_curve<Fq2>(op, p, q, k, out, n);
+}
+"""
+
+FIELD_IDS = {"fr": 0, "fq": 1, "fq2": 2}
+FIELD_OPS = {"add": 0, "sub": 1, "neg": 2, "mul": 3, "sqr": 4, "eq": 5, "is_zero": 6, "to_mont": 7,
+             "from_mont": 8, "one": 9}
+CURVE_OPS = {"madd": 0, "add": 1, "dbl": 2, "mul_u32": 3, "from_neg_aff": 4, "neg": 5}
+
+
+def _compiler() -> list[str] | None:
+    for cxx in ("c++", "g++", "clang++"):
+        path = shutil.which(cxx)
+        if path:
+            return [path, "-O1", "-std=c++17", "-shared", "-fPIC"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return [nvcc, "-O1", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-x", "cu"]
+    return None
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    cmd = _compiler()
+    if cmd is None:
+        pytest.skip("no C++ compiler or nvcc to build the host harness")
+    d = tmp_path_factory.mktemp("kernels_host")
+    src = d / "harness.cpp"
+    src.write_text(HARNESS)
+    so = d / "harness.so"
+    res = subprocess.run(cmd + ["-I", str(KERNELS), str(src), "-o", str(so)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return ctypes.CDLL(str(so))
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+# --- encoding helpers (Python ints <-> limb rows) -----------------------------------------
+
+
+def _elem_words(field: str) -> int:
+    return 16 if field == "fq2" else 8
+
+
+def _enc(field: str, vals: list, mont: bool = True) -> np.ndarray:
+    """Encode field values (ints or (c0, c1) tuples) as limb rows, in Montgomery form by default."""
+    mod = R if field == "fr" else Q
+    flat = [c for v in vals for c in (v if field == "fq2" else (v,))]
+    if mont:
+        flat = [c * (1 << 256) % mod for c in flat]
+    return bn254.limbs_from_ints(flat).reshape(len(vals), _elem_words(field))
+
+
+def _dec(field: str, rows: np.ndarray, mont: bool = True) -> list:
+    mod = R if field == "fr" else Q
+    inv = pow(1 << 256, -1, mod)
+    flat = bn254.ints_from_limbs(rows.reshape(-1, 8))
+    for c in flat:
+        assert c < mod, "result not fully reduced"
+    if mont:
+        flat = [c * inv % mod for c in flat]
+    if field == "fq2":
+        return [(flat[2 * i], flat[2 * i + 1]) for i in range(len(flat) // 2)]
+    return flat
+
+
+def _field_op(lib: ctypes.CDLL, field: str, op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.full_like(a, 0xDEADBEEF)
+    lib.field_op(FIELD_IDS[field], FIELD_OPS[op], _ptr(a), _ptr(b), _ptr(out), ctypes.c_int(a.shape[0]))
+    return out
+
+
+def _random_values(field: str, rng: random.Random, count: int) -> list:
+    mod = R if field == "fr" else Q
+    edge = [0, 1, 2, mod - 1, mod - 2, (mod - 1) // 2, (1 << 255) % mod, (1 << 254) % mod]
+    base = edge + [rng.randrange(mod) for _ in range(count)]
+    if field == "fq2":
+        return [(x, base[(i * 7 + 3) % len(base)]) for i, x in enumerate(base)]
+    return base
+
+
+@pytest.mark.parametrize("field", ["fr", "fq", "fq2"])
+def test_field_ops_match_python(lib: ctypes.CDLL, field: str) -> None:
+    rng = random.Random()
+    xs = _random_values(field, rng, 200)
+    ys = list(reversed(xs))
+    rng.shuffle(ys)
+    ys[0] = xs[0]  # one equal pair for eq
+    a, b = _enc(field, xs), _enc(field, ys)
+    ops = bn254.FQ2_OPS if field == "fq2" else bn254.FQ_OPS
+    if field == "fr":
+        ops = dataclasses.replace(ops, add=lambda u, v: (u + v) % R, sub=lambda u, v: (u - v) % R,
+                                  mul=lambda u, v: u * v % R, sqr=lambda u: u * u % R, neg=lambda u: -u % R)
+    checks = {
+        "add": lambda x, y: ops.add(x, y),
+        "sub": lambda x, y: ops.sub(x, y),
+        "neg": lambda x, y: ops.neg(x),
+        "mul": lambda x, y: ops.mul(x, y),
+        "sqr": lambda x, y: ops.sqr(x),
+    }
+    for op, ref in checks.items():
+        got = _dec(field, _field_op(lib, field, op, a, b))
+        assert got == [ref(x, y) for x, y in zip(xs, ys)], op
+    eq = _field_op(lib, field, "eq", a, b)[:, 0]
+    assert list(eq) == [int(x == y) for x, y in zip(xs, ys)]
+    isz = _field_op(lib, field, "is_zero", a, b)[:, 0]
+    assert list(isz) == [int(ops.is_zero(x)) for x in xs]
+    one = _dec(field, _field_op(lib, field, "one", a, b))
+    assert one == [ops.one] * len(xs)
+    # Montgomery conversions: standard -> Montgomery and back, checked against Python.
+    std = _enc(field, xs, mont=False)
+    to_m = _field_op(lib, field, "to_mont", std, std)
+    assert _dec(field, to_m) == xs
+    back = _field_op(lib, field, "from_mont", to_m, to_m)
+    assert _dec(field, back, mont=False) == xs
+
+
+# --- curve ---------------------------------------------------------------------------------
+
+
+def _rand_field(group: bn254.Group, rng: random.Random):
+    if group is bn254.G1:
+        return rng.randrange(1, Q)
+    return (rng.randrange(Q), rng.randrange(1, Q))
+
+
+def _points(group: bn254.Group, rng: random.Random, count: int) -> list:
+    """count random points k_i*G (distinct, finite) built with a few ops."""
+    g = group.generator
+    step = bn254.mul(group, g, rng.randrange(1, R))
+    acc = bn254.to_jacobian(group, bn254.mul(group, g, rng.randrange(1, R)))
+    jac = []
+    for _ in range(count):
+        jac.append(acc)
+        acc = bn254.jac_add_affine(group, acc, step)
+    return bn254.batch_to_affine(group, jac)
+
+
+def _fwords(group: bn254.Group, v) -> list[int]:
+    return [bn254.fq_to_mont(v)] if group is bn254.G1 else [bn254.fq_to_mont(v[0]), bn254.fq_to_mont(v[1])]
+
+
+def _enc_xyzz(group: bn254.Group, pts: list, rng: random.Random) -> np.ndarray:
+    """Affine points as XYZZ with a random z (x z^2, y z^3, z^2, z^3); None -> all zero."""
+    f = group.f
+    words = []
+    per = 4 if group is bn254.G1 else 8
+    for p in pts:
+        if p is None:
+            words.extend([0] * per)
+            continue
+        z = _rand_field(group, rng)
+        z2 = f.sqr(z)
+        z3 = f.mul(z2, z)
+        for v in (f.mul(p[0], z2), f.mul(p[1], z3), z2, z3):
+            words.extend(_fwords(group, v))
+    return bn254.limbs_from_ints(words).reshape(len(pts), 8 * per)
+
+
+def _dec_xyzz(group: bn254.Group, rows: np.ndarray) -> list:
+    from distprove.backends.gpu.msm import xyzz_to_affine
+
+    for c in bn254.ints_from_limbs(rows.reshape(-1, 8)):
+        assert c < Q, "coordinate not fully reduced"
+    return xyzz_to_affine(group, rows)
+
+
+def _curve_op(lib, group, op, p, q, k=None) -> np.ndarray:
+    out = np.full((p.shape[0], 2 * group.limbs), 0xDEADBEEF, dtype=np.uint32)
+    k = np.zeros(p.shape[0], dtype=np.uint32) if k is None else k
+    gid = 1 if group is bn254.G1 else 2
+    lib.curve_op(gid, CURVE_OPS[op], _ptr(p), _ptr(q), _ptr(k), _ptr(out), ctypes.c_int(p.shape[0]))
+    return out
+
+
+@pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
+def test_curve_ops_match_python(lib: ctypes.CDLL, group: bn254.Group) -> None:
+    rng = random.Random()
+    pts = _points(group, rng, 12)
+    a, b = pts[:6], pts[6:]
+    # Pairs covering: generic, P+P, P+(-P), infinity on either side, both infinity.
+    lhs = a + [a[0], a[1], None, a[2], None]
+    rhs = b + [a[0], bn254.neg(group, a[1]), b[0], None, None]
+    expect = [bn254.add(group, x, y) for x, y in zip(lhs, rhs)]
+    p = _enc_xyzz(group, lhs, rng)
+    q_aff = bn254.points_to_limbs(group, rhs)
+    assert _dec_xyzz(group, _curve_op(lib, group, "madd", p, q_aff)) == expect
+    q_xyzz = _enc_xyzz(group, rhs, rng)
+    assert _dec_xyzz(group, _curve_op(lib, group, "add", p, q_xyzz)) == expect
+    assert _dec_xyzz(group, _curve_op(lib, group, "dbl", p, p)) == [bn254.add(group, x, x) for x in lhs]
+    assert _dec_xyzz(group, _curve_op(lib, group, "neg", p, p)) == [bn254.neg(group, x) for x in lhs]
+    assert _dec_xyzz(group, _curve_op(lib, group, "from_neg_aff", p, q_aff)) == [bn254.neg(group, y) for y in rhs]
+    ks = [0, 1, 2, 3, (1 << 23) - 1, 1 << 21] + [rng.randrange(1 << 24) for _ in range(5)]
+    k = np.array(ks, dtype=np.uint32)
+    got = _dec_xyzz(group, _curve_op(lib, group, "mul_u32", p[: len(ks)], p[: len(ks)], k))
+    assert got == [bn254.mul(group, x, kk) if x is not None else None for x, kk in zip(lhs, ks)]
