@@ -66,7 +66,7 @@ def _rand_g2(rng: random.Random):
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-def test_fixture_zkey_matches_its_vk_and_r1cs_sizes(name: str) -> None:
+def test_fixture_zkey_matches_its_vk_and_witness(name: str) -> None:
     z = read_zkey(DATA / name / "circuit_final.zkey")
     vk = read_vk(DATA / name / "verification_key.json")
     assert z.n_public == vk.n_public
