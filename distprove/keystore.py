@@ -43,8 +43,7 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def _decimal_point(g: bn254.Group, limbs: np.ndarray) -> Any:
-    p = bn254.points_from_limbs(g, limbs)[0]
+def _decimal_affine(g: bn254.Group, p: bn254.Affine) -> Any:
     if p is None:
         return None
     if g is bn254.G1:
@@ -231,13 +230,42 @@ def import_key(
     The store is written to a temporary sibling directory and renamed into place, so an
     interrupted import never leaves a half-written store under the final name.
     """
+    out = Path(out_path)
+    if out.exists() and not overwrite:
+        raise FormatError(out, "already exists (pass overwrite=True / --overwrite to replace it)")
+    key = ZkeyKey(zkey_path)
+    source = {
+        "file": os.path.basename(os.fspath(zkey_path)),
+        "size": os.path.getsize(zkey_path),
+        "sha256": key.content_hash,
+    }
+    return write_store(out, key, source, int(key.zkey.coef_matrix.shape[0]), overwrite=overwrite, chunk_bytes=chunk_bytes)
+
+
+def write_store(
+    out_path: str | os.PathLike[str],
+    key: Any,
+    source: dict[str, Any],
+    n_coefs: int,
+    *,
+    overwrite: bool = False,
+    chunk_bytes: int = CHUNK_BYTES,
+    extra_attrs: dict[str, Any] | None = None,
+) -> KeyStore:
+    """Write a key store from any key object and open it (used by :func:`import_key` and the dev setup).
+
+    ``key`` has ``n_vars``, ``n_public``, ``domain_size``, ``power``, ``points`` (affine Python
+    ints), ``vk_json()`` and the arrays named in POINT_ARRAYS and CSR_ARRAYS as attributes.
+    ``source`` becomes the ``source`` attribute (its ``sha256`` is the key's content hash);
+    ``extra_attrs`` are added to the group attributes. Written to a temporary sibling and
+    renamed into place.
+    """
     import zarr
     from zarr.codecs import Crc32cCodec
 
     out = Path(out_path)
     if out.exists() and not overwrite:
         raise FormatError(out, "already exists (pass overwrite=True / --overwrite to replace it)")
-    key = ZkeyKey(zkey_path)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -259,7 +287,7 @@ def import_key(
     for name in CSR_ARRAYS:
         put(name, np.asarray(getattr(key, name), dtype="<u4"))
 
-    z = key.zkey
+    points = key.points
     group.attrs.update(
         {
             "distprove": {"layout": LAYOUT_VERSION, "kind": "groth16-bn254"},
@@ -268,20 +296,17 @@ def import_key(
                 "n_public": key.n_public,
                 "domain_size": key.domain_size,
                 "power": key.power,
-                "n_coefs": int(z.coef_matrix.shape[0]),
+                "n_coefs": n_coefs,
                 "q": str(bn254.Q),
                 "r": str(bn254.R),
             },
             "points": {
-                **{n: _decimal_point(bn254.G1, getattr(z, n)) for n in ("alpha1", "beta1", "delta1")},
-                **{n: _decimal_point(bn254.G2, getattr(z, n)) for n in ("beta2", "gamma2", "delta2")},
+                **{n: _decimal_affine(bn254.G1, points[n]) for n in ("alpha1", "beta1", "delta1")},
+                **{n: _decimal_affine(bn254.G2, points[n]) for n in ("beta2", "gamma2", "delta2")},
             },
             "vk": key.vk_json(),
-            "source": {
-                "file": os.path.basename(os.fspath(zkey_path)),
-                "size": os.path.getsize(zkey_path),
-                "sha256": key.content_hash,
-            },
+            "source": source,
+            **(extra_attrs or {}),
         }
     )
     if out.exists():
