@@ -1,0 +1,161 @@
+"""distprove's settings in dask.config's ``distprove`` namespace.
+
+Importing this module registers the defaults of ``distprove/distprove.yaml`` with
+``dask.config.update_defaults`` (so files in ``~/.config/dask/``, ``$DASK_CONFIG`` and
+``DASK_DISTPROVE__...`` environment variables override them) and, following dask's convention,
+drops a commented copy of that file into the user's dask config folder when it is writable.
+
+Read single values with :func:`get` (``get("planner.mode")``) or a validated snapshot of all of
+them with :func:`settings`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import yaml
+from dask.utils import parse_bytes
+
+from .errors import FormatError
+
+NAMESPACE = "distprove"
+DEFAULTS_FILE = Path(__file__).with_name("distprove.yaml")
+BACKENDS = ("auto", "cpu", "gpu")
+PLANNER_MODES = ("auto", "data", "split")
+_MISSING = object()
+
+
+def _register_defaults() -> None:
+    with open(DEFAULTS_FILE, encoding="utf-8") as f:
+        defaults = yaml.safe_load(f)
+    dask.config.update_defaults(defaults)
+    dask.config.ensure_file(source=str(DEFAULTS_FILE))  # commented copy; silently skipped when read-only
+
+
+_register_defaults()
+
+
+def get(name: str, default: Any = _MISSING) -> Any:
+    """The value of ``distprove.<name>`` (dotted, e.g. ``"planner.mode"``) from dask.config."""
+    key = f"{NAMESPACE}.{name}"
+    if default is _MISSING:
+        return dask.config.get(key)
+    return dask.config.get(key, default=default)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A validated snapshot of the ``distprove`` configuration (see distprove.yaml for meanings)."""
+
+    backend: str
+    key: str | None
+    planner_mode: str
+    split_min_domain: int
+    split_max_proofs_per_worker: int
+    windows_per_task: int
+    out_dir: str
+    proof_suffix: str
+    public_suffix: str
+    key_cache_count: int
+    key_cache_gpu_bytes: int | None
+    verify: bool
+    incremental: bool
+    state_file: str
+    metrics: bool
+
+    def output_paths(self, witness: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> tuple[Path, Path]:
+        """(proof path, public path) in ``out_dir`` for a witness file, by the configured suffixes."""
+        stem = witness_name(witness)
+        out = Path(out_dir)
+        return out / f"{stem}{self.proof_suffix}", out / f"{stem}{self.public_suffix}"
+
+
+def witness_name(witness: str | os.PathLike[str]) -> str:
+    """A witness's name: its file name without the ``.wtns`` suffix."""
+    return Path(witness).name.removesuffix(".wtns")
+
+
+def _choice(name: str, allowed: tuple[str, ...]) -> str:
+    value = get(name)
+    if value not in allowed:
+        raise FormatError(f"{NAMESPACE}.{name}", f"must be one of {', '.join(allowed)} (got {value!r})")
+    return value
+
+
+def _int(name: str, minimum: int) -> int:
+    value = get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise FormatError(f"{NAMESPACE}.{name}", f"must be an integer >= {minimum} (got {value!r})")
+    return value
+
+
+_BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+
+def get_bool(name: str) -> bool:
+    """``distprove.<name>`` as a bool (true/false, also the strings yes/no/on/off/1/0); FormatError otherwise."""
+    value = get(name)
+    if isinstance(value, str) and value.strip().lower() in _BOOL_WORDS:  # e.g. from a Kubernetes env value
+        return _BOOL_WORDS[value.strip().lower()]
+    if not isinstance(value, bool):
+        raise FormatError(f"{NAMESPACE}.{name}", f"must be true or false (got {value!r})")
+    return value
+
+
+def _text(name: str) -> str:
+    value = get(name)
+    if not isinstance(value, str) or not value:
+        raise FormatError(f"{NAMESPACE}.{name}", f"must be a non-empty string (got {value!r})")
+    return value
+
+
+def _optional_text(name: str) -> str | None:
+    return None if get(name) is None else _text(name)
+
+
+def _file_name(name: str) -> str:
+    value = _text(name)
+    if os.sep in value or (os.altsep and os.altsep in value) or value in (".", ".."):
+        raise FormatError(f"{NAMESPACE}.{name}", f"must be a plain file name, not a path (got {value!r})")
+    return value
+
+
+def _bytes(name: str) -> int | None:
+    value = get(name)
+    if value is None:
+        return None
+    try:
+        n = parse_bytes(value) if isinstance(value, str) else value
+    except ValueError:
+        n = None
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise FormatError(f"{NAMESPACE}.{name}", f"must be a positive byte count, a size like '40 GiB', or null (got {value!r})")
+    return n
+
+
+def settings() -> Settings:
+    """Read and validate the whole ``distprove`` namespace; a bad value raises a one-line FormatError."""
+    proof_suffix, public_suffix = _text("output.proof-suffix"), _text("output.public-suffix")
+    if proof_suffix == public_suffix:
+        raise FormatError(f"{NAMESPACE}.output", f"proof-suffix and public-suffix must differ (both {proof_suffix!r})")
+    return Settings(
+        backend=_choice("backend", BACKENDS),
+        key=_optional_text("key"),
+        planner_mode=_choice("planner.mode", PLANNER_MODES),
+        split_min_domain=_int("planner.split-min-domain", 1),
+        split_max_proofs_per_worker=_int("planner.split-max-proofs-per-worker", 0),
+        windows_per_task=_int("planner.windows-per-task", 1),
+        out_dir=_text("output.dir"),
+        proof_suffix=proof_suffix,
+        public_suffix=public_suffix,
+        key_cache_count=_int("key-cache.count", 1),
+        key_cache_gpu_bytes=_bytes("key-cache.gpu-bytes"),
+        verify=get_bool("verify"),
+        incremental=get_bool("incremental.enabled"),
+        state_file=_file_name("incremental.state-file"),
+        metrics=get_bool("metrics.enabled"),
+    )

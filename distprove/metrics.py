@@ -1,0 +1,102 @@
+"""Prometheus metrics of a distprove worker process.
+
+The metrics live in prometheus_client's global registry, which distributed already serves on
+every worker's HTTP port at ``/metrics`` (the worker's ``--dashboard-address``), next to its own
+``dask_worker_*`` metrics; Prometheus scrapes them there, no extra server needed. They are
+created on first use, so only processes that prove (the workers) export them.
+
+Exported names:
+
+* ``distprove_proofs_total{key}``: proofs made and written, per key;
+* ``distprove_proofs_failed_total{key}``: proofs that failed (bad witness, invalid proof, error);
+* ``distprove_stage_seconds{stage}``: histogram of the seconds spent per stage (witness, gather,
+  ntt, msm_A ... msm_H or msm-windows, assemble, verify, write: whatever the caller names);
+* ``distprove_resident_key_bytes``: GPU memory held by the keys resident on this worker.
+
+Setting ``distprove.metrics.enabled`` to false turns every recording function into a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from . import config
+
+# Stage times range from milliseconds (small MSM window ranges) to minutes (2^24-constraint NTTs).
+STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+@dataclass(frozen=True)
+class _Metrics:
+    proofs: Counter
+    failed: Counter
+    stage_seconds: Histogram
+    resident_bytes: Gauge
+
+
+@cache
+def _metrics() -> _Metrics:
+    """Create (once per process) and register the metrics in prometheus_client's global registry."""
+    return _Metrics(
+        proofs=Counter("distprove_proofs", "Groth16 proofs made and written, per key.", ["key"]),
+        failed=Counter("distprove_proofs_failed", "Proofs that failed (bad input, invalid proof, error), per key.", ["key"]),
+        stage_seconds=Histogram(
+            "distprove_stage_seconds", "Seconds spent per prover stage.", ["stage"], buckets=STAGE_BUCKETS
+        ),
+        resident_bytes=Gauge("distprove_resident_key_bytes", "GPU memory held by the keys resident on this worker, in bytes."),
+    )
+
+
+def _enabled() -> bool:
+    return config.get_bool("metrics.enabled")
+
+
+def key_label(key: Any) -> str:
+    """The ``key`` label of a key: the file name of its store or .zkey (a string is used as is)."""
+    if isinstance(key, (str, os.PathLike)):
+        return os.path.basename(os.path.normpath(os.fspath(key)))
+    return os.path.basename(os.path.normpath(key.path))
+
+
+def record_proof(key: Any, ok: bool) -> None:
+    """Count one proof of ``key`` (a key object, path or label) as done (``ok``) or failed."""
+    if _enabled():
+        m = _metrics()
+        (m.proofs if ok else m.failed).labels(key=key_label(key)).inc()
+
+
+def record_stage(stage: str, seconds: float) -> None:
+    """Add one observation of ``seconds`` spent in ``stage`` to the stage histogram."""
+    if _enabled():
+        _metrics().stage_seconds.labels(stage=stage).observe(seconds)
+
+
+def record_timings(timings: dict[str, float]) -> None:
+    """Record every stage of a ``Proof.timings`` dict except the ``total``."""
+    for stage, seconds in timings.items():
+        if stage != "total":
+            record_stage(stage, seconds)
+
+
+@contextmanager
+def stage_timer(stage: str) -> Iterator[None]:
+    """Time the ``with`` block and record it as ``stage`` (also when the block raises)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        record_stage(stage, time.perf_counter() - t0)
+
+
+def set_resident_bytes(n: int) -> None:
+    """Set the gauge of GPU memory held by this worker's resident keys to ``n`` bytes."""
+    if _enabled():
+        _metrics().resident_bytes.set(n)
