@@ -16,7 +16,9 @@ import pytest
 
 from distprove import bn254
 from distprove.backends.cpu import CpuBackend
-from distprove.backends.cpu.msm import batch_add, msm_windows
+from distprove.backends.cpu import msm as cpu_msm
+from distprove.backends.cpu.msm import batch_add, msm_windows, to_mpz_points
+from distprove.errors import BackendUnavailable
 from distprove.bn254 import G1, G2, Q, R
 from distprove.stages.msm import (
     combine,
@@ -76,8 +78,27 @@ def _scalars(rng: random.Random, n: int) -> list[int]:
     return [rng.choice(pool) if rng.random() < 0.5 else rng.randrange(R) for _ in range(n)]
 
 
+@pytest.fixture(params=["int", "gmpy2"])
+def arith(request: pytest.FixtureRequest) -> str:
+    """The integer type of the MSM arithmetic: plain ints (always) or the optional gmpy2.mpz."""
+    if request.param == "gmpy2" and not cpu_msm.mpz_available():
+        pytest.skip("gmpy2 not installed")
+    return request.param
+
+
+def _as(arith: str, group: bn254.Group, bases: list) -> list:
+    return to_mpz_points(group, bases) if arith == "gmpy2" else bases
+
+
+def _plain(group: bn254.Group, p: bn254.Affine) -> bool:
+    """True when p is infinity or has plain Python-int coordinates."""
+    coords = [] if p is None else (list(p) if group is G1 else [*p[0], *p[1]])
+    return all(type(v) is int for v in coords)
+
+
 def _msm(group: bn254.Group, bases: list, scalars: list[int], c: int) -> bn254.Affine:
     sums = msm_windows(group, bases, bn254.limbs_from_ints(scalars), c, 0, num_windows(c))
+    assert all(_plain(group, s) for s in sums)
     return combine(group, dict(enumerate(sums)), c)
 
 
@@ -150,7 +171,7 @@ def test_combine_is_horner_and_checks_windows() -> None:
 
 
 @pytest.mark.parametrize("group", [G1, G2], ids=["G1", "G2"])
-def test_batch_add_matches_reference(group: bn254.Group) -> None:
+def test_batch_add_matches_reference(group: bn254.Group, arith: str) -> None:
     rng, seed = _rng()
     pts = [bn254.mul(group, group.generator, rng.randrange(1, R)) for _ in range(6)] + [None]
     ps, qs = [], []
@@ -161,7 +182,8 @@ def test_batch_add_matches_reference(group: bn254.Group) -> None:
             if p is not None:
                 ps.append(p)
                 qs.append(bn254.neg(group, p))
-    got = batch_add(group, ps, qs)
+    fq = type(_as(arith, G1, [(1, 2)])[0][0])(Q)
+    got = batch_add(group, _as(arith, group, ps), _as(arith, group, qs), fq)
     assert got == [bn254.add(group, p, q) for p, q in zip(ps, qs)], f"seed={seed}"
 
 
@@ -181,9 +203,10 @@ def test_batch_add_matches_reference(group: bn254.Group) -> None:
     ],
     ids=lambda v: getattr(v, "name", str(v)),
 )
-def test_msm_equals_sum_of_multiples(group: bn254.Group, n: int, widths: list[int]) -> None:
+def test_msm_equals_sum_of_multiples(group: bn254.Group, n: int, widths: list[int], arith: str) -> None:
     rng, seed = _rng()
     bases, ks = _known_bases(group, rng, n)
+    bases = _as(arith, group, bases)
     scalars = _scalars(rng, n)
     expected = bn254.mul(group, group.generator, sum(s * k for s, k in zip(scalars, ks)) % R)
     for c in widths:
@@ -192,17 +215,18 @@ def test_msm_equals_sum_of_multiples(group: bn254.Group, n: int, widths: list[in
 
 @pytest.mark.parametrize("group", [G1, G2], ids=["G1", "G2"])
 @pytest.mark.parametrize("value", [0, 1, R - 1, "random"])
-def test_msm_all_equal_scalars(group: bn254.Group, value) -> None:
+def test_msm_all_equal_scalars(group: bn254.Group, value, arith: str) -> None:
     rng, seed = _rng()
     n = 40
     bases, ks = _known_bases(group, rng, n)
+    bases = _as(arith, group, bases)
     s = rng.randrange(R) if value == "random" else value
     expected = bn254.mul(group, group.generator, s * sum(ks) % R)
     for c in (3, 8):
         assert _msm(group, bases, [s] * n, c) == expected, f"seed={seed} c={c}"
 
 
-def test_msm_hashed_g1_bases() -> None:
+def test_msm_hashed_g1_bases(arith: str) -> None:
     """Bases of unknown discrete log, mixed with known ones; reference = sum of bn254.mul."""
     rng, seed = _rng()
     hashed = [_hashed_g1(rng) for _ in range(12)]
@@ -213,7 +237,7 @@ def test_msm_hashed_g1_bases() -> None:
     for s, p in zip(scalars[:14], bases[:14]):
         acc = bn254.add(G1, acc, bn254.mul(G1, p, s))
     for c in (2, 6, 10):
-        assert _msm(G1, bases, scalars, c) == acc, f"seed={seed} c={c}"
+        assert _msm(G1, _as(arith, G1, bases), scalars, c) == acc, f"seed={seed} c={c}"
 
 
 @pytest.mark.parametrize("group,c", [(G1, 5), (G1, 11), (G2, 8)], ids=["G1c5", "G1c11", "G2c8"])
@@ -262,3 +286,22 @@ def test_backend_slices_witness_for_c() -> None:
         sums = be.msm_windows(key, which, bn254.limbs_from_ints(w), c, 0, num_windows(c))
         exp = bn254.mul(G1, G1.generator, sum(s * k for s, k in zip(w[lo_sig:], ks[lo_sig:])) % R)
         assert combine(G1, dict(enumerate(sums)), c) == exp, f"seed={seed} {which}"
+
+
+@pytest.mark.parametrize("use_gmpy2", [False, True, None])
+def test_backend_gmpy2_switch(use_gmpy2, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without gmpy2 the default falls back to ints and use_gmpy2=True is refused."""
+    import types
+
+    monkeypatch.setattr(cpu_msm, "gmpy2", None)
+    if use_gmpy2:
+        with pytest.raises(BackendUnavailable):
+            CpuBackend(use_gmpy2=True)
+        with pytest.raises(RuntimeError):
+            to_mpz_points(G1, [G1.generator])
+        return
+    be = CpuBackend(use_gmpy2=use_gmpy2)
+    key = types.SimpleNamespace(content_hash="gen", a=bn254.points_to_limbs(G1, [G1.generator] * 3))
+    sums = be.msm_windows(key, "A", bn254.limbs_from_ints([1, 2, 3]), 4, 0, num_windows(4))
+    assert combine(G1, dict(enumerate(sums)), 4) == bn254.mul(G1, G1.generator, 6)
+    assert type(be._bases(key, "A")[0][0]) is int

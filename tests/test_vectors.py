@@ -15,6 +15,7 @@ import pytest
 from distprove import bn254
 from distprove.backends.base import MSM_NAMES, msm_group
 from distprove.backends.cpu import CpuBackend
+from distprove.backends.cpu import msm as cpu_msm
 from distprove.bn254 import G1, G2, R
 from distprove.formats.jsonio import read_proof
 from distprove.formats.wtns import read_wtns
@@ -116,10 +117,12 @@ def run_msms(backend: CpuBackend, key, witness: np.ndarray, hs: np.ndarray, part
     return out
 
 
-@pytest.mark.parametrize("parts", [1, 3])
-def test_mini_pipeline_matches_snarkjs_vectors(parts: int) -> None:
+@pytest.mark.parametrize("parts,use_gmpy2", [(1, False), (3, False), (2, True)])
+def test_mini_pipeline_matches_snarkjs_vectors(parts: int, use_gmpy2: bool) -> None:
+    if use_gmpy2 and not cpu_msm.mpz_available():
+        pytest.skip("gmpy2 not installed")
     key, w = mini_key(), mini_witness()
-    be = CpuBackend()
+    be = CpuBackend(use_gmpy2=use_gmpy2)
     evals = be.gather(key, be.load_witness(key, w))
     assert list(evals.a) == A_EVALS
     assert list(evals.b) == B_EVALS

@@ -13,6 +13,7 @@ from distprove.backends.cpu import gather as _gather
 from distprove.backends.cpu import msm as _msm
 from distprove.backends.cpu import ntt as _ntt
 from distprove.bn254 import Affine
+from distprove.errors import BackendUnavailable
 
 _BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 
@@ -29,13 +30,18 @@ class CpuBackend(Backend):
     """Reference backend. Vectors are lists of Python ints (standard form).
 
     Per-key state is cached by ``key.content_hash`` in an LRU of ``max_keys`` entries.
+    ``use_gmpy2``: MSM arithmetic on gmpy2.mpz (None = when installed, True = require it,
+    False = plain ints); the results are identical either way.
     """
 
     name = "cpu"
 
-    def __init__(self, max_keys: int = 2) -> None:
+    def __init__(self, max_keys: int = 2, use_gmpy2: bool | None = None) -> None:
         if max_keys < 1:
             raise ValueError("max_keys must be at least 1")
+        if use_gmpy2 and not _msm.mpz_available():
+            raise BackendUnavailable("CpuBackend(use_gmpy2=True) but gmpy2 is not installed")
+        self._mpz = _msm.mpz_available() if use_gmpy2 is None else use_gmpy2
         self._max_keys = max_keys
         self._states: OrderedDict[str, _KeyState] = OrderedDict()
 
@@ -53,7 +59,9 @@ class CpuBackend(Backend):
     def _bases(self, key: Any, which: str) -> list[Affine]:
         st = self._state(key)
         if which not in st.bases:
-            st.bases[which] = bn254.points_from_limbs(msm_group(which), getattr(key, _BASE_ATTR[which])[:])
+            group = msm_group(which)
+            pts = bn254.points_from_limbs(group, getattr(key, _BASE_ATTR[which])[:])
+            st.bases[which] = _msm.to_mpz_points(group, pts) if self._mpz else pts
         return st.bases[which]
 
     def _coefs(self, key: Any, matrix: str) -> list[int]:

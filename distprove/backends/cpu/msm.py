@@ -2,8 +2,12 @@
 
 Bucket accumulation and the running-sum reduction both use batch-affine additions: a whole
 round of independent additions shares one field inversion (Montgomery's trick), so an
-addition costs about six multiplications. Inputs follow DESIGN.md: affine Python-int bases
-(None = infinity) and (n, 8) uint32 standard-form scalars.
+addition costs about six multiplications. Inputs follow DESIGN.md: affine bases (None =
+infinity) and (n, 8) uint32 standard-form scalars.
+
+The arithmetic follows the integer type of the base coordinates: plain Python ints, or
+``gmpy2.mpz`` (about 1.7x faster) when the optional gmpy2 is installed and the bases were
+converted with :func:`to_mpz_points`. Results are always plain Python ints.
 """
 
 from __future__ import annotations
@@ -16,9 +20,49 @@ from distprove import bn254
 from distprove.bn254 import Q, Affine, Group
 from distprove.stages.msm import num_windows, signed_digits_array
 
+try:
+    import gmpy2
+except ImportError:  # optional: plain ints are the fallback
+    gmpy2 = None
 
-def _batch_add_g1(ps: Sequence[Affine], qs: Sequence[Affine]) -> list[Affine]:
-    """Elementwise ps[i] + qs[i] on G1 with one inversion for the whole batch."""
+
+def mpz_available() -> bool:
+    """True when the optional gmpy2 is importable."""
+    return gmpy2 is not None
+
+
+def to_mpz_points(group: Group, pts: Sequence[Affine]) -> list[Affine]:
+    """The same points with gmpy2.mpz coordinates (needs gmpy2; see :func:`mpz_available`)."""
+    if gmpy2 is None:
+        raise RuntimeError("gmpy2 is not installed")
+    mpz = gmpy2.mpz
+    if group is bn254.G1:
+        return [None if p is None else (mpz(p[0]), mpz(p[1])) for p in pts]
+    return [
+        None if p is None else ((mpz(p[0][0]), mpz(p[0][1])), (mpz(p[1][0]), mpz(p[1][1])))
+        for p in pts
+    ]
+
+
+def _to_int_point(group: Group, p: Affine) -> Affine:
+    if p is None:
+        return None
+    if group is bn254.G1:
+        return (int(p[0]), int(p[1]))
+    return ((int(p[0][0]), int(p[0][1])), (int(p[1][0]), int(p[1][1])))
+
+
+def _modulus_like(group: Group, bases: Sequence[Affine]) -> int:
+    """Q in the integer type of the first finite base's coordinates (int or gmpy2.mpz)."""
+    for p in bases:
+        if p is not None:
+            coord = p[0] if group is bn254.G1 else p[0][0]
+            return type(coord)(Q)
+    return Q
+
+
+def _batch_add_g1(ps: Sequence[Affine], qs: Sequence[Affine], fq: int) -> list[Affine]:
+    """Elementwise ps[i] + qs[i] on G1 with one inversion for the whole batch (fq: int or mpz)."""
     out: list[Affine] = [None] * len(ps)
     todo: list[int] = []
     nums: list[int] = []
@@ -47,25 +91,25 @@ def _batch_add_g1(ps: Sequence[Affine], qs: Sequence[Affine]) -> list[Affine]:
     acc = 1
     for j, d in enumerate(dens):
         prefix[j] = acc
-        acc = acc * d % Q
-    inv = pow(acc, -1, Q)
+        acc = acc * d % fq
+    inv = pow(acc, -1, fq)
     for j in range(len(todo) - 1, -1, -1):
         i = todo[j]
-        lam = nums[j] * (inv * prefix[j] % Q) % Q
-        inv = inv * dens[j] % Q
+        lam = nums[j] * (inv * prefix[j] % fq) % fq
+        inv = inv * dens[j] % fq
         x1, y1 = ps[i]
-        x3 = (lam * lam - x1 - qs[i][0]) % Q
-        out[i] = (x3, (lam * (x1 - x3) - y1) % Q)
+        x3 = (lam * lam - x1 - qs[i][0]) % fq
+        out[i] = (x3, (lam * (x1 - x3) - y1) % fq)
     return out
 
 
-def _f2mul(a0: int, a1: int, b0: int, b1: int) -> tuple[int, int]:
+def _f2mul(a0: int, a1: int, b0: int, b1: int, fq: int) -> tuple[int, int]:
     t0 = a0 * b0
     t1 = a1 * b1
-    return ((t0 - t1) % Q, ((a0 + a1) * (b0 + b1) - t0 - t1) % Q)
+    return ((t0 - t1) % fq, ((a0 + a1) * (b0 + b1) - t0 - t1) % fq)
 
 
-def _batch_add_g2(ps: Sequence[Affine], qs: Sequence[Affine]) -> list[Affine]:
+def _batch_add_g2(ps: Sequence[Affine], qs: Sequence[Affine], fq: int) -> list[Affine]:
     """Elementwise ps[i] + qs[i] on G2 (coordinates in Fq2) with one Fq2 inversion per batch."""
     out: list[Affine] = [None] * len(ps)
     todo: list[int] = []
@@ -81,12 +125,12 @@ def _batch_add_g2(ps: Sequence[Affine], qs: Sequence[Affine]) -> list[Affine]:
         x1, y1 = p
         x2, y2 = q
         if x1 != x2:
-            nums.append(((y2[0] - y1[0]) % Q, (y2[1] - y1[1]) % Q))
-            dens.append(((x2[0] - x1[0]) % Q, (x2[1] - x1[1]) % Q))
+            nums.append(((y2[0] - y1[0]) % fq, (y2[1] - y1[1]) % fq))
+            dens.append(((x2[0] - x1[0]) % fq, (x2[1] - x1[1]) % fq))
         elif y1 == y2 and y1 != (0, 0):
             s0, s1 = bn254.fq2_sqr(x1)
-            nums.append((3 * s0 % Q, 3 * s1 % Q))
-            dens.append((2 * y1[0] % Q, 2 * y1[1] % Q))
+            nums.append((3 * s0 % fq, 3 * s1 % fq))
+            dens.append((2 * y1[0] % fq, 2 * y1[1] % fq))
         else:
             continue
         todo.append(i)
@@ -96,35 +140,41 @@ def _batch_add_g2(ps: Sequence[Affine], qs: Sequence[Affine]) -> list[Affine]:
     acc0, acc1 = 1, 0
     for j, (d0, d1) in enumerate(dens):
         prefix[j] = (acc0, acc1)
-        acc0, acc1 = _f2mul(acc0, acc1, d0, d1)
+        acc0, acc1 = _f2mul(acc0, acc1, d0, d1, fq)
     inv0, inv1 = bn254.fq2_inv((acc0, acc1))
     for j in range(len(todo) - 1, -1, -1):
         i = todo[j]
         p0, p1 = prefix[j]
-        di0, di1 = _f2mul(inv0, inv1, p0, p1)
+        di0, di1 = _f2mul(inv0, inv1, p0, p1, fq)
         n0, n1 = nums[j]
-        l0, l1 = _f2mul(n0, n1, di0, di1)
+        l0, l1 = _f2mul(n0, n1, di0, di1, fq)
         d0, d1 = dens[j]
-        inv0, inv1 = _f2mul(inv0, inv1, d0, d1)
+        inv0, inv1 = _f2mul(inv0, inv1, d0, d1, fq)
         (x10, x11), (y10, y11) = ps[i]
         x20, x21 = qs[i][0]
         ll0 = (l0 + l1) * (l0 - l1)
         ll1 = 2 * l0 * l1
-        x30 = (ll0 - x10 - x20) % Q
-        x31 = (ll1 - x11 - x21) % Q
-        m0, m1 = _f2mul(l0, l1, x10 - x30, x11 - x31)
-        out[i] = ((x30, x31), ((m0 - y10) % Q, (m1 - y11) % Q))
+        x30 = (ll0 - x10 - x20) % fq
+        x31 = (ll1 - x11 - x21) % fq
+        m0, m1 = _f2mul(l0, l1, x10 - x30, x11 - x31, fq)
+        out[i] = ((x30, x31), ((m0 - y10) % fq, (m1 - y11) % fq))
     return out
 
 
-def batch_add(group: Group, ps: Sequence[Affine], qs: Sequence[Affine]) -> list[Affine]:
-    """Elementwise affine sums ps[i] + qs[i] (None = infinity), one field inversion in all."""
+def batch_add(group: Group, ps: Sequence[Affine], qs: Sequence[Affine], fq: int = Q) -> list[Affine]:
+    """Elementwise affine sums ps[i] + qs[i] (None = infinity), one field inversion in all.
+
+    ``fq`` is the base-field modulus in the coordinates' integer type (int, or gmpy2.mpz for
+    mpz coordinates); the sums come back in that type.
+    """
     if len(ps) != len(qs):
         raise ValueError("batch_add needs two sequences of the same length")
-    return _batch_add_g1(ps, qs) if group is bn254.G1 else _batch_add_g2(ps, qs)
+    return _batch_add_g1(ps, qs, fq) if group is bn254.G1 else _batch_add_g2(ps, qs, fq)
 
 
-def _reduce_runs(group: Group, keys: np.ndarray, pts: list[Affine]) -> tuple[np.ndarray, list[Affine]]:
+def _reduce_runs(
+    group: Group, keys: np.ndarray, pts: list[Affine], fq: int
+) -> tuple[np.ndarray, list[Affine]]:
     """Sum the points of each run of equal keys (keys sorted): pairwise rounds of batch additions."""
     while len(pts) > 1:
         m = len(pts)
@@ -138,8 +188,8 @@ def _reduce_runs(group: Group, keys: np.ndarray, pts: list[Affine]) -> tuple[np.
         left = np.nonzero(even & has_next)[0]
         if left.size == 0:
             break
-        sums = batch_add(group, [pts[i] for i in left], [pts[i + 1] for i in left])
-        merged: list[Affine] = [pts[i] for i in range(m)]
+        sums = batch_add(group, [pts[i] for i in left], [pts[i + 1] for i in left], fq)
+        merged = list(pts)
         for i, s in zip(left.tolist(), sums):
             merged[i] = s
         keep = np.nonzero(even)[0]
@@ -157,9 +207,10 @@ def msm_windows(
 ) -> list[Affine]:
     """Window sums S_lo..S_{hi-1} of sum_i scalars[i] * bases[i] (DESIGN.md windows and digits).
 
-    ``bases``: affine points (None = infinity); ``scalars``: (n, 8) uint32 standard form, each
-    < 2^256. Zero scalars and infinity bases are skipped; scalars equal to 1 are summed apart
-    and added to S_0 (only when lo == 0). Returns hi - lo affine points (None = infinity).
+    ``bases``: affine points (None = infinity), int or gmpy2.mpz coordinates; ``scalars``:
+    (n, 8) uint32 standard form, each < r. Zero scalars and infinity bases are skipped; scalars
+    equal to 1 are summed apart and added to S_0 (only when lo == 0). Returns hi - lo affine
+    points with Python-int coordinates (None = infinity).
     """
     limbs = np.ascontiguousarray(scalars, dtype="<u4").reshape(-1, 8)
     w_count = num_windows(c)
@@ -190,7 +241,8 @@ def msm_windows(
         bn254.neg(group, bases[i]) if ng else bases[i]
         for i, ng in zip(point_of[order].tolist(), negate[order].tolist())
     ]
-    keys, pts = _reduce_runs(group, keys, pts)
+    fq = _modulus_like(group, bases)
+    keys, pts = _reduce_runs(group, keys, pts, fq)
 
     buckets: list[list[Affine]] = [[None] * half for _ in range(n_win)]
     ones_sum: Affine = None
@@ -203,8 +255,8 @@ def msm_windows(
     running: list[Affine] = [None] * n_win
     total: list[Affine] = [None] * n_win
     for j in range(half - 1, -1, -1):
-        running = batch_add(group, running, [b[j] for b in buckets])
-        total = batch_add(group, total, running)
+        running = batch_add(group, running, [b[j] for b in buckets], fq)
+        total = batch_add(group, total, running, fq)
     if lo == 0 and ones_sum is not None:
-        total[0] = bn254.add(group, total[0], ones_sum)
-    return total
+        total[0] = batch_add(group, [total[0]], [ones_sum], fq)[0]
+    return [_to_int_point(group, p) for p in total]
