@@ -1,0 +1,142 @@
+"""distprove.config: yaml defaults registered on import, env and yaml-file overrides, validation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dask.config
+import pytest
+import yaml
+
+from distprove import config
+from distprove.errors import FormatError
+
+DEFAULTS = yaml.safe_load(config.DEFAULTS_FILE.read_text())["distprove"]
+
+
+@pytest.fixture
+def fresh_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A private config folder; ``refresh()`` re-collects dask's configuration from it and the
+    environment as a new process would. The global configuration is restored afterwards."""
+    for name in list(os.environ):
+        if name.startswith("DASK_DISTPROVE__"):
+            monkeypatch.delenv(name)
+    saved = dask.config.config.copy()
+
+    def refresh() -> None:
+        dask.config.refresh(paths=[str(tmp_path)])
+
+    refresh()
+    yield tmp_path, refresh
+    dask.config.config.clear()
+    dask.config.config.update(saved)
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def test_defaults_registered(fresh_config) -> None:
+    flat = _flatten(DEFAULTS)
+    assert len(flat) >= 14
+    for name, value in flat.items():
+        assert config.get(name) == value, name
+        assert dask.config.get(f"distprove.{name}") == value
+    s = config.settings()
+    assert (s.backend, s.planner_mode, s.verify) == (DEFAULTS["backend"], DEFAULTS["planner"]["mode"], DEFAULTS["verify"])
+    assert s.state_file == DEFAULTS["incremental"]["state-file"]
+    assert s.key_cache_count == DEFAULTS["key-cache"]["count"]
+
+
+def test_defaults_load_on_import_in_a_new_process(tmp_path: Path) -> None:
+    """Importing distprove.config alone registers the defaults (no other distprove import needed)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_DISTPROVE__")}
+    env["DASK_CONFIG"] = str(tmp_path)
+    code = "import dask.config, distprove.config; print(dask.config.get('distprove.planner.mode'), dask.config.get('distprove.output.proof-suffix'))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [DEFAULTS["planner"]["mode"], DEFAULTS["output"]["proof-suffix"]]
+    # dask's convention: a commented copy of the defaults lands in the user's config folder
+    copy = tmp_path / "distprove.yaml"
+    assert copy.is_file()
+    assert yaml.safe_load(copy.read_text()) is None  # every line commented out: overrides nothing
+
+
+def test_env_overrides(fresh_config, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, refresh = fresh_config
+    monkeypatch.setenv("DASK_DISTPROVE__BACKEND", "cpu")
+    monkeypatch.setenv("DASK_DISTPROVE__PLANNER__MODE", "split")
+    monkeypatch.setenv("DASK_DISTPROVE__PLANNER__WINDOWS_PER_TASK", "7")
+    monkeypatch.setenv("DASK_DISTPROVE__VERIFY", "False")
+    monkeypatch.setenv("DASK_DISTPROVE__KEY_CACHE__GPU_BYTES", "2 GiB")
+    refresh()
+    s = config.settings()
+    assert s.backend == "cpu"
+    assert s.planner_mode == "split"
+    assert s.windows_per_task == 7
+    assert s.verify is False
+    assert s.key_cache_gpu_bytes == 2 << 30
+    assert s.proof_suffix == DEFAULTS["output"]["proof-suffix"]  # untouched values keep their defaults
+
+
+def test_yaml_file_overrides(fresh_config) -> None:
+    folder, refresh = fresh_config
+    (folder / "site.yaml").write_text(
+        "distprove:\n  backend: gpu\n  output:\n    dir: out-x\n    proof-suffix: .p.json\n  key-cache:\n    count: 5\n"
+    )
+    refresh()
+    s = config.settings()
+    assert (s.backend, s.out_dir, s.proof_suffix, s.key_cache_count) == ("gpu", "out-x", ".p.json", 5)
+    assert s.public_suffix == DEFAULTS["output"]["public-suffix"]
+    assert s.output_paths("/in/w7.wtns", "/o") == (Path("/o/w7.p.json"), Path("/o/w7.public.json"))
+
+
+def test_env_beats_yaml_file(fresh_config, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, refresh = fresh_config
+    (folder / "site.yaml").write_text("distprove:\n  backend: gpu\n")
+    monkeypatch.setenv("DASK_DISTPROVE__BACKEND", "cpu")
+    refresh()
+    assert config.settings().backend == "cpu"
+
+
+@pytest.mark.parametrize(
+    "setting, value, words",
+    [
+        ("distprove.backend", "tpu", ["distprove.backend", "tpu"]),
+        ("distprove.planner.mode", "both", ["distprove.planner.mode", "both"]),
+        ("distprove.planner.windows-per-task", 0, ["windows-per-task", ">= 1"]),
+        ("distprove.key-cache.count", "two", ["key-cache.count"]),
+        ("distprove.key-cache.gpu-bytes", "lots", ["gpu-bytes", "lots"]),
+        ("distprove.verify", "maybe", ["distprove.verify", "maybe"]),
+        ("distprove.incremental.state-file", "a/b.json", ["state-file", "plain file name"]),
+        ("distprove.output.public-suffix", ".proof.json", ["must differ"]),
+    ],
+)
+def test_bad_values_give_one_line_errors(setting: str, value: object, words: list[str]) -> None:
+    with dask.config.set({setting: value}):
+        with pytest.raises(FormatError) as err:
+            config.settings()
+    msg = str(err.value)
+    assert "\n" not in msg
+    for w in words:
+        assert w in msg
+
+
+@pytest.mark.parametrize("text, expected", [("yes", True), ("0", False), ("OFF", False), (True, True)])
+def test_bool_words(text: object, expected: bool) -> None:
+    with dask.config.set({"distprove.verify": text}):
+        assert config.settings().verify is expected
+
+
+def test_witness_name() -> None:
+    assert config.witness_name("/a/b/witness_3.wtns") == "witness_3"
+    assert config.witness_name("x.bin") == "x.bin"

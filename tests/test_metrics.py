@@ -1,0 +1,98 @@
+"""distprove.metrics: the recording functions register and export the expected Prometheus series."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import dask.config
+import pytest
+from prometheus_client import REGISTRY, generate_latest
+
+from distprove import metrics
+
+
+def _value(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_names_exported() -> None:
+    metrics.record_proof("k.zarr", True)
+    metrics.record_proof("k.zarr", False)
+    metrics.record_stage("gather", 0.01)
+    metrics.set_resident_bytes(1)
+    text = generate_latest(REGISTRY).decode()
+    for line in (
+        "# TYPE distprove_proofs_total counter",
+        "# TYPE distprove_proofs_failed_total counter",
+        "# TYPE distprove_stage_seconds histogram",
+        "# TYPE distprove_resident_key_bytes gauge",
+    ):
+        assert line in text
+    assert 'distprove_proofs_total{key="k.zarr"}' in text
+    assert 'distprove_stage_seconds_bucket{le="+Inf",stage="gather"}' in text
+
+
+def test_counters_count_per_key() -> None:
+    key = f"key{random.getrandbits(32)}.zarr"
+    ok, bad = random.randint(1, 9), random.randint(1, 9)
+    other_before = _value("distprove_proofs_total", key="other.zarr")
+    for _ in range(ok):
+        metrics.record_proof(f"/some/dir/{key}/", True)  # a path: labelled by its file name
+    for _ in range(bad):
+        metrics.record_proof(key, False)
+    assert _value("distprove_proofs_total", key=key) == ok
+    assert _value("distprove_proofs_failed_total", key=key) == bad
+    assert _value("distprove_proofs_total", key="other.zarr") == other_before
+
+
+def test_key_label_of_key_objects() -> None:
+    class FakeKey:
+        path = "/keys/circuit.zarr"
+
+    assert metrics.key_label(FakeKey()) == "circuit.zarr"
+    assert metrics.key_label("/keys/c.zkey") == "c.zkey"
+
+
+def test_stage_histogram_sums_and_buckets() -> None:
+    stage = f"stage{random.getrandbits(32)}"
+    samples = [random.uniform(0, 2) for _ in range(20)] + [0.0, metrics.STAGE_BUCKETS[3]]
+    for s in samples:
+        metrics.record_stage(stage, s)
+    assert _value("distprove_stage_seconds_count", stage=stage) == len(samples)
+    assert _value("distprove_stage_seconds_sum", stage=stage) == pytest.approx(sum(samples))
+    for le in (metrics.STAGE_BUCKETS[3], 0.5, 1.0):
+        assert _value("distprove_stage_seconds_bucket", stage=stage, le=str(float(le))) == sum(s <= le for s in samples)
+
+
+def test_record_timings_skips_total_and_timer_records_on_error() -> None:
+    tag = random.getrandbits(32)
+    before_total = _value("distprove_stage_seconds_count", stage="total")
+    metrics.record_timings({f"a{tag}": 0.5, f"b{tag}": 0.25, "total": 0.75})
+    assert _value("distprove_stage_seconds_sum", stage=f"a{tag}") == 0.5
+    assert _value("distprove_stage_seconds_sum", stage=f"b{tag}") == 0.25
+    assert _value("distprove_stage_seconds_count", stage="total") == before_total
+    with pytest.raises(ZeroDivisionError):
+        with metrics.stage_timer(f"t{tag}"):
+            time.sleep(0.02)
+            1 / 0
+    assert _value("distprove_stage_seconds_count", stage=f"t{tag}") == 1
+    assert _value("distprove_stage_seconds_sum", stage=f"t{tag}") >= 0.02
+
+
+def test_resident_gauge_follows_last_value() -> None:
+    for n in (random.getrandbits(40), 0, random.getrandbits(33)):
+        metrics.set_resident_bytes(n)
+        assert _value("distprove_resident_key_bytes") == n
+
+
+def test_disabled_records_nothing() -> None:
+    key = f"off{random.getrandbits(32)}"
+    metrics.set_resident_bytes(5)
+    with dask.config.set({"distprove.metrics.enabled": False}):
+        metrics.record_proof(key, True)
+        metrics.record_stage(key, 1.0)
+        metrics.set_resident_bytes(7)
+    assert _value("distprove_proofs_total", key=key) == 0
+    assert _value("distprove_stage_seconds_count", stage=key) == 0
+    assert _value("distprove_resident_key_bytes") == 5
