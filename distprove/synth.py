@@ -45,7 +45,6 @@ BITS_UNIT_ROWS = 99
 _WORD = 32
 _CHUNK = 1 << 20
 _COEF_POOL = 256
-_SMALL = 1 << 32
 
 
 @dataclass
@@ -70,6 +69,17 @@ class SynthCircuit:
 # --- field vectors: numpy object arrays of Python ints -------------------------------
 
 
+def small_values(limbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For (n, 8) standard-form limbs: (mask, v) where mask marks values below 2^32 or above
+    r − 2^32 and v (int64) is the value, or value − r for the latter (small negatives)."""
+    a = np.ascontiguousarray(limbs, dtype="<u4").reshape(-1, 8)
+    rl = np.frombuffer(R.to_bytes(32, "little"), dtype="<u4")
+    small = ~a[:, 1:].any(axis=1)
+    neg = ~small & (a[:, 1:] == rl[1:]).all(axis=1) & (a[:, 0] < rl[0])
+    v = a[:, 0].astype(np.int64) - np.where(neg, np.int64(rl[0]), np.int64(0))
+    return small | neg, v
+
+
 def field_ints(limbs: np.ndarray) -> np.ndarray:
     """(n, 8) uint32 standard-form limbs -> (n,) object array of ints.
 
@@ -78,31 +88,13 @@ def field_ints(limbs: np.ndarray) -> np.ndarray:
     """
     a = np.ascontiguousarray(limbs, dtype="<u4").reshape(-1, 8)
     out = np.empty(a.shape[0], dtype=object)
-    small = ~a[:, 1:].any(axis=1)
-    out[small] = a[small, 0].astype(np.int64).astype(object)
-    neg = ~small & _is_neg_small(a)
-    if neg.any():
-        out[neg] = _neg_small_value(a[neg]).astype(object) + R
-    rest = np.flatnonzero(~small & ~neg)
+    easy, v = small_values(a)
+    out[easy] = v[easy].astype(object) % R
+    rest = np.flatnonzero(~easy)
     if rest.size:
         raw = a[rest].tobytes()
         out[rest] = [_mpz(int.from_bytes(raw[i : i + 32], "little")) for i in range(0, len(raw), 32)]
     return out
-
-
-def _r_limbs() -> np.ndarray:
-    return np.frombuffer(R.to_bytes(32, "little"), dtype="<u4")
-
-
-def _is_neg_small(a: np.ndarray) -> np.ndarray:
-    """Rows whose value v satisfies r − 2^32 < v < r (limbs 1..7 equal r's, limb 0 below r's)."""
-    rl = _r_limbs()
-    return (a[:, 1:] == rl[1:]).all(axis=1) & (a[:, 0] < rl[0])
-
-
-def _neg_small_value(a: np.ndarray) -> np.ndarray:
-    """For rows r − 2^32 < v < r: v − r as negative int64."""
-    return a[:, 0].astype(np.int64) - int(_r_limbs()[0])
 
 
 def limbs_from_field(values: np.ndarray) -> np.ndarray:

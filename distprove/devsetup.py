@@ -1,0 +1,466 @@
+"""An insecure Groth16 setup straight from an R1CS, for benchmarks and tests only.
+
+The toxic waste (τ, α, β, δ) is drawn from a seed and therefore KNOWN: anyone can forge proofs
+for a key made here. It exists because a real snarkjs ceremony for 2^20+ constraints takes days
+here; the key it writes is the one snarkjs 0.7.6 would write for the same τ, α, β, δ
+(SNARKJS_FORMATS.md §6.3), with γ = the G2 generator:
+
+* domainSize n = 2^(floor(log2(nConstraints + nPublic)) + 1), ω = Fr.w[log2 n];
+* extra A rows (nConstraints + i, signal i, coefficient 1) for i = 0 … nPublic;
+* L_i(τ) = (τ^n − 1)/n · ω^i/(τ − ω^i) with one batch inversion;
+* A_s, B_s, C_s (τ) by sparse accumulation; K_s = β·A_s + α·B_s + C_s;
+* IC[s] = [K_s]₁ (s ≤ nPublic), C[s] = [K_s/δ]₁ (s > nPublic), A = [A_s]₁, B1 = [B_s]₁,
+  B2 = [B_s]₂, H[i] = [L^D_{g·ω^i}(τ)/δ]₁ where D = ⟨ω⟩ ∪ g⟨ω⟩ and g = coset_generator(k)
+  (for k < 28, g = Fr.w[k+1] and this is the odd-indexed Lagrange point L^{(2n)}_{2i+1}).
+
+The points come from fixed-base scalar multiplication of the generators with 8-bit window
+tables: on the GPU (distprove/kernels/fixedbase.cu) when CuPy sees one, else on the CPU.
+Outputs: the zarr key store (keystore.write_store, same layout as import_key), optionally a
+.zkey that snarkjs reads (sections 1-10, no contributions, csHash zero) and verification_key.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import random
+import secrets
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from functools import cache, cached_property
+from typing import Any, Callable
+
+import numpy as np
+
+from . import bn254
+from .bn254 import G1, G2, R, Affine, Group
+from .formats.r1cs import R1CS
+from .keystore import CHUNK_BYTES, KeyStore, _vk_json, write_store
+from .stages.gather import csr_from_coefficients
+from .synth import _mpz, field_ints, limbs_from_field, small_values
+
+log = logging.getLogger(__name__)
+
+WARNING = (
+    "distprove dev setup: INSECURE key for testing and benchmarks only - the toxic waste "
+    "(tau, alpha, beta, delta) is known, anyone can forge proofs for it"
+)
+WINDOW_BITS = 8
+WINDOWS = 256 // WINDOW_BITS
+_TERM_CHUNK = 1 << 22
+_COEF_DTYPE = np.dtype([("matrix", "<u4"), ("row", "<u4"), ("signal", "<u4"), ("value", "<u4", (8,))])
+
+
+@dataclass(frozen=True)
+class Toxic:
+    """The setup secrets (nonzero elements of Fr)."""
+
+    tau: int
+    alpha: int
+    beta: int
+    delta: int
+
+    @classmethod
+    def from_seed(cls, seed: int | None) -> "Toxic":
+        """Secrets drawn from ``seed`` (reproducible), or from :mod:`secrets` when ``seed`` is None."""
+        draw: Callable[[], int]
+        if seed is None:
+            draw = lambda: 1 + secrets.randbelow(R - 1)  # noqa: E731
+        else:
+            rng = random.Random(f"distprove-devsetup-{seed}")
+            draw = lambda: rng.randrange(1, R)  # noqa: E731
+        return cls(draw(), draw(), draw(), draw())
+
+
+def domain_power(n_constraints: int, n_public: int) -> int:
+    """cirPower = floor(log2(nConstraints + nPublic)) + 1, as snarkjs's setup computes it."""
+    return (n_constraints + n_public).bit_length()
+
+
+# --- field vectors ---------------------------------------------------------------------
+
+
+def powers(base: int, n: int) -> np.ndarray:
+    """[base^0 … base^(n-1)] mod r as an object array, by an outer product of two short tables."""
+    m = 1 << ((max(n, 1) - 1).bit_length() + 1) // 2
+    lo = [_mpz(1)]
+    for _ in range(m - 1):
+        lo.append(lo[-1] * base % R)
+    step = pow(base, m, R)
+    hi = [_mpz(1)]
+    for _ in range(-(-n // m) - 1):
+        hi.append(hi[-1] * step % R)
+    out = np.multiply.outer(np.array(hi, dtype=object), np.array(lo, dtype=object)).reshape(-1)[:n]
+    return out % R
+
+
+def batch_inverse(values: np.ndarray) -> np.ndarray:
+    """Element-wise inverses mod r of an object array of nonzero ints, via a product tree (vectorised)."""
+    levels = [np.asarray(values, dtype=object)]
+    while levels[-1].shape[0] > 1:
+        cur = levels[-1]
+        if cur.shape[0] % 2:
+            cur = np.append(cur, np.array([1], dtype=object))
+        levels.append(cur[0::2] * cur[1::2] % R)
+    top = int(levels[-1][0])
+    if top % R == 0:
+        raise ZeroDivisionError("batch_inverse: a value is 0 mod r")
+    inv = np.array([_mpz(pow(top, -1, R))], dtype=object)
+    for lvl in reversed(levels[:-1]):
+        if lvl.shape[0] % 2:
+            lvl = np.append(lvl, np.array([1], dtype=object))
+        out = np.empty(lvl.shape[0], dtype=object)
+        out[0::2] = inv * lvl[1::2] % R
+        out[1::2] = inv * lvl[0::2] % R
+        inv = out
+    return inv[: levels[0].shape[0]]
+
+
+def lagrange_at(tau: int, k: int) -> np.ndarray:
+    """L_i(τ) for the size-2^k domain ⟨Fr.w[k]⟩, i = 0 … 2^k − 1."""
+    n = 1 << k
+    w = powers(bn254.root_of_unity(k), n)
+    scale = (pow(tau, n, R) - 1) * pow(n, -1, R) % R
+    return w * batch_inverse((tau - w) % R) % R * scale % R
+
+
+def lagrange_odd_coset(tau: int, k: int) -> np.ndarray:
+    """Lagrange basis of D = ⟨ω⟩ ∪ g⟨ω⟩ (g = coset_generator(k), |D| = 2^(k+1)) at τ, for the points g·ω^i.
+
+    L_x(τ) = (τ^n − 1)(τ^n − g^n)·x / (n·g^n·(g^n − 1)·(τ − x)), x = g·ω^i. For k < 28 this is
+    L^{(2n)}_{2i+1}(τ) (g^n = −1), the zkey's H section before the division by δ.
+    """
+    n = 1 << k
+    g = bn254.coset_generator(k)
+    gn = pow(g, n, R)
+    x = powers(bn254.root_of_unity(k), n) * g % R
+    tn = pow(tau, n, R)
+    scale = (tn - 1) * (tn - gn) % R * pow(n * gn % R * (gn - 1) % R, -1, R) % R
+    return x * batch_inverse((tau - x) % R) % R * scale % R
+
+
+def _accumulate(out: np.ndarray, signals: np.ndarray, values: np.ndarray) -> None:
+    """out[s] += Σ values with that signal (mod r), vectorised by sort + reduceat."""
+    order = np.argsort(signals, kind="stable")
+    s = signals[order]
+    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+    sums = np.add.reduceat(values[order], starts)
+    idx = s[starts]
+    out[idx] = (out[idx] + sums) % R
+
+
+def signal_polys(r1cs: R1CS, lag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A_s(τ), B_s(τ), C_s(τ) for every signal s, with the extra public A rows; object arrays mod r."""
+    n_pub = r1cs.n_pub_out + r1cs.n_pub_in
+    out = []
+    for m in (r1cs.A, r1cs.B, r1cs.C):
+        acc = np.zeros(r1cs.n_wires, dtype=object)
+        rows = np.repeat(np.arange(r1cs.n_constraints, dtype=np.int64), np.diff(m.row_ptr))
+        for lo in range(0, rows.shape[0], _TERM_CHUNK):
+            hi = lo + _TERM_CHUNK
+            vals = field_ints(m.coef[lo:hi]) * lag[rows[lo:hi]] % R
+            _accumulate(acc, m.wire[lo:hi].astype(np.int64), vals)
+        out.append(acc)
+    nc = r1cs.n_constraints
+    out[0][: n_pub + 1] = (out[0][: n_pub + 1] + lag[nc : nc + n_pub + 1]) % R
+    return out[0], out[1], out[2]
+
+
+# --- coefficient records (zkey section 4) ------------------------------------------------
+
+
+def _mont2_limbs(coef: np.ndarray) -> np.ndarray:
+    """(m, 8) standard-form coefficients -> (m, 8) limbs of coef·R² mod r (the zkey encoding).
+
+    Small coefficients and their negatives go through a table of their distinct values.
+    """
+    m2 = bn254.FR_MONT * bn254.FR_MONT % R
+    out = np.empty((coef.shape[0], 8), dtype="<u4")
+    easy, v = small_values(coef)
+    if easy.any():
+        uniq, inv = np.unique(v[easy], return_inverse=True)
+        table = limbs_from_field(np.array([int(u) % R * m2 % R for u in uniq], dtype=object))
+        out[easy] = table[inv.reshape(-1)]
+    rest = np.flatnonzero(~easy)
+    if rest.size:
+        out[rest] = limbs_from_field(field_ints(coef[rest]) * m2 % R)
+    return out
+
+
+def coefficient_records(r1cs: R1CS) -> np.ndarray:
+    """Section 4 records in snarkjs setup order: per constraint its A then its B terms, then the public rows."""
+    n_pub = r1cs.n_pub_out + r1cs.n_pub_in
+    parts = []
+    for which, m in ((0, r1cs.A), (1, r1cs.B)):
+        rec = np.empty(int(m.row_ptr[-1]), dtype=_COEF_DTYPE)
+        rec["matrix"] = which
+        rec["row"] = np.repeat(np.arange(r1cs.n_constraints, dtype=np.uint32), np.diff(m.row_ptr))
+        rec["signal"] = m.wire
+        for lo in range(0, rec.shape[0], _TERM_CHUNK):
+            rec["value"][lo : lo + _TERM_CHUNK] = _mont2_limbs(m.coef[lo : lo + _TERM_CHUNK])
+        parts.append(rec)
+    pub = np.empty(n_pub + 1, dtype=_COEF_DTYPE)
+    pub["matrix"] = 0
+    pub["row"] = r1cs.n_constraints + np.arange(n_pub + 1, dtype=np.uint32)
+    pub["signal"] = np.arange(n_pub + 1, dtype=np.uint32)
+    pub["value"] = limbs_from_field([bn254.FR_MONT * bn254.FR_MONT % R])
+    recs = np.concatenate(parts)
+    recs = recs[np.lexsort((recs["matrix"], recs["row"]))]
+    return np.concatenate([recs, pub])
+
+
+# --- fixed-base scalar multiplication ----------------------------------------------------
+
+
+@cache
+def window_table(group: Group) -> tuple[tuple[Affine, ...], ...]:
+    """table[w][d] = d·2^(8w)·G (affine, d = 0 is infinity) for w < 32: 32 × 256 points."""
+    rows = []
+    base = bn254.to_jacobian(group, group.generator)
+    for _ in range(WINDOWS):
+        jac = [bn254.to_jacobian(group, None), base]
+        for _ in range(2, 1 << WINDOW_BITS):
+            jac.append(bn254.jac_add(group, jac[-1], base))
+        rows.append(tuple(bn254.batch_to_affine(group, jac)))
+        base = bn254.jac_add(group, jac[-1], base)  # 256 · base
+    return tuple(rows)
+
+
+def window_table_limbs(group: Group) -> np.ndarray:
+    """The window table as (32·256, 16|32) Montgomery limbs (row w·256 + d), for the GPU."""
+    return bn254.points_to_limbs(group, [p for row in window_table(group) for p in row])
+
+
+def fixed_base_cpu(group: Group, scalars: np.ndarray, chunk: int = 1 << 14) -> np.ndarray:
+    """[s]·G for each standard-form scalar row of ``scalars`` ((n, 8) uint32, < r): (n, 16|32) limbs.
+
+    One mixed addition per nonzero byte of the scalar, then one batch conversion to affine per chunk.
+    """
+    table = window_table(group)
+    a = np.ascontiguousarray(scalars, dtype="<u4").reshape(-1, 8)
+    digits = a.view(np.uint8).reshape(-1, 32)
+    out = np.zeros((a.shape[0], group.limbs), dtype="<u4")
+    inf = bn254.to_jacobian(group, None)
+    madd = bn254.jac_add_affine
+    for lo in range(0, a.shape[0], chunk):
+        jac = []
+        for row in digits[lo : lo + chunk].tolist():
+            acc = inf
+            for w, d in enumerate(row):
+                if d:
+                    acc = madd(group, acc, table[w][d])
+            jac.append(acc)
+        out[lo : lo + len(jac)] = bn254.points_to_limbs(group, bn254.batch_to_affine(group, jac))
+    return out
+
+
+def gpu_available() -> bool:
+    """True when CuPy is importable and sees a CUDA device."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device
+        return False
+
+
+def fixed_base(group: Group, scalars: np.ndarray, device: str = "auto") -> np.ndarray:
+    """[s]·G for every scalar row, as Montgomery limbs; ``device`` is "auto", "cpu" or "gpu"."""
+    if device == "gpu" or (device == "auto" and gpu_available()):
+        from .backends.gpu.fixedbase import fixed_base_gpu
+
+        return fixed_base_gpu(group, scalars)
+    if device not in ("auto", "cpu"):
+        raise ValueError(f"device must be auto, cpu or gpu, not {device!r}")
+    return fixed_base_cpu(group, scalars)
+
+
+# --- the key -----------------------------------------------------------------------------
+
+
+@dataclass
+class DevKey:
+    """A dev-setup key in memory: the arrays of the key store layout plus header values and points."""
+
+    n_vars: int
+    n_public: int
+    domain_size: int
+    points: dict[str, Affine]
+    records: np.ndarray
+    a: np.ndarray
+    b1: np.ndarray
+    b2: np.ndarray
+    c: np.ndarray
+    h: np.ndarray
+    ic: np.ndarray
+    toxic: Toxic
+    timings: dict[str, float]
+
+    @property
+    def power(self) -> int:
+        return self.domain_size.bit_length() - 1
+
+    def _csr(self, which: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        r = self.records
+        return csr_from_coefficients(r["matrix"], r["row"], r["signal"], r["value"], which, self.domain_size)
+
+    @cached_property
+    def _csr_a(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._csr(0)
+
+    @cached_property
+    def _csr_b(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self._csr(1)
+
+    def __getattr__(self, name: str) -> Any:
+        parts = {"row_ptr": 0, "signal": 1, "value": 2}
+        m, _, part = name.partition("_")
+        if m in ("a", "b") and part in parts:
+            return (self._csr_a if m == "a" else self._csr_b)[parts[part]]
+        raise AttributeError(name)
+
+    def vk_json(self) -> dict:
+        """verification_key.json content."""
+        return _vk_json(self.n_public, self.points, self.ic)
+
+    @cached_property
+    def content_hash(self) -> str:
+        """A hash identifying this key: the secrets and the coefficient records."""
+        h = hashlib.sha256(b"distprove-devsetup\0")
+        t = self.toxic
+        h.update(f"{t.tau},{t.alpha},{t.beta},{t.delta},{self.n_vars},{self.n_public},{self.domain_size}".encode())
+        h.update(memoryview(np.ascontiguousarray(self.records)).cast("B"))
+        return h.hexdigest()
+
+
+def build_key(r1cs: R1CS, toxic: Toxic, device: str = "auto") -> DevKey:
+    """Compute every point of the Groth16 key of ``r1cs`` for the secrets ``toxic`` (§6.3)."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t0
+        now = time.perf_counter()
+        timings[name] = now - t0
+        t0 = now
+
+    n_pub = r1cs.n_pub_out + r1cs.n_pub_in
+    k = domain_power(r1cs.n_constraints, n_pub)
+    if k > bn254.FR_S:
+        raise ValueError(f"domain 2^{k} exceeds Fr's 2-adicity 2^{bn254.FR_S}")
+    tau, alpha, beta, delta = toxic.tau, toxic.alpha, toxic.beta, toxic.delta
+    lag = lagrange_at(tau, k)
+    lag_h = lagrange_odd_coset(tau, k)
+    lap("lagrange")
+    a_s, b_s, c_s = signal_polys(r1cs, lag)
+    del lag
+    k_s = (beta * a_s + alpha * b_s + c_s) % R
+    del c_s
+    inv_delta = pow(delta, -1, R)
+    scal = {
+        "a": limbs_from_field(a_s),
+        "b": limbs_from_field(b_s),
+        "ic": limbs_from_field(k_s[: n_pub + 1]),
+        "c": limbs_from_field(k_s[n_pub + 1 :] * inv_delta % R),
+        "h": limbs_from_field(lag_h * inv_delta % R),
+    }
+    del a_s, b_s, k_s, lag_h
+    lap("scalars")
+    records = coefficient_records(r1cs)
+    lap("coefficients")
+    pts = {
+        "a": fixed_base(G1, scal["a"], device),
+        "b1": fixed_base(G1, scal["b"], device),
+        "b2": fixed_base(G2, scal["b"], device),
+        "c": fixed_base(G1, scal["c"], device),
+        "h": fixed_base(G1, scal["h"], device),
+        "ic": fixed_base(G1, scal["ic"], device),
+    }
+    lap("fixed_base")
+    points = {
+        "alpha1": bn254.mul(G1, G1.generator, alpha),
+        "beta1": bn254.mul(G1, G1.generator, beta),
+        "delta1": bn254.mul(G1, G1.generator, delta),
+        "beta2": bn254.mul(G2, G2.generator, beta),
+        "gamma2": G2.generator,
+        "delta2": bn254.mul(G2, G2.generator, delta),
+    }
+    return DevKey(
+        n_vars=r1cs.n_wires, n_public=n_pub, domain_size=1 << k, points=points, records=records,
+        toxic=toxic, timings=timings, **pts,
+    )
+
+
+def write_zkey(path: str | os.PathLike[str], key: DevKey) -> None:
+    """Write ``key`` as a snarkjs Groth16 .zkey (sections 1-10; section 10: csHash zero, no contributions)."""
+    from .formats.container import write_container
+
+    def pt(g: Group, p: Affine) -> bytes:
+        return bn254.points_to_limbs(g, [p]).tobytes()
+
+    pts = key.points
+    header = (
+        struct.pack("<I", 32) + bn254.Q.to_bytes(32, "little") + struct.pack("<I", 32) + R.to_bytes(32, "little")
+        + struct.pack("<3I", key.n_vars, key.n_public, key.domain_size)
+        + pt(G1, pts["alpha1"]) + pt(G1, pts["beta1"]) + pt(G2, pts["beta2"]) + pt(G2, pts["gamma2"])
+        + pt(G1, pts["delta1"]) + pt(G2, pts["delta2"])
+    )
+    assert len(header) == 660
+    sections: list[tuple[int, Any]] = [
+        (1, struct.pack("<I", 1)),
+        (2, header),
+        (3, key.ic),
+        (4, [struct.pack("<I", key.records.shape[0]), key.records]),
+        (5, key.a),
+        (6, key.b1),
+        (7, key.b2),
+        (8, key.c),
+        (9, key.h),
+        (10, bytes(64) + struct.pack("<I", 0)),
+    ]
+    write_container(path, "zkey", 1, sections)
+
+
+def dev_setup(
+    circuit: R1CS | str | os.PathLike[str],
+    store: str | os.PathLike[str],
+    *,
+    zkey: str | os.PathLike[str] | None = None,
+    vk: str | os.PathLike[str] | None = None,
+    seed: int | None = None,
+    device: str = "auto",
+    overwrite: bool = False,
+    chunk_bytes: int = CHUNK_BYTES,
+    quiet: bool = False,
+) -> KeyStore:
+    """Run the insecure dev setup for ``circuit`` (a parsed R1CS or a .r1cs path) and write the key store.
+
+    Optionally also a snarkjs ``.zkey`` (``zkey``) and ``verification_key.json`` (``vk``).
+    Prints a warning to stderr (unless ``quiet``) and records it in the store's ``dev_setup``
+    attribute: the secrets are derived from ``seed`` and are known.
+    """
+    from .formats.jsonio import write_json_atomic
+    from .formats.r1cs import read_r1cs
+    from .keystore import file_sha256
+
+    if not quiet:
+        print(f"WARNING: {WARNING}", file=sys.stderr)
+    r1cs = circuit if isinstance(circuit, R1CS) else read_r1cs(circuit)
+    key = build_key(r1cs, Toxic.from_seed(seed), device)
+    source: dict[str, Any] = {"file": os.path.basename(r1cs.path), "size": 0, "sha256": key.content_hash}
+    if os.path.isfile(r1cs.path):
+        source.update(size=os.path.getsize(r1cs.path), r1cs_sha256=file_sha256(r1cs.path))
+    t0 = time.perf_counter()
+    ks = write_store(
+        store, key, source, int(key.records.shape[0]), overwrite=overwrite, chunk_bytes=chunk_bytes,
+        extra_attrs={"dev_setup": {"warning": WARNING, "insecure": True, "seed": seed, "timings": key.timings}},
+    )
+    key.timings["write_store"] = time.perf_counter() - t0
+    if zkey is not None:
+        write_zkey(zkey, key)
+    if vk is not None:
+        write_json_atomic(vk, key.vk_json())
+    return ks
