@@ -119,5 +119,60 @@ def example_cmd(out_dir: str, backend: str) -> None:
     sys.exit(0 if ok else 1)
 
 
+@main.command("synth")
+@click.argument("kind", type=click.Choice(["chain", "bits", "random"]))
+@click.option("--constraints", "-n", type=click.IntRange(min=1), required=True, help="Number of constraints.")
+@click.option("--public", "-k", type=click.IntRange(min=0), default=1, show_default=True, help="Public signals.")
+@click.option("--terms", "-t", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Terms per A and B row (random only).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
+              help="Folder for circuit.r1cs, witness_<i>.wtns and circuit.json.")
+@click.option("--witnesses", "-m", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@_friendly_errors
+def synth_cmd(kind: str, constraints: int, public: int, terms: int, out_dir: str, witnesses: int, seed: int) -> None:
+    """Write a synthetic KIND circuit (chain, bits or random) as .r1cs with satisfying .wtns witnesses."""
+    import time
+
+    from .synth import make_circuit, write_circuit
+
+    t0 = time.perf_counter()
+    try:
+        circuit = make_circuit(kind, constraints, public, terms, seed)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    meta = write_circuit(circuit, out_dir, witnesses)
+    click.echo(
+        f"wrote {kind} circuit to {out_dir}: {meta['n_constraints']} constraints, {meta['n_wires']} wires, "
+        f"{meta['n_public']} public, {witnesses} witnesses in {time.perf_counter() - t0:.1f} s"
+    )
+
+
+@main.command("setup")
+@click.option("--dev", is_flag=True, help="Required: an INSECURE setup with known toxic waste, for tests/benchmarks.")
+@click.argument("circuit", type=click.Path(dir_okay=False))
+@click.argument("store", type=click.Path(file_okay=False))
+@click.option("--zkey", type=click.Path(dir_okay=False), help="Also write a snarkjs .zkey.")
+@click.option("--vk", type=click.Path(dir_okay=False), help="Also write verification_key.json.")
+@click.option("--seed", type=int, default=None, help="Derive the secrets from SEED (default: random).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="Where the fixed-base scalar multiplications run.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing store.")
+@_friendly_errors
+def setup_cmd(dev: bool, circuit: str, store: str, zkey: str | None, vk: str | None, seed: int | None,
+              device: str, overwrite: bool) -> None:
+    """Make a Groth16 key STORE for CIRCUIT (.r1cs). Only --dev (insecure, for testing) is supported."""
+    import time
+
+    from .devsetup import dev_setup
+
+    if not dev:
+        raise click.UsageError("only the insecure --dev setup is implemented; real keys come from a snarkjs ceremony")
+    t0 = time.perf_counter()
+    key = dev_setup(circuit, store, zkey=zkey, vk=vk, seed=seed, device=device, overwrite=overwrite)
+    click.echo(f"dev key {store}: {key.n_vars} signals, {key.n_public} public, domain 2^{key.power} "
+               f"in {time.perf_counter() - t0:.1f} s (INSECURE: testing only)")
+
+
 if __name__ == "__main__":
     main()

@@ -446,9 +446,9 @@ def dev_setup(
     from .formats.r1cs import read_r1cs
     from .keystore import file_sha256
 
+    r1cs = circuit if isinstance(circuit, R1CS) else read_r1cs(circuit)
     if not quiet:
         print(f"WARNING: {WARNING}", file=sys.stderr)
-    r1cs = circuit if isinstance(circuit, R1CS) else read_r1cs(circuit)
     key = build_key(r1cs, Toxic.from_seed(seed), device)
     source: dict[str, Any] = {"file": os.path.basename(r1cs.path), "size": 0, "sha256": key.content_hash}
     if os.path.isfile(r1cs.path):
