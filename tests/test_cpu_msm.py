@@ -305,3 +305,20 @@ def test_backend_gmpy2_switch(use_gmpy2, monkeypatch: pytest.MonkeyPatch) -> Non
     sums = be.msm_windows(key, "A", bn254.limbs_from_ints([1, 2, 3]), 4, 0, num_windows(4))
     assert combine(G1, dict(enumerate(sums)), 4) == bn254.mul(G1, G1.generator, 6)
     assert type(be._bases(key, "A")[0][0]) is int
+
+
+def test_backend_key_cache_is_bounded_lru() -> None:
+    import types
+
+    be = CpuBackend(max_keys=2)
+    keys = [
+        types.SimpleNamespace(content_hash=f"k{i}", a=bn254.points_to_limbs(G1, [bn254.mul(G1, G1.generator, i + 1)]))
+        for i in range(3)
+    ]
+    one = bn254.limbs_from_ints([1])
+    for i in (0, 1, 0, 2):  # k1 is the least recently used when k2 arrives
+        sums = be.msm_windows(keys[i], "A", one, 4, 0, num_windows(4))
+        assert combine(G1, dict(enumerate(sums)), 4) == bn254.mul(G1, G1.generator, i + 1)
+    assert list(be._states) == ["k0", "k2"]
+    with pytest.raises(ValueError):
+        CpuBackend(max_keys=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -29,7 +30,8 @@ class _KeyState:
 class CpuBackend(Backend):
     """Reference backend. Vectors are lists of Python ints (standard form).
 
-    Per-key state is cached by ``key.content_hash`` in an LRU of ``max_keys`` entries.
+    Per-key state is cached by ``key.content_hash`` in an LRU of ``max_keys`` entries (safe to
+    share between threads, e.g. a Dask worker's).
     ``use_gmpy2``: MSM arithmetic on gmpy2.mpz (None = when installed, True = require it,
     False = plain ints); the results are identical either way.
     """
@@ -44,17 +46,19 @@ class CpuBackend(Backend):
         self._mpz = _msm.mpz_available() if use_gmpy2 is None else use_gmpy2
         self._max_keys = max_keys
         self._states: OrderedDict[str, _KeyState] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _state(self, key: Any) -> _KeyState:
         h = key.content_hash
-        st = self._states.get(h)
-        if st is None:
-            st = self._states[h] = _KeyState()
-            while len(self._states) > self._max_keys:
-                self._states.popitem(last=False)
-        else:
-            self._states.move_to_end(h)
-        return st
+        with self._lock:
+            st = self._states.get(h)
+            if st is None:
+                st = self._states[h] = _KeyState()
+                while len(self._states) > self._max_keys:
+                    self._states.popitem(last=False)
+            else:
+                self._states.move_to_end(h)
+            return st
 
     def _bases(self, key: Any, which: str) -> list[Affine]:
         st = self._state(key)

@@ -185,12 +185,12 @@ def _reduce_runs(
         even = (idx - run_start) % 2 == 0
         has_next = np.zeros(m, dtype=bool)
         has_next[:-1] = ~starts[1:]
-        left = np.nonzero(even & has_next)[0]
-        if left.size == 0:
+        left = np.nonzero(even & has_next)[0].tolist()
+        if not left:
             break
         sums = batch_add(group, [pts[i] for i in left], [pts[i + 1] for i in left], fq)
         merged = list(pts)
-        for i, s in zip(left.tolist(), sums):
+        for i, s in zip(left, sums):
             merged[i] = s
         keep = np.nonzero(even)[0]
         pts = [merged[i] for i in keep.tolist()]
