@@ -38,7 +38,7 @@ MODULES: dict[str, tuple[str, ...]] = {
 }
 """Every unit combination the GPU backend loads, by module name."""
 
-BASE_OPTIONS: tuple[str, ...] = ("-std=c++17", "-DDP_NVRTC=1")
+BASE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 """Options common to NVRTC and the ``nvcc`` compile check."""
 
 
