@@ -174,5 +174,83 @@ def setup_cmd(dev: bool, circuit: str, store: str, zkey: str | None, vk: str | N
                f"in {time.perf_counter() - t0:.1f} s (INSECURE: testing only)")
 
 
+def _package_versions() -> dict[str, str]:
+    """Versions of distprove and the packages a cluster must agree on ("-" when not installed)."""
+    import importlib
+
+    out = {}
+    for name in ("distprove", "dask", "distributed", "zarr", "cupy"):
+        try:
+            out[name] = str(importlib.import_module(name).__version__)
+        except ImportError:
+            out[name] = "-"
+    return out
+
+
+def _gpu_summary() -> str:
+    """This process's GPU: CuPy device 0 (a dask-cuda worker's own GPU) with its memory, or why none."""
+    try:
+        import cupy
+    except ImportError:
+        return "no CuPy"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count == 0:
+            return "no GPU"
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        free, total = cupy.cuda.Device(0).mem_info
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        return f"no GPU ({exc})"
+    return f"{name}, {free / 2**30:.1f} of {total / 2**30:.1f} GiB free ({count} visible)"
+
+
+def _worker_report(dask_worker: Any) -> dict[str, Any]:
+    """What ``distprove info`` shows for one worker (runs on the worker through ``Client.run``)."""
+    report: dict[str, Any] = {"gpu": _gpu_summary(), "versions": _package_versions(), "backend": None, "keys": None}
+    plugin = dask_worker.plugins.get("distprove")  # distprove.worker.PLUGIN_NAME, when registered
+    if plugin is not None:
+        report["backend"] = getattr(getattr(plugin, "backend", None), "name", None)
+        paths = {h: p for p, h in getattr(plugin, "_hash_of_path", {}).items()}
+        report["keys"] = [f"{paths.get(h, '?')} ({h[:12]})" for h in getattr(plugin, "resident", [])]
+    return report
+
+
+@main.command("info")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Scheduler to ask (default: DASK_SCHEDULER_ADDRESS / dask's scheduler-address; none: this machine only).")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the scheduler.")
+@_friendly_errors
+def info_cmd(scheduler: str | None, timeout: float) -> None:
+    """Show the versions here and, with a scheduler, its workers: GPU, backend, resident keys, versions."""
+    import dask.config
+
+    versions = _package_versions()
+    click.echo("here: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + f"; GPU: {_gpu_summary()}")
+    address = scheduler or dask.config.get("scheduler-address", None)
+    if not address:
+        click.echo("no scheduler given (--scheduler ADDRESS or DASK_SCHEDULER_ADDRESS): nothing more to show")
+        return
+    from distributed import Client
+
+    try:
+        client = Client(address, timeout=timeout)
+    except (OSError, TimeoutError) as exc:
+        raise DistproveError(f"{address}: cannot reach the scheduler ({exc.__class__.__name__}: {exc})") from None
+    with client:
+        workers = client.scheduler_info(n_workers=-1)["workers"]
+        reports = client.run(_worker_report) if workers else {}
+        click.echo(f"scheduler {address}, dashboard {client.dashboard_link}, {len(workers)} worker(s)")
+        for addr in sorted(workers):
+            w, r = workers[addr], reports.get(addr, {})
+            click.echo(f"  {addr}  name {w.get('name')}  threads {w.get('nthreads')}  memory {w.get('memory_limit', 0) / 2**30:.1f} GiB")
+            click.echo(f"    GPU: {r.get('gpu', '?')}")
+            if r.get("backend") is None and r.get("keys") is None:
+                click.echo("    distprove state: not registered yet (no batch has run on this worker)")
+            else:
+                click.echo(f"    backend {r.get('backend')}; resident keys: {', '.join(r['keys']) or 'none'}")
+            diff = {k: v for k, v in r.get("versions", {}).items() if v != versions.get(k)}
+            click.echo("    versions: " + (", ".join(f"{k} {v} (here {versions[k]})" for k, v in diff.items()) or "same as here"))
+
+
 if __name__ == "__main__":
     main()
