@@ -1,0 +1,1 @@
+"""Prover backends: the interface (base), the CPU reference (cpu) and the GPU backend (gpu)."""

@@ -1,0 +1,1 @@
+"""Backend-independent prover stages: coefficient CSR (gather), MSM windows (msm), assembly."""
