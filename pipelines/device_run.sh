@@ -3,7 +3,8 @@
 #
 # Run from the repository root on the device:
 #   set -o pipefail; DISTPROVE_GIT_COMMIT=<sha> timeout 380 bash pipelines/device_run.sh [pytest args] 2>&1 | tee $OUT/log.txt
-# with PYTHONUNBUFFERED=1 (set here too). Pytest args select a subset (default: tests/gpu).
+# with PYTHONUNBUFFERED=1 (set here too). Pytest args replace the default "-x tests/gpu" (e.g. name
+# files in the order wanted, without -x to see every failure).
 # Environment:
 #   SKIP_TESTS=1 / SKIP_BENCH=1      leave out a step
 #   BENCH_ARGS="--sizes 20,24 --only ntt"   passed to pipelines/bench_kernels.py
@@ -36,8 +37,8 @@ python3 -c "import cupy, sys; print('python', sys.version.split()[0], 'cupy', cu
 
 status=0
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-    if [ $# -eq 0 ]; then set -- tests/gpu; fi
-    timeout "${TEST_TIMEOUT:-200}" python3 -m pytest -m gpu -q -x -p no:cacheprovider "$@" 2>&1 | tee "$OUT/tests.log"
+    if [ $# -eq 0 ]; then set -- -x tests/gpu; fi
+    timeout "${TEST_TIMEOUT:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider "$@" 2>&1 | tee "$OUT/tests.log"
     rc=$?; echo "tests: exit $rc"; [ $rc -eq 0 ] || status=1
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
