@@ -23,6 +23,8 @@ _EXPORTS = {
     "Proof": "distprove.prover",
     "verify": "distprove.verify",
     "verify_many": "distprove.verify",
+    "batch": "distprove.batch",
+    "BatchReport": "distprove.batch",
     "DistproveError": "distprove.errors",
     "FormatError": "distprove.errors",
 }

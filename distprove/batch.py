@@ -1,0 +1,430 @@
+"""``distprove.batch``: prove every witness of a folder on a Dask cluster.
+
+Outputs (``<name>.proof.json`` and ``<name>.public.json``, suffixes from the configuration) are
+written by the workers as each proof finishes, exactly once even when a task reruns after a
+worker dies, and only after the proof verified. A rerun skips witnesses whose outputs exist and
+verify. One bad witness fails alone; the :class:`BatchReport` names it with the reason.
+
+Keys: ``key=``, else ``distprove.key`` in the dask configuration, else the key found beside the
+witnesses: the nearest folder (from the witness's own up to ``witness_dir``) holding a key store
+or ``.zkey`` provides it (a key store wins over ``.zkey`` files; two of a kind there is an error).
+So a mixed batch is one subfolder per key. Outputs go to ``out_dir`` (default: the configured
+``output.dir``, ``proofs``, inside ``witness_dir``), keeping the witnesses' subfolders.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import types
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distprove import config
+from distprove.errors import FormatError
+
+log = logging.getLogger(__name__)
+
+PROVED, FAILED, SKIPPED = "proved", "failed", "skipped"
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+@dataclass
+class ProofResult:
+    """How one witness ended: ``proved``, ``failed`` (with the reason) or ``skipped``."""
+
+    name: str
+    witness: str
+    status: str
+    reason: str = ""
+    proof_path: str = ""
+    public_path: str = ""
+    latency: float = 0.0
+    """Seconds from the start of the batch until this result arrived."""
+    worker: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Per-stage seconds of this proof (msm_A ... msm_H summed over window ranges, assemble, verify, write)."""
+
+
+@dataclass
+class BatchReport:
+    """What a batch did: every witness's result, the wall time and the per-stage worker time."""
+
+    results: list[ProofResult]
+    wall_seconds: float
+    mode: str = ""
+    workers: int = 0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    """Compute seconds per task kind over all workers (the dashboard's groups: prove-prepare, msm-windows, ...)."""
+
+    def _with(self, status: str) -> list[ProofResult]:
+        return [r for r in self.results if r.status == status]
+
+    @property
+    def proved(self) -> list[ProofResult]:
+        return self._with(PROVED)
+
+    @property
+    def failed(self) -> list[ProofResult]:
+        return self._with(FAILED)
+
+    @property
+    def skipped(self) -> list[ProofResult]:
+        return self._with(SKIPPED)
+
+    @property
+    def ok(self) -> bool:
+        """True when no witness failed."""
+        return not self.failed
+
+    @property
+    def proofs_per_second(self) -> float:
+        """Proofs made per second of wall time (skipped witnesses not counted)."""
+        return len(self.proved) / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        """A few lines: counts, throughput, stage times, then one line per failure."""
+        lines = [
+            f"proved {len(self.proved)}, failed {len(self.failed)}, skipped {len(self.skipped)} "
+            f"in {self.wall_seconds:.2f} s ({self.proofs_per_second:.2f} proofs/s; mode {self.mode or '-'}, "
+            f"{self.workers} workers)"
+        ]
+        if self.stage_seconds:
+            stages = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(self.stage_seconds.items(), key=lambda kv: -kv[1]))
+            lines.append(f"worker time by stage: {stages}")
+        lines += [f"FAILED {r.name}: {r.reason}" for r in self.failed]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready data."""
+        return {
+            "proved": len(self.proved),
+            "failed": len(self.failed),
+            "skipped": len(self.skipped),
+            "wall_seconds": self.wall_seconds,
+            "proofs_per_second": self.proofs_per_second,
+            "mode": self.mode,
+            "workers": self.workers,
+            "stage_seconds": self.stage_seconds,
+            "results": [r.__dict__ for r in self.results],
+        }
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+# --- discovery -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """A witness found in the batch folder, with its key (or why it has none) and output paths."""
+
+    name: str
+    witness: str
+    key: str | None
+    proof_path: str
+    public_path: str
+    error: str = ""
+
+
+def is_key_store(path: Path) -> bool:
+    """True for a folder holding a distprove zarr key store (its zarr.json names the layout)."""
+    meta = path / "zarr.json"
+    if not meta.is_file():
+        return False
+    try:
+        return "distprove" in json.loads(meta.read_text(encoding="utf-8")).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def keys_in(directory: Path) -> list[Path]:
+    """The keys directly in ``directory``: its key stores if it has any, else its ``.zkey`` files."""
+    entries = sorted(directory.iterdir())
+    stores = [p for p in entries if p.is_dir() and is_key_store(p)]
+    return stores or [p for p in entries if p.is_file() and p.suffix == ".zkey"]
+
+
+def _key_beside(directory: Path, root: Path, cache: dict[Path, list[Path]]) -> tuple[str | None, str]:
+    """(key path, "") for the nearest folder from ``directory`` up to ``root`` with a key, or (None, reason)."""
+    d = directory
+    while True:
+        if d not in cache:
+            cache[d] = keys_in(d)
+        found = cache[d]
+        if len(found) == 1:
+            return str(found[0]), ""
+        if len(found) > 1:
+            names = ", ".join(p.name for p in found)
+            return None, f"{len(found)} keys beside it in {d} ({names}); keep one per folder or pass key="
+        if d == root or root not in d.parents:
+            return None, f"no key store or .zkey found beside it (in {directory} or a parent up to {root}); pass key="
+        d = d.parent
+
+
+def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | None = None, out_dir: str | os.PathLike[str] | None = None) -> list[Job]:
+    """The ``*.wtns`` files under ``witness_dir`` (recursively, sorted), each matched to its key.
+
+    A witness with no key (or an ambiguous one) gets ``error`` set; it will be reported as failed.
+    """
+    settings = config.settings()
+    root = Path(witness_dir).resolve()
+    if not root.is_dir():
+        raise FormatError(witness_dir, "not a folder of witnesses")
+    out = Path(out_dir).resolve() if out_dir is not None else root / settings.out_dir
+    chosen = key if key is not None else settings.key
+    if chosen is not None and not Path(chosen).exists():
+        raise FormatError(chosen, "no such key store or .zkey file")
+    witnesses = sorted(
+        p
+        for p in root.rglob("*.wtns")
+        if p.is_file() and out not in p.parents and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    if not witnesses:
+        raise FormatError(witness_dir, "no *.wtns files found")
+    cache: dict[Path, list[Path]] = {}
+    jobs = []
+    for w in witnesses:
+        rel = w.relative_to(root)
+        stem = w.name.removesuffix(".wtns")
+        proof, public = settings.output_paths(w, out / rel.parent)
+        if chosen is not None:
+            key_path, error = str(Path(chosen).resolve()), ""
+        else:
+            key_path, error = _key_beside(w.parent, root, cache)
+        name = (rel.parent / stem).as_posix()
+        jobs.append(Job(name, str(w), key_path, str(proof), str(public), error))
+    return jobs
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+@dataclass
+class BatchOptions:
+    """Options of :func:`batch` (defaults from the ``distprove`` dask configuration)."""
+
+    scheduler: str | None = None
+    backend: str | None = None
+    mode: str | None = None
+    n_workers: int | None = None
+    fourstep_min_domain: int | None = None
+    windows_per_task: int | None = None
+    verify: bool | None = None
+    max_keys: int | None = None
+    dashboard_address: str | None = "127.0.0.1:8787"
+    host: str = "127.0.0.1"
+    on_result: Callable[[ProofResult], Any] | None = None
+    """Called in the client for each result as it arrives (progress bars, tests)."""
+    on_start: Callable[[int], Any] | None = None
+    """Called once with the number of witnesses, before any result."""
+    echo: Callable[[str], Any] | None = print
+    """Where the report's summary is printed at the end (None: nowhere)."""
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a failed proof's exception."""
+    from distributed.scheduler import KilledWorker
+
+    if isinstance(exc, FormatError):
+        return str(exc)
+    if isinstance(exc, KilledWorker):
+        return "workers died while running its tasks too many times (KilledWorker); nothing written"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _remove_outputs(job: Job) -> None:
+    """Delete a witness's old outputs, proof first (a proof file must imply a complete public file)."""
+    for p in (job.proof_path, job.public_path):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+def ensure_worker_state(client: Any, backend: str, max_keys: int, gpu_bytes: int | None) -> None:
+    """Register the per-worker state plugin unless every worker already runs an equal one."""
+    from distprove.worker import PLUGIN_NAME, ProverState, plugin_config
+
+    plugin = ProverState(backend, max_keys, gpu_bytes)
+    client.wait_for_workers(1)
+    current = client.run(plugin_config)
+    if not current or any(list(c or []) != plugin.config for c in current.values()):
+        client.register_plugin(plugin, name=PLUGIN_NAME)
+
+
+def _group(jobs: Iterable[Job]) -> dict[str, list[Job]]:
+    out: dict[str, list[Job]] = {}
+    for j in jobs:
+        out.setdefault(j.key or "", []).append(j)
+    return out
+
+
+def _label(key_path: str) -> str:
+    return os.path.basename(os.path.normpath(key_path))
+
+
+def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
+    """Prove ``jobs`` on ``client``'s cluster (the worker state must be registered)."""
+    from distributed import as_completed, get_task_stream, span
+    from dask.utils import key_split
+
+    from distprove import graph
+    from distprove.worker import ProofSpec, check_existing, plan_key
+
+    settings = config.settings()
+    t0 = time.perf_counter()
+    tag = uuid.uuid4().hex[:8]
+    results: list[ProofResult] = []
+
+    def emit(job: Job, status: str, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
+        res = ProofResult(
+            job.name, job.witness, status, reason, job.proof_path, job.public_path, time.perf_counter() - t0, worker, seconds or {}
+        )
+        results.append(res)
+        log.info("%s: %s %s", job.name, status, reason)
+        if opts.on_result is not None:
+            opts.on_result(res)
+
+    if opts.on_start is not None:
+        opts.on_start(len(jobs))
+    workers = tuple(sorted(client.scheduler_info()["workers"]))
+    mode = ""
+    with get_task_stream(client) as stream, span("distprove-batch"):
+        todo = []
+        for job in jobs:
+            if job.error:
+                emit(job, FAILED, f"{job.witness}: {job.error}")
+            else:
+                todo.append(job)
+        groups = _group(todo)
+        # Existing outputs: verified on the workers (one batched pairing check per key).
+        checks = {}
+        for kp, group in groups.items():
+            have = [j for j in group if os.path.exists(j.proof_path) and os.path.exists(j.public_path)]
+            if have:
+                items = [(j.witness, j.proof_path, j.public_path) for j in have]
+                checks[kp] = (have, client.submit(check_existing, kp, items, key=("check-outputs", _label(kp), tag), pure=False))
+        skipped: set[str] = set()
+        for kp, (have, fut) in checks.items():
+            try:
+                oks = fut.result()
+            except Exception:  # a broken key: its proofs fail below with the reason
+                oks = [False] * len(have)
+            for job, ok in zip(have, oks):
+                if ok:
+                    skipped.add(job.name)
+                    emit(job, SKIPPED, "outputs exist and verify")
+                else:
+                    _remove_outputs(job)
+        infos = {kp: client.submit(plan_key, kp, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
+        planned: list[tuple[Job, Any]] = []
+        for kp, group in groups.items():
+            try:
+                info = infos[kp].result()
+            except Exception as exc:
+                for job in group:
+                    if job.name not in skipped:
+                        emit(job, FAILED, _reason(exc))
+                continue
+            planned += [(j, info) for j in group if j.name not in skipped]
+        if planned:
+            mode = graph.choose_mode(
+                opts.mode or settings.planner_mode,
+                len(planned),
+                len(workers),
+                max(info.domain_size for _, info in planned),
+                settings.split_min_domain,
+                settings.split_max_proofs_per_worker,
+            )
+            plan = graph.Plan(
+                mode,
+                workers,
+                opts.fourstep_min_domain or graph.DEFAULT_FOURSTEP_MIN_DOMAIN,
+                opts.windows_per_task or settings.windows_per_task,
+                settings.verify if opts.verify is None else opts.verify,
+                tag,
+            )
+            pending: dict[Any, tuple[Job, list[Any]]] = {}
+            for i, (job, info) in enumerate(planned):
+                Path(job.proof_path).parent.mkdir(parents=True, exist_ok=True)
+                spec = ProofSpec(job.name, job.witness, info.path, info.content_hash, job.proof_path, job.public_path)
+                reducer, futures = graph.submit_proof(client, spec, info, plan, i, priority=len(planned) - i)
+                pending[reducer] = (job, futures)
+            for fut in as_completed(list(pending)):
+                job, futures = pending.pop(fut)
+                try:
+                    out = fut.result()
+                except Exception as exc:
+                    emit(job, FAILED, _reason(exc))
+                else:
+                    emit(job, out.status, out.reason, out.worker, out.seconds)
+                for f in futures:
+                    f.release()
+    stage_seconds: dict[str, float] = {}
+    for rec in stream.data:
+        for ss in rec.get("startstops", ()):
+            if ss.get("action") == "compute":
+                k = key_split(rec["key"])
+                stage_seconds[k] = stage_seconds.get(k, 0.0) + ss["stop"] - ss["start"]
+    order = {j.name: i for i, j in enumerate(jobs)}
+    results.sort(key=lambda r: order[r.name])
+    return BatchReport(results, time.perf_counter() - t0, mode, len(workers), stage_seconds)
+
+
+def batch(
+    witness_dir: str | os.PathLike[str],
+    key: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    client: Any = None,
+    **options: Any,
+) -> BatchReport:
+    """Prove every ``*.wtns`` under ``witness_dir``; return (and print) a :class:`BatchReport`.
+
+    ``key``: a key store or ``.zkey`` for all witnesses (default: ``distprove.key``, else the key
+    beside each witness). ``out_dir``: default ``<witness_dir>/proofs``. ``client``: a
+    ``distributed.Client`` (default: ``scheduler=`` / ``DASK_SCHEDULER_ADDRESS``, else a local
+    cluster). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
+    mode (auto|data|split), n_workers, fourstep_min_domain, windows_per_task, verify, max_keys,
+    dashboard_address, host, on_result, on_start, echo.
+    """
+    from distprove.cluster import connect
+
+    opts = BatchOptions(**options)
+    settings = config.settings()
+    jobs = discover(witness_dir, key, out_dir)
+    backend = opts.backend or settings.backend
+    with connect(
+        client,
+        scheduler=opts.scheduler,
+        backend=backend,
+        n_workers=opts.n_workers,
+        host=opts.host,
+        dashboard_address=opts.dashboard_address,
+    ) as c:
+        ensure_worker_state(c, backend, opts.max_keys or settings.key_cache_count, settings.key_cache_gpu_bytes)
+        report = run_jobs(c, jobs, opts)
+    if opts.echo is not None:
+        opts.echo(report.summary())
+    return report
+
+
+class _CallableModule(types.ModuleType):
+    """Importing this module binds ``distprove.batch`` to the module (Python sets the package
+    attribute), which would shadow the function of the same name; calling the module calls it."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> BatchReport:
+        return batch(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,188 @@
+"""The Dask task graph of a batch: per proof a prepare task, MSM window-range tasks and a reducer.
+
+Everything is submitted with :meth:`distributed.Client.submit` under explicit tuple keys, so the
+dashboard groups tasks by stage (``dask.utils.key_split``)::
+
+    ("prove-prepare", name, tag)                    read the witness on the worker, gather, H
+    ("msm-windows", name, msm, first_window, tag)   window sums of one MSM's window range
+    ("reduce-assemble", name, tag)                  Horner combine, blinding, verify, write once
+    ("ntt-columns" | "ntt-transpose" | "ntt-rows-inverse" | "ntt-rows-forward" | "ntt-collect", ...)
+                                                    the four-step H computation across workers
+
+``tag`` is unique per batch so that reruns in one client never reuse a finished key. Results stay
+on the workers (witness, scalars and evaluations move worker to worker at most); keys never travel:
+tasks carry the key's path and content hash and workers keep it resident (:mod:`distprove.worker`).
+
+Planner modes: ``data`` proves whole proofs per worker (one task per MSM, placement left to the
+scheduler's locality; best throughput when proofs >= workers); ``split`` cuts every MSM into
+ranges of ``windows_per_task`` windows pinned round-robin (loosely, so a lost worker's share
+moves on) to the workers and, for
+domains of at least ``fourstep_min_domain``, computes H with the four-step NTT on all workers
+(best latency for a few large proofs). Both give the same proof points (up to the blinding).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from distributed import Client, Future
+
+from distprove.backends.cpu.fourstep import block_ranges, split_sizes
+from distprove.stages.msm import num_windows
+from distprove.worker import (
+    MSM_NAMES,
+    KeyInfo,
+    ProofSpec,
+    h_forward_rows,
+    h_inverse_rows,
+    msm_windows,
+    ntt_assemble,
+    ntt_columns,
+    ntt_rows,
+    prepare,
+    reduce_assemble,
+)
+
+MODES = ("auto", "data", "split")
+DEFAULT_FOURSTEP_MIN_DOMAIN = 1 << 16
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a batch is laid out: the mode, the workers (addresses) and the four-step threshold."""
+
+    mode: str
+    workers: tuple[str, ...]
+    fourstep_min_domain: int = DEFAULT_FOURSTEP_MIN_DOMAIN
+    windows_per_task: int = 4
+    verify: bool = True
+    tag: str = ""
+
+    def window_ranges(self, w_count: int) -> list[tuple[int, int]]:
+        """The MSM window ranges of one task each: all windows (data) or ``windows_per_task`` (split)."""
+        if self.mode == "data":
+            return [(0, w_count)]
+        step = max(1, self.windows_per_task)
+        return [(lo, min(lo + step, w_count)) for lo in range(0, w_count, step)]
+
+    def uses_fourstep(self, info: KeyInfo) -> bool:
+        """Whether H for this key runs as four-step blocks across workers."""
+        return (
+            self.mode == "split"
+            and len(self.workers) > 1
+            and info.domain_size >= max(4, self.fourstep_min_domain)
+            and (info.backend == "cpu" or info.native_fourstep)
+        )
+
+
+def choose_mode(
+    mode: str, n_proofs: int, n_workers: int, max_domain: int, split_min_domain: int, split_max_proofs_per_worker: int
+) -> str:
+    """The batch's mode; ``auto`` is ``split`` when the largest key's domain is at least
+    ``split_min_domain`` or there are fewer than ``split_max_proofs_per_worker`` proofs per worker,
+    else ``data`` (``distprove.planner`` in the configuration)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (choose one of {', '.join(MODES)})")
+    if mode != "auto":
+        return mode
+    if n_workers > 1 and (max_domain >= split_min_domain or n_proofs < split_max_proofs_per_worker * n_workers):
+        return "split"
+    return "data"
+
+
+def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, index: int, priority: int = 0) -> tuple[Future, list[Future]]:
+    """Submit one proof's tasks; returns (the reducer's future, every future of the proof)."""
+    name, tag = spec.name, plan.tag
+    nw = len(plan.workers)
+    common: dict[str, Any] = {"pure": False, "priority": priority}
+    fourstep = plan.uses_fourstep(info)
+    prepared = client.submit(prepare, spec, not fourstep, key=("prove-prepare", name, tag), **common)
+    futures = [prepared]
+    h_source: Future = prepared
+    if fourstep:
+        h_source, ntt_futs = submit_h_fourstep(client, name, prepared, info.domain_size, plan.workers, tag, priority)
+        futures += ntt_futs
+    parts = []
+    slot = index
+    for which in MSM_NAMES:
+        c = info.widths[which]
+        for lo, hi in plan.window_ranges(num_windows(c)):
+            placement: dict[str, Any] = {}
+            if plan.mode == "split":
+                placement = {"workers": [plan.workers[slot % nw]], "allow_other_workers": True}
+                slot += 1
+            src = h_source if which == "H" else prepared
+            parts.append(
+                client.submit(
+                    msm_windows, spec, which, src, c, lo, hi, key=("msm-windows", name, which, lo, tag), **placement, **common
+                )
+            )
+    futures += parts
+    reducer = client.submit(reduce_assemble, spec, parts, plan.verify, key=("reduce-assemble", name, tag), **common)
+    futures.append(reducer)
+    return reducer, futures
+
+
+def _transpose(client: Client, name: str, stage: int, blocks: Sequence[Future], n_rows: int, tag: str, priority: int) -> list[list[Future]]:
+    """Step 3 through Dask: piece j of every column block, for each row block j (small getitem tasks
+    that run where the block lives, so each row task fetches only its own pieces)."""
+    return [
+        [
+            client.submit(operator.getitem, blk, j, key=("ntt-transpose", name, stage, i, j, tag), pure=False, priority=priority)
+            for i, blk in enumerate(blocks)
+        ]
+        for j in range(n_rows)
+    ]
+
+
+def _spread(workers: Sequence[str], i: int) -> dict[str, Any]:
+    return {"workers": [workers[i % len(workers)]], "allow_other_workers": True} if workers else {}
+
+
+def submit_ntt(client: Client, name: str, values: Any, n: int, inverse: bool, workers: Sequence[str], tag: str = "", priority: int = 0) -> Future:
+    """A four-step NTT of (V, n, 8) vectors (a future or array) across ``workers``: a future of (V, n, 8)."""
+    n1, n2 = split_sizes(n)
+    parts = max(1, len(workers))
+    rows = block_ranges(n1, parts)
+    cols = [
+        client.submit(ntt_columns, values, n, lo, hi, rows, inverse, key=("ntt-columns", name, i, tag), pure=False, priority=priority, **_spread(workers, i))
+        for i, (lo, hi) in enumerate(block_ranges(n2, parts))
+    ]
+    pieces = _transpose(client, name, 0, cols, len(rows), tag, priority)
+    out = [
+        client.submit(ntt_rows, pieces[j], n, inverse, key=("ntt-rows", name, j, tag), pure=False, priority=priority, **_spread(workers, j))
+        for j in range(len(rows))
+    ]
+    return client.submit(ntt_assemble, out, key=("ntt-collect", name, tag), pure=False, priority=priority)
+
+
+def submit_h_fourstep(client: Client, name: str, prepared: Future, n: int, workers: Sequence[str], tag: str = "", priority: int = 0) -> tuple[Future, list[Future]]:
+    """H scalars of one proof by the four-step NTT across ``workers``.
+
+    iNTT (columns, transpose, rows) -> odd-coset scaling -> NTT (columns in the same task, since
+    the inverse's row blocks are the forward transform's column blocks, then transpose, rows) ->
+    hs = a·b - c per block -> natural order. Returns (a future of the (1, n, 8) H scalars, all futures).
+    """
+    n1, n2 = split_sizes(n)
+    parts = max(1, len(workers))
+    rows_inv = block_ranges(n1, parts)
+    rows_fwd = block_ranges(n2, parts)
+    cols = [
+        client.submit(ntt_columns, prepared, n, lo, hi, rows_inv, True, key=("ntt-columns", name, i, tag), pure=False, priority=priority, **_spread(workers, i))
+        for i, (lo, hi) in enumerate(block_ranges(n2, parts))
+    ]
+    pieces = _transpose(client, name, 0, cols, len(rows_inv), tag, priority)
+    mid = [
+        client.submit(h_inverse_rows, pieces[j], n, lo, rows_fwd, key=("ntt-rows-inverse", name, j, tag), pure=False, priority=priority, **_spread(workers, j))
+        for j, (lo, _) in enumerate(rows_inv)
+    ]
+    pieces2 = _transpose(client, name, 1, mid, len(rows_fwd), tag, priority)
+    out = [
+        client.submit(h_forward_rows, pieces2[l], n, key=("ntt-rows-forward", name, l, tag), pure=False, priority=priority, **_spread(workers, l))
+        for l in range(len(rows_fwd))
+    ]
+    hs = client.submit(ntt_assemble, out, key=("ntt-collect", name, tag), pure=False, priority=priority)
+    return hs, cols + [f for row in pieces for f in row] + mid + [f for row in pieces2 for f in row] + out + [hs]

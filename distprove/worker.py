@@ -1,0 +1,454 @@
+"""What runs on a Dask worker: the per-worker state (a WorkerPlugin) and the task bodies.
+
+:class:`ProverState` is registered once per cluster (``Client.register_plugin(state,
+name=PLUGIN_NAME)``); its ``setup`` makes the worker's backend (the GPU backend compiles or
+loads its kernels there) and it keeps opened keys resident, keyed by content hash, in an LRU
+bounded by a count and, on a GPU, by free device memory. Tasks find it with
+``distributed.get_worker().plugins[PLUGIN_NAME]``.
+
+The task bodies below are what :mod:`distprove.graph` submits. They read witnesses and keys
+from their paths on the worker, call backend and stage functions (no field arithmetic here),
+and only small results (window sums, an :class:`Outcome`) need to reach the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from distributed import WorkerPlugin, get_worker
+
+from distprove import bn254, metrics
+from distprove.backends.base import MSM_NAMES, msm_group
+from distprove.backends.cpu import fourstep as cpu_fourstep
+from distprove.errors import FormatError
+from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
+
+log = logging.getLogger(__name__)
+
+PLUGIN_NAME = "distprove"
+
+
+# --- per-worker state ----------------------------------------------------------------------
+
+
+class ResidentKey:
+    """An opened key whose arrays are read from storage once, on first use, and then kept in memory.
+
+    Duck-types the key of :mod:`distprove.backends.base` (header values, ``points``,
+    ``vk_json()`` and the point / CSR arrays).
+    """
+
+    def __init__(self, key: Any) -> None:
+        self._key = key
+        self.path: str = key.path
+        self.content_hash: str = key.content_hash
+        self.n_vars: int = key.n_vars
+        self.n_public: int = key.n_public
+        self.domain_size: int = key.domain_size
+        self.nbytes: int = sum(
+            int(np.prod(getattr(key, n).shape)) * 4 for n in (*POINT_ARRAYS, *CSR_ARRAYS)
+        )
+        """Bytes of the point and CSR arrays (what a GPU backend keeps on the device)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in POINT_ARRAYS or name in CSR_ARRAYS:
+            value = np.asarray(getattr(self._key, name)[:])
+            self.__dict__[name] = value
+            return value
+        return getattr(self._key, name)
+
+    def __repr__(self) -> str:
+        return f"ResidentKey({self._key!r})"
+
+
+class ProverState(WorkerPlugin):
+    """Per-worker state: the backend and an LRU of resident keys keyed by content hash.
+
+    ``max_keys`` bounds how many keys stay resident (``distprove.key-cache.count``); on the GPU
+    backend, ``gpu_bytes`` (``distprove.key-cache.gpu-bytes``) also bounds the bytes of their
+    arrays (what the backend uploads). The least recently used key goes first, never the one in
+    use; it is dropped here and, when the backend offers ``release_key(content_hash)``, from the
+    backend's own per-key state.
+    """
+
+    def __init__(self, backend: str = "auto", max_keys: int = 2, gpu_bytes: int | None = None) -> None:
+        if max_keys < 1:
+            raise ValueError("max_keys must be at least 1")
+        self.backend_name = backend
+        self.max_keys = max_keys
+        self.gpu_bytes = gpu_bytes
+        self.backend: Any = None
+        self._keys: OrderedDict[str, ResidentKey] = OrderedDict()
+        self._hash_of_path: dict[str, str] = {}
+        self._vks: dict[str, Any] = {}
+
+    @property
+    def config(self) -> list:
+        """What makes two states interchangeable (registering an equal one again is skipped)."""
+        return [self.backend_name, self.max_keys, self.gpu_bytes]
+
+    def setup(self, worker: Any) -> None:
+        from distprove.backends.select import get_backend
+
+        self.backend = get_backend(self.backend_name)
+        log.info("distprove worker state on %s: backend %s", worker.address, self.backend.name)
+
+    def teardown(self, worker: Any) -> None:
+        self._keys.clear()
+        self._hash_of_path.clear()
+        self._vks.clear()
+
+    def key(self, path: str, content_hash: str | None = None) -> ResidentKey:
+        """The resident key read from ``path`` (opened on first use; checked against ``content_hash``)."""
+        h = content_hash or self._hash_of_path.get(path)
+        if h is not None and h in self._keys:
+            self._keys.move_to_end(h)
+            return self._keys[h]
+        key = ResidentKey(open_key(path))
+        if content_hash is not None and key.content_hash != content_hash:
+            raise FormatError(path, "the key changed on disk during the batch (content hash differs)")
+        self._keys[key.content_hash] = key
+        self._hash_of_path[path] = key.content_hash
+        self._evict()
+        return key
+
+    def vk(self, key: ResidentKey) -> Any:
+        """The key's parsed verification key (cached per content hash)."""
+        from distprove.formats.jsonio import read_vk
+
+        if key.content_hash not in self._vks:
+            self._vks[key.content_hash] = read_vk(key.vk_json())
+        return self._vks[key.content_hash]
+
+    @property
+    def resident(self) -> list[str]:
+        """Content hashes of the resident keys, least recently used first."""
+        return list(self._keys)
+
+    def fourstep(self) -> ModuleType:
+        """The four-step NTT block functions: the backend's own (``backend.fourstep``) or the CPU ones."""
+        return getattr(self.backend, "fourstep", cpu_fourstep)
+
+    def _device_bytes(self) -> int:
+        return sum(k.nbytes for k in self._keys.values()) if getattr(self.backend, "name", "") == "gpu" else 0
+
+    def _evict(self) -> None:
+        while len(self._keys) > 1 and (
+            len(self._keys) > self.max_keys or (self.gpu_bytes is not None and self._device_bytes() > self.gpu_bytes)
+        ):
+            h, key = self._keys.popitem(last=False)
+            self._vks.pop(h, None)
+            self._hash_of_path = {p: v for p, v in self._hash_of_path.items() if v != h}
+            release = getattr(self.backend, "release_key", None)
+            if release is not None:
+                release(h)
+            log.info("evicted key %s (%s)", key.path, h[:12])
+        metrics.set_resident_bytes(self._device_bytes())
+
+
+def state() -> ProverState:
+    """This worker's :class:`ProverState` (raises RuntimeError outside a worker or when not registered)."""
+    worker = get_worker()
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    if plugin is None:
+        raise RuntimeError(f"the {PLUGIN_NAME!r} worker plugin is not registered on {worker.address}")
+    return plugin
+
+
+def plugin_config(dask_worker: Any) -> tuple | None:
+    """The config of the worker's registered state, or None (run through ``Client.run``)."""
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    return getattr(plugin, "config", None)
+
+
+# --- task data -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProofSpec:
+    """One proof to make: where its witness is, which key proves it, where its outputs go."""
+
+    name: str
+    witness: str
+    key_path: str
+    content_hash: str
+    proof_path: str
+    public_path: str
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """What the client needs to plan a key's proofs (from a worker: it has the backend)."""
+
+    path: str
+    content_hash: str
+    n_vars: int
+    n_public: int
+    domain_size: int
+    widths: dict[str, int]
+    backend: str
+    native_fourstep: bool
+
+
+@dataclass
+class Prepared:
+    """A prepare task's result: the witness and either the H scalars or the evaluations a, b, c."""
+
+    witness: np.ndarray
+    hs: np.ndarray | None
+    evals: np.ndarray | None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class MsmPart:
+    """The window sums S_lo..S_{hi-1} of one MSM, from one msm-windows task."""
+
+    which: str
+    c: int
+    sums: dict[int, bn254.Affine]
+    seconds: float
+
+
+@dataclass
+class Outcome:
+    """How one proof ended: ``proved`` (its files exist) or ``failed`` with the reason."""
+
+    name: str
+    status: str
+    reason: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+    worker: str = ""
+
+
+# --- task bodies -------------------------------------------------------------------------------
+
+
+def plan_key(path: str) -> KeyInfo:
+    """Open (and keep resident) a key on this worker and describe it for the planner."""
+    st = state()
+    key = st.key(path)
+    widths = {w: st.backend.window_width(key.domain_size if w == "H" else key.n_vars, msm_group(w)) for w in MSM_NAMES}
+    return KeyInfo(
+        path=path,
+        content_hash=key.content_hash,
+        n_vars=key.n_vars,
+        n_public=key.n_public,
+        domain_size=key.domain_size,
+        widths=widths,
+        backend=st.backend.name,
+        native_fourstep=hasattr(st.backend, "fourstep"),
+    )
+
+
+def prepare(spec: ProofSpec, local_h: bool) -> Prepared:
+    """Read the witness from its path, gather, and (``local_h``) compute the H scalars here.
+
+    Without ``local_h`` the evaluations a, b, c are returned as a (3, n, 8) array for the
+    distributed four-step NTT.
+    """
+    from distprove.prover import load_witness
+
+    t0 = time.perf_counter()
+    st = state()
+    key = st.key(spec.key_path, spec.content_hash)
+    try:
+        values, _ = load_witness(spec.witness, key)
+    except FormatError:
+        metrics.record_proof(key, False)
+        raise
+    values = np.array(values)  # off the memory map: the file may go away, the result may travel
+    t1 = time.perf_counter()
+    be = st.backend
+    evals = be.gather(key, be.load_witness(key, values))
+    t2 = time.perf_counter()
+    seconds = {"witness": t1 - t0, "gather": t2 - t1}
+    if local_h:
+        hs = be.to_host(be.h_scalars(key, evals))
+        seconds["ntt"] = time.perf_counter() - t2
+        return Prepared(values, hs, None, seconds)
+    stacked = np.stack([be.to_host(v) for v in evals])
+    return Prepared(values, None, stacked, seconds)
+
+
+def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: int, lo: int, hi: int) -> MsmPart:
+    """Window sums [lo, hi) of MSM ``which``; ``source`` is the prepare result, or the H scalars."""
+    t0 = time.perf_counter()
+    st = state()
+    key = st.key(spec.key_path, spec.content_hash)
+    be = st.backend
+    if which == "H":
+        scalars = source.hs if isinstance(source, Prepared) else np.asarray(source).reshape(-1, 8)
+    else:
+        scalars = be.load_witness(key, source.witness)
+    sums = be.msm_windows(key, which, scalars, c, lo, hi)
+    return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0)
+
+
+def reduce_assemble(
+    spec: ProofSpec, parts: Sequence[MsmPart], check: bool = True, blinding: tuple[int, int] | None = None
+) -> Outcome:
+    """Combine the window sums (Horner), add the blinding, verify (``check``), write the outputs once.
+
+    The public signals are read again from the witness file (a few values of a memory map), so
+    the prepare result never has to travel to this worker. ``blinding`` = (r, s) is for tests.
+    """
+    from distprove.formats.wtns import read_wtns
+    from distprove.prover import Proof
+    from distprove.stages.assemble import assemble, random_blinding
+    from distprove.stages.msm import combine
+    from distprove.verify import verify
+
+    t0 = time.perf_counter()
+    worker = get_worker().address
+    seconds: dict[str, float] = {}
+    for p in parts:
+        seconds[f"msm_{p.which}"] = seconds.get(f"msm_{p.which}", 0.0) + p.seconds
+    if os.path.exists(spec.proof_path):  # an earlier run of this task already finished the job
+        return Outcome(spec.name, "proved", "written by an earlier attempt", seconds, worker)
+    st = state()
+    key = st.key(spec.key_path, spec.content_hash)
+    sums: dict[str, dict[int, bn254.Affine]] = {w: {} for w in MSM_NAMES}
+    widths: dict[str, int] = {}
+    for p in parts:
+        sums[p.which].update(p.sums)
+        widths[p.which] = p.c
+    results = {w: combine(msm_group(w), sums[w], widths[w]) for w in MSM_NAMES}
+    r, s = blinding if blinding is not None else random_blinding()
+    pi_a, pi_b, pi_c = assemble(key.points, results, r, s)
+    public = bn254.ints_from_limbs(read_wtns(spec.witness).values[1 : 1 + key.n_public])
+    proof = Proof(pi_a, pi_b, pi_c, public)
+    t1 = time.perf_counter()
+    seconds["assemble"] = t1 - t0
+    ok = verify(st.vk(key), public, (pi_a, pi_b, pi_c)) if check else True
+    t2 = time.perf_counter()
+    seconds["verify"] = t2 - t1
+    metrics.record_proof(key, ok)
+    if not ok:
+        metrics.record_timings(seconds)
+        return Outcome(spec.name, "failed", "does not verify (is the witness satisfying the circuit?); nothing written", seconds, worker)
+    written = write_once(proof.to_json(), proof.public_json(), spec.proof_path, spec.public_path)
+    seconds["write"] = time.perf_counter() - t2
+    metrics.record_timings(seconds)
+    return Outcome(spec.name, "proved", "" if written else "written by an earlier attempt", seconds, worker)
+
+
+def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list[bool]:
+    """For each (witness, proof_path, public_path): are the outputs whole, the witness's public
+    signals, and a proof that verifies with the key? (one batched pairing check for all)"""
+    from distprove.formats.jsonio import read_proof, read_public
+    from distprove.formats.wtns import read_wtns
+    from distprove.verify import verify_many
+
+    st = state()
+    key = st.key(key_path)
+    vk = st.vk(key)
+    loaded: dict[int, tuple[Any, Any, Any]] = {}
+    for i, (witness, proof_path, public_path) in enumerate(items):
+        try:
+            public = read_public(public_path)
+            expected = bn254.ints_from_limbs(read_wtns(witness).values[1 : 1 + key.n_public])
+            if public == expected:
+                loaded[i] = (vk, public, read_proof(proof_path))
+        except (FormatError, OSError):
+            continue
+    order = sorted(loaded)
+    ok = dict(zip(order, verify_many([loaded[i] for i in order]))) if order else {}
+    return [ok.get(i, False) for i in range(len(items))]
+
+
+def _link_json(obj: Any, path: str, replace: bool) -> bool:
+    """Write JSON to a temp file beside ``path``, then ``os.replace`` it there (``replace``) or
+    ``os.link`` it only if ``path`` does not exist yet. Returns False when ``path`` already existed."""
+    import json
+
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(obj, indent=1))
+            f.flush()
+            os.fsync(f.fileno())
+        if replace:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_once(proof_json: dict, public_json: list[str], proof_path: str, public_path: str) -> bool:
+    """Write public then proof so that the proof file appears exactly once, whole.
+
+    The public file is deterministic (the witness's public signals), so it is atomically
+    replaced; the proof file is hard-linked into place only if no attempt created it first.
+    A proof file's existence therefore means its public file is complete. Returns False when
+    an earlier attempt had already written the proof.
+    """
+    if os.path.exists(proof_path):
+        return False
+    _link_json(public_json, public_path, replace=True)
+    return _link_json(proof_json, proof_path, replace=False)
+
+
+# --- four-step NTT tasks (block math in backends/cpu/fourstep.py or the backend's own) ---------
+
+
+def _ops() -> ModuleType:
+    try:
+        return state().fourstep()
+    except (RuntimeError, ValueError):  # not on a worker with the plugin: the CPU blocks
+        return cpu_fourstep
+
+
+def ntt_columns(source: Prepared | np.ndarray, n: int, lo: int, hi: int, row_ranges: Sequence[tuple[int, int]], inverse: bool) -> tuple[np.ndarray, ...]:
+    """Column sub-NTTs and twiddles of columns [lo, hi) of (V, n, 8) vectors (or a prepare's a, b, c),
+    cut into the pieces of each row block."""
+    ops = _ops()
+    values = source.evals if isinstance(source, Prepared) else source
+    n1, n2 = ops.split_sizes(n)
+    block = ops.column_step(ops.take_columns(values, n1, n2, lo, hi), n, lo, inverse)
+    return ops.split_rows(block, row_ranges)
+
+
+def ntt_rows(pieces: Sequence[np.ndarray], n: int, inverse: bool) -> np.ndarray:
+    """Row sub-NTTs of one row block, joined from its pieces of every column block."""
+    ops = _ops()
+    return ops.row_ntts(ops.join_columns(pieces), n, inverse)
+
+
+def h_inverse_rows(pieces: Sequence[np.ndarray], n: int, row_lo: int, forward_rows: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """H pipeline middle: inverse row sub-NTTs (-> coefficients), odd-coset scaling, then the
+    forward transform's column sub-NTTs and twiddles for the same block, cut for the forward rows."""
+    ops = _ops()
+    coeffs = ops.row_ntts(ops.join_columns(pieces), n, True)
+    scaled = ops.coset_scale(coeffs, n, row_lo)
+    block = ops.column_step(ops.as_columns(scaled), n, row_lo, False)
+    return ops.split_rows(block, forward_rows)
+
+
+def h_forward_rows(pieces: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """H pipeline end: forward row sub-NTTs of a, b, c, then hs = a·b - c for this row block."""
+    ops = _ops()
+    return ops.h_from_odd(ops.row_ntts(ops.join_columns(pieces), n, False))
+
+
+def ntt_assemble(blocks: Sequence[np.ndarray]) -> np.ndarray:
+    """The (V, n, 8) vectors in natural order from every row block's output."""
+    return _ops().natural_order(blocks)
