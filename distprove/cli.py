@@ -252,5 +252,52 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
             click.echo("    versions: " + (", ".join(f"{k} {v} (here {versions[k]})" for k, v in diff.items()) or "same as here"))
 
 
+@main.command("batch")
+@click.argument("key", type=click.Path())
+@click.argument("witness_dir", type=click.Path(file_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder for <name>.proof.json and <name>.public.json  [default: WITNESS_DIR/proofs]")
+@click.option("--scheduler", default=None,
+              help="Dask scheduler address (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")
+@click.option("--backend", type=BACKEND_CHOICE, default=None, help="Backend on the workers  [default: distprove.backend]")
+@click.option("--mode", type=click.Choice(["auto", "data", "split"]), default=None,
+              help="Planner: whole proofs per worker (data) or MSMs split over workers (split)  [default: distprove.planner.mode]")
+@click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes of a local cluster  [default: one per GPU, else per CPU core]")
+@click.option("--report", "report_json", type=click.Path(dir_okay=False), default=None,
+              help="Also write the report as JSON here.")
+@_friendly_errors
+def batch_cmd(
+    key: str, witness_dir: str, out_dir: str | None, scheduler: str | None, backend: str | None,
+    mode: str | None, n_workers: int | None, report_json: str | None,
+) -> None:
+    """Prove every .wtns under WITNESS_DIR with KEY on a Dask cluster; exit 1 if any failed."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .batch import FAILED, batch
+    from .formats.jsonio import write_json_atomic
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("proving"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as progress:
+        task = progress.add_task("batch", total=None)
+
+        def on_result(res: Any) -> None:
+            if res.status == FAILED:
+                progress.console.print(f"failed {res.name}: {res.reason}", markup=False, highlight=False)
+            progress.advance(task)
+
+        report = batch(
+            witness_dir, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
+            on_start=lambda n: progress.update(task, total=n), on_result=on_result, echo=None,
+        )
+    click.echo(report.summary())
+    if report_json:
+        write_json_atomic(report_json, report.to_json())
+    sys.exit(0 if report.ok else 1)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,287 @@
+"""distprove.batch on a CPU LocalCluster of 3 single-threaded worker processes.
+
+A mixed batch (mini from a zarr key store, mul_chain_1k from its .zkey, one subfolder each, plus
+bad witnesses) proves in both planner modes; outputs appear while the batch runs, verify with
+distprove and snarkjs, and a rerun skips them; a killed worker loses nothing and duplicates
+nothing; ``batch(witness_dir)`` alone finds the key and writes to proofs/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import dask
+import pytest
+from click.testing import CliRunner
+
+import distprove
+from conftest import snarkjs_verify
+from distprove.batch import FAILED, PROVED, SKIPPED, discover
+from distprove.keystore import import_key
+from distprove.verify import verify_many
+from distprove.worker import PLUGIN_NAME, ProverState, write_once
+
+DATA = Path(__file__).parent / "data"
+MINI_ZKEY = DATA / "mini" / "mini_0001.zkey"
+MINI_WTNS = DATA / "mini" / "witness.wtns"
+MUL_ZKEY = DATA / "mul_chain_1k" / "circuit_final.zkey"
+MUL_WTNS = sorted((DATA / "mul_chain_1k" / "witnesses").glob("*.wtns"))
+BAD = DATA / "bad"
+VK = {"mini": DATA / "mini" / "verification_key.json", "mul": DATA / "mul_chain_1k" / "verification_key.json"}
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster) as c:
+            c.wait_for_workers(3)
+            yield c
+
+
+@pytest.fixture(scope="module")
+def mini_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return import_key(MINI_ZKEY, tmp_path_factory.mktemp("store") / "mini.zarr").path
+
+
+def make_layout(root: Path, mini_store: Path, n_mini: int = 8, n_mul: int = 4, bad: bool = True) -> dict[str, str]:
+    """witness_dir with mini/ (a key store) and mul/ (a .zkey); returns {witness name: key kind}."""
+    names: dict[str, str] = {}
+    (root / "mini").mkdir(parents=True)
+    shutil.copytree(mini_store, root / "mini" / "mini.zarr")
+    for i in range(n_mini):
+        shutil.copy(MINI_WTNS, root / "mini" / f"m{i:02d}.wtns")
+        names[f"mini/m{i:02d}"] = "mini"
+    if n_mul:
+        (root / "mul").mkdir()
+        shutil.copy(MUL_ZKEY, root / "mul" / "circuit_final.zkey")
+        for i in range(n_mul):
+            shutil.copy(MUL_WTNS[i % len(MUL_WTNS)], root / "mul" / f"w{i}.wtns")
+            names[f"mul/w{i}"] = "mul"
+    if bad:
+        shutil.copy(BAD / "unsatisfied.wtns", root / "mini" / "unsatisfied.wtns")
+        shutil.copy(BAD / "truncated.wtns", root / "mini" / "truncated.wtns")
+        shutil.copy(MINI_WTNS, root / "orphan.wtns")  # no key beside it
+    return names
+
+
+def outputs(out: Path) -> set[str]:
+    return {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")}
+
+
+def expected_outputs(names: dict[str, str]) -> set[str]:
+    return {f"{n}.{kind}.json" for n in names for kind in ("proof", "public")}
+
+
+class Watcher:
+    """Records, from a thread, when each proof file first appears and its inode."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.seen, self._stop = out, {}, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for p in self.out.rglob("*.proof.json") if self.out.exists() else ():
+                self.seen.setdefault(p, (time.monotonic(), p.stat().st_ino))
+            time.sleep(0.02)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        return self.seen
+
+
+@pytest.fixture(scope="module", params=["data", "split"])
+def proved(request, client, mini_store, tmp_path_factory):
+    """One mixed batch per planner mode (split also computes H by four-step on all workers)."""
+    mode = request.param
+    root = tmp_path_factory.mktemp(f"batch-{mode}")
+    wdir, out = root / "witnesses", root / "out"
+    names = make_layout(wdir, mini_store)
+    seen_during: list[tuple[str, bool, int]] = []
+
+    def on_result(res) -> None:  # runs in the client while the batch is still going
+        seen_during.append((res.name, Path(res.proof_path).exists(), len(seen_during)))
+
+    watcher = Watcher(out)
+    report = distprove.batch(
+        wdir, out_dir=out, client=client, mode=mode, backend="cpu", fourstep_min_domain=1024, on_result=on_result, echo=None
+    )
+    end = time.monotonic()
+    return {"mode": mode, "root": root, "wdir": wdir, "out": out, "names": names, "report": report,
+            "during": seen_during, "seen": watcher.stop(), "end": end}
+
+
+def test_batch_proves_all_and_fails_bad_alone(proved) -> None:
+    report, names, out = proved["report"], proved["names"], proved["out"]
+    assert report.mode == proved["mode"] and report.workers == 3
+    assert sorted(r.name for r in report.proved) == sorted(names)
+    reasons = {r.name: r.reason for r in report.failed}
+    assert set(reasons) == {"mini/unsatisfied", "mini/truncated", "orphan"}
+    assert "does not verify" in reasons["mini/unsatisfied"]
+    assert "truncated.wtns: " in reasons["mini/truncated"] and "\n" not in reasons["mini/truncated"]
+    assert "no key store or .zkey" in reasons["orphan"]
+    assert outputs(out) == expected_outputs(names)  # nothing written for the failures
+    assert report.proofs_per_second > 0 and not report.ok
+    assert "msm-windows" in report.stage_seconds and "prove-prepare" in report.stage_seconds
+    if proved["mode"] == "split":
+        assert "ntt-columns" in report.stage_seconds and "ntt-rows-forward" in report.stage_seconds
+    assert "FAILED mini/unsatisfied" in report.summary()
+
+
+def test_outputs_appear_while_the_batch_runs(proved) -> None:
+    during = [d for d in proved["during"] if d[0] in proved["names"]]
+    assert during and all(exists for _, exists, _ in during)
+    first = min(t for t, _ in proved["seen"].values())
+    assert first < proved["end"] - 0.05
+    assert during[0][2] < len(proved["report"].results) - 1  # reported well before the last result
+
+
+def test_every_proof_verifies(proved) -> None:
+    out, names = proved["out"], proved["names"]
+    items = [(VK[kind], out / f"{n}.public.json", out / f"{n}.proof.json") for n, kind in names.items()]
+    assert verify_many(items) == [True] * len(items)
+
+
+def test_snarkjs_accepts_one_proof_per_key(proved, snarkjs: str) -> None:
+    out, names = proved["out"], proved["names"]
+    for kind in ("mini", "mul"):
+        n = next(n for n, k in names.items() if k == kind)
+        assert snarkjs_verify(VK[kind], out / f"{n}.public.json", out / f"{n}.proof.json", snarkjs)
+
+
+def test_rerun_skips_verified_outputs_and_keys_stay_resident(proved, client) -> None:
+    out, names = proved["out"], proved["names"]
+    before = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.rglob("*.json")}
+    resident = client.run(lambda dask_worker: list(dask_worker.plugins[PLUGIN_NAME].resident))
+    # One output damaged: that witness alone is proved again.
+    victim = out / "mini" / "m03.proof.json"
+    victim.write_text(json.dumps({"pi_a": "nonsense"}))
+    report = distprove.batch(proved["wdir"], out_dir=out, client=client, mode=proved["mode"], backend="cpu", echo=None)
+    assert sorted(r.name for r in report.skipped) == sorted(set(names) - {"mini/m03"})
+    assert [r.name for r in report.proved] == ["mini/m03"]
+    assert {r.name for r in report.failed} == {"mini/unsatisfied", "mini/truncated", "orphan"}
+    after = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.rglob("*.json")}
+    assert {p for p in before if before[p] != after[p]} <= {victim, out / "mini" / "m03.public.json"}
+    assert verify_many([(VK["mini"], out / "mini" / "m03.public.json", victim)]) == [True]
+    # The worker state was not re-registered: keys read in the first batch are still resident.
+    again = client.run(lambda dask_worker: list(dask_worker.plugins[PLUGIN_NAME].resident))
+    for addr, hashes in resident.items():
+        assert set(hashes) <= set(again[addr])
+
+
+def test_killed_worker_leaves_every_proof_written_once(client, mini_store, tmp_path) -> None:
+    wdir, out = tmp_path / "w", tmp_path / "out"
+    names = make_layout(wdir, mini_store, n_mini=7, n_mul=2, bad=False)
+    pids = client.run(os.getpid)
+    killed: list[str] = []
+
+    def on_result(res) -> None:
+        if not killed:
+            busy = {a: len(ts) for a, ts in client.processing().items() if a in pids}
+            victim = max(busy, key=busy.get)
+            os.kill(pids[victim], signal.SIGKILL)  # the worker process; its nanny starts a new one
+            killed.append(victim)
+
+    watcher = Watcher(out)
+    report = distprove.batch(wdir, out_dir=out, client=client, mode="data", backend="cpu", on_result=on_result, echo=None)
+    seen = watcher.stop()
+    assert killed
+    assert sorted(r.name for r in report.proved) == sorted(names), report.summary()
+    assert outputs(out) == expected_outputs(names)
+    for p, (_, ino) in seen.items():
+        assert p.stat().st_ino == ino  # never replaced after it first appeared
+    items = [(VK[k], out / f"{n}.public.json", out / f"{n}.proof.json") for n, k in names.items()]
+    assert verify_many(items) == [True] * len(items)
+    client.wait_for_workers(3, timeout=60)
+    assert pids[killed[0]] not in client.run(os.getpid).values()  # the process really died
+
+
+def test_cli_batch(client, tmp_path) -> None:
+    from distprove.cli import main
+
+    wdir = tmp_path / "w"
+    wdir.mkdir()
+    for i in range(2):
+        shutil.copy(MINI_WTNS, wdir / f"m{i}.wtns")
+    shutil.copy(BAD / "unsatisfied.wtns", wdir / "bad.wtns")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        main,
+        ["batch", str(MINI_ZKEY), str(wdir), "--out", str(out), "--scheduler", client.scheduler.address,
+         "--backend", "cpu", "--report", str(tmp_path / "report.json")],
+    )
+    assert res.exit_code == 1, res.output
+    assert "proved 2, failed 1, skipped 0" in res.output and "FAILED bad: " in res.output
+    assert outputs(out) == {f"m{i}.{k}.json" for i in range(2) for k in ("proof", "public")}
+    assert json.loads((tmp_path / "report.json").read_text())["proved"] == 2
+
+
+def test_batch_with_nothing_but_the_witness_dir(tmp_path) -> None:
+    """Key beside the witnesses, outputs to proofs/, a local cluster made and closed by batch()."""
+    for i in range(2):
+        shutil.copy(MINI_WTNS, tmp_path / f"w{i}.wtns")
+    shutil.copy(MINI_ZKEY, tmp_path / "mini.zkey")
+    report = distprove.batch(tmp_path)
+    assert isinstance(report, distprove.BatchReport) and len(report.proved) == 2
+    out = tmp_path / "proofs"
+    assert outputs(out) == {f"w{i}.{k}.json" for i in range(2) for k in ("proof", "public")}
+    assert verify_many([(VK["mini"], out / f"w{i}.public.json", out / f"w{i}.proof.json") for i in range(2)]) == [True] * 2
+
+
+# --- no cluster needed ---------------------------------------------------------------------------
+
+
+def test_discover_matches_keys(tmp_path, mini_store) -> None:
+    names = make_layout(tmp_path / "w", mini_store, n_mini=2, n_mul=1)
+    jobs = {j.name: j for j in discover(tmp_path / "w")}
+    assert set(jobs) == set(names) | {"mini/unsatisfied", "mini/truncated", "orphan"}
+    assert jobs["mini/m00"].key.endswith("mini.zarr") and jobs["mul/w0"].key.endswith("circuit_final.zkey")
+    assert jobs["orphan"].key is None and "no key" in jobs["orphan"].error
+    assert jobs["mul/w0"].proof_path == str((tmp_path / "w" / "proofs" / "mul" / "w0.proof.json").resolve())
+    # Two .zkey files in one folder: ambiguous, named in the error.
+    shutil.copy(MINI_ZKEY, tmp_path / "w" / "mul" / "other.zkey")
+    err = {j.name: j.error for j in discover(tmp_path / "w")}["mul/w0"]
+    assert "2 keys" in err and "other.zkey" in err
+    # key= and the configuration override discovery.
+    with dask.config.set({"distprove.key": str(MINI_ZKEY)}):
+        assert {j.key for j in discover(tmp_path / "w")} == {str(MINI_ZKEY.resolve())}
+    assert {j.key for j in discover(tmp_path / "w", key=MUL_ZKEY)} == {str(MUL_ZKEY.resolve())}
+    with pytest.raises(distprove.FormatError, match="no \\*.wtns"):
+        discover(tmp_path / "w" / "mini" / "mini.zarr")
+
+
+def test_write_once(tmp_path) -> None:
+    proof, public = tmp_path / "a.proof.json", tmp_path / "a.public.json"
+    assert write_once({"n": 1}, ["7"], str(proof), str(public))
+    ino = proof.stat().st_ino
+    assert not write_once({"n": 2}, ["7"], str(proof), str(public))
+    assert json.loads(proof.read_text()) == {"n": 1} and proof.stat().st_ino == ino
+    # A public file left by an attempt that died before its proof is replaced whole.
+    proof2, public2 = tmp_path / "b.proof.json", tmp_path / "b.public.json"
+    public2.write_text("[")
+    assert write_once({"n": 3}, ["8"], str(proof2), str(public2))
+    assert json.loads(public2.read_text()) == ["8"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (proof, public, proof2, public2))
+
+
+def test_worker_state_lru(tmp_path, mini_store) -> None:
+    class FakeWorker:
+        address = "local"
+
+    st = ProverState("cpu", max_keys=1)
+    st.setup(FakeWorker())
+    a = st.key(str(mini_store))
+    assert st.key(str(mini_store)) is a and st.resident == [a.content_hash]
+    b = st.key(str(MUL_ZKEY))
+    assert st.resident == [b.content_hash]
+    assert a.domain_size == 8 and a.a.shape == (a.n_vars, 16) and a.__dict__["a"] is a.a  # read once, kept
