@@ -110,13 +110,14 @@ def batch_inverse(values: np.ndarray) -> np.ndarray:
         raise ZeroDivisionError("batch_inverse: a value is 0 mod r")
     inv = np.array([_mpz(pow(top, -1, R))], dtype=object)
     for lvl in reversed(levels[:-1]):
-        if lvl.shape[0] % 2:
+        size = lvl.shape[0]
+        if size % 2:
             lvl = np.append(lvl, np.array([1], dtype=object))
         out = np.empty(lvl.shape[0], dtype=object)
         out[0::2] = inv * lvl[1::2] % R
         out[1::2] = inv * lvl[0::2] % R
-        inv = out
-    return inv[: levels[0].shape[0]]
+        inv = out[:size]
+    return inv
 
 
 def lagrange_at(tau: int, k: int) -> np.ndarray:
