@@ -9,19 +9,19 @@ Exported names:
 
 * ``distprove_proofs_total{key}``: proofs made and written, per key;
 * ``distprove_proofs_failed_total{key}``: proofs that failed (bad witness, invalid proof, error);
-* ``distprove_stage_seconds{stage}``: histogram of the seconds spent per stage (witness, gather,
-  ntt, msm_A ... msm_H or msm-windows, assemble, verify, write: whatever the caller names);
+* ``distprove_stage_seconds{stage}``: histogram of the seconds spent per prover stage (witness,
+  gather, ntt, msm_A ... msm_H, assemble, verify, write);
 * ``distprove_resident_key_bytes``: GPU memory held by the keys resident on this worker.
 
-Setting ``distprove.metrics.enabled`` to false turns every recording function into a no-op.
+The task code (:mod:`distprove.worker`) calls the functions below. Per-task-group compute times
+need nothing from distprove: the scheduler's own ``/metrics`` has them
+(``dask_scheduler_tasks_compute_seconds_total{task_prefix_name=...}``). Setting
+``distprove.metrics.enabled`` to false turns every recording function into a no-op.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -86,17 +86,8 @@ def record_timings(timings: dict[str, float]) -> None:
             record_stage(stage, seconds)
 
 
-@contextmanager
-def stage_timer(stage: str) -> Iterator[None]:
-    """Time the ``with`` block and record it as ``stage`` (also when the block raises)."""
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        record_stage(stage, time.perf_counter() - t0)
-
-
 def set_resident_bytes(n: int) -> None:
     """Set the gauge of GPU memory held by this worker's resident keys to ``n`` bytes."""
     if _enabled():
         _metrics().resident_bytes.set(n)
+

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 
 import dask.config
 import pytest
@@ -65,19 +64,13 @@ def test_stage_histogram_sums_and_buckets() -> None:
         assert _value("distprove_stage_seconds_bucket", stage=stage, le=str(float(le))) == sum(s <= le for s in samples)
 
 
-def test_record_timings_skips_total_and_timer_records_on_error() -> None:
+def test_record_timings_skips_total() -> None:
     tag = random.getrandbits(32)
     before_total = _value("distprove_stage_seconds_count", stage="total")
     metrics.record_timings({f"a{tag}": 0.5, f"b{tag}": 0.25, "total": 0.75})
     assert _value("distprove_stage_seconds_sum", stage=f"a{tag}") == 0.5
     assert _value("distprove_stage_seconds_sum", stage=f"b{tag}") == 0.25
     assert _value("distprove_stage_seconds_count", stage="total") == before_total
-    with pytest.raises(ZeroDivisionError):
-        with metrics.stage_timer(f"t{tag}"):
-            time.sleep(0.02)
-            1 / 0
-    assert _value("distprove_stage_seconds_count", stage=f"t{tag}") == 1
-    assert _value("distprove_stage_seconds_sum", stage=f"t{tag}") >= 0.02
 
 
 def test_resident_gauge_follows_last_value() -> None:
