@@ -1,0 +1,131 @@
+"""Batch throughput and latency of distprove.batch on 1 vs N workers (one per GPU on the GPU machine).
+
+For each worker count: a warm-up batch (kernels compiled, key resident), then
+
+* throughput: ``--proofs`` witnesses in data mode -> proofs per second;
+* latency: one witness in each planner mode -> seconds from submit to the verified proof on disk.
+
+The key and witnesses come from ``--key``/``--witnesses``, or are made here with the synthetic
+circuit generator and the (insecure, benchmark-only) dev setup: ``--synth chain --log-n 16``.
+Outputs go to temporary folders that are emptied before each measured batch, so nothing is skipped.
+
+    python pipelines/bench_batch.py --synth chain --log-n 18 --workers 1,2 --proofs 16 --json bench_batch.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def synth_inputs(kind: str, log_n: int, workdir: Path, witnesses: int) -> tuple[Path, list[Path]]:
+    """A dev key store and ``witnesses`` witnesses of a synthetic circuit of about 2^log_n constraints."""
+    from distprove.devsetup import dev_setup
+    from distprove.synth import make_circuit, write_circuit
+
+    circ = make_circuit(kind, (1 << log_n) - 2, public=1)
+    cdir = workdir / "circuit"
+    meta = write_circuit(circ, cdir, witnesses=witnesses)
+    store = workdir / "key.zarr"
+    dev_setup(cdir / "circuit.r1cs", store, seed=1, quiet=True)
+    return store, [cdir / w for w in meta["witnesses"]]
+
+
+def stage(witnesses: list[Path], count: int, folder: Path) -> Path:
+    """A fresh witness folder holding ``count`` witnesses (the given ones, repeated under new names)."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    for i in range(count):
+        os.link(witnesses[i % len(witnesses)], folder / f"w{i:04d}.wtns")
+    return folder
+
+
+def run_batch(client: Any, key: Path, wdir: Path, mode: str, backend: str) -> Any:
+    import distprove
+
+    out = wdir.parent / (wdir.name + "-out")
+    if out.exists():
+        shutil.rmtree(out)
+    report = distprove.batch(wdir, key=key, out_dir=out, client=client, mode=mode, backend=backend, echo=None)
+    if report.failed:
+        raise SystemExit(f"bench batch failed:\n{report.summary()}")
+    return report
+
+
+def bench(key: Path, witnesses: list[Path], workers: list[int], proofs: int, backend: str, workdir: Path) -> list[dict]:
+    from distributed import Client
+
+    from distprove.cluster import local_cluster
+
+    rows = []
+    for n in workers:
+        cluster = local_cluster(backend, n_workers=n, dashboard_address=None)
+        with cluster, Client(cluster) as client:
+            client.wait_for_workers(n)
+            run_batch(client, key, stage(witnesses, n, workdir / "warm"), "data", backend)
+            t0 = time.perf_counter()
+            thr = run_batch(client, key, stage(witnesses, proofs, workdir / "thr"), "data", backend)
+            wall = time.perf_counter() - t0
+            row: dict[str, Any] = {
+                "workers": n,
+                "proofs": proofs,
+                "throughput_proofs_per_s": proofs / wall,
+                "throughput_wall_s": wall,
+                "stage_seconds": thr.stage_seconds,
+            }
+            for mode in ("data", "split"):
+                t0 = time.perf_counter()
+                lat = run_batch(client, key, stage(witnesses, 1, workdir / f"lat-{mode}"), mode, backend)
+                row[f"latency_{mode}_s"] = time.perf_counter() - t0
+                row[f"latency_{mode}_stages"] = lat.stage_seconds
+            rows.append(row)
+            print(
+                f"{n} workers: {row['throughput_proofs_per_s']:.2f} proofs/s ({proofs} proofs in {wall:.1f} s); "
+                f"latency data {row['latency_data_s']:.2f} s, split {row['latency_split_s']:.2f} s",
+                flush=True,
+            )
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--key", type=Path, help="key store or .zkey (else --synth)")
+    ap.add_argument("--witnesses", type=Path, help="folder of .wtns for --key")
+    ap.add_argument("--synth", default="chain", help="synthetic circuit kind when no --key (chain, bits, random)")
+    ap.add_argument("--log-n", type=int, default=16, help="synthetic circuit size, about 2^N constraints")
+    ap.add_argument("--workers", default="1,2", help="worker counts to compare, e.g. 1,2,4")
+    ap.add_argument("--proofs", type=int, default=16, help="proofs in the throughput batch")
+    ap.add_argument("--backend", default="auto", choices=("auto", "cpu", "gpu"))
+    ap.add_argument("--json", type=Path, help="write the results here")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
+        workdir = Path(tmp)
+        if args.key is not None:
+            if args.witnesses is None:
+                ap.error("--key needs --witnesses")
+            key, witnesses = args.key, sorted(args.witnesses.glob("*.wtns"))
+        else:
+            t0 = time.perf_counter()
+            key, witnesses = synth_inputs(args.synth, args.log_n, workdir, witnesses=4)
+            print(f"synthetic {args.synth} 2^{args.log_n} key and witnesses in {time.perf_counter() - t0:.1f} s", flush=True)
+        workers = [int(w) for w in args.workers.split(",")]
+        rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir)
+    result = {"key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend, "rows": rows,
+              "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
