@@ -2,8 +2,8 @@
 
 Times are CUDA-event medians over >= 5 repetitions after warm-up. Each NTT row carries its floor:
 bytes moved (every pass reads and writes the vector once; non-last passes also read their
-twiddle table) over the copy bandwidth, and Fr multiplications (butterflies past the first level
-of each pass, plus one twiddle per element on non-last passes) over the Fr multiplication rate;
+twiddle table) over the copy bandwidth, and Fr multiplications (the butterflies' non-trivial
+twiddles, plus one four-step twiddle per element on non-last passes) over the Fr multiplication rate;
 the larger of the two is the floor.
 """
 
@@ -45,7 +45,8 @@ def ntt_floor_ms(log_n: int) -> dict[str, float]:
     n = 1 << log_n
     specs = plan(log_n)
     nbytes = sum(2 * n * 32 + (n * 32 if not s.last else 0) for s in specs)
-    muls = sum((s.m - 1) * n // 2 + (0 if s.last else n) for s in specs)
+    # radix-4 pairs of levels: the first pair needs n/4 multiplications, every later level n/2
+    muls = sum((n // 4 + (s.m - 2) * n // 2 if s.m >= 2 else 0) + (0 if s.last else n) for s in specs)
     return {"floor_mem_ms": nbytes / BANDWIDTH_BPS * 1e3, "floor_mul_ms": muls / FR_MUL_PER_S * 1e3,
             "bytes": nbytes, "fr_muls": muls, "passes": len(specs)}
 
@@ -100,6 +101,18 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
                              ("fourstep_transpose", lambda: cp.ascontiguousarray(z.transpose(1, 0, 2)))):
                 _row(results, step, log_n, time_ms(fn, reps))
         del x, scratch
+        cp.get_default_memory_pool().free_all_blocks()
+    # occupancy variant of the pass kernel (launch bounds: 4 blocks of 256 per SM, 64 registers)
+    if 24 in sizes:
+        alt = gntt.NttEngine(gntt.CupyKernels(("-DNTT_MIN_BLOCKS=4",)))
+        x = random_mont(cp, 1 << 24, 1)
+        scratch = cp.empty_like(x)
+        alt.ntt(x, scratch=scratch)
+        t = time_ms(lambda: alt.ntt(x, scratch=scratch), reps)
+        fl = ntt_floor_ms(24)
+        _row(results, "ntt_fwd[NTT_MIN_BLOCKS=4]", 24, t,
+             floor_ms=max(fl["floor_mem_ms"], fl["floor_mul_ms"]))
+        del alt, x, scratch
         cp.get_default_memory_pool().free_all_blocks()
     # gather: synthetic CSR shaped like circom keys (about half the rows empty, ~2 terms each)
     for log_n in (20, 24):

@@ -16,12 +16,24 @@
 #ifndef DP_GATHER_CU
 #define DP_GATHER_CU
 
+// One 32-byte element, as two 16-byte loads on the device.
+DP_INLINE Fr gather_load(const u32* base, u64 index) {
+#ifdef __CUDA_ARCH__
+    const uint4* p = reinterpret_cast<const uint4*>(base + index * 8u);
+    uint4 lo = p[0], hi = p[1];
+    Fr x = {{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}};
+    return x;
+#else
+    return fr_load(base + index * 8u);
+#endif
+}
+
 DP_INLINE Fr gather_row(const u32* row_ptr, const u32* signal, const u32* value, const u32* w,
                         u32 row) {
     Fr acc = fr_zero();
     u32 hi = row_ptr[row + 1u];
     for (u32 k = row_ptr[row]; k < hi; k++)
-        acc = fr_add(acc, fr_mul(fr_load(value + (u64)k * 8u), fr_load(w + (u64)signal[k] * 8u)));
+        acc = fr_add(acc, fr_mul(gather_load(value, k), gather_load(w, signal[k])));
     return acc;
 }
 

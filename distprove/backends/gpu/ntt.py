@@ -101,13 +101,22 @@ def fr_limbs(values: list[int]) -> np.ndarray:
     return bn254.limbs_from_ints(values)
 
 
-def power_ladder(base: int) -> np.ndarray:
-    """(32, 8) Montgomery limbs of base^(2^b), b < 32: the exponent table of ``dp_ntt_pow_table``."""
-    out, x = [], base % R
-    for _ in range(32):
-        out.append(mont(x))
-        x = x * x % R
-    return fr_limbs(out)
+POW_LOG_H = 14
+"""NTT_POW_LOG_H in ntt.cu: exponents below 2^28 split into two 14-bit halves."""
+
+
+def two_level_powers(base: int) -> np.ndarray:
+    """(2^15, 8) Montgomery limbs: base^i, then base^(i * 2^14), i < 2^14 (``dp_ntt_pow_table``'s table)."""
+    h = 1 << POW_LOG_H
+    out, x = [], 1
+    for _ in range(h):
+        out.append(x)
+        x = x * base % R
+    step, x = x, 1  # step = base^(2^14)
+    for _ in range(h):
+        out.append(x)
+        x = x * step % R
+    return fr_limbs([v * FR_MONT % R for v in out])
 
 
 def root(log_n: int, inverse: bool) -> int:
@@ -145,10 +154,10 @@ class NttEngine:
             self._cache[key] = self.k.upload(fr_limbs([raw]))
         return self._cache[key]
 
-    def _ladder(self, base: int) -> Any:
-        key = ("ladder", base)
+    def _powers(self, base: int) -> Any:
+        key = ("powers", base)
         if key not in self._cache:
-            self._cache[key] = self.k.upload(power_ladder(base))
+            self._cache[key] = self.k.upload(two_level_powers(base))
         return self._cache[key]
 
     def _pow_table(self, key: tuple, base: int, count: int, mode: int, log_c: int = 0,
@@ -156,7 +165,7 @@ class NttEngine:
         if key not in self._cache:
             out = self.k.upload(np.zeros((count, 8), dtype=np.uint32))
             sc = None if scale is None else self.const(mont(scale))
-            self.k.pow_table(out, self._ladder(base), sc, count, mode, log_c, 1, 0, 0, False)
+            self.k.pow_table(out, self._powers(base), sc, count, mode, log_c, 1, 0, 0, False)
             self._cache[key] = out
         return self._cache[key]
 
@@ -244,7 +253,7 @@ class NttEngine:
         """Step 2: block[k1, j] *= w_n^((col0 + j) * k1) (w^-1 and the 1/n scale for an inverse)."""
         n1, w = block.shape[0], block.shape[1]
         scale = self.const(mont(pow(1 << log_n, -1, R))) if inverse else None
-        self.k.pow_table(block, self._ladder(root(log_n, inverse)), scale, n1 * w, 2, 0, w, col0,
+        self.k.pow_table(block, self._powers(root(log_n, inverse)), scale, n1 * w, 2, 0, w, col0,
                          (1 << log_n) - 1, True)
         return block
 
@@ -275,15 +284,18 @@ def fourstep(engine: NttEngine, x: Any, transpose: Any, inverse: bool = False) -
 
 
 class CupyKernels:
-    """:class:`Kernels` on the current CUDA device (CuPy + the NVRTC-compiled ntt module)."""
+    """:class:`Kernels` on the current CUDA device (CuPy + the NVRTC-compiled ntt module).
 
-    def __init__(self) -> None:
+    ``options``: extra NVRTC options (benchmark variants, e.g. ``("-DNTT_MIN_BLOCKS=4",)``).
+    """
+
+    def __init__(self, options: tuple[str, ...] = ()) -> None:
         import cupy
 
-        from .compile import get_module
+        from .compile import MODULES, load_module
 
         self.cp = cupy
-        mod = get_module("ntt")
+        mod = load_module(MODULES["ntt"], "ntt", options)
         self._pass = mod.get_function("dp_ntt_pass")
         self._pow = mod.get_function("dp_ntt_pow_table")
         self._hcomb = mod.get_function("dp_h_combine")
