@@ -41,14 +41,17 @@ PLUGIN_NAME = "distprove"
 
 
 class ResidentKey:
-    """An opened key whose arrays are read from storage once, on first use, and then kept in memory.
+    """An opened key, kept per worker; with ``keep_host`` its arrays are read from storage once,
+    on first use, and then kept in host memory.
 
     Duck-types the key of :mod:`distprove.backends.base` (header values, ``points``,
-    ``vk_json()`` and the point / CSR arrays).
+    ``vk_json()`` and the point / CSR arrays). A GPU backend keeps its own device copies, so
+    there the arrays are not also kept on the host.
     """
 
-    def __init__(self, key: Any) -> None:
+    def __init__(self, key: Any, keep_host: bool = True) -> None:
         self._key = key
+        self._keep_host = keep_host
         self.path: str = key.path
         self.content_hash: str = key.content_hash
         self.n_vars: int = key.n_vars
@@ -60,7 +63,7 @@ class ResidentKey:
         """Bytes of the point and CSR arrays (what a GPU backend keeps on the device)."""
 
     def __getattr__(self, name: str) -> Any:
-        if name in POINT_ARRAYS or name in CSR_ARRAYS:
+        if self._keep_host and (name in POINT_ARRAYS or name in CSR_ARRAYS):
             value = np.asarray(getattr(self._key, name)[:])
             self.__dict__[name] = value
             return value
@@ -76,8 +79,8 @@ class ProverState(WorkerPlugin):
     ``max_keys`` bounds how many keys stay resident (``distprove.key-cache.count``); on the GPU
     backend, ``gpu_bytes`` (``distprove.key-cache.gpu-bytes``) also bounds the bytes of their
     arrays (what the backend uploads). The least recently used key goes first, never the one in
-    use; it is dropped here and, when the backend offers ``release_key(content_hash)``, from the
-    backend's own per-key state.
+    use; it is dropped here and, when the backend offers ``evict(content_hash)`` (the GPU
+    backend does), from the backend's own per-key state.
     """
 
     def __init__(self, backend: str = "auto", max_keys: int = 2, gpu_bytes: int | None = None) -> None:
@@ -113,7 +116,7 @@ class ProverState(WorkerPlugin):
         if h is not None and h in self._keys:
             self._keys.move_to_end(h)
             return self._keys[h]
-        key = ResidentKey(open_key(path))
+        key = ResidentKey(open_key(path), keep_host=self.backend.name != "gpu")
         if content_hash is not None and key.content_hash != content_hash:
             raise FormatError(path, "the key changed on disk during the batch (content hash differs)")
         self._keys[key.content_hash] = key
@@ -148,7 +151,7 @@ class ProverState(WorkerPlugin):
             h, key = self._keys.popitem(last=False)
             self._vks.pop(h, None)
             self._hash_of_path = {p: v for p, v in self._hash_of_path.items() if v != h}
-            release = getattr(self.backend, "release_key", None)
+            release = getattr(self.backend, "evict", None)
             if release is not None:
                 release(h)
             log.info("evicted key %s (%s)", key.path, h[:12])
