@@ -363,8 +363,11 @@ def make_circuit(kind: str, constraints: int, public: int = 1, terms: int = 3, s
     raise ValueError(f"unknown circuit kind {kind!r} (choose from {', '.join(KINDS)})")
 
 
-def write_circuit(circuit: SynthCircuit, out_dir: str | os.PathLike[str], witnesses: int = 1) -> dict[str, object]:
-    """Write ``circuit.r1cs``, ``witness_<i>.wtns`` for i < ``witnesses`` and ``circuit.json`` (the parameters) to ``out_dir``.
+def write_circuit(
+    circuit: SynthCircuit, out_dir: str | os.PathLike[str], witnesses: int = 1, *, r1cs: bool = True
+) -> dict[str, object]:
+    """Write ``circuit.r1cs`` (unless ``r1cs`` is False), ``witness_<i>.wtns`` for i < ``witnesses``
+    and ``circuit.json`` (the parameters) to ``out_dir``.
 
     Returns the description written to circuit.json (paths relative to ``out_dir``).
     """
@@ -374,7 +377,8 @@ def write_circuit(circuit: SynthCircuit, out_dir: str | os.PathLike[str], witnes
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     r = circuit.r1cs
-    write_r1cs(out / "circuit.r1cs", r.n_wires, r.n_pub_out, r.n_pub_in, r.n_prv_in, r.n_labels, r.A, r.B, r.C)
+    if r1cs:
+        write_r1cs(out / "circuit.r1cs", r.n_wires, r.n_pub_out, r.n_pub_in, r.n_prv_in, r.n_labels, r.A, r.B, r.C)
     names = []
     for i in range(witnesses):
         name = f"witness_{i}.wtns"
@@ -386,7 +390,7 @@ def write_circuit(circuit: SynthCircuit, out_dir: str | os.PathLike[str], witnes
         "n_wires": r.n_wires,
         "n_public": circuit.n_public,
         "n_constraints": r.n_constraints,
-        "r1cs": "circuit.r1cs",
+        "r1cs": "circuit.r1cs" if r1cs else None,
         "witnesses": names,
     }
     (out / "circuit.json").write_text(json.dumps(meta, indent=1) + "\n")

@@ -26,6 +26,7 @@ from distprove.devsetup import (
     dev_setup,
     domain_power,
     fixed_base_cpu,
+    key_scalars,
     lagrange_at,
     lagrange_odd_coset,
     powers,
@@ -103,6 +104,17 @@ def test_coefficient_records_equal_snarkjs_setup(name: str) -> None:
     rec, z = coefficient_records(read_r1cs(r1cs)), read_zkey(zkey, check_points=False)
     for field, theirs in (("matrix", z.coef_matrix), ("row", z.coef_row), ("signal", z.coef_signal), ("value", z.coef_value)):
         assert np.array_equal(rec[field], theirs), field
+
+
+@pytest.mark.parametrize("kind", ["bits", "random"])
+def test_workers_give_the_same_key_scalars(kind: str) -> None:
+    r1cs = make_circuit(kind, 400, 3, terms=3, seed=2).r1cs
+    t = rand_toxic(9)
+    one, many = key_scalars(r1cs, t, workers=1), key_scalars(r1cs, t, workers=3)
+    assert one.keys() == many.keys()
+    for name in one:
+        assert np.array_equal(one[name], many[name]), name
+    assert np.array_equal(coefficient_records(r1cs, workers=1), coefficient_records(r1cs, workers=3))
 
 
 # --- the key against brute-force definitions -----------------------------------------------
