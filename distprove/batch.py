@@ -274,10 +274,62 @@ def _label(key_path: str) -> str:
     return os.path.basename(os.path.normpath(key_path))
 
 
+def _collect(client: Any, plan: Any, pending: dict[Any, tuple[Job, list[Any]]], emit: Callable[..., None], verify_slots: int) -> None:
+    """Gather the proofs as their reducers finish and check-and-write them in adaptive groups.
+
+    A verify-write task is submitted as soon as a proof is ready and fewer than ``verify_slots``
+    are running; otherwise ready proofs wait and go together in the next one (one batched
+    pairing check for all of them), so an idle cluster gets low latency and a busy one cheap checks.
+    """
+    from distributed import as_completed
+
+    from distprove import graph
+
+    by_name = {job.name: (job, futs) for job, futs in pending.values()}
+    ready: list[Any] = []
+    checking: dict[Any, list[Any]] = {}
+    groups = 0
+    stream = as_completed(list(pending))
+
+    def flush() -> None:
+        nonlocal groups, ready
+        if ready and len(checking) < verify_slots:
+            fut = graph.submit_verify_write(client, ready, plan, groups)
+            checking[fut], ready, groups = ready, [], groups + 1
+            stream.add(fut)
+
+    def finish(job: Job, futures: list[Any], *args: Any) -> None:
+        emit(job, *args)
+        for f in futures:
+            f.release()
+
+    for fut in stream:
+        if fut in pending:
+            job, futures = pending[fut]
+            if fut.status == "finished":
+                ready.append(fut)
+            else:
+                del pending[fut]
+                finish(job, futures, FAILED, _reason(fut.exception()))
+        else:
+            group = checking.pop(fut)
+            try:
+                outcomes = fut.result()
+            except Exception as exc:
+                for r in group:
+                    finish(*pending.pop(r), FAILED, _reason(exc))
+            else:
+                for r in group:
+                    del pending[r]
+                for out in outcomes:
+                    finish(*by_name[out.name], out.status, out.reason, out.worker, out.seconds)
+        flush()
+
+
 def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     """Prove ``jobs`` on ``client``'s cluster (the worker state must be registered)."""
-    from distributed import as_completed, get_task_stream, span
     from dask.utils import key_split
+    from distributed import get_task_stream, span
 
     from distprove import graph
     from distprove.worker import ProofSpec, check_existing, plan_key
@@ -361,16 +413,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 spec = ProofSpec(job.name, job.witness, info.path, info.content_hash, job.proof_path, job.public_path)
                 reducer, futures = graph.submit_proof(client, spec, info, plan, i, priority=len(planned) - i)
                 pending[reducer] = (job, futures)
-            for fut in as_completed(list(pending)):
-                job, futures = pending.pop(fut)
-                try:
-                    out = fut.result()
-                except Exception as exc:
-                    emit(job, FAILED, _reason(exc))
-                else:
-                    emit(job, out.status, out.reason, out.worker, out.seconds)
-                for f in futures:
-                    f.release()
+            _collect(client, plan, pending, emit, verify_slots=max(1, len(workers)))
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):

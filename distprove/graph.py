@@ -5,7 +5,9 @@ dashboard groups tasks by stage (``dask.utils.key_split``)::
 
     ("prove-prepare", name, tag)                    read the witness on the worker, gather, H
     ("msm-windows", name, msm, first_window, tag)   window sums of one MSM's window range
-    ("reduce-assemble", name, tag)                  Horner combine, blinding, verify, write once
+    ("reduce-assemble", name, tag)                  Horner combine and blinding: the proof
+    ("verify-write", group, tag)                    one batched pairing check of the proofs that
+                                                    are ready, then each valid one written once
     ("ntt-columns" | "ntt-transpose" | "ntt-rows-inverse" | "ntt-rows-forward" | "ntt-collect", ...)
                                                     the four-step H computation across workers
 
@@ -44,6 +46,7 @@ from distprove.worker import (
     ntt_rows,
     prepare,
     reduce_assemble,
+    verify_write,
 )
 
 MODES = ("auto", "data", "split")
@@ -121,9 +124,17 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
                 )
             )
     futures += parts
-    reducer = client.submit(reduce_assemble, spec, parts, plan.verify, key=("reduce-assemble", name, tag), **common)
+    reducer = client.submit(reduce_assemble, spec, parts, key=("reduce-assemble", name, tag), **common)
     futures.append(reducer)
     return reducer, futures
+
+
+def submit_verify_write(client: Client, assembled: Sequence[Future], plan: Plan, group: int) -> Future:
+    """One task that checks the reducers' proofs with one batched pairing check and writes those
+    that pass (a future of their :class:`~distprove.worker.Outcome` list)."""
+    return client.submit(
+        verify_write, list(assembled), plan.verify, key=("verify-write", group, plan.tag), pure=False, priority=1 << 20
+    )
 
 
 def _transpose(client: Client, name: str, stage: int, blocks: Sequence[Future], n_rows: int, tag: str, priority: int) -> list[list[Future]]:

@@ -8,7 +8,7 @@ bounded by a count and, on a GPU, by free device memory. Tasks find it with
 
 The task bodies below are what :mod:`distprove.graph` submits. They read witnesses and keys
 from their paths on the worker, call backend and stage functions (no field arithmetic here),
-and only small results (window sums, an :class:`Outcome`) need to reach the client.
+and only small results (window sums, proofs, :class:`Outcome` lists) need to reach the client.
 """
 
 from __future__ import annotations
@@ -297,10 +297,19 @@ def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: i
     return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0)
 
 
-def reduce_assemble(
-    spec: ProofSpec, parts: Sequence[MsmPart], check: bool = True, blinding: tuple[int, int] | None = None
-) -> Outcome:
-    """Combine the window sums (Horner), add the blinding, verify (``check``), write the outputs once.
+@dataclass
+class Assembled:
+    """A reducer's result: one proof, not yet checked or written."""
+
+    spec: ProofSpec
+    proof: Any
+    seconds: dict[str, float]
+    done_before: bool = False
+    """True when an earlier attempt already wrote this proof (nothing was assembled)."""
+
+
+def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart], blinding: tuple[int, int] | None = None) -> Assembled:
+    """Combine the window sums (Horner) and add the blinding: the proof, for :func:`verify_write`.
 
     The public signals are read again from the witness file (a few values of a memory map), so
     the prepare result never has to travel to this worker. ``blinding`` = (r, s) is for tests.
@@ -309,15 +318,13 @@ def reduce_assemble(
     from distprove.prover import Proof
     from distprove.stages.assemble import assemble, random_blinding
     from distprove.stages.msm import combine
-    from distprove.verify import verify
 
     t0 = time.perf_counter()
-    worker = get_worker().address
     seconds: dict[str, float] = {}
     for p in parts:
         seconds[f"msm_{p.which}"] = seconds.get(f"msm_{p.which}", 0.0) + p.seconds
-    if os.path.exists(spec.proof_path):  # an earlier run of this task already finished the job
-        return Outcome(spec.name, "proved", "written by an earlier attempt", seconds, worker)
+    if os.path.exists(spec.proof_path):  # an earlier run of this proof's tasks already finished the job
+        return Assembled(spec, None, seconds, done_before=True)
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
     sums: dict[str, dict[int, bn254.Affine]] = {w: {} for w in MSM_NAMES}
@@ -329,20 +336,53 @@ def reduce_assemble(
     r, s = blinding if blinding is not None else random_blinding()
     pi_a, pi_b, pi_c = assemble(key.points, results, r, s)
     public = bn254.ints_from_limbs(read_wtns(spec.witness).values[1 : 1 + key.n_public])
-    proof = Proof(pi_a, pi_b, pi_c, public)
-    t1 = time.perf_counter()
-    seconds["assemble"] = t1 - t0
-    ok = verify(st.vk(key), public, (pi_a, pi_b, pi_c)) if check else True
-    t2 = time.perf_counter()
-    seconds["verify"] = t2 - t1
-    metrics.record_proof(key, ok)
-    if not ok:
+    seconds["assemble"] = time.perf_counter() - t0
+    return Assembled(spec, Proof(pi_a, pi_b, pi_c, public), seconds)
+
+
+NOT_VALID = "does not verify (is the witness satisfying the circuit?); nothing written"
+
+
+def verify_write(items: Sequence[Assembled], check: bool = True) -> list[Outcome]:
+    """Check proofs with one batched pairing check (``verify_many``) and write those that pass, once each.
+
+    A proof that fails is reported as failed and never written.
+    """
+    from distprove.verify import verify, verify_many
+
+    t0 = time.perf_counter()
+    worker = get_worker().address
+    st = state()
+    todo = [a for a in items if not a.done_before]
+    keys = {a.spec.name: st.key(a.spec.key_path, a.spec.content_hash) for a in todo}
+    triples = [(st.vk(keys[a.spec.name]), a.proof.public, (a.proof.pi_a, a.proof.pi_b, a.proof.pi_c)) for a in todo]
+    if not check or not triples:
+        checked = [True] * len(triples)
+    elif len(triples) == 1:  # verify_many's batch set-up (subgroup checks of the key) does not pay off
+        checked = [verify(*triples[0])]
+    else:
+        checked = verify_many(triples)
+    valid = dict(zip((a.spec.name for a in todo), checked))
+    share = (time.perf_counter() - t0) / max(1, len(todo))
+    out = []
+    for a in items:
+        seconds = dict(a.seconds)
+        if a.done_before:
+            out.append(Outcome(a.spec.name, "proved", "written by an earlier attempt", seconds, worker))
+            continue
+        seconds["verify"] = share
+        ok = valid[a.spec.name]
+        metrics.record_proof(keys[a.spec.name], ok)
+        if not ok:
+            metrics.record_timings(seconds)
+            out.append(Outcome(a.spec.name, "failed", NOT_VALID, seconds, worker))
+            continue
+        t1 = time.perf_counter()
+        written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
+        seconds["write"] = time.perf_counter() - t1
         metrics.record_timings(seconds)
-        return Outcome(spec.name, "failed", "does not verify (is the witness satisfying the circuit?); nothing written", seconds, worker)
-    written = write_once(proof.to_json(), proof.public_json(), spec.proof_path, spec.public_path)
-    seconds["write"] = time.perf_counter() - t2
-    metrics.record_timings(seconds)
-    return Outcome(spec.name, "proved", "" if written else "written by an earlier attempt", seconds, worker)
+        out.append(Outcome(a.spec.name, "proved", "" if written else "written by an earlier attempt", seconds, worker))
+    return out
 
 
 def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list[bool]:
