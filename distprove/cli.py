@@ -266,17 +266,27 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
               help="Worker processes of a local cluster  [default: one per GPU, else per CPU core]")
 @click.option("--report", "report_json", type=click.Path(dir_okay=False), default=None,
               help="Also write the report as JSON here.")
+@click.option("--incremental/--no-incremental", default=None,
+              help="Scheduled runs: prove only witnesses without a verified proof, keep a state file  [default: distprove.incremental.enabled]")
+@click.option("--retry-failed", is_flag=True, help="With --incremental: try witnesses that failed before again.")
 @_friendly_errors
 def batch_cmd(
     key: str, witness_dir: str, out_dir: str | None, scheduler: str | None, backend: str | None,
-    mode: str | None, n_workers: int | None, report_json: str | None,
+    mode: str | None, n_workers: int | None, report_json: str | None, incremental: bool | None, retry_failed: bool,
 ) -> None:
     """Prove every .wtns under WITNESS_DIR with KEY on a Dask cluster; exit 1 if any failed."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from . import config
     from .batch import FAILED, batch
     from .formats.jsonio import write_json_atomic
+
+    extra: dict[str, Any] = {}
+    if incremental if incremental is not None else config.settings().incremental:
+        from .incremental import batch  # noqa: F811  (same arguments; skips what is already proved)
+
+        extra["retry_failed"] = retry_failed
 
     console = Console(stderr=True)
     with Progress(
@@ -291,7 +301,7 @@ def batch_cmd(
 
         report = batch(
             witness_dir, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
-            on_start=lambda n: progress.update(task, total=n), on_result=on_result, echo=None,
+            on_start=lambda n: progress.update(task, total=n), on_result=on_result, echo=None, **extra,
         )
     click.echo(report.summary())
     if report_json:
