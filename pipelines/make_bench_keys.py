@@ -9,6 +9,7 @@ threads. A key whose done.json exists is skipped (unless --force), so a run cut 
 limit resumes where it stopped.
 
     python pipelines/make_bench_keys.py --out /data/bench [--powers 16 18] [--kinds chain]
+        [--measure-fixed-base] [--check] [--witnesses 2]
 
 THE KEYS ARE INSECURE (known toxic waste): for benchmarks only.
 """
@@ -86,6 +87,31 @@ def _child(kind: str, power: int, out: str, args: argparse.Namespace) -> None:
     make_one(kind, power, Path(out), args)
 
 
+def measure_fixed_base(out: Path, log2_g1: int = 20, log2_g2: int = 18) -> None:
+    """Time the GPU fixed-base kernels (both affine modes, G1 and G2) on random scalars; write OUT/fixedbase.json."""
+    import numpy as np
+
+    from distprove import bn254
+    from distprove.backends.gpu.fixedbase import AFFINE_MODES, fixed_base_gpu
+
+    rng = np.random.default_rng(0)
+    results = []
+    for group, log2 in ((bn254.G1, log2_g1), (bn254.G2, log2_g2)):
+        s = rng.integers(0, 2**32, size=(1 << log2, 8), dtype=np.uint32)
+        s[:, 7] &= 0x0FFFFFFF  # below 2^252 < r
+        fixed_base_gpu(group, s[:1024])  # compile / load the module and upload the table
+        outs = {}
+        for mode in AFFINE_MODES:
+            t0 = time.perf_counter()
+            outs[mode] = fixed_base_gpu(group, s, affine=mode)
+            dt = time.perf_counter() - t0
+            results.append({"group": group.name, "n": 1 << log2, "affine": mode, "s": round(dt, 4),
+                            "points_per_s": round((1 << log2) / dt)})
+            print(f"fixed-base {group.name} 2^{log2} affine={mode}: {dt:.3f} s", flush=True)
+        assert all(np.array_equal(outs[AFFINE_MODES[0]], o) for o in outs.values()), "affine modes disagree"
+    (out / "fixedbase.json").write_text(json.dumps(results, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="output folder")
@@ -101,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="prove and verify witness_0 with each key")
     ap.add_argument("--backend", default="auto", help="prover backend for --check")
     ap.add_argument("--force", action="store_true", help="rebuild keys that are already done")
+    ap.add_argument("--measure-fixed-base", action="store_true",
+                    help="first time the GPU fixed-base kernels (batch vs Fermat affine) into OUT/fixedbase.json")
     args = ap.parse_args(argv)
 
     print("WARNING: dev-setup keys are INSECURE (toxic waste known): benchmarks only", file=sys.stderr)
@@ -109,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     records = json.loads(summary.read_text()) if summary.exists() else []
     ctx = multiprocessing.get_context("spawn")
     failed = 0
+    if args.measure_fixed_base:
+        proc = ctx.Process(target=measure_fixed_base, args=(args.out,))
+        proc.start()
+        proc.join()
+        failed += proc.exitcode != 0
     for power in sorted(args.powers):
         for kind in args.kinds:
             d = args.out / f"{kind}_k{power}"
