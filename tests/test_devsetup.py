@@ -90,6 +90,16 @@ def test_lagrange_against_definition(k: int) -> None:
     assert [int(v) for v in lagrange_odd_coset(tau, k)] == [brute_lagrange(dom2, 2 * i + 1, tau) for i in range(n)]
 
 
+@pytest.mark.parametrize("k", [1, 3])
+def test_odd_coset_formula_with_the_k28_shift(k: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At k = 28 the coset is 25·⟨ω⟩ (no 2^29-th root); check that general case at small k by brute force."""
+    monkeypatch.setattr(bn254, "coset_generator", lambda _k: bn254.FR_SHIFT)
+    tau, n = random.Random(k + 28).randrange(R), 1 << k
+    dom = [pow(bn254.root_of_unity(k), i, R) for i in range(n)]
+    both = dom + [bn254.FR_SHIFT * x % R for x in dom]
+    assert [int(v) for v in lagrange_odd_coset(tau, k)] == [brute_lagrange(both, n + i, tau) for i in range(n)]
+
+
 def test_domain_power_matches_snarkjs_keys() -> None:
     for r1cs_path, zkey_path in ((MINI_R1CS, DATA / "mini" / "mini_0001.zkey"),
                                  (DATA / "mul_chain_1k" / "circuit.r1cs", DATA / "mul_chain_1k" / "circuit_final.zkey")):
