@@ -21,8 +21,10 @@
 //   every input of the first pass: R^2 for to-Montgomery), `post_tab` (a per-output-index
 //   table on the last pass: g^i/n, the iNTT scale fused with the odd-coset shift) and
 //   `post` (one constant on the last pass: 1/n, or a raw 1/n to leave Montgomery form).
-// * Measured on an H200 (2026-11-30, radix-2 version): 2^24 forward 7.4 ms against a 5.1 ms
-//   Fr-multiplication floor (41 G mul/s); compute-bound, memory floor 1.0 ms.
+// * Measured on an H200 (2026-11-30): 2^24 forward 7.2 ms against a 4.8 ms floor (197 M Fr
+//   multiplications at 41 G/s; the memory floor is 1.0 ms). Radix-2 and radix-4 levels timed
+//   the same (7.44 / 7.42 ms), so the pass is bound by Fr multiplication, not by shared memory
+//   or barriers: a faster fr_mul is what moves it.
 // * Kernel bodies are DP_INLINE functions of (block, thread, threads): every phase loops
 //   over its work items with stride `threads`, so a host build that runs one "thread" per
 //   block executes the same code sequentially (tests/test_kernels_compile.py does that
@@ -36,8 +38,8 @@
 #define NTT_LOG_E 10u
 #define NTT_E (1u << NTT_LOG_E)  // elements of one block's shared-memory tile
 #define NTT_THREADS 256u
-#ifndef NTT_MIN_BLOCKS  // occupancy hint for the pass kernel (a benchmark knob: -DNTT_MIN_BLOCKS=4)
-#define NTT_MIN_BLOCKS 1
+#ifndef NTT_MIN_BLOCKS  // pass-kernel occupancy: 4 blocks/SM caps it at 64 registers (tiny spill)
+#define NTT_MIN_BLOCKS 4  // measured 3% faster at 2^24 than 3 blocks/SM at 78 registers
 #endif
 
 #ifdef __CUDA_ARCH__

@@ -37,8 +37,8 @@ def engine(cp):
 def random_limbs(n: int, seed: int) -> np.ndarray:
     """(n, 8) standard-form limbs of uniform-ish values < r, first rows 0, 1, r-1, r-2."""
     rng = np.random.default_rng(seed)
-    a = rng.integers(0, 1 << 32, size=(n, 8), dtype=np.uint64).astype(np.uint32)
-    a[:, 7] = rng.integers(0, R_TOP, size=n, dtype=np.uint64).astype(np.uint32)
+    a = rng.integers(0, 1 << 32, size=(n, 8), dtype=np.uint32)
+    a[:, 7] = rng.integers(0, R_TOP, size=n, dtype=np.uint32)
     edge = bn254.limbs_from_ints([0, 1, R - 1, R - 2])
     k = min(n, 4) if n > 4 else 0
     a[:k] = edge[:k]

@@ -286,7 +286,7 @@ def fourstep(engine: NttEngine, x: Any, transpose: Any, inverse: bool = False) -
 class CupyKernels:
     """:class:`Kernels` on the current CUDA device (CuPy + the NVRTC-compiled ntt module).
 
-    ``options``: extra NVRTC options (benchmark variants, e.g. ``("-DNTT_MIN_BLOCKS=4",)``).
+    ``options``: extra NVRTC options (benchmark variants, e.g. ``("-DNTT_MIN_BLOCKS=1",)``).
     """
 
     def __init__(self, options: tuple[str, ...] = ()) -> None:
