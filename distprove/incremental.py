@@ -276,6 +276,40 @@ def _own_failure(job: Any, reason: str) -> bool:
     return reason.startswith(f"{job.witness}:") or "does not verify" in reason
 
 
+def _out_dir(witness_dir: PathLike, out_dir: PathLike | None) -> Path:
+    """The output folder ``distprove.batch.discover`` uses."""
+    return Path(out_dir).resolve() if out_dir is not None else Path(witness_dir).resolve() / config.settings().out_dir
+
+
+def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_failed: bool) -> tuple[list[Any], list[Any]]:
+    """(jobs to run, ProofResults of the jobs skipped by rules 1 and 3)."""
+    from .batch import SKIPPED, ProofResult
+
+    todo, known = [], []
+    for job in jobs:
+        kid = key_ids.get(job.key) if job.key else None
+        if job.key and state.is_done(job, kid):
+            reason = "recorded as proved in the state file"
+        elif job.key and not retry_failed and state.is_failed(job, kid):
+            reason = f"failed before, unchanged since: {state.data['failed'][job.name].get('reason', '')}"
+        else:
+            todo.append(job)
+            continue
+        known.append(ProofResult(job.name, job.witness, SKIPPED, reason, job.proof_path, job.public_path))
+    return todo, known
+
+
+def pending(witness_dir: PathLike, key: PathLike | None = None, out_dir: PathLike | None = None, *, retry_failed: bool = False) -> list[Any]:
+    """The ``distprove.batch.Job`` s that :func:`batch` would send to the cluster (rules 1 and 3
+    only: a proof the state does not know is still listed), e.g. to skip starting GPU jobs."""
+    from .batch import discover
+
+    jobs = discover(witness_dir, key, out_dir)
+    state = State(_out_dir(witness_dir, out_dir))
+    key_ids = {kp: state.key_id(kp) for kp in sorted({j.key for j in jobs if j.key})}
+    return _split(jobs, state, key_ids, retry_failed)[0]
+
+
 def batch(
     witness_dir: PathLike,
     key: PathLike | None = None,
@@ -293,27 +327,17 @@ def batch(
     the workers) and records every result in the state file. When nothing is new, no cluster is
     started or contacted.
     """
-    from .batch import FAILED, PROVED, SKIPPED, BatchOptions, BatchReport, ProofResult, discover, ensure_worker_state, run_jobs
+    from .batch import FAILED, PROVED, SKIPPED, BatchOptions, BatchReport, discover, ensure_worker_state, run_jobs
     from .cluster import connect
 
     t0 = time.perf_counter()
     settings = config.settings()
     opts = BatchOptions(**options)
     jobs = discover(witness_dir, key, out_dir)
-    out = Path(out_dir).resolve() if out_dir is not None else Path(witness_dir).resolve() / settings.out_dir  # as discover()
-    with run_lock(out):
-        state = State(out)
+    with run_lock(_out_dir(witness_dir, out_dir)):
+        state = State(_out_dir(witness_dir, out_dir))
         key_ids = {kp: state.key_id(kp) for kp in sorted({j.key for j in jobs if j.key})}
-        todo, known = [], []
-        for job in jobs:
-            kid = key_ids.get(job.key) if job.key else None
-            if job.key and state.is_done(job, kid):
-                known.append(ProofResult(job.name, job.witness, SKIPPED, "recorded as proved in the state file", job.proof_path, job.public_path))
-            elif job.key and not retry_failed and state.is_failed(job, kid):
-                reason = state.data["failed"][job.name].get("reason", "")
-                known.append(ProofResult(job.name, job.witness, SKIPPED, f"failed before, unchanged since: {reason}", job.proof_path, job.public_path))
-            else:
-                todo.append(job)
+        todo, known = _split(jobs, state, key_ids, retry_failed)
         by_name = {job.name: job for job in todo}
         caller_on_result: Callable[[Any], Any] | None = opts.on_result
 

@@ -1,0 +1,130 @@
+#!/usr/bin/env python
+"""distprove on SLURM GPU nodes through dask-jobqueue.
+
+The process running this script hosts the Dask scheduler (and the dashboard); dask-jobqueue
+submits GPU jobs, each running ``dask cuda worker`` (one worker process per GPU of the job, one
+thread each), and the batch runs on them:
+
+    python cluster/slurm/slurm_cluster.py KEY WITNESS_DIR OUT_DIR --jobs 2 --gpus-per-job 4 \\
+        [--partition gpu] [--account proj] [--incremental] [--dry-run]
+
+``--dry-run`` prints the job script dask-jobqueue would submit and exits. Run it inside a small
+CPU allocation (see distprove-cron.sbatch) or on a login node your site allows long processes
+on; the GPU nodes must reach this host on the scheduler port (``--interface`` picks the network).
+Needs ``pip install dask-jobqueue`` where this runs and ``distprove[gpu]`` on the GPU nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def make_cluster(
+    gpus_per_job: int = 1,
+    *,
+    cpus_per_gpu: int = 8,
+    memory_per_gpu: str = "64GiB",
+    walltime: str = "01:00:00",
+    partition: str | None = None,
+    account: str | None = None,
+    interface: str | None = None,
+    local_directory: str | None = None,
+    prologue: list[str] | None = None,
+    dashboard_address: str = ":8787",
+    **kwargs: Any,
+) -> Any:
+    """A ``dask_jobqueue.SLURMCluster`` whose jobs hold ``gpus_per_job`` GPUs and run dask-cuda.
+
+    dask-jobqueue renders ``python -m <worker_command> SCHEDULER --nthreads .. --memory-limit ..``;
+    ``worker_command="dask cuda worker"`` makes that ``python -m dask cuda worker`` (the ``dask``
+    command with dask-cuda's ``cuda`` subcommand). One job = ``gpus_per_job`` worker processes, so
+    ``processes`` equals the GPU count (dask-cuda names them ``<name>-0 ..``, the names jobqueue
+    expects), with one thread each; ``memory`` is the job's total so that each worker's
+    ``--memory-limit`` is ``memory_per_gpu``. SLURM gets the GPUs through ``--gres=gpu:N`` and
+    ``cpus_per_gpu`` cores per GPU (``--cpus-per-task``) for the host-side work.
+    Extra keyword arguments go to SLURMCluster unchanged.
+    """
+    from dask.utils import format_bytes, parse_bytes
+    from dask_jobqueue import SLURMCluster
+
+    if gpus_per_job < 1:
+        raise ValueError("gpus_per_job must be at least 1")
+    env = ["export DASK_DISTPROVE__BACKEND=gpu"]
+    return SLURMCluster(
+        cores=gpus_per_job,
+        processes=gpus_per_job,
+        memory=format_bytes(gpus_per_job * parse_bytes(memory_per_gpu)).replace(" ", ""),
+        job_cpu=gpus_per_job * cpus_per_gpu,
+        job_extra_directives=[f"--gres=gpu:{gpus_per_job}"],
+        worker_command="dask cuda worker",
+        walltime=walltime,
+        queue=partition,
+        account=account,
+        interface=interface,
+        local_directory=local_directory,
+        job_script_prologue=env + list(prologue or []),
+        scheduler_options={"dashboard_address": dashboard_address},
+        **kwargs,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the cluster, scale it to ``--jobs`` GPU jobs, run one batch, shut everything down."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("key")
+    p.add_argument("witness_dir")
+    p.add_argument("out_dir")
+    p.add_argument("--jobs", type=int, default=1, help="GPU jobs to start")
+    p.add_argument("--gpus-per-job", type=int, default=1)
+    p.add_argument("--cpus-per-gpu", type=int, default=8)
+    p.add_argument("--memory-per-gpu", default="64GiB", help="host memory per GPU worker")
+    p.add_argument("--walltime", default="01:00:00", help="of each GPU job")
+    p.add_argument("--partition")
+    p.add_argument("--account")
+    p.add_argument("--interface", help="network interface the workers reach the scheduler on, e.g. ib0")
+    p.add_argument("--prologue", action="append", default=[], help="shell line run before the worker (repeatable)")
+    p.add_argument("--python", help="Python on the GPU nodes (default: this one; a shared venv)")
+    p.add_argument("--dashboard-address", default=":8787", help="of the scheduler, in this process")
+    p.add_argument("--incremental", action="store_true", help="prove only witnesses without a verified proof yet")
+    p.add_argument("--wait", type=float, default=1800, help="seconds to wait for the first GPU job to start")
+    p.add_argument("--dry-run", action="store_true", help="print the job script and exit")
+    args = p.parse_args(argv)
+
+    from distprove import incremental
+
+    if args.incremental and not args.dry_run and not incremental.pending(args.witness_dir, args.key, args.out_dir):
+        print("nothing new to prove; no GPU job submitted", file=sys.stderr)
+        return 0
+    cluster = make_cluster(
+        args.gpus_per_job,
+        cpus_per_gpu=args.cpus_per_gpu,
+        memory_per_gpu=args.memory_per_gpu,
+        walltime=args.walltime,
+        partition=args.partition,
+        account=args.account,
+        interface=args.interface,
+        prologue=args.prologue,
+        dashboard_address=args.dashboard_address,
+        **({"python": args.python} if args.python else {}),
+    )
+    with cluster:
+        if args.dry_run:
+            print(cluster.job_script())
+            return 0
+        from distributed import Client
+
+        import distprove
+
+        cluster.scale(jobs=args.jobs)
+        with Client(cluster) as client:
+            print(f"dashboard: {client.dashboard_link}", file=sys.stderr)
+            client.wait_for_workers(1, timeout=args.wait)  # start with whatever is running; more join later
+            run = incremental.batch if args.incremental else distprove.batch
+            report = run(args.witness_dir, args.key, args.out_dir, client=client)
+            return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

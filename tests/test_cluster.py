@@ -1,0 +1,532 @@
+"""Cluster recipes and scheduled runs.
+
+* A real ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1 (CPU backend):
+  ``distprove batch --scheduler``, the same through ``DASK_SCHEDULER_ADDRESS``, the incremental
+  mode, the workers' ``/metrics`` pages, ``distprove info``, and ``cluster/local-gpu.sh`` with
+  CPU workers standing in for dask-cuda.
+* The incremental state rules without a cluster.
+* The recipes that cannot run here: the SLURM job script dask-jobqueue renders, the Kubernetes
+  manifests, the scrontab/sbatch files and the worker image's Dockerfile.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+import distprove
+from distprove import config, incremental
+from distprove.errors import FormatError
+from distprove.verify import verify
+
+from conftest import REPO_ROOT, snarkjs_verify
+
+CLUSTER_DIR = REPO_ROOT / "cluster"
+START_TIMEOUT_S = 90
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_env(**extra: str) -> dict[str, str]:
+    """The environment for cluster processes: CPU backend, no inherited scheduler address."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DASK_DISTPROVE__", "DASK_SCHEDULER_ADDRESS"))}
+    env["DASK_DISTPROVE__BACKEND"] = "cpu"
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "distprove.cli", *args], capture_output=True, text=True, env=env or cpu_env(), timeout=timeout
+    )
+
+
+def metrics_page(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of one Prometheus sample in an exposition page (0 when absent)."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        m = re.fullmatch(r"([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)", line)
+        if m and m.group(1) == name and ",".join(sorted((m.group(2) or "").split(","))) == want:
+            return float(m.group(3))
+    return 0.0
+
+
+def check_outputs(out: Path, names: list[str], vk: dict) -> None:
+    """Every named proof exists and verifies with distprove."""
+    for name in names:
+        proof, public = config.settings().output_paths(f"{name}.wtns", out)
+        assert proof.is_file() and public.is_file(), name
+        assert verify(vk, public, proof), name
+
+
+class LocalDaskCluster:
+    """A scheduler and worker processes started with the ``dask`` command (killed by their pids)."""
+
+    def __init__(self, tmp: Path, n_workers: int = 2) -> None:
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.worker_ports = [free_port() for _ in range(n_workers)]
+        self.procs: list[subprocess.Popen] = []
+        env = cpu_env()
+        logs = tmp / "logs"
+        logs.mkdir()
+        self._start(["dask", "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+                     "--dashboard-address", f"127.0.0.1:{free_port()}"], logs / "scheduler.log", env)
+        for i, wport in enumerate(self.worker_ports):
+            self._start(["dask", "worker", self.address, "--nthreads", "1", "--host", "127.0.0.1", "--name", f"w{i}",
+                         "--dashboard-address", f"127.0.0.1:{wport}", "--no-nanny"], logs / f"worker{i}.log", env)
+        from distributed import Client
+
+        with Client(self.address, timeout=START_TIMEOUT_S) as c:
+            c.wait_for_workers(n_workers, timeout=START_TIMEOUT_S)
+            self.workers = sorted(c.scheduler_info()["workers"])
+
+    def _start(self, cmd: list[str], log: Path, env: dict[str, str]) -> None:
+        with open(log, "wb") as f:
+            self.procs.append(subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env))
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            p.terminate()
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDaskCluster]:
+    cluster = LocalDaskCluster(tmp_path_factory.mktemp("dask-cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def chain_key(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    """mul_chain_1k imported into a key store (as a cluster would hold it)."""
+    store = tmp_path_factory.mktemp("keys") / "mul_chain_1k.zarr"
+    distprove.import_key(data_dir / "mul_chain_1k" / "circuit_final.zkey", store)
+    return store
+
+
+def chain_witnesses(data_dir: Path, dest: Path, names: list[str]) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for n in names:
+        shutil.copy(data_dir / "mul_chain_1k" / "witnesses" / f"{n}.wtns", dest / f"{n}.wtns")
+    return dest
+
+
+# --- a real scheduler and workers ----------------------------------------------------------------
+
+
+def test_batch_with_scheduler_option(dask_cluster: LocalDaskCluster, chain_key: Path, data_dir: Path, tmp_path: Path,
+                                     snarkjs: str) -> None:
+    names = ["witness_0", "witness_1", "witness_2"]
+    wdir = chain_witnesses(data_dir, tmp_path / "w", names)
+    out, report = tmp_path / "out", tmp_path / "report.json"
+    res = run_cli("batch", str(chain_key), str(wdir), "--out", str(out), "--scheduler", dask_cluster.address,
+                  "--report", str(report))
+    assert res.returncode == 0, res.stderr
+    rep = json.loads(report.read_text())
+    assert (rep["proved"], rep["failed"], rep["workers"]) == (3, 0, 2)
+    assert {r["worker"] for r in rep["results"]} <= set(dask_cluster.workers)
+    vk = distprove.open_key(chain_key).vk_json()
+    check_outputs(out, names, vk)
+    vk_path = tmp_path / "verification_key.json"
+    vk_path.write_text(json.dumps(vk))
+    proof, public = config.settings().output_paths("witness_1.wtns", out)
+    assert snarkjs_verify(vk_path, public, proof, snarkjs)
+
+
+def test_batch_with_env_scheduler_address(dask_cluster: LocalDaskCluster, data_dir: Path, tmp_path: Path) -> None:
+    wdir = tmp_path / "w"
+    wdir.mkdir()
+    shutil.copy(data_dir / "mini" / "witness.wtns", wdir / "mini_w.wtns")
+    key = data_dir / "mini" / "mini_0001.zkey"
+    before = sum(sample(metrics_page(p), "distprove_proofs_total", key=key.name) for p in dask_cluster.worker_ports)
+    res = run_cli("batch", str(key), str(wdir), "--out", str(tmp_path / "out"),
+                  env=cpu_env(DASK_SCHEDULER_ADDRESS=dask_cluster.address))
+    assert res.returncode == 0, res.stderr
+    check_outputs(tmp_path / "out", ["mini_w"], distprove.open_key(key).vk_json())
+    # the proof was made on the cluster's workers, not on a local cluster of the CLI
+    after = sum(sample(metrics_page(p), "distprove_proofs_total", key=key.name) for p in dask_cluster.worker_ports)
+    assert after == before + 1
+
+
+def test_incremental_proves_only_new_witnesses(dask_cluster: LocalDaskCluster, chain_key: Path, data_dir: Path,
+                                               tmp_path: Path) -> None:
+    from distributed import Client
+
+    wdir = chain_witnesses(data_dir, tmp_path / "w", ["witness_0", "witness_1"])
+    out = tmp_path / "out"
+    with Client(dask_cluster.address) as client:
+        first = incremental.batch(wdir, chain_key, out, client=client, backend="cpu", echo=None)
+        assert (len(first.proved), len(first.skipped), len(first.failed)) == (2, 0, 0)
+        stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("witness_*.json")}
+        chain_witnesses(data_dir, wdir, ["witness_2"])
+        assert [j.name for j in incremental.pending(wdir, chain_key, out)] == ["witness_2"]
+        second = incremental.batch(wdir, chain_key, out, client=client, backend="cpu", echo=None)
+    assert [r.name for r in second.proved] == ["witness_2"]
+    assert sorted(r.name for r in second.skipped) == ["witness_0", "witness_1"]
+    assert all("state file" in r.reason for r in second.skipped)
+    assert len(stamps) == 4
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("witness_*.json") if p.name in stamps} == stamps
+    check_outputs(out, ["witness_0", "witness_1", "witness_2"], distprove.open_key(chain_key).vk_json())
+    # nothing new: no cluster is contacted at all (this address has nobody listening)
+    third = incremental.batch(wdir, chain_key, out, scheduler=f"tcp://127.0.0.1:{free_port()}", backend="cpu", echo=None)
+    assert (len(third.proved), len(third.skipped)) == (0, 3)
+
+
+def test_worker_metrics_pages(dask_cluster: LocalDaskCluster, chain_key: Path, data_dir: Path, tmp_path: Path) -> None:
+    label = chain_key.name
+    pages = [metrics_page(p) for p in dask_cluster.worker_ports]
+    before = sum(sample(t, "distprove_proofs_total", key=label) for t in pages)
+    verify_before = sum(sample(t, "distprove_stage_seconds_count", stage="verify") for t in pages)
+    wdir = chain_witnesses(data_dir, tmp_path / "w", ["witness_0", "witness_2"])
+    res = run_cli("batch", str(chain_key), str(wdir), "--out", str(tmp_path / "out"), "--scheduler", dask_cluster.address)
+    assert res.returncode == 0, res.stderr
+    pages = [metrics_page(p) for p in dask_cluster.worker_ports]
+    assert sum(sample(t, "distprove_proofs_total", key=label) for t in pages) == before + 2
+    assert sum(sample(t, "distprove_stage_seconds_count", stage="verify") for t in pages) == verify_before + 2
+    joined = "\n".join(pages)
+    for name in ("distprove_proofs_total", "distprove_stage_seconds_bucket", "distprove_resident_key_bytes"):
+        assert name in joined
+    assert "dask_worker_tasks" in joined  # distributed's own metrics share the page
+
+
+def test_info_lists_workers_and_resident_keys(dask_cluster: LocalDaskCluster, chain_key: Path, data_dir: Path,
+                                              tmp_path: Path) -> None:
+    wdir = chain_witnesses(data_dir, tmp_path / "w", ["witness_1"])
+    assert run_cli("batch", str(chain_key), str(wdir), "--out", str(tmp_path / "out"),
+                   "--scheduler", dask_cluster.address).returncode == 0
+    res = run_cli("info", "--scheduler", dask_cluster.address)
+    assert res.returncode == 0, res.stderr
+    text = res.stdout
+    assert "2 worker(s)" in text
+    assert text.count("backend cpu") == 2
+    assert f"{chain_key}" in text  # a resident key, named by its path
+    assert "distprove " + distprove.__version__ in text and "versions: same as here" in text
+    for name in ("w0", "w1"):
+        assert f"name {name}" in text
+
+
+def test_info_without_scheduler_and_unreachable() -> None:
+    res = run_cli("info")
+    assert res.returncode == 0 and "no scheduler given" in res.stdout
+    res = run_cli("info", "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--timeout", "1")
+    assert res.returncode == 1
+    assert res.stderr.startswith("error: tcp://127.0.0.1:") and res.stderr.count("\n") == 1
+
+
+def test_local_gpu_script_with_cpu_workers(data_dir: Path, tmp_path: Path) -> None:
+    """cluster/local-gpu.sh end to end, with `dask worker` standing in for `dask cuda worker`."""
+    wdir = tmp_path / "w"
+    wdir.mkdir()
+    shutil.copy(data_dir / "mini" / "witness.wtns", wdir / "m.wtns")
+    key = data_dir / "mini" / "mini_0001.zkey"
+    env = cpu_env(
+        DISTPROVE_PORT=str(free_port()),
+        DISTPROVE_DASHBOARD=f"127.0.0.1:{free_port()}",
+        DISTPROVE_WORKERS="2",
+        DISTPROVE_WORKER_CMD="dask worker --nworkers 2 --nthreads 1",
+        DISTPROVE_LOG_DIR=str(tmp_path / "logs"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
+    res = subprocess.run(["bash", str(CLUSTER_DIR / "local-gpu.sh"), str(key), str(wdir), str(tmp_path / "out")],
+                         capture_output=True, text=True, env=env, timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 worker(s)" in res.stderr  # distprove info ran against the script's cluster
+    check_outputs(tmp_path / "out", ["m"], distprove.open_key(key).vk_json())
+    # the script stopped its scheduler: nothing listens on its port any more
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", int(env["DISTPROVE_PORT"])), timeout=5).close()
+
+
+# --- the incremental rules without a cluster -------------------------------------------------------
+
+
+@pytest.fixture
+def mini(data_dir: Path, tmp_path: Path) -> tuple[distprove.KeyStore, list[Path], Path]:
+    wdir = tmp_path / "w"
+    wdir.mkdir()
+    for n in ("a", "b", "c"):
+        shutil.copy(data_dir / "mini" / "witness.wtns", wdir / f"{n}.wtns")
+    return distprove.open_key(data_dir / "mini" / "mini_0001.zkey"), sorted(wdir.glob("*.wtns")), tmp_path / "out"
+
+
+def _prove_into(key, witness: Path, out: Path) -> None:
+    out.mkdir(exist_ok=True)
+    distprove.prove(key, witness, backend="cpu").write(*config.settings().output_paths(witness, out))
+
+
+def test_select_new_rules(mini) -> None:
+    key, ws, out = mini
+    assert incremental.select_new(ws, out, key=key) == ws
+    _prove_into(key, ws[0], out)
+    # rule 2: an existing proof the state does not know is verified and adopted
+    assert incremental.select_new(ws, out, key=key) == ws[1:]
+    state = json.loads((out / config.settings().state_file).read_text())
+    assert list(state["done"]) == ["a"]
+    # rule 1 needs no vk; a changed proof file is no longer "done"
+    assert incremental.select_new(ws, out) == ws[1:]
+    proof, public = config.settings().output_paths(ws[0], out)
+    proof.write_text(proof.read_text().replace("1", "2", 1))
+    assert incremental.select_new(ws, out) == ws
+    assert incremental.select_new(ws, out, key=key) == ws  # and it no longer verifies either
+
+
+def test_mark_done_failed_and_changed_witness(mini, data_dir: Path) -> None:
+    key, ws, out = mini
+    for w in ws[:2]:
+        _prove_into(key, w, out)
+    incremental.mark_done(out, ws[:2], key=key)
+    incremental.mark_failed(out, [(ws[2], f"{ws[2]}: bad witness")], key=key)
+    assert incremental.select_new(ws, out, key=key) == []
+    assert incremental.select_new(ws, out, key=key, retry_failed=True) == [ws[2]]
+    # a replaced witness (new mtime) is proved again, failed or done
+    for w in (ws[0], ws[2]):
+        st = w.stat()
+        os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert incremental.select_new(ws, out) == [ws[0], ws[2]]
+
+    other_vk = json.loads((data_dir / "mul_chain_1k" / "verification_key.json").read_text())
+
+    class OtherKey:
+        content_hash = "0" * 64
+
+        def vk_json(self) -> dict:
+            return other_vk
+
+    incremental.mark_done(out, ws, key=key)
+    assert incremental.select_new(ws, out, key=OtherKey()) == ws  # recorded for another key
+
+
+def test_state_file_is_checked(mini) -> None:
+    _, ws, out = mini
+    out.mkdir()
+    path = out / config.settings().state_file
+    for text, words in (("{not json", "not valid JSON"), ('{"version": 9}', "not a distprove state file")):
+        path.write_text(text)
+        with pytest.raises(FormatError) as err:
+            incremental.select_new(ws, out)
+        assert str(err.value).startswith(f"{path}: {words}") and "\n" not in str(err.value)
+
+
+def test_duplicate_names_rejected(mini, tmp_path: Path) -> None:
+    _, ws, out = mini
+    other = tmp_path / "x"
+    other.mkdir()
+    shutil.copy(ws[0], other / ws[0].name)
+    with pytest.raises(FormatError, match="same name"):
+        incremental.select_new([ws[0], other / ws[0].name], out)
+
+
+def test_run_lock_excludes_a_second_run(tmp_path: Path) -> None:
+    code = "import sys; from distprove import incremental as i\nwith i.run_lock(sys.argv[1]): print('got it')"
+    with incremental.run_lock(tmp_path):
+        res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+        assert res.returncode != 0 and "another distprove run" in res.stderr
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "got it" in res.stdout
+
+
+# --- recipes that cannot run here ----------------------------------------------------------------
+
+
+def _load_recipe(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_slurm_job_script() -> None:
+    pytest.importorskip("dask_jobqueue")
+    recipe = _load_recipe(CLUSTER_DIR / "slurm" / "slurm_cluster.py")
+    with recipe.make_cluster(4, cpus_per_gpu=6, memory_per_gpu="32GiB", partition="gpu", account="proj",
+                             dashboard_address="127.0.0.1:0") as cluster:
+        script = cluster.job_script()
+    directives = [line for line in script.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --gres=gpu:4" in directives
+    assert "#SBATCH --cpus-per-task=24" in directives
+    assert "#SBATCH -p gpu" in directives and "#SBATCH -A proj" in directives
+    command = next(line for line in script.splitlines() if " -m dask cuda worker " in line)
+    args = shlex.split(command)
+    assert args[1:5] == ["-m", "dask", "cuda", "worker"]
+    assert args[5].startswith("tcp://")
+    assert args[args.index("--nthreads") + 1] == "1"  # one thread per GPU worker
+    assert args[args.index("--memory-limit") + 1] == "32.00GiB"
+    assert "export DASK_DISTPROVE__BACKEND=gpu" in script
+
+
+def test_slurm_recipe_dry_run_and_scheduled_files(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("dask_jobqueue")
+    recipe = _load_recipe(CLUSTER_DIR / "slurm" / "slurm_cluster.py")
+    assert recipe.main(["key.zarr", "in", "out", "--gpus-per-job", "2", "--dashboard-address", "127.0.0.1:0", "--dry-run"]) == 0
+    assert "#SBATCH --gres=gpu:2" in capsys.readouterr().out
+    sbatch = CLUSTER_DIR / "slurm" / "distprove-cron.sbatch"
+    assert subprocess.run(["bash", "-n", str(sbatch)]).returncode == 0
+    text = sbatch.read_text()
+    assert "#SBATCH" in text and "slurm_cluster.py" in text and "--incremental" in text and "--begin=" in text
+    cron_lines = [line for line in (CLUSTER_DIR / "slurm" / "scrontab").read_text().splitlines()
+                  if line.strip() and not line.startswith("#")]
+    assert cron_lines
+    for line in cron_lines:
+        fields = line.split(None, 5)
+        assert len(fields) == 6 and all(re.fullmatch(r"[\d*/,-]+", f) for f in fields[:5]), line
+        assert "--incremental" in fields[5]
+
+
+def _manifests(name: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all((CLUSTER_DIR / "k8s" / name).read_text()) if d]
+
+
+def _gpu_worker_containers(cluster_spec: dict) -> list[dict]:
+    containers = cluster_spec["worker"]["spec"]["containers"]
+    assert containers and all(int(c["resources"]["limits"]["nvidia.com/gpu"]) >= 1 for c in containers)
+    return containers
+
+
+def _check_cluster_spec(spec: dict, name: str) -> None:
+    assert spec["worker"]["replicas"] >= 1
+    for c in _gpu_worker_containers(spec):
+        assert "distprove" in c["image"]
+        assert c["args"][:3] == ["dask", "cuda", "worker"]
+    scheduler = spec["scheduler"]
+    assert scheduler["spec"]["containers"][0]["args"][:2] == ["dask", "scheduler"]
+    service = scheduler["service"]
+    assert service["selector"] == {"dask.org/cluster-name": name, "dask.org/component": "scheduler"}
+    assert {p["port"] for p in service["ports"]} >= {8786, 8787}
+
+
+def test_k8s_daskcluster() -> None:
+    (doc,) = _manifests("daskcluster.yaml")
+    assert (doc["apiVersion"], doc["kind"]) == ("kubernetes.dask.org/v1", "DaskCluster")
+    _check_cluster_spec(doc["spec"], doc["metadata"]["name"])
+
+
+def test_k8s_daskjob() -> None:
+    (doc,) = _manifests("daskjob.yaml")
+    assert (doc["apiVersion"], doc["kind"]) == ("kubernetes.dask.org/v1", "DaskJob")
+    job = doc["spec"]["job"]["spec"]["containers"][0]
+    assert job["args"][:2] == ["distprove", "batch"] and "--incremental" in job["args"]
+    _check_cluster_spec(doc["spec"]["cluster"]["spec"], doc["metadata"]["name"])
+
+
+def test_k8s_cronjob_creates_the_daskjob() -> None:
+    docs = {d["kind"]: d for d in _manifests("cronjob.yaml")}
+    assert {"CronJob", "ServiceAccount", "Role", "RoleBinding", "ConfigMap"} <= set(docs)
+    cron = docs["CronJob"]
+    assert cron["apiVersion"] == "batch/v1"
+    fields = cron["spec"]["schedule"].split()
+    assert len(fields) == 5
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
+    assert "kubectl" in " ".join(pod["containers"][0]["command"] + pod["containers"][0].get("args", []))
+    rules = docs["Role"]["rules"]
+    assert any("kubernetes.dask.org" in r["apiGroups"] and "daskjobs" in r["resources"] and "create" in r["verbs"] for r in rules)
+    binding = docs["RoleBinding"]
+    assert binding["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == docs["ServiceAccount"]["metadata"]["name"]
+    # the DaskJob template the pod applies is itself a valid DaskJob
+    script = pod["containers"][0]["args"][0]
+    assert subprocess.run(["sh", "-n", "-c", script]).returncode == 0
+    mount = pod["containers"][0]["volumeMounts"][0]["mountPath"]
+    assert f"{mount}/daskjob.yaml" in script
+    (template,) = [d for d in yaml.safe_load_all(next(iter(docs["ConfigMap"]["data"].values()))) if d]
+    assert template["kind"] == "DaskJob"
+    name = template["metadata"]["name"]
+    _check_cluster_spec(template["spec"]["cluster"]["spec"], name)
+
+
+DOCKER_INSTRUCTIONS = {"FROM", "RUN", "CMD", "LABEL", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER",
+                       "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"}
+
+
+def _dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    out, current = [], ""
+    for line in path.read_text().splitlines():
+        if not current and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        current += line.rstrip()
+        if current.endswith("\\"):
+            current = current[:-1] + " "
+            continue
+        word, _, rest = current.strip().partition(" ")
+        out.append((word, rest.strip()))
+        current = ""
+    assert not current, "dangling line continuation"
+    return out
+
+
+def test_dockerfile_parses() -> None:
+    docker = CLUSTER_DIR / "docker"
+    instructions = _dockerfile_instructions(docker / "Dockerfile")
+    assert all(word in DOCKER_INSTRUCTIONS for word, _ in instructions), instructions
+    assert instructions[0][0] in ("FROM", "ARG")
+    base = next(rest for word, rest in instructions if word == "FROM")
+    assert base.startswith("nvidia/cuda:")
+    assert any(word == "RUN" and "pip install" in rest for word, rest in instructions)
+    assert any(word == "ARG" and "distprove[gpu]" in rest for word, rest in instructions)
+    entry = json.loads(next(rest for word, rest in instructions if word == "ENTRYPOINT"))[0]
+    runs = " ".join(rest for word, rest in instructions if word == "RUN")
+    copies = [rest.split() for word, rest in instructions if word == "COPY"]
+    for *sources, dest in copies:
+        for src in sources:
+            assert "*" in src or (docker / src).exists(), f"COPY source {src} is missing"
+    # the entrypoint is a file of the build context, copied to its path or installed there by a RUN
+    (script,) = [docker / src for *sources, dest in copies for src in sources if "*" not in src
+                 and (dest == entry or (src in runs and entry in runs))]
+    assert os.access(script, os.X_OK)
+    assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+    json.loads(next(rest for word, rest in instructions if word == "CMD"))  # exec form
+
+
+def test_entrypoint_runs_its_arguments(tmp_path: Path) -> None:
+    entry = str(CLUSTER_DIR / "docker" / "entrypoint.sh")
+    res = subprocess.run([entry, "sh", "-c", "echo hello $0", "x"], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0 and res.stdout.strip() == "hello x"
+    # options alone go to the default dask-cuda worker (a stand-in `dask` records its arguments)
+    fake = tmp_path / "dask"
+    fake.write_text('#!/bin/sh\necho "dask $*"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    res = subprocess.run([entry, "--nthreads", "1"], capture_output=True, text=True, timeout=30, env=env)
+    assert res.returncode == 0 and res.stdout.strip() == "dask cuda worker --nthreads 1"
+
+
+def test_shell_recipes_parse() -> None:
+    for script in (CLUSTER_DIR / "local-gpu.sh", CLUSTER_DIR / "slurm" / "distprove-cron.sbatch"):
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, script
+    assert os.access(CLUSTER_DIR / "local-gpu.sh", os.X_OK)
