@@ -2,8 +2,9 @@
 
 Per key (by ``key.content_hash``) the bases and the coefficient CSR are uploaded once, on first
 use, exactly as the key stores them (Montgomery limbs, coef*R^2 values: no conversion), and stay
-resident. When a device allocation fails, the least recently used other keys are evicted and the
-allocation is retried. Vectors stay on the device: gather gives Montgomery-form evaluations
+resident. When the device runs out of memory (uploading, or in any stage), CuPy's cached blocks
+are freed and then the least recently used other keys are evicted, one at a time, retrying after
+each. Vectors stay on the device: gather gives Montgomery-form evaluations
 (wrapped in :class:`MontVector`), h_scalars a standard-form ``(n, 8)`` array the H MSM takes
 directly; only window sums come back to the host.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from . import ntt as gpu_ntt
 from .gather import DeviceCsr, gather
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 UPLOAD_ROWS_BYTES = 64 << 20
@@ -66,12 +68,18 @@ class GpuBackend(Backend):
             self._states.pop(content_hash, None)
         self.cp.get_default_memory_pool().free_all_blocks()
 
-    def _alloc(self, keep: str, shape: tuple[int, ...]) -> Any:
-        """cupy.empty, evicting least recently used keys other than ``keep`` while memory is short."""
+    def _retry_oom(self, keep: str, fn: Callable[..., T], *args: Any) -> T:
+        """fn(*args); when the device runs out of memory, free CuPy's cached blocks, then evict
+        least recently used keys other than ``keep`` one at a time, retrying after each."""
+        freed = False
         while True:
             try:
-                return self.cp.empty(shape, dtype=self.cp.uint32)
+                return fn(*args)
             except self.cp.cuda.memory.OutOfMemoryError:
+                if not freed:
+                    freed = True
+                    self.cp.get_default_memory_pool().free_all_blocks()
+                    continue
                 victims = [h for h in self._states if h != keep]
                 if not victims:
                     raise
@@ -85,7 +93,7 @@ class GpuBackend(Backend):
         if dev is None:
             src = getattr(key, attr)
             shape = tuple(int(s) for s in src.shape)
-            dev = self._alloc(key.content_hash, shape)
+            dev = self._retry_oom(key.content_hash, self.cp.empty, shape, self.cp.uint32)
             row_bytes = max(1, 4 * int(np.prod(shape[1:], dtype=np.int64)))
             step = max(1, UPLOAD_ROWS_BYTES // row_bytes)
             for lo in range(0, shape[0], step):
@@ -113,7 +121,7 @@ class GpuBackend(Backend):
         a_csr, b_csr = self._csr(key, "a"), self._csr(key, "b")
         if a_csr.rows != key.domain_size:
             raise ValueError(f"CSR has {a_csr.rows} rows, the key's domain is {key.domain_size}")
-        a, b, c = gather(a_csr, b_csr, w)
+        a, b, c = self._retry_oom(key.content_hash, gather, a_csr, b_csr, w)
         return Evals(MontVector(a), MontVector(b), MontVector(c))
 
     def h_scalars(self, key: Any, evals: Evals) -> Any:
@@ -121,8 +129,11 @@ class GpuBackend(Backend):
 
         Works on copies: the evaluations in ``evals`` are left as they were.
         """
-        a, b, c = (v.data.copy() for v in evals)
-        return self.engine.h_scalars(a, b, c)
+        def run() -> Any:
+            a, b, c = (v.data.copy() for v in evals)
+            return self.engine.h_scalars(a, b, c)
+
+        return self._retry_oom(key.content_hash, run)
 
     def msm_windows(self, key: Any, which: str, scalars: Any, c: int, lo: int, hi: int) -> list[Affine]:
         group = msm_group(which)
@@ -130,7 +141,7 @@ class GpuBackend(Backend):
         s = self.cp.asarray(scalars, dtype=self.cp.uint32)
         if which == "C":
             s = s[key.n_public + 1 :]
-        return gpu_msm.msm_windows(group, bases, s, c, lo, hi)
+        return self._retry_oom(key.content_hash, gpu_msm.msm_windows, group, bases, s, c, lo, hi)
 
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
         x = self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32).reshape(-1, 8))
