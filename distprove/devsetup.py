@@ -158,6 +158,7 @@ def lagrange_odd_coset(tau: int, k: int) -> np.ndarray:
 # (_JOB) and whose outputs go into shared anonymous memory maps, so nothing big is pickled.
 
 _JOB: dict[str, Any] = {}
+_TASK_SIZE = 1 << 20
 
 
 def _shared(shape: tuple[int, ...], dtype: Any = "<u4") -> np.ndarray:
@@ -176,6 +177,11 @@ def _run(task: Callable[..., None], args: list[tuple[int, int]], workers: int) -
         return
     with multiprocessing.get_context("fork").Pool(min(workers, len(args))) as pool:
         pool.starmap(task, args, chunksize=1)
+
+
+def _parts(total: int, workers: int) -> int:
+    """Task count: 4 per worker for balance, and at least one per _TASK_SIZE elements to bound memory."""
+    return max(4 * max(workers, 1), -(-total // _TASK_SIZE))
 
 
 def _ranges(total: int, parts: int) -> list[tuple[int, int]]:
@@ -249,7 +255,7 @@ def key_scalars(r1cs: R1CS, toxic: Toxic, workers: int = 1) -> dict[str, np.ndar
     n_pub = r1cs.n_pub_out + r1cs.n_pub_in
     k = domain_power(r1cs.n_constraints, n_pub)
     n, nv = 1 << k, r1cs.n_wires
-    parts = 4 * max(workers, 1)
+    parts = _parts(max(n, nv), workers)
     terms = _sorted_terms(r1cs, n_pub)
     _JOB.clear()
     _JOB.update(
@@ -313,7 +319,7 @@ def coefficient_records(r1cs: R1CS, workers: int = 1) -> np.ndarray:
     _JOB.clear()
     _JOB.update(records=records, rec_coef=coef, rec_src=src)
     try:
-        _run(_records_task, _ranges(total, 4 * max(workers, 1)), workers)
+        _run(_records_task, _ranges(total, _parts(total, workers)), workers)
     finally:
         _JOB.clear()
     return records
