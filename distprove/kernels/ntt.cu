@@ -3,8 +3,8 @@
 // WHAT THIS FILE DECIDES, AND WHY
 // * One transform of size N = 2^L is a chain of P passes (the four-step split applied
 //   recursively, N = n_1 * n_2 * ... * n_P, n_p = 2^m_p <= 2^10). Pass p does, for every row
-//   and column of the current view, a sub-NTT of size n_p entirely in shared memory (m_p
-//   butterfly levels per launch, one barrier per level), then multiplies by the four-step
+//   and column of the current view, a sub-NTT of size n_p entirely in shared memory (all m_p
+//   butterfly levels in one launch), then multiplies by the four-step
 //   twiddle w_{N_p}^{c*k} read from a table laid out like the data (coalesced, no extra
 //   multiplications to make it). Global memory is touched twice per pass (read + write), so
 //   a 2^24 NTT is 3 passes, not 24. Inside a pass two butterfly levels are done per barrier
@@ -28,7 +28,10 @@
 // * Kernel bodies are DP_INLINE functions of (block, thread, threads): every phase loops
 //   over its work items with stride `threads`, so a host build that runs one "thread" per
 //   block executes the same code sequentially (tests/test_kernels_compile.py does that
-//   against distprove/bn254.py). DP_SYNC is __syncthreads on the device, nothing on the host.
+//   against the CPU reference). DP_SYNC is __syncthreads on the device, nothing on the host.
+// * Twiddle and coset tables are made once per size on the device by dp_ntt_pow_table from a
+//   two-level power table (base^i and base^(i*2^14), built on the host): one multiplication
+//   per entry.
 // * Shared memory is structure-of-arrays (limb l of slot i at sm[l*NTT_E + i]) so a warp
 //   touching consecutive slots hits 32 distinct banks.
 
