@@ -223,6 +223,10 @@ class BatchOptions:
     max_keys: int | None = None
     dashboard_address: str | None = "127.0.0.1:8787"
     host: str = "127.0.0.1"
+    verify_group: int = 8
+    """Proofs checked together by one batched pairing check (at most; fewer when the batch is idle)."""
+    verify_wait: float = 1.0
+    """Seconds a ready proof may wait for others to share its pairing check."""
     on_result: Callable[[ProofResult], Any] | None = None
     """Called in the client for each result as it arrives (progress bars, tests)."""
     on_start: Callable[[int], Any] | None = None
@@ -274,26 +278,38 @@ def _label(key_path: str) -> str:
     return os.path.basename(os.path.normpath(key_path))
 
 
-def _collect(client: Any, plan: Any, pending: dict[Any, tuple[Job, list[Any]]], emit: Callable[..., None], verify_slots: int) -> None:
-    """Gather the proofs as their reducers finish and check-and-write them in adaptive groups.
+def _collect(
+    client: Any,
+    plan: Any,
+    pending: dict[Any, tuple[Job, list[Any]]],
+    emit: Callable[..., None],
+    verify_slots: int,
+    group_size: int,
+    max_wait: float,
+) -> None:
+    """Gather the proofs as their reducers finish and check-and-write them in groups.
 
-    A verify-write task is submitted as soon as a proof is ready and fewer than ``verify_slots``
-    are running; otherwise ready proofs wait and go together in the next one (one batched
-    pairing check for all of them), so an idle cluster gets low latency and a busy one cheap checks.
+    Ready proofs go to a verify-write task (one batched pairing check for the group) when a slot
+    is free (fewer than ``verify_slots`` running) and either ``group_size`` proofs are ready, the
+    oldest has waited ``max_wait`` seconds, or no other proof is still being computed. A lone
+    proof is therefore checked at once, and a busy batch pays the cheaper batched check.
     """
     from distributed import as_completed
 
     from distprove import graph
 
     by_name = {job.name: (job, futs) for job, futs in pending.values()}
+    computing = len(pending)
     ready: list[Any] = []
+    ready_since = 0.0
     checking: dict[Any, list[Any]] = {}
     groups = 0
     stream = as_completed(list(pending))
 
     def flush() -> None:
         nonlocal groups, ready
-        if ready and len(checking) < verify_slots:
+        due = len(ready) >= group_size or computing == 0 or time.monotonic() - ready_since >= max_wait
+        if ready and due and len(checking) < verify_slots:
             fut = graph.submit_verify_write(client, ready, plan, groups)
             checking[fut], ready, groups = ready, [], groups + 1
             stream.add(fut)
@@ -303,26 +319,32 @@ def _collect(client: Any, plan: Any, pending: dict[Any, tuple[Job, list[Any]]], 
         for f in futures:
             f.release()
 
-    for fut in stream:
-        if fut in pending:
-            job, futures = pending[fut]
+    while not stream.is_empty() or ready:
+        if not stream.has_ready():
+            time.sleep(0.01)
+            flush()
+            continue
+        for fut in stream.next_batch(block=False):
+            if fut in checking:
+                group = checking.pop(fut)
+                try:
+                    outcomes = fut.result()
+                except Exception as exc:
+                    for r in group:
+                        finish(*pending.pop(r), FAILED, _reason(exc))
+                else:
+                    for r in group:
+                        del pending[r]
+                    for out in outcomes:
+                        finish(*by_name[out.name], out.status, out.reason, out.worker, out.seconds)
+                continue
+            computing -= 1
             if fut.status == "finished":
+                if not ready:
+                    ready_since = time.monotonic()
                 ready.append(fut)
             else:
-                del pending[fut]
-                finish(job, futures, FAILED, _reason(fut.exception()))
-        else:
-            group = checking.pop(fut)
-            try:
-                outcomes = fut.result()
-            except Exception as exc:
-                for r in group:
-                    finish(*pending.pop(r), FAILED, _reason(exc))
-            else:
-                for r in group:
-                    del pending[r]
-                for out in outcomes:
-                    finish(*by_name[out.name], out.status, out.reason, out.worker, out.seconds)
+                finish(*pending.pop(fut), FAILED, _reason(fut.exception()))
         flush()
 
 
@@ -413,7 +435,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 spec = ProofSpec(job.name, job.witness, info.path, info.content_hash, job.proof_path, job.public_path)
                 reducer, futures = graph.submit_proof(client, spec, info, plan, i, priority=len(planned) - i)
                 pending[reducer] = (job, futures)
-            _collect(client, plan, pending, emit, verify_slots=max(1, len(workers)))
+            _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait)
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):
@@ -439,7 +461,7 @@ def batch(
     ``distributed.Client`` (default: ``scheduler=`` / ``DASK_SCHEDULER_ADDRESS``, else a local
     cluster). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
     mode (auto|data|split), n_workers, fourstep_min_domain, windows_per_task, verify, max_keys,
-    dashboard_address, host, on_result, on_start, echo.
+    verify_group, verify_wait, dashboard_address, host, on_result, on_start, echo.
     """
     from distprove.cluster import connect
 

@@ -285,3 +285,20 @@ def test_worker_state_lru(tmp_path, mini_store) -> None:
     b = st.key(str(MUL_ZKEY))
     assert st.resident == [b.content_hash]
     assert a.domain_size == 8 and a.a.shape == (a.n_vars, 16) and a.__dict__["a"] is a.a  # read once, kept
+
+
+def test_ready_proofs_share_one_pairing_check(client, tmp_path) -> None:
+    """Proofs that are ready together are checked by one verify-write task (verify_many), not one each."""
+    from distributed import get_task_stream
+
+    for i in range(6):
+        shutil.copy(MINI_WTNS, tmp_path / f"m{i}.wtns")
+    with get_task_stream(client) as ts:
+        report = distprove.batch(
+            tmp_path, key=MINI_ZKEY, client=client, backend="cpu", verify_group=6, verify_wait=60, echo=None
+        )
+    assert len(report.proved) == 6
+    groups = {rec["key"] for rec in ts.data if rec["key"][0] == "verify-write"}
+    assert 1 <= len(groups) < 6
+    out = tmp_path / "proofs"
+    assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(6)]) == [True] * 6
