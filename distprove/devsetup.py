@@ -347,27 +347,36 @@ def window_table_limbs(group: Group) -> np.ndarray:
     return bn254.points_to_limbs(group, [p for row in window_table(group) for p in row])
 
 
-def fixed_base_cpu(group: Group, scalars: np.ndarray, chunk: int = 1 << 14) -> np.ndarray:
+def fixed_base_cpu(group: Group, scalars: np.ndarray, chunk: int = 1 << 14, workers: int = 1) -> np.ndarray:
     """[s]·G for each standard-form scalar row of ``scalars`` ((n, 8) uint32, < r): (n, 16|32) limbs.
 
-    One mixed addition per nonzero byte of the scalar, then one batch conversion to affine per chunk.
+    One mixed addition per nonzero byte of the scalar, then one batch conversion to affine per
+    ``chunk`` points; chunks are shared among ``workers`` forked processes.
     """
-    table = window_table(group)
     a = np.ascontiguousarray(scalars, dtype="<u4").reshape(-1, 8)
-    digits = a.view(np.uint8).reshape(-1, 32)
-    out = np.zeros((a.shape[0], group.limbs), dtype="<u4")
+    window_table(group)  # built once here, inherited by forked workers
+    _JOB.clear()
+    _JOB.update(group=group, digits=a.view(np.uint8).reshape(-1, 32), out=_shared((a.shape[0], group.limbs)))
+    try:
+        _run(_fixed_base_task, [(lo, min(lo + chunk, a.shape[0])) for lo in range(0, a.shape[0], chunk)], workers)
+        return np.array(_JOB["out"])
+    finally:
+        _JOB.clear()
+
+
+def _fixed_base_task(lo: int, hi: int) -> None:
+    group = _JOB["group"]
+    table = window_table(group)
     inf = bn254.to_jacobian(group, None)
     madd = bn254.jac_add_affine
-    for lo in range(0, a.shape[0], chunk):
-        jac = []
-        for row in digits[lo : lo + chunk].tolist():
-            acc = inf
-            for w, d in enumerate(row):
-                if d:
-                    acc = madd(group, acc, table[w][d])
-            jac.append(acc)
-        out[lo : lo + len(jac)] = bn254.points_to_limbs(group, bn254.batch_to_affine(group, jac))
-    return out
+    jac = []
+    for row in _JOB["digits"][lo:hi].tolist():
+        acc = inf
+        for w, d in enumerate(row):
+            if d:
+                acc = madd(group, acc, table[w][d])
+        jac.append(acc)
+    _JOB["out"][lo:hi] = bn254.points_to_limbs(group, bn254.batch_to_affine(group, jac))
 
 
 def gpu_available() -> bool:
@@ -380,15 +389,16 @@ def gpu_available() -> bool:
         return False
 
 
-def fixed_base(group: Group, scalars: np.ndarray, device: str = "auto") -> np.ndarray:
-    """[s]·G for every scalar row, as Montgomery limbs; ``device`` is "auto", "cpu" or "gpu"."""
+def fixed_base(group: Group, scalars: np.ndarray, device: str = "auto", workers: int = 1) -> np.ndarray:
+    """[s]·G for every scalar row, as Montgomery limbs; ``device`` is "auto", "cpu" or "gpu"
+    (``workers`` processes on the CPU)."""
     if device == "gpu" or (device == "auto" and gpu_available()):
         from .backends.gpu.fixedbase import fixed_base_gpu
 
         return fixed_base_gpu(group, scalars)
     if device not in ("auto", "cpu"):
         raise ValueError(f"device must be auto, cpu or gpu, not {device!r}")
-    return fixed_base_cpu(group, scalars)
+    return fixed_base_cpu(group, scalars, workers=workers)
 
 
 # --- the key -----------------------------------------------------------------------------
@@ -481,12 +491,8 @@ def build_key(r1cs: R1CS, toxic: Toxic, device: str = "auto", workers: int | Non
     records = coefficient_records(r1cs, workers)
     lap("coefficients")
     pts = {
-        "a": fixed_base(G1, scal["a"], device),
-        "b1": fixed_base(G1, scal["b"], device),
-        "b2": fixed_base(G2, scal["b"], device),
-        "c": fixed_base(G1, scal["c"], device),
-        "h": fixed_base(G1, scal["h"], device),
-        "ic": fixed_base(G1, scal["ic"], device),
+        name: fixed_base(group, scal[src], device, workers)
+        for name, group, src in (("a", G1, "a"), ("b1", G1, "b"), ("b2", G2, "b"), ("c", G1, "c"), ("h", G1, "h"), ("ic", G1, "ic"))
     }
     lap("fixed_base")
     log.info("dev setup of %d signals, domain 2^%d: %s", r1cs.n_wires, k, timings)

@@ -308,11 +308,12 @@ def edge_scalars(n: int, seed: int) -> np.ndarray:
     return limbs_from_field(np.array(vals, dtype=object))
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("group", [G1, G2], ids=["G1", "G2"])
-def test_fixed_base_cpu_equals_mul(group: bn254.Group) -> None:
+def test_fixed_base_cpu_equals_mul(group: bn254.Group, workers: int) -> None:
     s = edge_scalars(12, seed=1)
     want = scalar_points(group, bn254.ints_from_limbs(s))
-    assert np.array_equal(fixed_base_cpu(group, s, chunk=5), want)
+    assert np.array_equal(fixed_base_cpu(group, s, chunk=5, workers=workers), want)
     assert not want[0].any()
 
 
