@@ -372,7 +372,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
 
     if opts.on_start is not None:
         opts.on_start(len(jobs))
-    workers = tuple(sorted(client.scheduler_info()["workers"]))
+    workers = tuple(sorted(client.nthreads()))
     mode = ""
     with get_task_stream(client) as stream, span("distprove-batch"):
         todo = []

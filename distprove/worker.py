@@ -137,6 +137,11 @@ class ProverState(WorkerPlugin):
         """Content hashes of the resident keys, least recently used first."""
         return list(self._keys)
 
+    @property
+    def resident_paths(self) -> dict[str, str]:
+        """The resident keys as {content hash: path they were read from}, least recently used first."""
+        return {h: k.path for h, k in self._keys.items()}
+
     def fourstep(self) -> ModuleType:
         """The four-step NTT block functions: the backend's own (``backend.fourstep``) or the CPU ones."""
         return getattr(self.backend, "fourstep", cpu_fourstep)

@@ -282,6 +282,7 @@ def test_worker_state_lru(tmp_path, mini_store) -> None:
     st.setup(FakeWorker())
     a = st.key(str(mini_store))
     assert st.key(str(mini_store)) is a and st.resident == [a.content_hash]
+    assert st.resident_paths == {a.content_hash: str(mini_store)}
     b = st.key(str(MUL_ZKEY))
     assert st.resident == [b.content_hash]
     assert a.domain_size == 8 and a.a.shape == (a.n_vars, 16) and a.__dict__["a"] is a.a  # read once, kept

@@ -125,7 +125,7 @@ def test_distributed_ntt_equals_single_ntt(client, k: int, count: int) -> None:
     n = 1 << k
     values = random_values(n, count)
     src = client.scatter(values)
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = sorted(client.nthreads())
     be = CpuBackend()
     for inverse in (False, True):
         got = submit_ntt(client, "test", src, n, inverse, workers, tag=f"{k}-{inverse}").result()
@@ -144,7 +144,7 @@ def test_distributed_h_equals_backend_h_scalars(client) -> None:
     n = 1 << 7
     evals = random_values(n, 3)
     prepared = client.scatter(Prepared(np.zeros((1, 8), dtype="<u4"), None, evals))
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = sorted(client.nthreads())
     hs, futures = submit_h_fourstep(client, "h", prepared, n, workers, tag="t")
     wait(futures)
     placed = {w for f in futures for w in client.who_has([f])[f.key]}
