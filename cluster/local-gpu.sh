@@ -10,12 +10,13 @@
 #   DISTPROVE_WORKER_CMD   worker command, before the address  (default "dask cuda worker";
 #                          on a CPU-only host: "dask worker --nworkers 2 --nthreads 1")
 #   DISTPROVE_LOG_DIR      where scheduler.log and workers.log go (default: a new temp folder)
+#   DISTPROVE_PYTHON       Python with distributed, to wait for the workers (default python3)
 #   DISTPROVE_KEEP=1       leave the cluster running after the batch (prints how to stop it)
 # Any DASK_DISTPROVE__* variable (e.g. DASK_DISTPROVE__BACKEND=gpu) reaches the workers too.
 set -euo pipefail
 
 if [ $# -lt 3 ]; then
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 KEY=$1 WITNESS_DIR=$2 OUT_DIR=$3
@@ -46,7 +47,7 @@ PIDS+=($!)
 $WORKER_CMD "$ADDRESS" --host 127.0.0.1 >"$LOG_DIR/workers.log" 2>&1 &
 PIDS+=($!)
 
-python - "$ADDRESS" "$DISTPROVE_WORKERS" <<'PY'
+"${DISTPROVE_PYTHON:-python3}" - "$ADDRESS" "$DISTPROVE_WORKERS" <<'PY'
 import sys
 from distributed import Client
 with Client(sys.argv[1], timeout="60s") as c:

@@ -259,6 +259,7 @@ def test_local_gpu_script_with_cpu_workers(data_dir: Path, tmp_path: Path) -> No
         DISTPROVE_WORKERS="2",
         DISTPROVE_WORKER_CMD="dask worker --nworkers 2 --nthreads 1",
         DISTPROVE_LOG_DIR=str(tmp_path / "logs"),
+        DISTPROVE_PYTHON=sys.executable,
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     )
     res = subprocess.run(["bash", str(CLUSTER_DIR / "local-gpu.sh"), str(key), str(wdir), str(tmp_path / "out")],
