@@ -530,3 +530,23 @@ def test_shell_recipes_parse() -> None:
     for script in (CLUSTER_DIR / "local-gpu.sh", CLUSTER_DIR / "slurm" / "distprove-cron.sbatch"):
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, script
     assert os.access(CLUSTER_DIR / "local-gpu.sh", os.X_OK)
+
+
+def _flat_keys(d: dict, prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for k, v in d.items():
+        out |= _flat_keys(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}"}
+    return out
+
+
+def test_readme_yaml_snippets_use_real_settings() -> None:
+    """Every YAML block of cluster/README.md parses; the TLS block names only distributed's own settings."""
+    import dask.config
+    import distributed  # noqa: F401  (registers distributed's defaults)
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (CLUSTER_DIR / "README.md").read_text(), re.S)
+    docs = [yaml.safe_load(b) for b in blocks]
+    tls = next(d for d in docs if "distributed" in d)
+    defaults = _flat_keys({"distributed": dask.config.get("distributed")})
+    assert _flat_keys(tls) <= defaults, _flat_keys(tls) - defaults
+    assert any("scrape_configs" in d for d in docs)
