@@ -305,3 +305,181 @@ def test_curve_ops_match_python(lib: ctypes.CDLL, group: bn254.Group) -> None:
     k = np.array(ks, dtype=np.uint32)
     got = _dec_xyzz(group, _curve_op(lib, group, "mul_u32", p[: len(ks)], p[: len(ks)], k))
     assert got == [bn254.mul(group, x, kk) if x is not None else None for x, kk in zip(lhs, ks)]
+
+
+# --- the whole MSM pipeline, emulated on the host ------------------------------------------
+#
+# msm.cu compiles as host C++ with a small shim (blocks run one after another; a block whose
+# kernel uses __syncthreads runs its threads as OS threads with a std::barrier), and the real
+# host driver distprove/backends/gpu/msm.py runs against it with numpy standing in for CuPy.
+# This checks the counting sort, segmentation, fold, reduction and launch geometry in CI.
+
+EMU_SHIM = r"""
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+struct EmuDim { unsigned x, y, z; };
+static thread_local EmuDim threadIdx, blockIdx;
+static EmuDim blockDim, gridDim;
+// A blocking (not spinning) barrier: the host may have far fewer cores than a block has threads.
+struct EmuBarrier {
+    std::mutex m;
+    std::condition_variable cv;
+    unsigned count, waiting = 0, phase = 0;
+    explicit EmuBarrier(unsigned n) : count(n) {}
+    void wait() {
+        std::unique_lock<std::mutex> lock(m);
+        unsigned my = phase;
+        if (++waiting == count) { waiting = 0; phase++; cv.notify_all(); return; }
+        cv.wait(lock, [&] { return phase != my; });
+    }
+};
+static EmuBarrier* emu_barrier;
+#define __global__
+#define __shared__ static
+inline void __syncthreads() { emu_barrier->wait(); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicSub(unsigned* p, unsigned v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+#include "field.cuh"
+#include "curve.cuh"
+#include "msm.cu"
+
+static void emu_launch(unsigned gx, unsigned gy, unsigned bx, bool sync, const std::function<void()>& body) {
+    gridDim = {gx, gy, 1};
+    blockDim = {bx, 1, 1};
+    for (unsigned y = 0; y < gy; y++)
+        for (unsigned x = 0; x < gx; x++) {
+            if (!sync) {
+                blockIdx = {x, y, 0};
+                for (unsigned t = 0; t < bx; t++) { threadIdx = {t, 0, 0}; body(); }
+                continue;
+            }
+            EmuBarrier bar(bx);
+            emu_barrier = &bar;
+            std::vector<std::thread> threads;
+            for (unsigned t = 0; t < bx; t++)
+                threads.emplace_back([=, &body] { blockIdx = {x, y, 0}; threadIdx = {t, 0, 0}; body(); });
+            for (auto& th : threads) th.join();
+        }
+}
+#define EMU(name, sync, args, ...) \
+    extern "C" void host_##name(unsigned gx, unsigned gy, unsigned bx, __VA_ARGS__) { \
+        emu_launch(gx, gy, bx, sync, [&] { name args; }); }
+EMU(msm_count, false, (s, cnt, n, c, lo, nw, nb), const u32* s, u32* cnt, u32 n, u32 c, u32 lo, u32 nw, u32 nb)
+EMU(msm_scatter, false, (s, cur, e, n, c, lo, nw, nb), const u32* s, u32* cur, MsmEntry* e, u32 n, u32 c, u32 lo,
+    u32 nw, u32 nb)
+#define EMU_GROUP(G, F)                                                                                   \
+    EMU(msm_clear_##G, false, (b, rows), Xyzz<F>* b, u32 rows)                                            \
+    EMU(msm_accumulate_##G, false, (e, bs, cur, cnt, rows, len, sl, b, sr, sp), const MsmEntry* e,        \
+        const Aff<F>* bs, const u32* cur, const u32* cnt, u32 rows, u32 len, u32 sl, Xyzz<F>* b, u32* sr,  \
+        Xyzz<F>* sp)                                                                                      \
+    EMU(msm_fold_##G, false, (ir, ip, m, len, g, b, orr, op), const u32* ir, const Xyzz<F>* ip, u32 m,    \
+        u32 len, u32 g, Xyzz<F>* b, u32* orr, Xyzz<F>* op)                                                \
+    EMU(msm_reduce_##G, true, (b, nb, seg, p), const Xyzz<F>* b, u32 nb, u32 seg, Xyzz<F>* p)             \
+    EMU(msm_ones_##G, true, (s, bs, n, o), const u32* s, const Aff<F>* bs, u32 n, Xyzz<F>* o)            \
+    EMU(msm_sum_groups_##G, true, (i, cnt, o), const Xyzz<F>* i, u32 cnt, Xyzz<F>* o)
+EMU_GROUP(g1, Fq)
+EMU_GROUP(g2, Fq2)
+"""
+
+
+class _EmuModule:
+    """Stands in for the cupy.RawModule of msm.cu: get_function returns a host launcher."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+
+    def get_function(self, name: str):
+        fn = getattr(self.lib, "host_" + name)
+
+        def launch(grid: tuple, block: tuple, args: tuple) -> None:
+            gx, gy = grid[0], grid[1] if len(grid) > 1 else 1
+            conv = [ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else ctypes.c_uint32(int(a))
+                    for a in args]
+            fn(ctypes.c_uint32(gx), ctypes.c_uint32(gy), ctypes.c_uint32(block[0]), *conv)
+
+        return launch
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory: pytest.TempPathFactory):
+    cxx = next((shutil.which(c) for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
+    if cxx is None:
+        pytest.skip("no C++ compiler to build the MSM emulation")
+    d = tmp_path_factory.mktemp("msm_emu")
+    src = d / "emu.cpp"
+    src.write_text(EMU_SHIM)
+    so = d / "emu.so"
+    cmd = [cxx, "-O1", "-std=c++17", "-shared", "-fPIC", "-pthread", "-I", str(KERNELS), str(src), "-o", str(so)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return _EmuModule(ctypes.CDLL(str(so)))
+
+
+@pytest.fixture()
+def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
+    """distprove.backends.gpu.msm with numpy as 'cupy' and the emulated kernels; small slices/folds."""
+    import sys
+    import types
+
+    import distprove.backends.gpu.msm as gm
+
+    fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
+                                 asnumpy=np.asarray, ndarray=np.ndarray)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(gm, "get_module", lambda name: emu)
+    monkeypatch.setattr(gm, "SLICE_LEN", 4)
+    monkeypatch.setattr(gm, "FOLD_LEN", 4)
+    monkeypatch.setattr(gm, "TREE_THREADS", 8)
+    monkeypatch.setattr(gm, "REDUCE_SEG", 2)
+    return gm
+
+
+def _emu_case(gm, group: bn254.Group, n: int, c: int, lo: int, hi: int, equal: bool, rng: random.Random) -> None:
+    from distprove.stages.msm import combine, num_windows, signed_digits_array
+
+    table = _points(group, rng, 16) + [None]
+    idx = [rng.randrange(len(table)) for _ in range(n)]
+    specials = [0, 1, R - 1, 2, rng.randrange(R)]
+    if equal:
+        scal = [specials[-1]] * n
+    else:
+        scal = [specials[i] if i < len(specials) else rng.choice(specials + [rng.randrange(R)] * 4)
+                for i in range(n)]
+    limbs = bn254.limbs_from_ints(scal)
+    bases = bn254.points_to_limbs(group, [table[j] for j in idx])
+    got = gm.msm_windows(group, bases, limbs, c, lo, hi, scratch=gm.MsmScratch())
+    digits = signed_digits_array(limbs, c)
+    expect = []
+    for w in range(lo, hi):
+        acc = bn254.to_jacobian(group, None)
+        for i in range(n):
+            d = int(digits[i, w])
+            if d:
+                acc = bn254.jac_add(group, acc, bn254.jac_mul(group, bn254.to_jacobian(group, table[idx[i]]), d))
+        expect.append(bn254.to_affine(group, acc))
+    assert got == expect
+    if (lo, hi) == (0, num_windows(c)):
+        total = bn254.to_jacobian(group, None)
+        for i in range(n):
+            total = bn254.jac_add(group, total, bn254.jac_mul(group, bn254.to_jacobian(group, table[idx[i]]), scal[i]))
+        assert combine(group, dict(enumerate(got)), c) == bn254.to_affine(group, total)
+
+
+@pytest.mark.parametrize(
+    "group,n,c,lo,hi,equal",
+    [
+        (bn254.G1, 1, 5, 0, 52, False),
+        (bn254.G1, 40, 4, 0, 64, False),
+        (bn254.G1, 60, 2, 3, 9, False),
+        (bn254.G1, 150, 6, 0, 5, True),
+        (bn254.G1, 120, 10, 0, 26, False),
+        (bn254.G2, 30, 7, 0, 37, False),
+        (bn254.G2, 50, 5, 2, 6, True),
+    ],
+    ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v),
+)
+def test_msm_pipeline_emulated(emulated_msm, group, n, c, lo, hi, equal) -> None:
+    _emu_case(emulated_msm, group, n, c, lo, hi, equal, random.Random())

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 SLICE_LEN = 32
 """Entries per thread in the segmented accumulation (uniform work per thread)."""
 FOLD_LEN = 32
-"""Spill slots per thread in each fold level."""
+"""Spill slots per thread in each fold level (>= 4, so that every level shrinks the spill array)."""
 REDUCE_SEG = 16
 """Buckets per thread in the window reduction's running sum."""
 TREE_THREADS = 128
@@ -169,6 +169,8 @@ def msm_windows(
         (entries, bases, cursor, counts, u32(rows), u32(SLICE_LEN), u32(slices), buckets) + spill[0],
     )
     fold = mod.get_function(f"msm_fold_{sfx}")
+    if FOLD_LEN < 4:
+        raise ValueError("FOLD_LEN must be at least 4")
     src = 0
     while True:
         groups = -(-m // FOLD_LEN)

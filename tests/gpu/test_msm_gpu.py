@@ -1,0 +1,192 @@
+"""Device checks of the GPU Pippenger window sums (distprove/backends/gpu/msm.py, kernels/msm.cu).
+
+Bases have known discrete logs: a table P_j = k_j * G (k_j = b + a*j, built on the CPU with one
+addition per point) plus the infinity row, indexed at random. Then the expected window sum is
+S_w = (sum_i d_{i,w} k_{idx_i}) * G with d the DESIGN.md signed digits, computed with Python
+ints, and for full ranges the Horner combine must equal (sum_i s_i k_{idx_i}) * G, which does
+not depend on the digits at all. Scalars mix 0, 1, r-1, random values and one repeated value
+(a fat bucket); some bases are infinity.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from distprove import bn254
+from distprove.bn254 import R
+from distprove.stages.msm import combine, num_windows, signed_digits_array
+
+cupy = pytest.importorskip("cupy")
+pytestmark = pytest.mark.gpu
+
+TABLE = 512
+_tables: dict[str, tuple[list[int], np.ndarray]] = {}
+
+
+def _table(group: bn254.Group) -> tuple[list[int], np.ndarray]:
+    """(k_j, limb rows) for TABLE points k_j * G plus a final infinity row (k = 0)."""
+    if group.name not in _tables:
+        rng = random.Random()
+        a, b = rng.randrange(1, R), rng.randrange(1, R)
+        step = bn254.mul(group, group.generator, a)
+        acc = bn254.to_jacobian(group, bn254.mul(group, group.generator, b))
+        jac = []
+        for _ in range(TABLE):
+            jac.append(acc)
+            acc = bn254.jac_add_affine(group, acc, step)
+        pts = bn254.batch_to_affine(group, jac) + [None]
+        ks = [(b + a * j) % R for j in range(TABLE)] + [0]
+        _tables[group.name] = (ks, bn254.points_to_limbs(group, pts))
+    return _tables[group.name]
+
+
+R_LIMBS = bn254.limbs_from_ints([R - 1])[0]
+
+
+def _scalars(n: int, pattern: str, rng: np.random.Generator) -> np.ndarray:
+    s = rng.integers(0, 1 << 32, size=(n, 8), dtype=np.uint64).astype(np.uint32)
+    s[:, 7] = rng.integers(0, 0x30644E72, size=n)  # top limb below r's: every value < r
+    if pattern == "equal":
+        s[:] = s[0]
+    elif pattern == "mixed":
+        kind = rng.integers(0, 20, size=n)
+        s[kind < 5] = 0
+        s[(kind >= 5) & (kind < 10)] = 0
+        s[(kind >= 5) & (kind < 10), 0] = 1
+        s[kind == 10] = R_LIMBS
+        s[kind == 11] = s[0]  # a repeated value: one fat bucket per window
+        small = kind == 12
+        s[small] = 0
+        s[small, 0] = rng.integers(2, 1 << 12, size=int(small.sum()))
+    return s
+
+
+def _indices(n: int, rng: np.random.Generator) -> np.ndarray:
+    idx = rng.integers(0, TABLE, size=n)
+    idx[rng.random(n) < 0.03] = TABLE  # infinity bases
+    return idx
+
+
+def _expected_windows(group, ks, idx, scal, c, lo, hi) -> list:
+    digits = signed_digits_array(scal, c)[:, lo:hi].astype(np.int64)
+    per_base = np.zeros((TABLE + 1, hi - lo), dtype=np.int64)
+    np.add.at(per_base, idx, digits)
+    out = []
+    for w in range(hi - lo):
+        col = per_base[:, w]
+        k = sum(int(col[j]) * ks[j] for j in np.nonzero(col)[0]) % R
+        out.append(bn254.mul(group, group.generator, k))
+    return out
+
+
+def _expected_total(group, ks, idx, scal) -> bn254.Affine:
+    per = [0] * (TABLE + 1)
+    for j, s in zip(idx.tolist(), bn254.ints_from_limbs(scal)):
+        per[j] += s
+    return bn254.mul(group, group.generator, sum(p * k for p, k in zip(per, ks)) % R)
+
+
+def _run_case(group, n, c, window_range, pattern, seed=None, scratch=None):
+    from distprove.backends.gpu.msm import msm_windows
+
+    rng = np.random.default_rng(seed)
+    ks, table = _table(group)
+    scal = _scalars(n, pattern, rng)
+    if n >= 2:
+        scal[1] = R_LIMBS
+    if n >= 3:
+        scal[2] = 0
+        scal[2, 0] = 1
+    idx = _indices(n, rng)
+    w_count = num_windows(c)
+    if window_range == "full":
+        lo, hi = 0, w_count
+    elif window_range == "upper":
+        lo = int(rng.integers(1, w_count))
+        hi = int(rng.integers(lo + 1, w_count + 1))
+    else:
+        lo = 0
+        hi = int(rng.integers(1, w_count + 1))
+    bases = cupy.asarray(table[idx])
+    got = msm_windows(group, bases, cupy.asarray(scal), c, lo, hi, scratch=scratch)
+    assert len(got) == hi - lo
+    assert got == _expected_windows(group, ks, idx, scal, c, lo, hi)
+    if (lo, hi) == (0, w_count):
+        sums = {w: p for w, p in enumerate(got)}
+        assert combine(group, sums, c) == _expected_total(group, ks, idx, scal)
+
+
+G1_CASES = [
+    (1, 5, "full", "random"),
+    (2, 4, "full", "random"),
+    (3, 2, "full", "mixed"),
+    (1000, 8, "upper", "mixed"),
+    (1000, 10, "full", "mixed"),
+    (1000, 3, "lower", "mixed"),
+    (4000, 20, "lower", "mixed"),
+    (1 << 16, 12, "full", "equal"),
+    ((1 << 16) + 7, 13, "full", "mixed"),
+    ((1 << 16) + 7, 16, "upper", "random"),
+    (1 << 20, 16, "full", "mixed"),
+]
+G2_CASES = [
+    (1, 5, "full", "random"),
+    (2, 4, "full", "random"),
+    (3, 2, "full", "mixed"),
+    (1000, 8, "upper", "mixed"),
+    (1000, 11, "full", "mixed"),
+    (1 << 16, 12, "full", "equal"),
+    ((1 << 16) + 7, 13, "full", "mixed"),
+    (1 << 20, 16, "lower", "mixed"),
+]
+
+
+@pytest.mark.parametrize("n,c,window_range,pattern", G1_CASES)
+def test_g1_window_sums(n, c, window_range, pattern) -> None:
+    _run_case(bn254.G1, n, c, window_range, pattern)
+
+
+@pytest.mark.parametrize("n,c,window_range,pattern", G2_CASES)
+def test_g2_window_sums(n, c, window_range, pattern) -> None:
+    _run_case(bn254.G2, n, c, window_range, pattern)
+
+
+def test_scratch_reuse_with_dirty_buffers() -> None:
+    from distprove.backends.gpu.msm import MsmScratch
+
+    scratch = MsmScratch()
+    _run_case(bn254.G1, 1 << 15, 11, "full", "mixed", scratch=scratch)
+    _run_case(bn254.G1, 777, 11, "full", "mixed", scratch=scratch)
+    _run_case(bn254.G1, 5000, 9, "upper", "random", scratch=scratch)
+
+
+def test_all_zero_and_all_one_scalars() -> None:
+    from distprove.backends.gpu.msm import msm_windows
+
+    ks, table = _table(bn254.G1)
+    rng = np.random.default_rng()
+    idx = _indices(3000, rng)
+    bases = cupy.asarray(table[idx])
+    zeros = np.zeros((3000, 8), dtype=np.uint32)
+    assert msm_windows(bn254.G1, bases, cupy.asarray(zeros), 9, 0, num_windows(9)) == [None] * num_windows(9)
+    ones = zeros.copy()
+    ones[:, 0] = 1
+    got = msm_windows(bn254.G1, bases, cupy.asarray(ones), 9, 0, 3)
+    assert got[1:] == [None, None]
+    assert got[0] == bn254.mul(bn254.G1, bn254.G1.generator, sum(ks[j] for j in idx.tolist()) % R)
+    assert msm_windows(bn254.G1, bases, cupy.asarray(ones), 9, 1, 3) == [None, None]
+
+
+def test_rejects_bad_shapes() -> None:
+    from distprove.backends.gpu.msm import msm_windows
+
+    bases = cupy.zeros((4, 16), dtype=cupy.uint32)
+    with pytest.raises(ValueError):
+        msm_windows(bn254.G1, bases, cupy.zeros((5, 8), dtype=cupy.uint32), 8, 0, 1)
+    with pytest.raises(ValueError):
+        msm_windows(bn254.G2, bases, cupy.zeros((4, 8), dtype=cupy.uint32), 8, 0, 1)
+    with pytest.raises(ValueError):
+        msm_windows(bn254.G1, bases, cupy.zeros((4, 8), dtype=cupy.uint32), 8, 3, 3)
