@@ -172,7 +172,7 @@ def state() -> ProverState:
     return plugin
 
 
-def plugin_config(dask_worker: Any) -> tuple | None:
+def plugin_config(dask_worker: Any) -> list | None:
     """The config of the worker's registered state, or None (run through ``Client.run``)."""
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     return getattr(plugin, "config", None)
@@ -225,6 +225,8 @@ class MsmPart:
     c: int
     sums: dict[int, bn254.Affine]
     seconds: float
+    upstream: dict[str, float] = field(default_factory=dict)
+    """The prepare task's stage seconds (carried by the A part only, so the reducer sees them once)."""
 
 
 @dataclass
@@ -299,7 +301,8 @@ def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: i
     else:
         scalars = be.load_witness(key, source.witness)
     sums = be.msm_windows(key, which, scalars, c, lo, hi)
-    return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0)
+    upstream = source.seconds if which == "A" and lo == 0 else {}
+    return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0, dict(upstream))
 
 
 @dataclass
@@ -326,6 +329,8 @@ def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart], blinding: tuple[i
 
     t0 = time.perf_counter()
     seconds: dict[str, float] = {}
+    for p in parts:
+        seconds.update(p.upstream)
     for p in parts:
         seconds[f"msm_{p.which}"] = seconds.get(f"msm_{p.which}", 0.0) + p.seconds
     if os.path.exists(spec.proof_path):  # an earlier run of this proof's tasks already finished the job

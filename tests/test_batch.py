@@ -136,6 +136,8 @@ def test_batch_proves_all_and_fails_bad_alone(proved) -> None:
     if proved["mode"] == "split":
         assert "ntt-columns" in report.stage_seconds and "ntt-rows-forward" in report.stage_seconds
     assert "FAILED mini/unsatisfied" in report.summary()
+    stages = {"witness", "gather", "msm_A", "msm_B2", "msm_H", "assemble", "verify", "write"}
+    assert all(stages <= set(r.seconds) for r in report.proved)
 
 
 def test_outputs_appear_while_the_batch_runs(proved) -> None:
