@@ -100,6 +100,7 @@ def prove(
     timings: dict[str, float] = {}
 
     def lap(stage: str, start: float) -> float:
+        be.synchronize()
         now = time.perf_counter()
         timings[stage] = now - start
         return now

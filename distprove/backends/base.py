@@ -62,6 +62,12 @@ class Backend(ABC):
         """The MSM window width c this backend wants for ``n`` points (default: the CPU choice)."""
         return default_window(n, group)
 
+    def synchronize(self) -> None:
+        """Wait for queued device work, so a host timer around a stage measures the stage.
+
+        Default: nothing to wait for (synchronous backends).
+        """
+
     @abstractmethod
     def gather(self, key: Any, witness: Any) -> Evals:
         """Step 1: a[i] = sum_row coef*w, b likewise, c = a*b, for rows i < domain_size.

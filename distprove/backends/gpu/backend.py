@@ -111,6 +111,9 @@ class GpuBackend(Backend):
         """Upload the (n_vars, 8) uint32 standard-form witness."""
         return self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32))
 
+    def synchronize(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+
     def window_width(self, n: int, group: Group) -> int:
         return gpu_msm.pick_window(n, group)
 

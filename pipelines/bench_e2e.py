@@ -1,0 +1,126 @@
+"""End-to-end proving benchmark: single-proof latency per size and shape, with a stage breakdown.
+
+Two parts, both on one backend (default gpu):
+
+* **fixtures**: every witness of the snarkjs fixtures in tests/data is proved and written under
+  ``--proofs-out`` (``<fixture>/<witness>.proof.json`` / ``.public.json``) so the proofs can be
+  checked with ``snarkjs groth16 verify`` on a machine that has node; they are also pairing-checked
+  here.
+* **synthetic keys** made by ``pipelines/make_bench_keys.py`` (``--keys DIR``, one folder per
+  ``<kind>_k<power>`` with ``key.zarr`` and ``witness_*.wtns``): a warm-up proof (kernel load and key
+  upload), then ``--reps`` timed proofs; the median of each stage of ``Proof.timings`` (the prover
+  synchronises the device at every stage boundary) and one pairing check.
+
+    python pipelines/bench_e2e.py --keys /tmp/keys --proofs-out /tmp/proofs --out e2e.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from distprove.keystore import KeyStore, ZkeyKey  # noqa: E402
+from distprove.prover import prove  # noqa: E402
+from distprove.verify import verify_many  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+FIXTURES = ("mini", "mul_chain_1k", "poseidon_k4", "bits_k16", "merkle_d20")
+
+
+def device_name() -> str:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    except Exception:  # no CuPy or no device: a CPU run
+        return "cpu"
+
+
+def fixture_proofs(backend: str, out: Path) -> list[dict]:
+    """Prove every fixture witness, write the proofs under ``out``, pairing-check them all."""
+    rows = []
+    for name in FIXTURES:
+        folder = DATA / name
+        zkey = folder / ("mini_0001.zkey" if name == "mini" else "circuit_final.zkey")
+        witnesses = [folder / "witness.wtns"] if name == "mini" else sorted((folder / "witnesses").glob("*.wtns"))
+        key = ZkeyKey(zkey)
+        vk = json.loads((folder / "verification_key.json").read_text())
+        (out / name).mkdir(parents=True, exist_ok=True)
+        proofs = []
+        for w in witnesses:
+            p = prove(key, w, backend=backend)
+            p.write(out / name / f"{w.stem}.proof.json", out / name / f"{w.stem}.public.json")
+            proofs.append(p)
+        ok = verify_many([(vk, p.public_json(), p.to_json()) for p in proofs])
+        rows.append({"fixture": name, "proofs": len(proofs), "verified": sum(ok),
+                     "last_total_s": proofs[-1].timings["total"]})
+        print(f"fixture {name}: {sum(ok)}/{len(ok)} proofs verify", flush=True)
+    return rows
+
+
+def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
+    """Latency and stage medians for every key folder under ``keys``."""
+    rows = []
+    for folder in sorted(p for p in keys.iterdir() if (p / "key.zarr").exists()):
+        key = KeyStore(folder / "key.zarr")
+        witnesses = sorted(folder.glob("*.wtns"))
+        if not witnesses:
+            continue
+        t0 = time.perf_counter()
+        first = prove(key, witnesses[0], backend=backend)
+        warmup = time.perf_counter() - t0
+        runs = [prove(key, witnesses[i % len(witnesses)], backend=backend) for i in range(reps)]
+        stages = {s: statistics.median(r.timings[s] for r in runs) for s in runs[0].timings}
+        ok = verify_many([(key.vk_json(), p.public_json(), p.to_json()) for p in (first, runs[-1])])
+        info = json.loads((folder / "circuit.json").read_text()) if (folder / "circuit.json").exists() else {}
+        row = {
+            "key": folder.name,
+            "domain_log2": key.power,
+            "n_vars": key.n_vars,
+            "constraints": info.get("constraints"),
+            "warmup_s": warmup,
+            "reps": reps,
+            "median_total_ms": 1e3 * stages["total"],
+            "stages_ms": {s: 1e3 * v for s, v in stages.items()},
+            "pairing_check": all(ok),
+        }
+        rows.append(row)
+        print(f"{folder.name}: median {row['median_total_ms']:.1f} ms (warm-up {warmup:.2f} s), "
+              f"pairing {'OK' if all(ok) else 'FAILED'}", flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="gpu")
+    ap.add_argument("--keys", type=Path, help="folder of make_bench_keys.py outputs")
+    ap.add_argument("--proofs-out", type=Path, help="write the fixture proofs here")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device_name(),
+        "backend": args.backend,
+        "commit": os.environ.get("DISTPROVE_GIT_COMMIT", ""),
+        "fixtures": fixture_proofs(args.backend, args.proofs_out) if args.proofs_out else [],
+        "synthetic": synthetic(args.backend, args.keys, args.reps) if args.keys else [],
+    }
+    args.out.write_text(json.dumps(result, indent=1))
+    print(f"\n{'key':<14}{'domain':>8}{'total ms':>10}  stages (ms)")
+    for r in result["synthetic"]:
+        st = " ".join(f"{k}={v:.1f}" for k, v in r["stages_ms"].items() if k != "total")
+        print(f"{r['key']:<14}{'2^' + str(r['domain_log2']):>8}{r['median_total_ms']:>10.1f}  {st}")
+
+
+if __name__ == "__main__":
+    main()
