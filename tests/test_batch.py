@@ -305,3 +305,21 @@ def test_ready_proofs_share_one_pairing_check(client, tmp_path) -> None:
     assert 1 <= len(groups) < 6
     out = tmp_path / "proofs"
     assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(6)]) == [True] * 6
+
+
+def test_bad_key_and_wrong_circuit_fail_alone(client, tmp_path) -> None:
+    (tmp_path / "good").mkdir()
+    (tmp_path / "badkey").mkdir()
+    shutil.copy(MINI_ZKEY, tmp_path / "good" / "mini.zkey")
+    shutil.copy(MINI_WTNS, tmp_path / "good" / "ok.wtns")
+    shutil.copy(MUL_WTNS[0], tmp_path / "good" / "other_circuit.wtns")  # nVars does not match the key
+    shutil.copy(BAD / "truncated_half.zkey", tmp_path / "badkey" / "half.zkey")
+    shutil.copy(MINI_WTNS, tmp_path / "badkey" / "w.wtns")
+    report = distprove.batch(tmp_path, client=client, backend="cpu", echo=None)
+    assert [r.name for r in report.proved] == ["good/ok"]
+    reasons = {r.name: r.reason for r in report.failed}
+    assert set(reasons) == {"good/other_circuit", "badkey/w"}
+    assert reasons["good/other_circuit"].startswith(str(tmp_path / "good" / "other_circuit.wtns") + ": ")
+    assert "nVars" in reasons["good/other_circuit"]
+    assert "half.zkey: " in reasons["badkey/w"] and "\n" not in reasons["badkey/w"]
+    assert outputs(tmp_path / "proofs") == {"good/ok.proof.json", "good/ok.public.json"}
