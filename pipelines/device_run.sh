@@ -1,30 +1,31 @@
 #!/usr/bin/env bash
-# device_run.sh - the one script for every run on the GPU device machine (device tool's `run`).
+# device_run.sh - the one script for every run on the GPU machine (the device tool's `run`):
+# installs the carried wheels, runs the GPU tests, the kernel benchmarks, builds dev keys, runs the
+# end-to-end and batch benchmarks, and leaves everything under $OUT.
 #
-# Run from the repository root on the device:
-#   set -o pipefail; DISTPROVE_GIT_COMMIT=<sha> timeout 380 bash pipelines/device_run.sh [pytest args] 2>&1 | tee $OUT/log.txt
-# with PYTHONUNBUFFERED=1 (set here too). Pytest args replace the default "-x tests/gpu" (e.g. name
-# files in the order wanted, without -x to see every failure).
-# Environment:
-#   SKIP_TESTS=1 / SKIP_BENCH=1      leave out a step
-#   BENCH_ARGS="--sizes 20,24 --only ntt"   passed to pipelines/bench_kernels.py
-#   TEST_TIMEOUT (default 250 s), BENCH_TIMEOUT (default 120 s): per-step limits, together under
-#   a `timeout 380` around the script (the rule for every run). Seen on an H200 (2026-11-30):
-#   tests/gpu of the NTT/gather/backend files ~185-230 s (CPU reference and cold NVRTC of the MSM
-#   module dominate), bench_kernels --sizes 20,24,26 ~25 s.
-#   DISTPROVE_GIT_COMMIT             recorded in the bench JSON (the device tree may lack .git)
+# Call it from the repository root on the device, with carry=[".whl"] (pipelines/fetch_wheels.sh
+# fills .whl here):
+#   set -o pipefail; DISTPROVE_GIT_COMMIT=<sha> timeout 520 bash pipelines/device_run.sh [pytest args] 2>&1 | tee $OUT/log.txt
+# Pytest args replace the default "tests/gpu".
 #
-# Carried wheels (dask, zarr, ...): when .whl/ exists (call `run` with carry=[".whl"]) they are
-# installed first with
+# Steps and their time limits (seconds; each step is cut at its limit and the next one runs):
+#   tests   TEST_TIMEOUT=200   python3 -m pytest -m gpu tests/gpu
+#   kernels BENCH_TIMEOUT=90   pipelines/bench_kernels.py $BENCH_ARGS  -> bench.json
+#   keys    KEYS_TIMEOUT=120   pipelines/make_bench_keys.py --powers $KEY_POWERS --kinds $KEY_KINDS
+#   e2e     E2E_TIMEOUT=90     pipelines/bench_e2e.py (fixture proofs for snarkjs + synthetic keys)
+#   batch   BATCH_TIMEOUT=90   pipelines/bench_batch.py, 1 vs 2 GPUs, on $BATCH_KEY (default chain_k20)
+# SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
+# (every JSON and log, re-packed after each step so a run cut short still returns what it made).
+#
+# Wheels: when .whl/ exists they are installed first with
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-#
-# Everything goes to $OUT: nvidia-smi.txt, tests.log, bench.log, bench.json (at most 8 files come
-# back from $OUT). Exit status: nonzero if any step failed or timed out.
 
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-/tmp/distprove-out}
-mkdir -p "$OUT"
+RES=/tmp/distprove-results
+KEYS=/tmp/distprove-keys
+mkdir -p "$OUT" "$RES" "$KEYS"
 export PYTHONUNBUFFERED=1
 export DISTPROVE_CACHE_DIR=${DISTPROVE_CACHE_DIR:-/tmp/distprove-cache}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -34,18 +35,46 @@ if compgen -G ".whl/*.whl" > /dev/null; then
         && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 2; }
 fi
 
-{ date -u; nvidia-smi; nvidia-smi -q -d CLOCK,MEMORY | head -60; } > "$OUT/nvidia-smi.txt" 2>&1
+{ date -u; nvidia-smi; nvidia-smi -q -d CLOCK,MEMORY | head -60; } > "$RES/nvidia-smi.txt" 2>&1
 python3 -c "import cupy, sys; print('python', sys.version.split()[0], 'cupy', cupy.__version__, 'devices', cupy.cuda.runtime.getDeviceCount())"
+NGPU=$(python3 -c "import cupy; print(cupy.cuda.runtime.getDeviceCount())" 2>/dev/null || echo 0)
 
+pack() { tar czf "$OUT/results.tgz" -C "$RES" . 2>/dev/null; }
+want() { [[ " ${SKIP:-} " != *" $1 "* ]]; }
 status=0
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-    if [ $# -eq 0 ]; then set -- -x tests/gpu; fi
-    timeout "${TEST_TIMEOUT:-250}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=10 "$@" 2>&1 | tee "$OUT/tests.log"
-    rc=$?; echo "tests: exit $rc"; [ $rc -eq 0 ] || status=1
+step() {  # step NAME LIMIT CMD...: run with a time limit, log to $RES/NAME.log, re-pack results
+    local name=$1 limit=$2; shift 2
+    echo "=== $name (limit ${limit}s) $(date -u +%T)"
+    timeout "$limit" "$@" 2>&1 | tee "$RES/$name.log"
+    local rc=$?
+    echo "=== $name: exit $rc"
+    [ $rc -eq 0 ] || status=1
+    pack
+}
+
+if want tests; then
+    [ $# -eq 0 ] && set -- tests/gpu
+    step tests "${TEST_TIMEOUT:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 "$@"
 fi
-if [ "${SKIP_BENCH:-0}" != 1 ]; then
+if want kernels; then
     # shellcheck disable=SC2086
-    timeout "${BENCH_TIMEOUT:-120}" python3 pipelines/bench_kernels.py --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
-    rc=$?; echo "bench: exit $rc"; [ $rc -eq 0 ] || status=1
+    step kernels "${BENCH_TIMEOUT:-90}" python3 pipelines/bench_kernels.py --out "$RES/bench_kernels.json" ${BENCH_ARGS:-}
+fi
+if want keys; then
+    # shellcheck disable=SC2086
+    step keys "${KEYS_TIMEOUT:-120}" python3 pipelines/make_bench_keys.py --out "$KEYS" \
+        --powers ${KEY_POWERS:-16 18 20} --kinds ${KEY_KINDS:-chain}
+    cp "$KEYS/timings.json" "$RES/keys_timings.json" 2>/dev/null; pack
+fi
+if want e2e; then
+    step e2e "${E2E_TIMEOUT:-90}" python3 pipelines/bench_e2e.py --keys "$KEYS" --proofs-out "$RES/fixture_proofs" \
+        --reps "${E2E_REPS:-5}" --out "$RES/bench_e2e.json"
+fi
+if want batch && [ "$NGPU" -ge 2 ]; then
+    k=$KEYS/${BATCH_KEY:-chain_k20}
+    [ -d "$k/key.zarr" ] && src="--key $k/key.zarr --witnesses $k" || src="--log-n 18"
+    # shellcheck disable=SC2086
+    step batch "${BATCH_TIMEOUT:-90}" python3 pipelines/bench_batch.py $src --backend gpu --workers 1,2 \
+        ${BATCH_ARGS:-} --json "$RES/bench_batch.json"
 fi
 exit $status
