@@ -429,7 +429,7 @@ def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
     fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
                                  asnumpy=np.asarray, ndarray=np.ndarray)
     monkeypatch.setitem(sys.modules, "cupy", fake)
-    monkeypatch.setattr(gm, "get_module", lambda name: emu)
+    monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "SLICE_LEN", 4)
     monkeypatch.setattr(gm, "FOLD_LEN", 4)
     monkeypatch.setattr(gm, "TREE_THREADS", 8)

@@ -11,7 +11,8 @@
 //   and plain `inline` under a host C++ compiler, so tests/test_kernels_host.py builds this
 //   file with g++/nvcc on a machine without a GPU and checks it against distprove/bn254.py.
 //   Device-only fast paths (inline PTX carry chains) live under `#ifdef __CUDA_ARCH__` and
-//   always have the portable C version beside them; define DP_PORTABLE to force it.
+//   always have the portable C version beside them; define DP_PORTABLE to force it, and
+//   DP_PTX_MUL to use the PTX Montgomery product as well.
 // * Moduli are literals in local arrays, not __constant__ memory: after full unrolling the
 //   compiler folds them into immediates, and host code can use the same source.
 // * No #include: NVRTC has no filesystem. The loader concatenates units; the guard makes a
@@ -33,6 +34,7 @@
 #if defined(__CUDA_ARCH__) && !defined(DP_PORTABLE)
 #define DP_USE_PTX 1
 #endif
+// DP_PTX_MUL (opt-in until measured on the device) also moves the Montgomery product to PTX.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -133,9 +135,55 @@ DP_UNROLL
     for (int i = 0; i < 8; i++) r[i] = borrow ? s[i] : d[i];
 }
 
+#if defined(DP_PTX_MUL) && defined(DP_USE_PTX)
+// t[0..10) += a * b as two carry chains (low halves into t0..t7, high halves into t1..t8); each
+// chain is one asm statement so the carry flag never crosses compiler-scheduled code.
+__device__ __forceinline__ void mp_mac_row(u32 t[10], const u32 a[8], u32 b) {
+    asm(
+        "mad.lo.cc.u32  %0, %10, %18, %0;\n\t"
+        "madc.lo.cc.u32 %1, %11, %18, %1;\n\t"
+        "madc.lo.cc.u32 %2, %12, %18, %2;\n\t"
+        "madc.lo.cc.u32 %3, %13, %18, %3;\n\t"
+        "madc.lo.cc.u32 %4, %14, %18, %4;\n\t"
+        "madc.lo.cc.u32 %5, %15, %18, %5;\n\t"
+        "madc.lo.cc.u32 %6, %16, %18, %6;\n\t"
+        "madc.lo.cc.u32 %7, %17, %18, %7;\n\t"
+        "addc.cc.u32    %8, %8, 0;\n\t"
+        "addc.u32       %9, %9, 0;"
+        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]),
+          "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]), "r"(b));
+    asm(
+        "mad.hi.cc.u32  %1, %10, %18, %1;\n\t"
+        "madc.hi.cc.u32 %2, %11, %18, %2;\n\t"
+        "madc.hi.cc.u32 %3, %12, %18, %3;\n\t"
+        "madc.hi.cc.u32 %4, %13, %18, %4;\n\t"
+        "madc.hi.cc.u32 %5, %14, %18, %5;\n\t"
+        "madc.hi.cc.u32 %6, %15, %18, %6;\n\t"
+        "madc.hi.cc.u32 %7, %16, %18, %7;\n\t"
+        "madc.hi.cc.u32 %8, %17, %18, %8;\n\t"
+        "addc.u32       %9, %9, 0;"
+        : "+r"(t[0]), "+r"(t[1]), "+r"(t[2]), "+r"(t[3]), "+r"(t[4]), "+r"(t[5]), "+r"(t[6]),
+          "+r"(t[7]), "+r"(t[8]), "+r"(t[9])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]), "r"(b));
+}
+#endif
+
 // r = a * b * 2^-256 mod p (CIOS), for a, b < p < 2^254; r < p.
 DP_INLINE void mont_mul8(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], u32 np) {
     u32 t[10];
+#if defined(DP_USE_PTX) && defined(DP_PTX_MUL)
+    DP_UNROLL
+    for (int j = 0; j < 10; j++) t[j] = 0;
+    DP_UNROLL
+    for (int i = 0; i < 8; i++) {
+        mp_mac_row(t, a, b[i]);
+        mp_mac_row(t, p, t[0] * np);  // t0 becomes 0: shift down one limb
+        DP_UNROLL
+        for (int j = 0; j < 9; j++) t[j] = t[j + 1];
+        t[9] = 0;
+    }
+#else
 DP_UNROLL
     for (int j = 0; j < 10; j++) t[j] = 0;
 DP_UNROLL
@@ -162,6 +210,7 @@ DP_UNROLL
         t[7] = (u32)c;
         t[8] = t[9] + (u32)(c >> 32);
     }
+#endif
     u32 d[8];
     u32 borrow = mp_sub8(d, t, p);
 DP_UNROLL

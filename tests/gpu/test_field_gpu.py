@@ -1,8 +1,8 @@
 """Device checks of distprove/kernels/field.cuh: Fr, Fq, Fq2 operations against Python ints.
 
 The kernels here are test-only: each thread applies one operation to one pair of elements. The
-module is built twice, with the inline-PTX device paths and with -DDP_PORTABLE, so both
-arithmetic variants are checked on the device on fresh random inputs with 0, 1, p-1 included.
+module is built in each arithmetic variant (default: PTX add/sub; -DDP_PORTABLE: plain C;
+-DDP_PTX_MUL: PTX Montgomery product too), each checked on fresh random inputs with 0, 1, p-1.
 """
 
 from __future__ import annotations
@@ -55,11 +55,14 @@ extern "C" __global__ void t_conv(u32 field, u32 to, const u32* a, u32* out, u32
 OPS = {"add": 0, "sub": 1, "neg": 2, "mul": 3, "sqr": 4, "eq": 5, "is_zero": 6, "one": 7}
 
 
-@pytest.fixture(scope="module", params=["ptx", "portable"])
+VARIANTS = {"default": [], "portable": ["-DDP_PORTABLE"], "ptx_mul": ["-DDP_PTX_MUL"]}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
 def module(request: pytest.FixtureRequest):
     from distprove.backends.gpu.compile import BASE_OPTIONS, module_source
 
-    opts = list(BASE_OPTIONS) + (["-DDP_PORTABLE"] if request.param == "portable" else [])
+    opts = list(BASE_OPTIONS) + VARIANTS[request.param]
     return cupy.RawModule(code=module_source(["field.cuh"]) + TEST_KERNELS, options=tuple(opts))
 
 

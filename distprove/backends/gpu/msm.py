@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from distprove import bn254
-from distprove.backends.gpu.compile import get_module
+from distprove.backends.gpu.compile import MODULES, load_module
 from distprove.bn254 import Affine, Group
 from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
 
@@ -31,6 +31,8 @@ REDUCE_SEG = 16
 """Buckets per thread in the window reduction's running sum."""
 TREE_THREADS = 128
 """Block size of the tree kernels (must equal DP_TREE_MAX in msm.cu or be a smaller power of 2)."""
+KERNEL_OPTIONS: tuple[str, ...] = ()
+"""Extra NVRTC options for msm.cu (e.g. ("-DDP_PTX_MUL",) to try the PTX Montgomery product)."""
 SORT_THREADS = 256
 ACC_THREADS = 128
 ONES_BLOCKS_MAX = 512
@@ -39,6 +41,36 @@ ONES_BLOCKS_MAX = 512
 def _xyzz_words(group: Group) -> int:
     """uint32 words of one XYZZ point: 4 coordinates of 8 (G1) or 16 (G2) limbs."""
     return 2 * group.limbs
+
+
+def _module() -> "cupy.RawModule":
+    return load_module(MODULES["msm"], "msm", KERNEL_OPTIONS)
+
+
+class _Phases:
+    """CUDA events between the MSM phases, read out in ms after the call (benchmarks only)."""
+
+    def __init__(self, out: dict[str, float] | None) -> None:
+        self.out = out
+        self.marks: list[tuple[str, object]] = []
+        self.mark("start")
+
+    def mark(self, name: str) -> None:
+        if self.out is not None:
+            import cupy
+
+            ev = cupy.cuda.Event()
+            ev.record()
+            self.marks.append((name, ev))
+
+    def finish(self) -> None:
+        if self.out is None:
+            return
+        import cupy
+
+        self.marks[-1][1].synchronize()
+        for (_, a), (name, b) in zip(self.marks, self.marks[1:]):
+            self.out[name] = self.out.get(name, 0.0) + cupy.cuda.get_elapsed_time(a, b)
 
 
 def _suffix(group: Group) -> str:
@@ -121,12 +153,14 @@ def msm_windows(
     lo: int,
     hi: int,
     scratch: MsmScratch | None = None,
+    phases: dict[str, float] | None = None,
 ) -> list[Affine]:
     """Window sums S_w for w in [lo, hi) of sum_i scalars[i] * bases[i] (index i = window lo+i).
 
     ``bases``: (n, 16) G1 or (n, 32) G2 uint32, Montgomery affine as in the key, all-zero rows
     are infinity. ``scalars``: (n, 8) uint32 standard form, each < r. The sum of the bases with
-    scalar 1 is included in S_0 (only when lo == 0), as DESIGN.md specifies.
+    scalar 1 is included in S_0 (only when lo == 0), as DESIGN.md specifies. ``phases``, if
+    given, receives the device milliseconds of each phase (sort, accumulate, fold, reduce, ones).
     """
     import cupy
 
@@ -136,7 +170,8 @@ def msm_windows(
         return [None] * nw
     scratch = scratch or default_scratch()
     sfx = _suffix(group)
-    mod = get_module("msm")
+    mod = _module()
+    timer = _Phases(phases)
     u32 = np.uint32
     nb = 1 << (c - 1)
     rows = nw * nb
@@ -152,6 +187,7 @@ def msm_windows(
     cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)
     entries = scratch.take("entries", 2 * nw * n)
     mod.get_function("msm_scatter")(sort_grid, (SORT_THREADS,), (scalars, cursor, entries) + args)
+    timer.mark("sort")
 
     # Buckets: clear, accumulate slices, fold the spills.
     buckets = scratch.take("buckets", rows * pw)
@@ -168,6 +204,7 @@ def msm_windows(
         (ACC_THREADS,),
         (entries, bases, cursor, counts, u32(rows), u32(SLICE_LEN), u32(slices), buckets) + spill[0],
     )
+    timer.mark("accumulate")
     fold = mod.get_function(f"msm_fold_{sfx}")
     if FOLD_LEN < 4:
         raise ValueError("FOLD_LEN must be at least 4")
@@ -185,6 +222,7 @@ def msm_windows(
         m = 2 * groups
         src = dst
 
+    timer.mark("fold")
     # Window reduction: per-block partials, then one point per window (+ the ones sum).
     seg = min(REDUCE_SEG, nb)
     threads = min(TREE_THREADS, nb // seg)
@@ -194,12 +232,15 @@ def msm_windows(
     out = scratch.take("window_sums", (nw + 1) * pw)
     sum_groups = mod.get_function(f"msm_sum_groups_{sfx}")
     sum_groups((nw,), (TREE_THREADS,), (partials, u32(bpw), out))
+    timer.mark("reduce")
     with_ones = lo == 0
     if with_ones:
         ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-n // TREE_THREADS)))
         ones = scratch.take("ones", ones_blocks * pw)
         mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,), (scalars, bases, u32(n), ones))
         sum_groups((1,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
+        timer.mark("ones")
+    timer.finish()
     host = cupy.asnumpy(out[: (nw + int(with_ones)) * pw]).reshape(-1, pw)
     points = xyzz_to_affine(group, host)
     sums = points[:nw]

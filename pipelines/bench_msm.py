@@ -1,0 +1,133 @@
+"""GPU MSM timings against the XYZZ floor (called by pipelines/bench_kernels.py, or run directly).
+
+Bases: a table of 1024 distinct points indexed at random (the same random-access pattern as a
+real key); scalars: uniform below r (every window busy; the worst case for Pippenger). Each row
+times msm_windows over all windows (device work plus reading back and converting W points), the
+median of a few repetitions after a warm-up, and gives the floor: n * W mixed additions of
+~10 Fq-mul equivalents (G1) or ~30 (G2, three Fq products per Fq2 product) at the planning rate
+of 41 G Fq mul/s. A window-width sweep at the largest G1 size checks pick_window.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+FQ_MUL_PER_S = 41e9
+MADD_MULS = {"G1": 10, "G2": 30}
+TABLE = 1024
+CASES = [("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
+SWEEP = ("G1", 24, (16, 18, 19, 20, 21))
+
+
+def _table(group: Any) -> np.ndarray:
+    from distprove import bn254
+
+    step = bn254.mul(group, group.generator, 0x1234567)
+    acc = bn254.to_jacobian(group, group.generator)
+    jac = []
+    for _ in range(TABLE):
+        jac.append(acc)
+        acc = bn254.jac_add_affine(group, acc, step)
+    return bn254.points_to_limbs(group, bn254.batch_to_affine(group, jac))
+
+
+def _time(fn: Any, reps: int) -> list[float]:
+    import cupy
+
+    fn()
+    cupy.cuda.Device().synchronize()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        cupy.cuda.Device().synchronize()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+VARIANTS = {"default": (), "ptx_mul": ("-DDP_PTX_MUL",)}
+
+
+def run(results: dict, reps: int = 3, variant: str = "default", sweep: bool = True) -> None:
+    """Append one row per (group, size, c) with median ms, floor ms and the ratio.
+
+    ``variant`` picks the arithmetic build of msm.cu (VARIANTS); a non-default variant's window
+    sums are also compared with the default build's on a 2^18 input of each group.
+    """
+    import cupy
+
+    from distprove import bn254
+    from distprove.backends.gpu import compile as gcompile
+    from distprove.backends.gpu import msm as gmsm
+    from distprove.backends.gpu.msm import msm_windows, pick_window
+    from distprove.stages.msm import num_windows
+
+    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    rng = np.random.default_rng(1)
+    tables = {name: cupy.asarray(_table(g)) for name, g in groups.items()}
+    max_log = max(lg for _, lg in CASES)
+    host = rng.integers(0, 1 << 32, size=(1 << max_log, 8), dtype=np.uint32)
+    host[:, 7] %= 0x30644E72
+    scalars_all = cupy.asarray(host)
+    idx_all = cupy.asarray(rng.integers(0, TABLE, size=1 << max_log))
+    reference = {}
+    if variant != "default":
+        for name, g in groups.items():
+            n = 1 << 18
+            reference[name] = msm_windows(g, tables[name][idx_all[:n]], scalars_all[:n], 13, 0, num_windows(13))
+    gmsm.KERNEL_OPTIONS = VARIANTS[variant]
+    t0 = time.perf_counter()
+    gmsm._module()
+    load_s = time.perf_counter() - t0
+    print(f"msm module ({variant}) load: {load_s:.1f} s", flush=True)
+    results.setdefault("msm_module_load", {})[variant] = load_s
+    for name, want in reference.items():
+        n = 1 << 18
+        got = msm_windows(groups[name], tables[name][idx_all[:n]], scalars_all[:n], 13, 0, num_windows(13))
+        results.setdefault("msm_variant_equal", {})[f"{variant} {name}"] = got == want
+        print(f"{variant} {name} window sums equal to default build: {got == want}", flush=True)
+    plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in CASES]
+    if sweep:
+        plan += [(SWEEP[0], SWEEP[1], c) for c in SWEEP[2] if c != pick_window(1 << SWEEP[1], groups[SWEEP[0]])]
+    for name, lg, c in plan:
+        g = groups[name]
+        n = 1 << lg
+        bases = tables[name][idx_all[:n]]
+        scalars = scalars_all[:n]
+        w = num_windows(c)
+        try:
+            times = _time(lambda: msm_windows(g, bases, scalars, c, 0, w), reps)
+        except cupy.cuda.memory.OutOfMemoryError as exc:
+            print(f"{name} 2^{lg} c={c}: out of memory ({exc})", flush=True)
+            continue
+        ms = statistics.median(times)
+        phases: dict[str, float] = {}
+        msm_windows(g, bases, scalars, c, 0, w, phases=phases)
+        floor = n * w * MADD_MULS[name] / FQ_MUL_PER_S * 1e3
+        row = {"name": f"msm {name} c={c} {variant}", "log_n": lg, "c": c, "windows": w, "median_ms": ms,
+               "times_ms": times, "floor_ms": floor, "madds": n * w, "phases_ms": phases}
+        results["rows"].append(row)
+        ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
+        print(f"msm {name} 2^{lg} c={c} {variant}: {ms:.1f} ms (floor {floor:.1f} ms, x{ms / floor:.2f}) [{ph}]",
+              flush=True)
+        del bases
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description="GPU MSM benchmark")
+    ap.add_argument("--variant", default="default", choices=sorted(VARIANTS))
+    ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    r: dict = {"rows": []}
+    run(r, variant=a.variant, sweep=not a.no_sweep)
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump(r, fh, indent=1, default=str)
