@@ -227,6 +227,16 @@ class BatchOptions:
     """Proofs checked together by one batched pairing check (at most; fewer when the batch is idle)."""
     verify_wait: float = 1.0
     """Seconds a ready proof may wait for others to share its pairing check."""
+    verify_in: str = "workers"
+    """Where proofs are checked and written: ``workers`` (verify-write tasks) or ``client`` (a pool of
+    ``verify_processes`` processes of this process; keeps the pure-Python pairing check off the
+    GPU workers' single thread; the client must see the output folder)."""
+    verify_processes: int | None = None
+    """Size of the client's verification pool (default: half the CPU cores)."""
+
+    def __post_init__(self) -> None:
+        if self.verify_in not in ("workers", "client"):
+            raise ValueError(f"verify_in must be 'workers' or 'client', not {self.verify_in!r}")
     on_result: Callable[[ProofResult], Any] | None = None
     """Called in the client for each result as it arrives (progress bars, tests)."""
     on_start: Callable[[int], Any] | None = None
@@ -286,17 +296,22 @@ def _collect(
     verify_slots: int,
     group_size: int,
     max_wait: float,
+    pool: Any = None,
+    vk_jsons: dict[str, dict] | None = None,
 ) -> None:
     """Gather the proofs as their reducers finish and check-and-write them in groups.
 
-    Ready proofs go to a verify-write task (one batched pairing check for the group) when a slot
-    is free (fewer than ``verify_slots`` running) and either ``group_size`` proofs are ready, the
-    oldest has waited ``max_wait`` seconds, or no other proof is still being computed. A lone
-    proof is therefore checked at once, and a busy batch pays the cheaper batched check.
+    Ready proofs go to a check (one batched pairing check for the group) when a slot is free
+    (fewer than ``verify_slots`` running) and either ``group_size`` proofs are ready, the oldest
+    has waited ``max_wait`` seconds, or no other proof is still being computed. A lone proof is
+    therefore checked at once, and a busy batch pays the cheaper batched check. The check is a
+    verify-write task on the cluster, or, with ``pool`` (a process pool of the client), runs
+    there on the fetched proofs with the keys' ``vk_jsons``.
     """
     from distributed import as_completed
 
     from distprove import graph
+    from distprove.worker import check_and_write_in_process
 
     by_name = {job.name: (job, futs) for job, futs in pending.values()}
     computing = len(pending)
@@ -309,34 +324,46 @@ def _collect(
     def flush() -> None:
         nonlocal groups, ready
         due = len(ready) >= group_size or computing == 0 or time.monotonic() - ready_since >= max_wait
-        if ready and due and len(checking) < verify_slots:
-            fut = graph.submit_verify_write(client, ready, plan, groups)
-            checking[fut], ready, groups = ready, [], groups + 1
-            stream.add(fut)
+        if not (ready and due and len(checking) < verify_slots):
+            return
+        if pool is None:
+            handle = graph.submit_verify_write(client, ready, plan, groups)
+            stream.add(handle)
+        else:
+            items = client.gather(ready)
+            handle = pool.submit(check_and_write_in_process, items, vk_jsons, plan.verify)
+        checking[handle], ready, groups = ready, [], groups + 1
 
     def finish(job: Job, futures: list[Any], *args: Any) -> None:
         emit(job, *args)
         for f in futures:
             f.release()
 
-    while not stream.is_empty() or ready:
+    def checked(handle: Any) -> None:
+        group = checking.pop(handle)
+        try:
+            outcomes = handle.result()
+        except Exception as exc:
+            for r in group:
+                finish(*pending.pop(r), FAILED, _reason(exc))
+            return
+        for r in group:
+            del pending[r]
+        for out in outcomes:
+            finish(*by_name[out.name], out.status, out.reason, out.worker, out.seconds)
+
+    while not stream.is_empty() or ready or checking:
+        local = [h for h in checking if pool is not None and h.done()]
+        for h in local:
+            checked(h)
         if not stream.has_ready():
-            time.sleep(0.01)
+            if not local:
+                time.sleep(0.01)
             flush()
             continue
         for fut in stream.next_batch(block=False):
             if fut in checking:
-                group = checking.pop(fut)
-                try:
-                    outcomes = fut.result()
-                except Exception as exc:
-                    for r in group:
-                        finish(*pending.pop(r), FAILED, _reason(exc))
-                else:
-                    for r in group:
-                        del pending[r]
-                    for out in outcomes:
-                        finish(*by_name[out.name], out.status, out.reason, out.worker, out.seconds)
+                checked(fut)
                 continue
             computing -= 1
             if fut.status == "finished":
@@ -435,7 +462,16 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 spec = ProofSpec(job.name, job.witness, info.path, info.content_hash, job.proof_path, job.public_path)
                 reducer, futures = graph.submit_proof(client, spec, info, plan, i, priority=len(planned) - i)
                 pending[reducer] = (job, futures)
-            _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait)
+            if opts.verify_in == "client":
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                procs = opts.verify_processes or max(1, (os.cpu_count() or 2) // 2)
+                vk_jsons = {info.content_hash: info.vk for _, info in planned}
+                with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                    _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, vk_jsons)
+            else:
+                _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait)
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):
@@ -461,7 +497,8 @@ def batch(
     ``distributed.Client`` (default: ``scheduler=`` / ``DASK_SCHEDULER_ADDRESS``, else a local
     cluster). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
     mode (auto|data|split), n_workers, fourstep_min_domain, windows_per_task, verify, max_keys,
-    verify_group, verify_wait, dashboard_address, host, on_result, on_start, echo.
+    verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
+    on_result, on_start, echo.
     """
     from distprove.cluster import connect
 

@@ -18,7 +18,7 @@ import os
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -205,6 +205,8 @@ class KeyInfo:
     widths: dict[str, int]
     backend: str
     native_fourstep: bool
+    vk: dict = field(default_factory=dict)
+    """verification_key.json content (for checks made off the workers)."""
 
 
 @dataclass
@@ -257,6 +259,7 @@ def plan_key(path: str) -> KeyInfo:
         widths=widths,
         backend=st.backend.name,
         native_fourstep=hasattr(st.backend, "fourstep"),
+        vk=key.vk_json(),
     )
 
 
@@ -353,22 +356,21 @@ def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart], blinding: tuple[i
 NOT_VALID = "does not verify (is the witness satisfying the circuit?); nothing written"
 
 
-def verify_write(items: Sequence[Assembled], check: bool = True) -> list[Outcome]:
+def check_and_write(items: Sequence[Assembled], vks: Mapping[str, Any], check: bool, where: str) -> list[Outcome]:
     """Check proofs with one batched pairing check (``verify_many``) and write those that pass, once each.
 
-    A proof that fails is reported as failed and never written.
+    ``vks`` maps a key's content hash to its parsed verification key. A proof that fails is
+    reported as failed and never written. Runs wherever it is called (a worker, or a process of
+    the client's verification pool); ``where`` names that place in the outcomes.
     """
     from distprove.verify import verify, verify_many
 
     t0 = time.perf_counter()
-    worker = get_worker().address
-    st = state()
     todo = [a for a in items if not a.done_before]
-    keys = {a.spec.name: st.key(a.spec.key_path, a.spec.content_hash) for a in todo}
-    triples = [(st.vk(keys[a.spec.name]), a.proof.public, (a.proof.pi_a, a.proof.pi_b, a.proof.pi_c)) for a in todo]
+    triples = [(vks[a.spec.content_hash], a.proof.public, (a.proof.pi_a, a.proof.pi_b, a.proof.pi_c)) for a in todo]
     if not check or not triples:
         checked = [True] * len(triples)
-    elif len(triples) == 1:  # verify_many's batch set-up (subgroup checks of the key) does not pay off
+    elif len(triples) == 1:  # verify_many's batch set-up does not pay off for one proof
         checked = [verify(*triples[0])]
     else:
         checked = verify_many(triples)
@@ -378,21 +380,38 @@ def verify_write(items: Sequence[Assembled], check: bool = True) -> list[Outcome
     for a in items:
         seconds = dict(a.seconds)
         if a.done_before:
-            out.append(Outcome(a.spec.name, "proved", "written by an earlier attempt", seconds, worker))
+            out.append(Outcome(a.spec.name, "proved", "written by an earlier attempt", seconds, where))
             continue
         seconds["verify"] = share
-        ok = valid[a.spec.name]
-        metrics.record_proof(keys[a.spec.name], ok)
-        if not ok:
-            metrics.record_timings(seconds)
-            out.append(Outcome(a.spec.name, "failed", NOT_VALID, seconds, worker))
+        if not valid[a.spec.name]:
+            out.append(Outcome(a.spec.name, "failed", NOT_VALID, seconds, where))
             continue
         t1 = time.perf_counter()
         written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
         seconds["write"] = time.perf_counter() - t1
-        metrics.record_timings(seconds)
-        out.append(Outcome(a.spec.name, "proved", "" if written else "written by an earlier attempt", seconds, worker))
+        out.append(Outcome(a.spec.name, "proved", "" if written else "written by an earlier attempt", seconds, where))
     return out
+
+
+def verify_write(items: Sequence[Assembled], check: bool = True) -> list[Outcome]:
+    """The verify-write task: :func:`check_and_write` on this worker, with its resident keys' vks."""
+    st = state()
+    specs = {a.spec.content_hash: a.spec for a in items if not a.done_before}
+    vks = {h: st.vk(st.key(sp.key_path, h)) for h, sp in specs.items()}
+    outcomes = check_and_write(items, vks, check, get_worker().address)
+    by_name = {a.spec.name: a.spec for a in items}
+    for o in outcomes:
+        if o.reason != "written by an earlier attempt":
+            metrics.record_proof(by_name[o.name].key_path, o.status == "proved")
+            metrics.record_timings(o.seconds)
+    return outcomes
+
+
+def check_and_write_in_process(items: Sequence[Assembled], vk_jsons: Mapping[str, dict], check: bool) -> list[Outcome]:
+    """:func:`check_and_write` in a process of the client's verification pool (vks as JSON)."""
+    from distprove.formats.jsonio import read_vk
+
+    return check_and_write(items, {h: read_vk(v) for h, v in vk_jsons.items()}, check, f"client pid {os.getpid()}")
 
 
 def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list[bool]:

@@ -50,19 +50,22 @@ def stage(witnesses: list[Path], count: int, folder: Path) -> Path:
     return folder
 
 
-def run_batch(client: Any, key: Path, wdir: Path, mode: str, backend: str, verify: bool) -> Any:
+def run_batch(client: Any, key: Path, wdir: Path, mode: str, backend: str, verify: bool, verify_in: str = "workers") -> Any:
     import distprove
 
     out = wdir.parent / (wdir.name + "-out")
     if out.exists():
         shutil.rmtree(out)
-    report = distprove.batch(wdir, key=key, out_dir=out, client=client, mode=mode, backend=backend, verify=verify, echo=None)
+    report = distprove.batch(wdir, key=key, out_dir=out, client=client, mode=mode, backend=backend, verify=verify,
+                             verify_in=verify_in, echo=None)
     if report.failed:
         raise SystemExit(f"bench batch failed:\n{report.summary()}")
     return report
 
 
-def bench(key: Path, witnesses: list[Path], workers: list[int], proofs: int, backend: str, workdir: Path, verify: bool) -> list[dict]:
+def bench(
+    key: Path, witnesses: list[Path], workers: list[int], proofs: int, backend: str, workdir: Path, verify: bool, verify_in: str
+) -> list[dict]:
     from distributed import Client
 
     from distprove.cluster import local_cluster
@@ -72,9 +75,9 @@ def bench(key: Path, witnesses: list[Path], workers: list[int], proofs: int, bac
         cluster = local_cluster(backend, n_workers=n, dashboard_address=None)
         with cluster, Client(cluster) as client:
             client.wait_for_workers(n)
-            run_batch(client, key, stage(witnesses, n, workdir / "warm"), "data", backend, verify)
+            run_batch(client, key, stage(witnesses, n, workdir / "warm"), "data", backend, verify, verify_in)
             t0 = time.perf_counter()
-            thr = run_batch(client, key, stage(witnesses, proofs, workdir / "thr"), "data", backend, verify)
+            thr = run_batch(client, key, stage(witnesses, proofs, workdir / "thr"), "data", backend, verify, verify_in)
             wall = time.perf_counter() - t0
             row: dict[str, Any] = {
                 "workers": n,
@@ -85,7 +88,7 @@ def bench(key: Path, witnesses: list[Path], workers: list[int], proofs: int, bac
             }
             for mode in ("data", "split"):
                 t0 = time.perf_counter()
-                lat = run_batch(client, key, stage(witnesses, 1, workdir / f"lat-{mode}"), mode, backend, verify)
+                lat = run_batch(client, key, stage(witnesses, 1, workdir / f"lat-{mode}"), mode, backend, verify, verify_in)
                 row[f"latency_{mode}_s"] = time.perf_counter() - t0
                 row[f"latency_{mode}_stages"] = lat.stage_seconds
             rows.append(row)
@@ -107,6 +110,7 @@ def main() -> None:
     ap.add_argument("--proofs", type=int, default=16, help="proofs in the throughput batch")
     ap.add_argument("--backend", default="auto", choices=("auto", "cpu", "gpu"))
     ap.add_argument("--no-verify", action="store_true", help="skip the pairing check before writing (measures proving alone)")
+    ap.add_argument("--verify-in", default="workers", choices=("workers", "client"), help="where proofs are checked")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
@@ -120,9 +124,9 @@ def main() -> None:
             key, witnesses = synth_inputs(args.synth, args.log_n, workdir, witnesses=4)
             print(f"synthetic {args.synth} 2^{args.log_n} key and witnesses in {time.perf_counter() - t0:.1f} s", flush=True)
         workers = [int(w) for w in args.workers.split(",")]
-        rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify)
+        rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in)
     result = {"key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
-              "verify": not args.no_verify, "rows": rows,
+              "verify": not args.no_verify, "verify_in": args.verify_in, "rows": rows,
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

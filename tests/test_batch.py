@@ -323,3 +323,21 @@ def test_bad_key_and_wrong_circuit_fail_alone(client, tmp_path) -> None:
     assert "nVars" in reasons["good/other_circuit"]
     assert "half.zkey: " in reasons["badkey/w"] and "\n" not in reasons["badkey/w"]
     assert outputs(tmp_path / "proofs") == {"good/ok.proof.json", "good/ok.public.json"}
+
+
+def test_checks_in_the_client_pool(client, tmp_path) -> None:
+    """verify_in="client": proofs are fetched, checked in a process pool of the client and written there."""
+    for i in range(4):
+        shutil.copy(MINI_WTNS, tmp_path / f"m{i}.wtns")
+    shutil.copy(BAD / "unsatisfied.wtns", tmp_path / "bad.wtns")
+    report = distprove.batch(
+        tmp_path, key=MINI_ZKEY, client=client, backend="cpu", verify_in="client", verify_processes=2, echo=None
+    )
+    assert sorted(r.name for r in report.proved) == [f"m{i}" for i in range(4)]
+    assert [(r.name, "does not verify" in r.reason) for r in report.failed] == [("bad", True)]
+    assert all(r.worker.startswith("client pid ") for r in report.results)
+    out = tmp_path / "proofs"
+    assert outputs(out) == {f"m{i}.{k}.json" for i in range(4) for k in ("proof", "public")}
+    assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(4)]) == [True] * 4
+    with pytest.raises(ValueError, match="verify_in"):
+        distprove.batch(tmp_path, key=MINI_ZKEY, client=client, verify_in="moon", echo=None)
