@@ -379,20 +379,12 @@ def _fixed_base_task(lo: int, hi: int) -> None:
     _JOB["out"][lo:hi] = bn254.points_to_limbs(group, bn254.batch_to_affine(group, jac))
 
 
-def gpu_available() -> bool:
-    """True when CuPy is importable and sees a CUDA device."""
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no CuPy, no driver, no device
-        return False
-
-
 def fixed_base(group: Group, scalars: np.ndarray, device: str = "auto", workers: int = 1) -> np.ndarray:
     """[s]·G for every scalar row, as Montgomery limbs; ``device`` is "auto", "cpu" or "gpu"
     (``workers`` processes on the CPU)."""
-    if device == "gpu" or (device == "auto" and gpu_available()):
+    from .backends.gpu import available
+
+    if device == "gpu" or (device == "auto" and available()):
         from .backends.gpu.fixedbase import fixed_base_gpu
 
         return fixed_base_gpu(group, scalars)

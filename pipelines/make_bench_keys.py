@@ -35,7 +35,8 @@ def _du(path: Path) -> int:
 
 def make_one(kind: str, power: int, out: Path, args: argparse.Namespace) -> dict:
     """Build one circuit, its witnesses and its dev key under ``out``; return the timings record."""
-    from distprove.devsetup import default_workers, dev_setup, gpu_available
+    from distprove.backends.gpu import available as gpu_available
+    from distprove.devsetup import default_workers, dev_setup
     from distprove.keystore import KeyStore
     from distprove.synth import make_circuit, write_circuit
 
