@@ -157,10 +157,12 @@ def synth_cmd(kind: str, constraints: int, public: int, terms: int, out_dir: str
 @click.option("--seed", type=int, default=None, help="Derive the secrets from SEED (default: random).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Where the fixed-base scalar multiplications run.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes for the scalar work (default: all cores).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store.")
 @_friendly_errors
 def setup_cmd(dev: bool, circuit: str, store: str, zkey: str | None, vk: str | None, seed: int | None,
-              device: str, overwrite: bool) -> None:
+              device: str, workers: int | None, overwrite: bool) -> None:
     """Make a Groth16 key STORE for CIRCUIT (.r1cs). Only --dev (insecure, for testing) is supported."""
     import time
 
@@ -169,7 +171,7 @@ def setup_cmd(dev: bool, circuit: str, store: str, zkey: str | None, vk: str | N
     if not dev:
         raise click.UsageError("only the insecure --dev setup is implemented; real keys come from a snarkjs ceremony")
     t0 = time.perf_counter()
-    key = dev_setup(circuit, store, zkey=zkey, vk=vk, seed=seed, device=device, overwrite=overwrite)
+    key = dev_setup(circuit, store, zkey=zkey, vk=vk, seed=seed, device=device, workers=workers, overwrite=overwrite)
     click.echo(f"dev key {store}: {key.n_vars} signals, {key.n_public} public, domain 2^{key.power} "
                f"in {time.perf_counter() - t0:.1f} s (INSECURE: testing only)")
 
