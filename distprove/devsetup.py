@@ -101,6 +101,8 @@ def powers(base: int, n: int) -> np.ndarray:
 def batch_inverse(values: np.ndarray) -> np.ndarray:
     """Element-wise inverses mod r of an object array of nonzero ints, via a product tree (vectorised)."""
     levels = [np.asarray(values, dtype=object)]
+    if levels[0].shape[0] == 0:
+        return levels[0].copy()
     while levels[-1].shape[0] > 1:
         cur = levels[-1]
         if cur.shape[0] % 2:

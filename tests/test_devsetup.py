@@ -67,6 +67,10 @@ def scalar_points(g: bn254.Group, scalars: list[int]) -> np.ndarray:
 # --- field helpers ---------------------------------------------------------------------
 
 
+def test_batch_inverse_and_powers_of_nothing() -> None:
+    assert batch_inverse(np.array([], dtype=object)).shape == (0,) and powers(5, 0).shape == (0,)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 100])
 def test_batch_inverse_and_powers(n: int) -> None:
     rng = random.Random(n)
