@@ -36,6 +36,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "gather": ("field.cuh", "gather.cu"),
     "ntt": ("field.cuh", "ntt.cu"),
     "msm": ("field.cuh", "curve.cuh", "msm.cu"),
+    "fixedbase": ("field.cuh", "curve.cuh", "fixedbase.cu"),
 }
 """Every unit combination the GPU backend loads, by module name."""
 

@@ -15,10 +15,8 @@ import numpy as np
 
 from distprove.bn254 import G1, Group
 
-from .compile import load_module
+from .compile import get_module
 
-UNITS = ("field.cuh", "curve.cuh", "fixedbase.cu")
-MODULE = "fixedbase"
 BATCH = 16
 """Points per thread of the affine kernel (FB_BATCH in fixedbase.cu)."""
 AFFINE_MODES = ("batch", "fermat")
@@ -50,7 +48,7 @@ def fixed_base_gpu(group: Group, scalars: np.ndarray, *, chunk: int = 1 << 22, a
     if n == 0:
         return out
     g = "g1" if group is G1 else "g2"
-    mod = load_module(UNITS, MODULE)
+    mod = get_module("fixedbase")
     table = _table(group.name)
     threads = 128 if group is G1 else 64
     for lo in range(0, n, chunk):
