@@ -228,9 +228,10 @@ class BatchOptions:
     verify_wait: float = 1.0
     """Seconds a ready proof may wait for others to share its pairing check."""
     verify_in: str = "workers"
-    """Where proofs are checked and written: ``workers`` (verify-write tasks) or ``client`` (a pool of
-    ``verify_processes`` processes of this process; keeps the pure-Python pairing check off the
-    GPU workers' single thread; the client must see the output folder)."""
+    """Where proofs are assembled, checked and written: ``workers`` (reduce-assemble and verify-write
+    tasks) or ``client`` (a pool of ``verify_processes`` processes of this process: keeps the
+    pure-Python curve and pairing work off the GPU workers' single thread; the client must see
+    the witness and output folders)."""
     verify_processes: int | None = None
     """Size of the client's verification pool (default: half the CPU cores)."""
 
@@ -297,7 +298,7 @@ def _collect(
     group_size: int,
     max_wait: float,
     pool: Any = None,
-    vk_jsons: dict[str, dict] | None = None,
+    keys: dict[str, Any] | None = None,
 ) -> None:
     """Gather the proofs as their reducers finish and check-and-write them in groups.
 
@@ -305,13 +306,13 @@ def _collect(
     (fewer than ``verify_slots`` running) and either ``group_size`` proofs are ready, the oldest
     has waited ``max_wait`` seconds, or no other proof is still being computed. A lone proof is
     therefore checked at once, and a busy batch pays the cheaper batched check. The check is a
-    verify-write task on the cluster, or, with ``pool`` (a process pool of the client), runs
-    there on the fetched proofs with the keys' ``vk_jsons``.
+    verify-write task on the cluster, or, with ``pool`` (a process pool of the client), the
+    fetched window sums are assembled, checked and written there (``keys``: KeyInfo by hash).
     """
     from distributed import as_completed
 
     from distprove import graph
-    from distprove.worker import check_and_write_in_process
+    from distprove.worker import assemble_check_write_in_process
 
     by_name = {job.name: (job, futs) for job, futs in pending.values()}
     computing = len(pending)
@@ -330,8 +331,7 @@ def _collect(
             handle = graph.submit_verify_write(client, ready, plan, groups)
             stream.add(handle)
         else:
-            items = client.gather(ready)
-            handle = pool.submit(check_and_write_in_process, items, vk_jsons, plan.verify)
+            handle = pool.submit(assemble_check_write_in_process, client.gather(ready), keys, plan.verify)
         checking[handle], ready, groups = ready, [], groups + 1
 
     def finish(job: Job, futures: list[Any], *args: Any) -> None:
@@ -455,6 +455,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 opts.windows_per_task or settings.windows_per_task,
                 settings.verify if opts.verify is None else opts.verify,
                 tag,
+                assemble_on_workers=opts.verify_in == "workers",
             )
             pending: dict[Any, tuple[Job, list[Any]]] = {}
             for i, (job, info) in enumerate(planned):
@@ -466,10 +467,14 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 import multiprocessing
                 from concurrent.futures import ProcessPoolExecutor
 
+                from distprove.worker import warm_up
+
                 procs = opts.verify_processes or max(1, (os.cpu_count() or 2) // 2)
-                vk_jsons = {info.content_hash: info.vk for _, info in planned}
+                keys = {info.content_hash: info for _, info in planned}
                 with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                    _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, vk_jsons)
+                    for _ in range(procs):  # start the processes while the cluster proves
+                        pool.submit(warm_up)
+                    _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, keys)
             else:
                 _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait)
     stage_seconds: dict[str, float] = {}

@@ -6,6 +6,8 @@ dashboard groups tasks by stage (``dask.utils.key_split``)::
     ("prove-prepare", name, tag)                    read the witness on the worker, gather, H
     ("msm-windows", name, msm, first_window, tag)   window sums of one MSM's window range
     ("reduce-assemble", name, tag)                  Horner combine and blinding: the proof
+                                                    (("reduce-collect", ...) gathers the window sums
+                                                    instead when the client's pool assembles)
     ("verify-write", group, tag)                    one batched pairing check of the proofs that
                                                     are ready, then each valid one written once
     ("ntt-columns" | "ntt-transpose" | "ntt-rows-inverse" | "ntt-rows-forward" | "ntt-collect", ...)
@@ -38,6 +40,7 @@ from distprove.worker import (
     MSM_NAMES,
     KeyInfo,
     ProofSpec,
+    collect_parts,
     h_forward_rows,
     h_inverse_rows,
     msm_windows,
@@ -63,6 +66,8 @@ class Plan:
     windows_per_task: int = 4
     verify: bool = True
     tag: str = ""
+    assemble_on_workers: bool = True
+    """False when the client's process pool assembles, checks and writes (``verify_in="client"``)."""
 
     def window_ranges(self, w_count: int) -> list[tuple[int, int]]:
         """The MSM window ranges of one task each: all windows (data) or ``windows_per_task`` (split)."""
@@ -124,7 +129,10 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
                 )
             )
     futures += parts
-    reducer = client.submit(reduce_assemble, spec, parts, key=("reduce-assemble", name, tag), **common)
+    if plan.assemble_on_workers:
+        reducer = client.submit(reduce_assemble, spec, parts, key=("reduce-assemble", name, tag), **common)
+    else:
+        reducer = client.submit(collect_parts, spec, parts, key=("reduce-collect", name, tag), **common)
     futures.append(reducer)
     return reducer, futures
 

@@ -207,6 +207,8 @@ class KeyInfo:
     native_fourstep: bool
     vk: dict = field(default_factory=dict)
     """verification_key.json content (for checks made off the workers)."""
+    points: dict = field(default_factory=dict)
+    """alpha1, beta1, beta2, delta1, delta2 as affine ints (for proofs assembled off the workers)."""
 
 
 @dataclass
@@ -260,6 +262,7 @@ def plan_key(path: str) -> KeyInfo:
         backend=st.backend.name,
         native_fourstep=hasattr(st.backend, "fourstep"),
         vk=key.vk_json(),
+        points=dict(key.points),
     )
 
 
@@ -319,11 +322,18 @@ class Assembled:
     """True when an earlier attempt already wrote this proof (nothing was assembled)."""
 
 
-def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart], blinding: tuple[int, int] | None = None) -> Assembled:
-    """Combine the window sums (Horner) and add the blinding: the proof, for :func:`verify_write`.
+def assemble_proof(
+    spec: ProofSpec,
+    parts: Sequence[MsmPart],
+    points: Mapping[str, bn254.Affine],
+    n_public: int,
+    blinding: tuple[int, int] | None = None,
+) -> Assembled:
+    """Combine the window sums (Horner) and add the blinding: the proof, not yet checked.
 
-    The public signals are read again from the witness file (a few values of a memory map), so
-    the prepare result never has to travel to this worker. ``blinding`` = (r, s) is for tests.
+    ``points``: the key's alpha1, beta1, beta2, delta1, delta2. The public signals are read again
+    from the witness file (a few values of a memory map), so the prepare result never has to
+    travel. ``blinding`` = (r, s) is for tests.
     """
     from distprove.formats.wtns import read_wtns
     from distprove.prover import Proof
@@ -338,8 +348,6 @@ def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart], blinding: tuple[i
         seconds[f"msm_{p.which}"] = seconds.get(f"msm_{p.which}", 0.0) + p.seconds
     if os.path.exists(spec.proof_path):  # an earlier run of this proof's tasks already finished the job
         return Assembled(spec, None, seconds, done_before=True)
-    st = state()
-    key = st.key(spec.key_path, spec.content_hash)
     sums: dict[str, dict[int, bn254.Affine]] = {w: {} for w in MSM_NAMES}
     widths: dict[str, int] = {}
     for p in parts:
@@ -347,10 +355,29 @@ def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart], blinding: tuple[i
         widths[p.which] = p.c
     results = {w: combine(msm_group(w), sums[w], widths[w]) for w in MSM_NAMES}
     r, s = blinding if blinding is not None else random_blinding()
-    pi_a, pi_b, pi_c = assemble(key.points, results, r, s)
-    public = bn254.ints_from_limbs(read_wtns(spec.witness).values[1 : 1 + key.n_public])
+    pi_a, pi_b, pi_c = assemble(points, results, r, s)
+    public = bn254.ints_from_limbs(read_wtns(spec.witness).values[1 : 1 + n_public])
     seconds["assemble"] = time.perf_counter() - t0
     return Assembled(spec, Proof(pi_a, pi_b, pi_c, public), seconds)
+
+
+def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart], blinding: tuple[int, int] | None = None) -> Assembled:
+    """The reducer task: :func:`assemble_proof` with this worker's resident key (for :func:`verify_write`)."""
+    key = state().key(spec.key_path, spec.content_hash)
+    return assemble_proof(spec, parts, key.points, key.n_public, blinding)
+
+
+@dataclass
+class Collected:
+    """A reducer's result when the client assembles: the proof's window sums, gathered."""
+
+    spec: ProofSpec
+    parts: list[MsmPart]
+
+
+def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart]) -> Collected:
+    """The reducer task when the client's pool assembles and checks: just the window sums."""
+    return Collected(spec, list(parts))
 
 
 NOT_VALID = "does not verify (is the witness satisfying the circuit?); nothing written"
@@ -407,11 +434,22 @@ def verify_write(items: Sequence[Assembled], check: bool = True) -> list[Outcome
     return outcomes
 
 
-def check_and_write_in_process(items: Sequence[Assembled], vk_jsons: Mapping[str, dict], check: bool) -> list[Outcome]:
-    """:func:`check_and_write` in a process of the client's verification pool (vks as JSON)."""
+def assemble_check_write_in_process(collected: Sequence[Collected], keys: Mapping[str, KeyInfo], check: bool) -> list[Outcome]:
+    """In a process of the client's pool: :func:`assemble_proof` then :func:`check_and_write`.
+
+    ``keys`` maps content hash to the :class:`KeyInfo` (points, n_public, vk) of each key.
+    """
     from distprove.formats.jsonio import read_vk
 
-    return check_and_write(items, {h: read_vk(v) for h, v in vk_jsons.items()}, check, f"client pid {os.getpid()}")
+    items = [assemble_proof(c.spec, c.parts, keys[c.spec.content_hash].points, keys[c.spec.content_hash].n_public) for c in collected]
+    vks = {h: read_vk(keys[h].vk) for h in {c.spec.content_hash for c in collected}}
+    return check_and_write(items, vks, check, f"client pid {os.getpid()}")
+
+
+def warm_up() -> None:
+    """Import the assembly and pairing code (run once per process of the client's pool)."""
+    import distprove.stages.assemble  # noqa: F401
+    import distprove.verify  # noqa: F401
 
 
 def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list[bool]:

@@ -326,7 +326,7 @@ def test_bad_key_and_wrong_circuit_fail_alone(client, tmp_path) -> None:
 
 
 def test_checks_in_the_client_pool(client, tmp_path) -> None:
-    """verify_in="client": proofs are fetched, checked in a process pool of the client and written there."""
+    """verify_in="client": window sums are fetched, assembled, checked and written by a process pool of the client."""
     for i in range(4):
         shutil.copy(MINI_WTNS, tmp_path / f"m{i}.wtns")
     shutil.copy(BAD / "unsatisfied.wtns", tmp_path / "bad.wtns")
@@ -339,5 +339,6 @@ def test_checks_in_the_client_pool(client, tmp_path) -> None:
     out = tmp_path / "proofs"
     assert outputs(out) == {f"m{i}.{k}.json" for i in range(4) for k in ("proof", "public")}
     assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(4)]) == [True] * 4
+    assert all({"msm_A", "assemble", "verify", "write"} <= set(r.seconds) for r in report.proved)
     with pytest.raises(ValueError, match="verify_in"):
         distprove.batch(tmp_path, key=MINI_ZKEY, client=client, verify_in="moon", echo=None)
