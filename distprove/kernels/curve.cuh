@@ -27,6 +27,26 @@ typedef Aff<Fq2> AffG2;
 typedef Xyzz<Fq> XyzzG1;
 typedef Xyzz<Fq2> XyzzG2;
 
+// G2 point operations are out of line on the device unless DP_G2_INLINE is defined (compile
+// time; see banner).
+#if defined(__CUDA_ARCH__) && !defined(DP_G2_INLINE)
+#define DP_G2_OPS __device__ __noinline__
+#else
+#define DP_G2_OPS DP_INLINE
+#endif
+// G1's general addition and doubling serve only the fold, the reductions and the trees, never
+// the per-entry loop (that is pt_madd), so they are out of line too: one copy each in the module.
+#if defined(__CUDA_ARCH__) && !defined(DP_G1_INLINE)
+#define DP_G1_COLD __device__ __noinline__
+#else
+#define DP_G1_COLD DP_INLINE
+#endif
+
+// Doubling is the rare branch of the additions (P + P); declared here so those templates call
+// the per-group (out-of-line) version instead of inlining another copy.
+DP_G1_COLD XyzzG1 pt_dbl(const XyzzG1& p);
+DP_G2_OPS XyzzG2 pt_dbl(const XyzzG2& p);
+
 // Field dispatch for the templates.
 DP_INLINE Fq f_add(Fq a, Fq b) { return fq_add(a, b); }
 DP_INLINE Fq f_sub(Fq a, Fq b) { return fq_sub(a, b); }
@@ -103,7 +123,7 @@ template <typename F> DP_INLINE Xyzz<F> xyzz_madd_t(const Xyzz<F>& p, const Aff<
     F pdiff = f_sub(u2, p.x);
     F rdiff = f_sub(s2, p.y);
     if (f_is_zero(pdiff)) {
-        if (f_is_zero(rdiff)) return xyzz_dbl_t(p);
+        if (f_is_zero(rdiff)) return pt_dbl(p);
         return xyzz_zero_t<F>();
     }
     return xyzz_add_tail_t(pdiff, rdiff, p.x, p.y, p.zz, p.zzz);
@@ -120,7 +140,7 @@ template <typename F> DP_INLINE Xyzz<F> xyzz_add_t(const Xyzz<F>& p, const Xyzz<
     F pdiff = f_sub(u2, u1);
     F rdiff = f_sub(s2, s1);
     if (f_is_zero(pdiff)) {
-        if (f_is_zero(rdiff)) return xyzz_dbl_t(p);
+        if (f_is_zero(rdiff)) return pt_dbl(p);
         return xyzz_zero_t<F>();
     }
     return xyzz_add_tail_t(pdiff, rdiff, u1, s1, f_mul(p.zz, q.zz), f_mul(p.zzz, q.zzz));
@@ -140,15 +160,9 @@ template <typename F> DP_INLINE Xyzz<F> xyzz_neg_t(const Xyzz<F>& p) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Per-group entry points used by the kernels. G2's are out of line on the device unless
-// DP_G2_INLINE is defined (compile time; see banner).
+// Per-group entry points used by the kernels.
 // ---------------------------------------------------------------------------------------
 
-#if defined(__CUDA_ARCH__) && !defined(DP_G2_INLINE)
-#define DP_G2_OPS __device__ __noinline__
-#else
-#define DP_G2_OPS DP_INLINE
-#endif
 
 DP_INLINE bool aff_is_inf(const AffG1& a) { return aff_is_inf_t(a); }
 DP_INLINE bool aff_is_inf(const AffG2& a) { return aff_is_inf_t(a); }
@@ -159,9 +173,9 @@ DP_INLINE XyzzG2 pt_neg(const XyzzG2& p) { return xyzz_neg_t(p); }
 DP_INLINE XyzzG1 pt_from_aff(const AffG1& a) { return xyzz_from_aff_t(a); }
 DP_INLINE XyzzG2 pt_from_aff(const AffG2& a) { return xyzz_from_aff_t(a); }
 
-DP_INLINE XyzzG1 pt_dbl(const XyzzG1& p) { return xyzz_dbl_t(p); }
+DP_G1_COLD XyzzG1 pt_dbl(const XyzzG1& p) { return xyzz_dbl_t(p); }
 DP_INLINE XyzzG1 pt_madd(const XyzzG1& p, const AffG1& q) { return xyzz_madd_t(p, q); }
-DP_INLINE XyzzG1 pt_add(const XyzzG1& p, const XyzzG1& q) { return xyzz_add_t(p, q); }
+DP_G1_COLD XyzzG1 pt_add(const XyzzG1& p, const XyzzG1& q) { return xyzz_add_t(p, q); }
 
 DP_G2_OPS XyzzG2 pt_dbl(const XyzzG2& p) { return xyzz_dbl_t(p); }
 DP_G2_OPS XyzzG2 pt_madd(const XyzzG2& p, const AffG2& q) { return xyzz_madd_t(p, q); }

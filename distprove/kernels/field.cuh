@@ -39,8 +39,9 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-struct Fr { u32 v[8]; };
-struct Fq { u32 v[8]; };
+// 16-byte alignment (size unchanged) lets struct copies from global memory use 128-bit loads.
+struct alignas(16) Fr { u32 v[8]; };
+struct alignas(16) Fq { u32 v[8]; };
 struct Fq2 { Fq c0, c1; };
 
 #define DP_FQ_P {0xd87cfd47u, 0x3c208c16u, 0x6871ca8du, 0x97816a91u, 0x8181585du, 0xb85045b6u, 0xe131a029u, 0x30644e72u}

@@ -35,7 +35,7 @@
 #define DP_TREE_MAX 128
 #define DP_NO_ROW 0xffffffffu
 
-struct MsmEntry {
+struct alignas(8) MsmEntry {
     u32 row;  // (w - lo) * nb + |d| - 1
     u32 pt;   // point index << 1 | (d < 0)
 };
@@ -44,9 +44,11 @@ struct MsmEntry {
 // Scalars: standard form, 8 little-endian limbs.
 // ---------------------------------------------------------------------------------------
 
-DP_INLINE void sc_load(const u32* src, u32 s[8]) {
+// Scalar i of a (n, 8) array, as two 128-bit loads (the array is 16-byte aligned).
+DP_INLINE void sc_load(const u32* scalars, u32 i, u32 s[8]) {
+    Fr v = reinterpret_cast<const Fr*>(scalars)[i];
 DP_UNROLL
-    for (int i = 0; i < 8; i++) s[i] = src[i];
+    for (int k = 0; k < 8; k++) s[k] = v.v[k];
 }
 
 DP_INLINE bool sc_is_zero_or_one(const u32 s[8]) {
@@ -96,7 +98,7 @@ extern "C" __global__ void msm_count(const u32* scalars, u32* counts, u32 n, u32
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 s[8];
-    sc_load(scalars + 8u * (u64)i, s);
+    sc_load(scalars, i, s);
     if (sc_is_zero_or_one(s)) return;
     sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool) { atomicAdd(&counts[row], 1u); });
 }
@@ -108,7 +110,7 @@ extern "C" __global__ void msm_scatter(const u32* scalars, u32* cursor, MsmEntry
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 s[8];
-    sc_load(scalars + 8u * (u64)i, s);
+    sc_load(scalars, i, s);
     if (sc_is_zero_or_one(s)) return;
     sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool neg) {
         u32 slot = atomicSub(&cursor[row], 1u) - 1u;
@@ -256,7 +258,7 @@ DP_INLINE void msm_ones_impl(const u32* scalars, const Aff<F>* bases, u32 n, Xyz
     u32 stride = gridDim.x * blockDim.x;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         u32 s[8];
-        sc_load(scalars + 8u * (u64)i, s);
+        sc_load(scalars, i, s);
         if (sc_is_one(s)) acc = pt_madd(acc, bases[i]);
     }
     sh[threadIdx.x] = acc;
