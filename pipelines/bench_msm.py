@@ -21,6 +21,8 @@ MADD_MULS = {"G1": 10, "G2": 30}
 TABLE = 1024
 CASES = [("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
 SWEEP = ("G1", 24, (16, 18, 19, 20, 21))
+CHECK = (18, 13)
+"""log2 size and window width of the cross-build equality check."""
 
 
 def _table(group: Any) -> np.ndarray:
@@ -50,13 +52,25 @@ def _time(fn: Any, reps: int) -> list[float]:
 
 
 VARIANTS = {"default": (), "ptx_mul": ("-DDP_PTX_MUL",)}
+"""Arithmetic builds of msm.cu (NVRTC options): the default, and the PTX Montgomery product."""
 
 
-def run(results: dict, reps: int = 3, variant: str = "default", sweep: bool = True) -> None:
-    """Append one row per (group, size, c) with median ms, floor ms and the ratio.
+def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:
+    gmsm.KERNEL_OPTIONS = VARIANTS[variant]
+    t0 = time.perf_counter()
+    gmsm._module()
+    load_s = time.perf_counter() - t0
+    how = [t.source for t in gcompile.load_timings() if t.name == "msm"][-1:]
+    print(f"msm module ({variant}) load: {load_s:.1f} s {how}", flush=True)
+    results.setdefault("msm_module_load", {})[variant] = {"seconds": load_s, "how": how}
 
-    ``variant`` picks the arithmetic build of msm.cu (VARIANTS); a non-default variant's window
-    sums are also compared with the default build's on a 2^18 input of each group.
+
+def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS), sweep: bool = True) -> None:
+    """Append one row per (variant, group, size, c) with median ms, floor ms and phase times.
+
+    The default build runs every case (and the window-width sweep when ``sweep``); each other
+    variant first checks that its window sums equal the default build's on 2^18 points of each
+    group, then runs the main cases.
     """
     import cupy
 
@@ -74,47 +88,57 @@ def run(results: dict, reps: int = 3, variant: str = "default", sweep: bool = Tr
     host[:, 7] %= 0x30644E72
     scalars_all = cupy.asarray(host)
     idx_all = cupy.asarray(rng.integers(0, TABLE, size=1 << max_log))
-    reference = {}
-    if variant != "default":
-        for name, g in groups.items():
-            n = 1 << 18
-            reference[name] = msm_windows(g, tables[name][idx_all[:n]], scalars_all[:n], 13, 0, num_windows(13))
-    gmsm.KERNEL_OPTIONS = VARIANTS[variant]
-    t0 = time.perf_counter()
-    gmsm._module()
-    load_s = time.perf_counter() - t0
-    print(f"msm module ({variant}) load: {load_s:.1f} s", flush=True)
-    results.setdefault("msm_module_load", {})[variant] = load_s
-    for name, want in reference.items():
-        n = 1 << 18
-        got = msm_windows(groups[name], tables[name][idx_all[:n]], scalars_all[:n], 13, 0, num_windows(13))
-        results.setdefault("msm_variant_equal", {})[f"{variant} {name}"] = got == want
-        print(f"{variant} {name} window sums equal to default build: {got == want}", flush=True)
-    plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in CASES]
-    if sweep:
-        plan += [(SWEEP[0], SWEEP[1], c) for c in SWEEP[2] if c != pick_window(1 << SWEEP[1], groups[SWEEP[0]])]
-    for name, lg, c in plan:
-        g = groups[name]
-        n = 1 << lg
-        bases = tables[name][idx_all[:n]]
-        scalars = scalars_all[:n]
-        w = num_windows(c)
-        try:
-            times = _time(lambda: msm_windows(g, bases, scalars, c, 0, w), reps)
-        except cupy.cuda.memory.OutOfMemoryError as exc:
-            print(f"{name} 2^{lg} c={c}: out of memory ({exc})", flush=True)
-            continue
-        ms = statistics.median(times)
-        phases: dict[str, float] = {}
-        msm_windows(g, bases, scalars, c, 0, w, phases=phases)
-        floor = n * w * MADD_MULS[name] / FQ_MUL_PER_S * 1e3
-        row = {"name": f"msm {name} c={c} {variant}", "log_n": lg, "c": c, "windows": w, "median_ms": ms,
-               "times_ms": times, "floor_ms": floor, "madds": n * w, "phases_ms": phases}
-        results["rows"].append(row)
-        ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
-        print(f"msm {name} 2^{lg} c={c} {variant}: {ms:.1f} ms (floor {floor:.1f} ms, x{ms / floor:.2f}) [{ph}]",
-              flush=True)
-        del bases
+    check_n, check_c = 1 << CHECK[0], CHECK[1]
+
+    def check_sums(name: str) -> list:
+        bases = tables[name][idx_all[:check_n]]
+        return msm_windows(groups[name], bases, scalars_all[:check_n], check_c, 0, num_windows(check_c))
+
+    try:
+        _load(gmsm, gcompile, "default", results)
+        reference = {name: check_sums(name) for name in groups}
+        for variant in variants:
+            if variant != "default":
+                _load(gmsm, gcompile, variant, results)
+                for name, want in reference.items():
+                    same = check_sums(name) == want
+                    results.setdefault("msm_variant_equal", {})[f"{variant} {name}"] = same
+                    print(f"{variant} {name}: window sums equal to the default build: {same}", flush=True)
+            plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in CASES]
+            if sweep and variant == "default":
+                best = pick_window(1 << SWEEP[1], groups[SWEEP[0]])
+                plan += [(SWEEP[0], SWEEP[1], c) for c in SWEEP[2] if c != best]
+            for name, lg, c in plan:
+                _time_case(results, variant, groups[name], name, lg, c, tables[name][idx_all[: 1 << lg]],
+                           scalars_all[: 1 << lg], reps)
+    finally:
+        gmsm.KERNEL_OPTIONS = VARIANTS["default"]
+
+
+def _time_case(results: dict, variant: str, g: Any, name: str, lg: int, c: int, bases: Any, scalars: Any,
+               reps: int) -> None:
+    import cupy
+
+    from distprove.backends.gpu.msm import msm_windows
+    from distprove.stages.msm import num_windows
+
+    n = 1 << lg
+    w = num_windows(c)
+    try:
+        times = _time(lambda: msm_windows(g, bases, scalars, c, 0, w), reps)
+    except cupy.cuda.memory.OutOfMemoryError as exc:
+        print(f"{name} 2^{lg} c={c}: out of memory ({exc})", flush=True)
+        return
+    ms = statistics.median(times)
+    phases: dict[str, float] = {}
+    msm_windows(g, bases, scalars, c, 0, w, phases=phases)
+    floor = n * w * MADD_MULS[name] / FQ_MUL_PER_S * 1e3
+    row = {"name": f"msm {name} c={c} {variant}", "log_n": lg, "c": c, "windows": w, "median_ms": ms,
+           "times_ms": times, "floor_ms": floor, "madds": n * w, "phases_ms": phases}
+    results["rows"].append(row)
+    ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
+    print(f"msm {name} 2^{lg} c={c} {variant}: {ms:.1f} ms (floor {floor:.1f} ms, x{ms / floor:.2f}) [{ph}]",
+          flush=True)
 
 
 if __name__ == "__main__":
@@ -122,12 +146,12 @@ if __name__ == "__main__":
     import json
 
     ap = argparse.ArgumentParser(description="GPU MSM benchmark")
-    ap.add_argument("--variant", default="default", choices=sorted(VARIANTS))
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of " + ",".join(VARIANTS))
     ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     r: dict = {"rows": []}
-    run(r, variant=a.variant, sweep=not a.no_sweep)
+    run(r, variants=tuple(a.variants.split(",")), sweep=not a.no_sweep)
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(r, fh, indent=1, default=str)
