@@ -107,12 +107,19 @@ class MsmScratch:
         buf = self._bufs.get(name)
         if buf is None or buf.nbytes < nbytes:
             self._bufs.pop(name, None)
-            buf = cupy.empty(nbytes, dtype=cupy.uint8)
+            try:
+                buf = cupy.empty(nbytes, dtype=cupy.uint8)
+            except cupy.cuda.memory.OutOfMemoryError:
+                # Buffers kept from earlier (larger) calls may be what is in the way: drop them
+                # (views taken in the current call keep their memory) and try once more.
+                self.release()
+                cupy.get_default_memory_pool().free_all_blocks()
+                buf = cupy.empty(nbytes, dtype=cupy.uint8)
             self._bufs[name] = buf
         return buf[:nbytes].view(dtype)[:count]
 
     def release(self) -> None:
-        """Drop every buffer (they return to CuPy's memory pool)."""
+        """Drop every buffer (they return to CuPy's memory pool unless a live view holds them)."""
         self._bufs.clear()
 
 
@@ -140,8 +147,8 @@ def _check_inputs(group: Group, bases: "cupy.ndarray", scalars: "cupy.ndarray", 
     w_count = num_windows(c)
     if not 0 <= lo < hi <= w_count:
         raise ValueError(f"window range [{lo}, {hi}) outside [0, {w_count}) for c={c}")
-    if n * (hi - lo) >= 1 << 32:
-        raise ValueError(f"{n} points x {hi - lo} windows exceed the 32-bit entry index")
+    if n >= 1 << 31 or n * (hi - lo) >= 1 << 32:
+        raise ValueError(f"{n} points x {hi - lo} windows exceed the 32-bit entry indices")
     return n
 
 
