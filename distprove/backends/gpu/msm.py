@@ -11,6 +11,7 @@ buffers are reused, never trusted to hold zeros; the kernels clear what they rea
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -93,10 +94,16 @@ def pick_window(n: int, group: Group) -> int:
 
 
 class MsmScratch:
-    """Device buffers reused across MSM calls, grown on demand (contents never assumed zero)."""
+    """Device buffers reused across MSM calls, grown on demand (contents never assumed zero).
+
+    ``lock`` is held by :func:`msm_windows` for a whole call, so threads sharing one scratch
+    (e.g. the process-wide default) run their MSMs one after another instead of trampling
+    each other's buffers.
+    """
 
     def __init__(self) -> None:
         self._bufs: dict[str, "cupy.ndarray"] = {}
+        self.lock = threading.Lock()
 
     def take(self, name: str, count: int, dtype: type = np.uint32) -> "cupy.ndarray":
         """A 1-D array of ``count`` elements of ``dtype`` backed by the buffer ``name``."""
@@ -123,14 +130,11 @@ class MsmScratch:
         self._bufs.clear()
 
 
-_default_scratch: MsmScratch | None = None
+_default_scratch = MsmScratch()
 
 
 def default_scratch() -> MsmScratch:
     """The process-wide scratch used when a call passes none."""
-    global _default_scratch
-    if _default_scratch is None:
-        _default_scratch = MsmScratch()
     return _default_scratch
 
 
@@ -169,13 +173,30 @@ def msm_windows(
     scalar 1 is included in S_0 (only when lo == 0), as DESIGN.md specifies. ``phases``, if
     given, receives the device milliseconds of each phase (sort, accumulate, fold, reduce, ones).
     """
+    n = _check_inputs(group, bases, scalars, c, lo, hi)
+    if n == 0:
+        return [None] * (hi - lo)
+    scratch = scratch or default_scratch()
+    with scratch.lock:
+        return _msm_windows(group, bases, scalars, n, c, lo, hi, scratch, phases)
+
+
+def _msm_windows(
+    group: Group,
+    bases: "cupy.ndarray",
+    scalars: "cupy.ndarray",
+    n: int,
+    c: int,
+    lo: int,
+    hi: int,
+    scratch: MsmScratch,
+    phases: dict[str, float] | None,
+) -> list[Affine]:
     import cupy
 
-    n = _check_inputs(group, bases, scalars, c, lo, hi)
+    if FOLD_LEN < 4:
+        raise ValueError("FOLD_LEN must be at least 4")
     nw = hi - lo
-    if n == 0:
-        return [None] * nw
-    scratch = scratch or default_scratch()
     sfx = _suffix(group)
     mod = _module()
     timer = _Phases(phases)
@@ -213,8 +234,6 @@ def msm_windows(
     )
     timer.mark("accumulate")
     fold = mod.get_function(f"msm_fold_{sfx}")
-    if FOLD_LEN < 4:
-        raise ValueError("FOLD_LEN must be at least 4")
     src = 0
     while True:
         groups = -(-m // FOLD_LEN)
