@@ -227,23 +227,45 @@ class BatchOptions:
     """Proofs checked together by one batched pairing check (at most; fewer when the batch is idle)."""
     verify_wait: float = 1.0
     """Seconds a ready proof may wait for others to share its pairing check."""
-    verify_in: str = "workers"
+    verify_in: str | None = None
     """Where proofs are assembled, checked and written: ``workers`` (reduce-assemble and verify-write
     tasks) or ``client`` (a pool of ``verify_processes`` processes of this process: keeps the
     pure-Python curve and pairing work off the GPU workers' single thread; the client must see
-    the witness and output folders)."""
+    the witness and output folders). Default: ``distprove.verify-in`` in the dask config, else workers."""
     verify_processes: int | None = None
     """Size of the client's verification pool (default: half the CPU cores)."""
-
-    def __post_init__(self) -> None:
-        if self.verify_in not in ("workers", "client"):
-            raise ValueError(f"verify_in must be 'workers' or 'client', not {self.verify_in!r}")
     on_result: Callable[[ProofResult], Any] | None = None
     """Called in the client for each result as it arrives (progress bars, tests)."""
     on_start: Callable[[int], Any] | None = None
     """Called once with the number of witnesses, before any result."""
     echo: Callable[[str], Any] | None = print
     """Where the report's summary is printed at the end (None: nowhere)."""
+
+    def __post_init__(self) -> None:
+        import dask
+
+        if self.verify_in is None:
+            self.verify_in = dask.config.get("distprove.verify-in", "workers")
+        if self.verify_in not in ("workers", "client"):
+            raise ValueError(f"verify_in must be 'workers' or 'client', not {self.verify_in!r}")
+
+
+_POOLS: dict[int, Any] = {}
+
+
+def verification_pool(processes: int) -> Any:
+    """This process's pool for assembling and checking proofs (spawned once, kept for later batches)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from distprove.worker import warm_up
+
+    pool = _POOLS.get(processes)
+    if pool is None or getattr(pool, "_broken", False):
+        pool = _POOLS[processes] = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+        for _ in range(processes):  # start every process now, while the cluster proves
+            pool.submit(warm_up)
+    return pool
 
 
 def _reason(exc: BaseException) -> str:
@@ -464,17 +486,10 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 reducer, futures = graph.submit_proof(client, spec, info, plan, i, priority=len(planned) - i)
                 pending[reducer] = (job, futures)
             if opts.verify_in == "client":
-                import multiprocessing
-                from concurrent.futures import ProcessPoolExecutor
-
-                from distprove.worker import warm_up
-
                 procs = opts.verify_processes or max(1, (os.cpu_count() or 2) // 2)
                 keys = {info.content_hash: info for _, info in planned}
-                with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                    for _ in range(procs):  # start the processes while the cluster proves
-                        pool.submit(warm_up)
-                    _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, keys)
+                pool = verification_pool(procs)
+                _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, keys)
             else:
                 _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait)
     stage_seconds: dict[str, float] = {}

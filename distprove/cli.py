@@ -271,10 +271,14 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
 @click.option("--incremental/--no-incremental", default=None,
               help="Scheduled runs: prove only witnesses without a verified proof, keep a state file  [default: distprove.incremental.enabled]")
 @click.option("--retry-failed", is_flag=True, help="With --incremental: try witnesses that failed before again.")
+@click.option("--verify-in", type=click.Choice(["workers", "client"]), default=None,
+              help="Where proofs are assembled, checked and written: on the workers, or in a process pool here "
+                   "(faster on GPUs; needs the witness and output folders here)  [default: distprove.verify-in, else workers]")
 @_friendly_errors
 def batch_cmd(
     key: str, witness_dir: str, out_dir: str | None, scheduler: str | None, backend: str | None,
     mode: str | None, n_workers: int | None, report_json: str | None, incremental: bool | None, retry_failed: bool,
+    verify_in: str | None,
 ) -> None:
     """Prove every .wtns under WITNESS_DIR with KEY on a Dask cluster; exit 1 if any failed."""
     from rich.console import Console
@@ -303,7 +307,7 @@ def batch_cmd(
 
         report = batch(
             witness_dir, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
-            on_start=lambda n: progress.update(task, total=n), on_result=on_result, echo=None, **extra,
+            verify_in=verify_in, on_start=lambda n: progress.update(task, total=n), on_result=on_result, echo=None, **extra,
         )
     click.echo(report.summary())
     if report_json:

@@ -340,5 +340,15 @@ def test_checks_in_the_client_pool(client, tmp_path) -> None:
     assert outputs(out) == {f"m{i}.{k}.json" for i in range(4) for k in ("proof", "public")}
     assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(4)]) == [True] * 4
     assert all({"msm_A", "assemble", "verify", "write"} <= set(r.seconds) for r in report.proved)
+    # The pool stays for the next batch (no second start-up); the configuration picks the place.
+    from distprove.batch import verification_pool
+
+    pool = verification_pool(2)
+    for p in out.glob("m0.*"):
+        p.unlink()
+    with dask.config.set({"distprove.verify-in": "client"}):
+        again = distprove.batch(tmp_path, key=MINI_ZKEY, client=client, backend="cpu", verify_processes=2, echo=None)
+    assert [r.name for r in again.proved] == ["m0"] and again.proved[0].worker.startswith("client pid ")
+    assert verification_pool(2) is pool
     with pytest.raises(ValueError, match="verify_in"):
         distprove.batch(tmp_path, key=MINI_ZKEY, client=client, verify_in="moon", echo=None)
