@@ -397,13 +397,62 @@ def _collect(
         flush()
 
 
+def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Callable[..., None]) -> set[str]:
+    """Check existing outputs on the workers (one batched pairing check per key) and report the
+    witnesses whose outputs verify as skipped; delete outputs that do not (they are proved again).
+    Returns the names of the witnesses dealt with (skipped, or failed because the check could not run)."""
+    from distprove.worker import check_existing
+
+    checks = {}
+    for kp, group in groups.items():
+        have = [j for j in group if os.path.exists(j.proof_path) and os.path.exists(j.public_path)]
+        if have:
+            items = [(j.witness, j.proof_path, j.public_path) for j in have]
+            checks[kp] = (have, client.submit(check_existing, kp, items, key=("check-outputs", _label(kp), tag), pure=False))
+    done: set[str] = set()
+    for have, fut in checks.values():
+        try:
+            oks = fut.result()
+        except Exception as exc:  # e.g. the key cannot be read: keep the outputs, report why
+            for job in have:
+                done.add(job.name)
+                emit(job, FAILED, _reason(exc))
+            continue
+        for job, ok in zip(have, oks):
+            if ok:
+                done.add(job.name)
+                emit(job, SKIPPED, "outputs exist and verify")
+            else:
+                _remove_outputs(job)
+    return done
+
+
+def _plan_keys(client: Any, groups: dict[str, list[Job]], done: set[str], tag: str, emit: Callable[..., None]) -> list[tuple[Job, Any]]:
+    """Open each key on a worker (KeyInfo: sizes, window widths, ...); the jobs of a key that
+    cannot be opened fail with the reason. Returns (job, KeyInfo) for every job left to prove."""
+    from distprove.worker import plan_key
+
+    infos = {kp: client.submit(plan_key, kp, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
+    planned: list[tuple[Job, Any]] = []
+    for kp, group in groups.items():
+        left = [j for j in group if j.name not in done]
+        try:
+            info = infos[kp].result()
+        except Exception as exc:
+            for job in left:
+                emit(job, FAILED, _reason(exc))
+            continue
+        planned += [(j, info) for j in left]
+    return planned
+
+
 def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     """Prove ``jobs`` on ``client``'s cluster (the worker state must be registered)."""
     from dask.utils import key_split
     from distributed import get_task_stream, span
 
     from distprove import graph
-    from distprove.worker import ProofSpec, check_existing, plan_key
+    from distprove.worker import ProofSpec
 
     settings = config.settings()
     t0 = time.perf_counter()
@@ -431,36 +480,8 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             else:
                 todo.append(job)
         groups = _group(todo)
-        # Existing outputs: verified on the workers (one batched pairing check per key).
-        checks = {}
-        for kp, group in groups.items():
-            have = [j for j in group if os.path.exists(j.proof_path) and os.path.exists(j.public_path)]
-            if have:
-                items = [(j.witness, j.proof_path, j.public_path) for j in have]
-                checks[kp] = (have, client.submit(check_existing, kp, items, key=("check-outputs", _label(kp), tag), pure=False))
-        skipped: set[str] = set()
-        for kp, (have, fut) in checks.items():
-            try:
-                oks = fut.result()
-            except Exception:  # a broken key: its proofs fail below with the reason
-                oks = [False] * len(have)
-            for job, ok in zip(have, oks):
-                if ok:
-                    skipped.add(job.name)
-                    emit(job, SKIPPED, "outputs exist and verify")
-                else:
-                    _remove_outputs(job)
-        infos = {kp: client.submit(plan_key, kp, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
-        planned: list[tuple[Job, Any]] = []
-        for kp, group in groups.items():
-            try:
-                info = infos[kp].result()
-            except Exception as exc:
-                for job in group:
-                    if job.name not in skipped:
-                        emit(job, FAILED, _reason(exc))
-                continue
-            planned += [(j, info) for j in group if j.name not in skipped]
+        done = _skip_verified(client, groups, tag, emit)
+        planned = _plan_keys(client, groups, done, tag, emit)
         if planned:
             mode = graph.choose_mode(
                 opts.mode or settings.planner_mode,
