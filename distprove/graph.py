@@ -13,16 +13,18 @@ dashboard groups tasks by stage (``dask.utils.key_split``)::
     ("ntt-columns" | "ntt-transpose" | "ntt-rows-inverse" | "ntt-rows-forward" | "ntt-collect", ...)
                                                     the four-step H computation across workers
 
-``tag`` is unique per batch so that reruns in one client never reuse a finished key. Results stay
+(dask's ``key_split`` drops an 8-letter word starting with a-f as if it were a hex token, so
+the dashboard shows the reducer group as ``reduce``.) ``tag`` is unique per batch so that reruns
+in one client never reuse a finished key. Results stay
 on the workers (witness, scalars and evaluations move worker to worker at most); keys never travel:
 tasks carry the key's path and content hash and workers keep it resident (:mod:`distprove.worker`).
 
 Planner modes: ``data`` proves whole proofs per worker (one task per MSM, placement left to the
 scheduler's locality; best throughput when proofs >= workers); ``split`` cuts every MSM into
 ranges of ``windows_per_task`` windows pinned round-robin (loosely, so a lost worker's share
-moves on) to the workers and, for
-domains of at least ``fourstep_min_domain``, computes H with the four-step NTT on all workers
-(best latency for a few large proofs). Both give the same proof points (up to the blinding).
+moves on) to the workers and, for domains of at least ``fourstep_min_domain``, computes H with
+the four-step NTT on all workers (meant for the latency of a few large proofs). Both give valid
+proofs of the same points (up to the blinding).
 """
 
 from __future__ import annotations
