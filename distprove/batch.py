@@ -393,8 +393,16 @@ def _collect(
                     ready_since = time.monotonic()
                 ready.append(fut)
             else:
-                finish(*pending.pop(fut), FAILED, _reason(fut.exception()))
+                finish(*pending.pop(fut), FAILED, _reason(_exception_of(fut)))
         flush()
+
+
+def _exception_of(fut: Any) -> BaseException:
+    """Why a future did not finish (its exception, or the CancelledError a cancelled one raises)."""
+    try:
+        return fut.exception()
+    except BaseException as exc:  # cancelled futures raise instead of returning
+        return exc
 
 
 def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Callable[..., None]) -> set[str]:
