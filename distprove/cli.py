@@ -72,16 +72,19 @@ def export_vk_cmd(key: str, vk_json: str) -> None:
 @click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True)
 @click.option("--verify/--no-verify", "check", default=True, show_default=True,
               help="Check the proof with a pairing before writing it.")
+@click.option("--constant-work/--variable-work", "constant_work", default=None,
+              help="MSM mode: every scalar in every window (same proof, slower; NOT constant-time, "
+                   "see docs/CONSTANT_WORK.md)  [default: distprove.msm.constant-work, else variable]")
 @_friendly_errors
-def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool) -> None:
+def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool, constant_work: bool | None) -> None:
     """Prove one WITNESS (.wtns) with KEY (a key store or a .zkey)."""
     from .errors import InvalidProofError
     from .keystore import open_key
     from .prover import prove
-    from .verify import verify
+    from .verifier import verify
 
     k = open_key(key)
-    proof = prove(k, witness, backend=backend)
+    proof = prove(k, witness, backend=backend, constant_work=constant_work)
     if check and not verify(k.vk_json(), proof.public_json(), proof.to_json()):
         raise InvalidProofError(f"{witness}: the proof does not verify (is the witness satisfying the circuit?); nothing written")
     out = Path(out_dir)
@@ -98,7 +101,7 @@ def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool) -
 @_friendly_errors
 def verify_cmd(vk_json: str, public_json: str, proof_json: str) -> None:
     """Check a proof; exit status 0 only when it is valid."""
-    from .verify import verify
+    from .verifier import verify
 
     if verify(vk_json, public_json, proof_json):
         click.echo("OK")
@@ -285,7 +288,7 @@ def batch_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import config
-    from .batch import FAILED, batch
+    from .batching import FAILED, batch
     from .formats.jsonio import write_json_atomic
 
     extra: dict[str, Any] = {}
@@ -313,6 +316,45 @@ def batch_cmd(
     if report_json:
         write_json_atomic(report_json, report.to_json())
     sys.exit(0 if report.ok else 1)
+
+
+@main.group("ptau")
+def ptau_group() -> None:
+    """Powers-of-tau files: prepare for phase 2, or make an insecure one for tests."""
+
+
+@ptau_group.command("prepare")
+@click.argument("in_ptau", type=click.Path(dir_okay=False))
+@click.argument("out_ptau", type=click.Path(dir_okay=False))
+@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True)
+@_friendly_errors
+def ptau_prepare_cmd(in_ptau: str, out_ptau: str, backend: str) -> None:
+    """Write OUT_PTAU = IN_PTAU with the Lagrange sections 12-15 (as `snarkjs powersoftau prepare phase2`)."""
+    import time
+
+    from .ptau import prepare
+
+    t0 = time.perf_counter()
+    prepare(in_ptau, out_ptau, backend=backend)
+    click.echo(f"prepared {in_ptau} -> {out_ptau} in {time.perf_counter() - t0:.1f} s")
+
+
+@ptau_group.command("new")
+@click.option("--dev", is_flag=True, help="Required: INSECURE random tau, alpha, beta (no ceremony), for tests/benchmarks.")
+@click.option("--power", type=click.IntRange(1, 28), required=True, help="log2 of the number of powers.")
+@click.argument("out_ptau", type=click.Path(dir_okay=False))
+@click.option("--seed", type=int, default=None, help="Derive tau, alpha, beta from SEED (default: random).")
+@click.option("--device", type=BACKEND_CHOICE, default="auto", show_default=True,
+              help="Where the fixed-base scalar multiplications run.")
+@_friendly_errors
+def ptau_new_cmd(dev: bool, power: int, out_ptau: str, seed: int | None, device: str) -> None:
+    """Write an unprepared OUT_PTAU of 2^POWER powers. Only --dev (insecure, for testing) is supported."""
+    from .ptau import new_dev
+
+    if not dev:
+        raise click.UsageError("only --dev is implemented (for tests and benchmarks only); real files come from a ceremony")
+    new_dev(out_ptau, power, seed=seed, device=device)
+    click.echo(f"wrote {out_ptau}: power {power} (INSECURE: for tests and benchmarks only)")
 
 
 if __name__ == "__main__":
