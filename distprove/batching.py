@@ -17,9 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import time
-import types
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -568,14 +566,3 @@ def batch(
     if opts.echo is not None:
         opts.echo(report.summary())
     return report
-
-
-class _CallableModule(types.ModuleType):
-    """Importing this module binds ``distprove.batch`` to the module (Python sets the package
-    attribute), which would shadow the function of the same name; calling the module calls it."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> BatchReport:
-        return batch(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -194,7 +194,7 @@ def _verifies(item: Item, vk: Any) -> bool:
     from . import bn254
     from .formats.jsonio import read_public
     from .formats.wtns import read_wtns
-    from .verify import verify
+    from .verifier import verify
 
     if not (os.path.isfile(item.proof_path) and os.path.isfile(item.public_path)):
         return False
@@ -283,7 +283,7 @@ def _out_dir(witness_dir: PathLike, out_dir: PathLike | None) -> Path:
 
 def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_failed: bool) -> tuple[list[Any], list[Any]]:
     """(jobs to run, ProofResults of the jobs skipped by rules 1 and 3)."""
-    from .batch import SKIPPED, ProofResult
+    from .batching import SKIPPED, ProofResult
 
     todo, known = [], []
     for job in jobs:
@@ -302,7 +302,7 @@ def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_fai
 def pending(witness_dir: PathLike, key: PathLike | None = None, out_dir: PathLike | None = None, *, retry_failed: bool = False) -> list[Any]:
     """The ``distprove.batch.Job`` s that :func:`batch` would send to the cluster (rules 1 and 3
     only: a proof the state does not know is still listed), e.g. to skip starting GPU jobs."""
-    from .batch import discover
+    from .batching import discover
 
     jobs = discover(witness_dir, key, out_dir)
     state = State(_out_dir(witness_dir, out_dir))
@@ -327,7 +327,7 @@ def batch(
     the workers) and records every result in the state file. When nothing is new, no cluster is
     started or contacted.
     """
-    from .batch import FAILED, PROVED, SKIPPED, BatchOptions, BatchReport, discover, ensure_worker_state, run_jobs
+    from .batching import FAILED, PROVED, SKIPPED, BatchOptions, BatchReport, discover, ensure_worker_state, run_jobs
     from .cluster import connect
 
     t0 = time.perf_counter()

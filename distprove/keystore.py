@@ -200,7 +200,7 @@ class ZkeyKey(_KeyBase):
 
 def _vk_json(n_public: int, points: dict[str, bn254.Affine], ic_limbs: Any) -> dict:
     from .formats.jsonio import vk_to_json
-    from .verify import alphabeta_12
+    from .verifier import alphabeta_12
 
     ic = bn254.points_from_limbs(bn254.G1, np.asarray(ic_limbs[:]))
     return vk_to_json(

@@ -390,7 +390,7 @@ def check_and_write(items: Sequence[Assembled], vks: Mapping[str, Any], check: b
     reported as failed and never written. Runs wherever it is called (a worker, or a process of
     the client's verification pool); ``where`` names that place in the outcomes.
     """
-    from distprove.verify import verify, verify_many
+    from distprove.verifier import verify, verify_many
 
     t0 = time.perf_counter()
     todo = [a for a in items if not a.done_before]
@@ -449,7 +449,7 @@ def assemble_check_write_in_process(collected: Sequence[Collected], keys: Mappin
 def warm_up() -> None:
     """Import the assembly and pairing code (run once per process of the client's pool)."""
     import distprove.stages.assemble  # noqa: F401
-    import distprove.verify  # noqa: F401
+    import distprove.verifier  # noqa: F401
 
 
 def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list[bool]:
@@ -457,7 +457,7 @@ def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list
     signals, and a proof that verifies with the key? (one batched pairing check for all)"""
     from distprove.formats.jsonio import read_proof, read_public
     from distprove.formats.wtns import read_wtns
-    from distprove.verify import verify_many
+    from distprove.verifier import verify_many
 
     st = state()
     key = st.key(key_path)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from distprove.keystore import KeyStore, ZkeyKey  # noqa: E402
 from distprove.prover import prove  # noqa: E402
-from distprove.verify import verify_many  # noqa: E402
+from distprove.verifier import verify_many  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 FIXTURES = ("mini", "mul_chain_1k", "poseidon_k4", "bits_k16", "merkle_d20")

@@ -73,7 +73,7 @@ def make_one(kind: str, power: int, out: Path, args: argparse.Namespace) -> dict
     }
     if args.check and args.witnesses:
         from distprove.prover import prove
-        from distprove.verify import verify
+        from distprove.verifier import verify
 
         t0 = time.perf_counter()
         proof = prove(store, out / "witness_0.wtns", backend=args.backend)

@@ -22,9 +22,9 @@ from click.testing import CliRunner
 
 import distprove
 from conftest import snarkjs_verify
-from distprove.batch import FAILED, PROVED, SKIPPED, discover
+from distprove.batching import discover
 from distprove.keystore import import_key
-from distprove.verify import verify_many
+from distprove.verifier import verify_many
 from distprove.worker import PLUGIN_NAME, ProverState, write_once
 
 DATA = Path(__file__).parent / "data"
@@ -341,7 +341,7 @@ def test_checks_in_the_client_pool(client, tmp_path) -> None:
     assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(4)]) == [True] * 4
     assert all({"msm_A", "assemble", "verify", "write"} <= set(r.seconds) for r in report.proved)
     # The pool stays for the next batch (no second start-up); the configuration picks the place.
-    from distprove.batch import verification_pool
+    from distprove.batching import verification_pool
 
     pool = verification_pool(2)
     for p in out.glob("m0.*"):

@@ -30,7 +30,7 @@ import yaml
 import distprove
 from distprove import config, incremental
 from distprove.errors import FormatError
-from distprove.verify import verify
+from distprove.verifier import verify
 
 from conftest import REPO_ROOT, snarkjs_verify
 

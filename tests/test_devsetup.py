@@ -38,7 +38,7 @@ from distprove.formats.zkey import read_zkey
 from distprove.keystore import KeyStore, import_key, write_store
 from distprove.prover import msm, prove
 from distprove.synth import limbs_from_field, make_circuit, write_circuit
-from distprove.verify import verify
+from distprove.verifier import verify
 
 DATA = Path(__file__).parent / "data"
 MINI_R1CS = DATA / "mini" / "mini.r1cs"

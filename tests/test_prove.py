@@ -16,7 +16,7 @@ from distprove import bn254
 from distprove.formats.jsonio import write_json_atomic
 from distprove.keystore import import_key
 from distprove.prover import prove
-from distprove.verify import verify, verify_many
+from distprove.verifier import verify, verify_many
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ["mul_chain_1k", "poseidon_k4", "bits_k16", "merkle_d20"]

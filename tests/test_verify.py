@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import DATA_DIR, snarkjs_verify
 
-from distprove import bn254, verify as verify_mod
+from distprove import bn254, verifier as verify_mod
 from distprove.errors import FormatError
 from distprove.formats.jsonio import read_proof, read_public, read_vk
-from distprove.verify import alphabeta_12, verify, verify_many
+from distprove.verifier import alphabeta_12, verify, verify_many
 
 FOLDERS = ["bits_k16", "merkle_d20", "mul_chain_1k", "poseidon_k4"]
 

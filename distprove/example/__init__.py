@@ -20,7 +20,7 @@ def run_example(out_dir: Path, backend: str = "auto", echo: Callable[[str], None
     from ..formats.jsonio import write_json_atomic
     from ..keystore import import_key
     from ..prover import prove
-    from ..verify import verify
+    from ..verifier import verify
 
     out_dir.mkdir(parents=True, exist_ok=True)
     key = import_key(ZKEY, out_dir / "key.zarr", overwrite=True)

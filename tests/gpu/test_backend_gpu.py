@@ -50,7 +50,7 @@ def test_gpu_proof_equals_cpu_and_verifies(gpu, name: str, zkey: Path, witness: 
         import py_ecc  # noqa: F401
     except ImportError:
         return
-    from distprove.verify import verify
+    from distprove.verifier import verify
 
     vk = DATA / name / "verification_key.json"
     proof = (p_gpu.pi_a, p_gpu.pi_b, p_gpu.pi_c)
