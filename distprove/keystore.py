@@ -86,6 +86,10 @@ class KeyStore(_KeyBase):
     """A key imported into zarr. Arrays are opened lazily; slicing reads only the chunks it needs."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Open a store and run the cheap checks: attributes present and consistent, every array
+        present with the dtype and shape the header implies, each CSR's ``row_ptr`` starting at 0,
+        non-decreasing and ending at its term count (reads the row pointers only, in chunks).
+        :meth:`validate` checks the rest. Raises a one-line FormatError naming the store or array."""
         import zarr
 
         self.path = os.fspath(path)
@@ -95,14 +99,181 @@ class KeyStore(_KeyBase):
             raise FormatError(self.path, f"not a distprove key store ({exc.__class__.__name__}: {exc})") from None
         attrs = self._group.attrs.asdict()
         meta = attrs.get("distprove", {})
-        if meta.get("layout") != LAYOUT_VERSION:
+        if not isinstance(meta, dict) or meta.get("layout") != LAYOUT_VERSION:
             raise FormatError(self.path, f"not a distprove key store of layout {LAYOUT_VERSION} (found {meta or 'none'})")
         self.attrs = attrs
+        for name in ("header", "points", "vk", "source"):
+            if not isinstance(attrs.get(name), dict):
+                raise FormatError(self.path, f"attribute {name!r} is missing or not a mapping (damaged zarr.json?)")
         header = attrs["header"]
-        self.n_vars = int(header["n_vars"])
-        self.n_public = int(header["n_public"])
-        self.domain_size = int(header["domain_size"])
-        self.content_hash = attrs["source"]["sha256"]
+        values = {}
+        for name in ("n_vars", "n_public", "domain_size", "n_coefs"):
+            v = header.get(name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise FormatError(self.path, f"attribute header.{name} is {v!r}, expected a non-negative integer")
+            values[name] = v
+        self.n_vars = values["n_vars"]
+        self.n_public = values["n_public"]
+        self.domain_size = values["domain_size"]
+        if self.n_public + 1 > self.n_vars:
+            raise FormatError(self.path, f"header n_vars {self.n_vars} must be >= n_public + 1 = {self.n_public + 1}")
+        d = self.domain_size
+        if d == 0 or d & (d - 1) or d.bit_length() - 1 > bn254.FR_S:
+            raise FormatError(self.path, f"header domain_size {d} is not a power of two <= 2^{bn254.FR_S}")
+        sha = attrs["source"].get("sha256")
+        if not isinstance(sha, str) or not sha:
+            raise FormatError(self.path, "attribute source.sha256 (the key's content hash) is missing")
+        self.content_hash = sha
+        self._check_point_attrs()
+        self._check_arrays(values["n_coefs"])
+
+    def _check_point_attrs(self) -> None:
+        """The ``points`` attribute: six affine points as decimal strings, on their curves."""
+        pts = self.attrs["points"]
+        for name in ("alpha1", "beta1", "delta1", "beta2", "gamma2", "delta2"):
+            group = bn254.G2 if name.endswith("2") else bn254.G1
+            try:
+                p = _point_from_decimal(group, pts[name])
+                ok = p is not None and all(0 <= c < bn254.Q for c in np.ravel(np.array(p, dtype=object)))
+                ok = ok and bn254.is_on_curve(group, p)
+            except (KeyError, TypeError, ValueError, IndexError):
+                ok = False
+            if not ok:
+                raise FormatError(self.path, f"attribute points.{name} is not a {group.name} point")
+
+    def _array_path(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def _check_arrays(self, n_coefs: int) -> None:
+        """Every array present, uint32, shaped as the header says; the CSRs' row pointers sound."""
+        nnz = {}
+        for m in ("a", "b"):
+            sig = self.__getattr__(f"{m}_signal")
+            if len(sig.shape) != 1:
+                raise FormatError(self._array_path(f"{m}_signal"), f"shape {sig.shape}, expected (nnz,)")
+            nnz[m] = sig.shape[0]
+        expected = {
+            "a": (self.n_vars, 16), "b1": (self.n_vars, 16), "b2": (self.n_vars, 32),
+            "c": (self.n_vars - self.n_public - 1, 16), "h": (self.domain_size, 16), "ic": (self.n_public + 1, 16),
+        }
+        for m in ("a", "b"):
+            expected[f"{m}_row_ptr"] = (self.domain_size + 1,)
+            expected[f"{m}_signal"] = (nnz[m],)
+            expected[f"{m}_value"] = (nnz[m], 8)
+        for name, shape in expected.items():
+            arr = self.__getattr__(name)
+            if arr.dtype != np.uint32:
+                raise FormatError(self._array_path(name), f"dtype {arr.dtype}, expected uint32")
+            if arr.shape != shape:
+                raise FormatError(self._array_path(name), f"shape {arr.shape}, the header implies {shape}")
+        if nnz["a"] + nnz["b"] != n_coefs:
+            raise FormatError(
+                self.path, f"the CSRs hold {nnz['a']} + {nnz['b']} terms but header n_coefs is {n_coefs}"
+            )
+        for m in ("a", "b"):
+            self._check_row_ptr(m, nnz[m])
+
+    def _check_row_ptr(self, m: str, nnz: int) -> None:
+        """row_ptr[0] = 0, non-decreasing, row_ptr[-1] = nnz; read chunk by chunk."""
+        name = f"{m}_row_ptr"
+        arr = self.__getattr__(name)
+        step = max(1, arr.chunks[0])
+        prev = 0
+        for lo in range(0, arr.shape[0], step):
+            block = arr[lo : lo + step].astype(np.int64)
+            if lo == 0 and block[0] != 0:
+                raise FormatError(self._array_path(name), f"row_ptr[0] is {int(block[0])}, expected 0")
+            diffs = np.diff(np.concatenate(([prev], block)))
+            bad = np.flatnonzero(diffs < 0)
+            if bad.size:
+                i = lo + int(bad[0])
+                raise FormatError(
+                    self._array_path(name),
+                    f"row_ptr is not monotone: row_ptr[{i}] = {int(block[bad[0]])} < row_ptr[{i - 1}] (a damaged or missing chunk?)",
+                )
+            past = np.flatnonzero(block > nnz)
+            if past.size:
+                i = lo + int(past[0])
+                raise FormatError(
+                    self._array_path(name), f"row_ptr[{i}] = {int(block[past[0]])} runs past the {nnz} terms of {m}_signal"
+                )
+            prev = int(block[-1])
+        if prev != nnz:
+            raise FormatError(self._array_path(name), f"row_ptr ends at {prev}, but {m}_signal holds {nnz} terms")
+
+    def validate(self, points: bool = True) -> None:
+        """The full check, reading every array once (chunk by chunk; checksums verified by zarr).
+
+        Beyond the open-time checks: every signal index < n_vars, every coefficient value < r and
+        non-zero, no chunk of a CSR term array missing, the ``points`` and ``vk`` attributes
+        agreeing with each other and with ``ic``; with ``points`` (default) also every point's
+        coordinates < q and on its curve, and no point at infinity where the key needs one (H and IC
+        points never are; an A/B1/B2 point is not when its signal has terms in that matrix, a C
+        point not when its signal has A or B terms). A deleted point chunk reads as zeros
+        (infinity), so this is what finds it. Raises the first problem as a one-line FormatError.
+        """
+        from .formats.container import check_points, first_false, lt_bound
+        from .formats.jsonio import read_vk
+
+        used: dict[str, np.ndarray] = {}
+        for m in ("a", "b"):
+            for part in ("signal", "value"):
+                arr = self.__getattr__(f"{m}_{part}")._array
+                missing = arr.nchunks - arr.nchunks_initialized
+                if missing:
+                    raise FormatError(self._array_path(f"{m}_{part}"), f"{missing} of {arr.nchunks} chunks are missing")
+            seen = np.zeros(self.n_vars, dtype=bool)
+            sig, val = self.__getattr__(f"{m}_signal"), self.__getattr__(f"{m}_value")
+            step = max(1, sig.chunks[0])
+            for lo in range(0, sig.shape[0], step):
+                s = sig[lo : lo + step]
+                i = first_false(s < self.n_vars)
+                if i is not None:
+                    raise FormatError(self._array_path(sig.name), f"term {lo + i} has signal {int(s[i])} >= n_vars {self.n_vars}")
+                seen[s] = True
+            step = max(1, val.chunks[0])
+            for lo in range(0, val.shape[0], step):
+                v = val[lo : lo + step]
+                i = first_false(lt_bound(v, bn254.R))
+                if i is not None:
+                    raise FormatError(self._array_path(val.name), f"term {lo + i} has a coefficient value >= r")
+                i = first_false(v.any(axis=1))
+                if i is not None:
+                    raise FormatError(self._array_path(val.name), f"term {lo + i} has coefficient 0 (a zeroed or missing chunk?)")
+            used[m] = seen
+        try:
+            vk = read_vk(self.vk_json())
+        except FormatError as exc:
+            raise FormatError(self.path, f"attribute vk: {exc.problem}") from None
+        if vk.n_public != self.n_public:
+            raise FormatError(self.path, f"attribute vk has nPublic {vk.n_public}, header n_public is {self.n_public}")
+        pts = self.points
+        for name, vk_value in (("alpha1", vk.alpha1), ("beta2", vk.beta2), ("gamma2", vk.gamma2), ("delta2", vk.delta2)):
+            if pts[name] != vk_value:
+                raise FormatError(self.path, f"attribute points.{name} differs from the vk's")
+        if bn254.points_from_limbs(bn254.G1, self.ic[:]) != vk.ic:
+            raise FormatError(self._array_path("ic"), "the IC points differ from the vk's IC")
+        if not points:
+            return
+        need = {
+            "a": used["a"], "b1": used["b"], "b2": used["b"], "c": (used["a"] | used["b"])[self.n_public + 1 :],
+            "h": None, "ic": None,
+        }
+        for name, group in POINT_ARRAYS.items():
+            arr = self.__getattr__(name)
+            step = max(1, arr.chunks[0])
+            for lo in range(0, arr.shape[0], step):
+                block = arr[lo : lo + step]
+                check_points(self._array_path(name), name, block, group)
+                inf = ~block.any(axis=1)
+                mask = inf if need[name] is None else inf & need[name][lo : lo + block.shape[0]]
+                bad = np.flatnonzero(mask)
+                if bad.size:
+                    i = lo + int(bad[0])
+                    why = "" if need[name] is None else " but its signal has terms in the key's matrices"
+                    raise FormatError(
+                        self._array_path(name), f"point {i} is infinity (all zero){why} (a zeroed or missing chunk?)"
+                    )
 
     def __getattr__(self, name: str) -> Any:
         if name in POINT_ARRAYS or name in CSR_ARRAYS:
