@@ -66,6 +66,7 @@ class Settings:
     incremental: bool
     state_file: str
     metrics: bool
+    msm_constant_work: bool
 
     def output_paths(self, witness: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> tuple[Path, Path]:
         """(proof path, public path) in ``out_dir`` for a witness file, by the configured suffixes."""
@@ -158,4 +159,5 @@ def settings() -> Settings:
         incremental=get_bool("incremental.enabled"),
         state_file=_file_name("incremental.state-file"),
         metrics=get_bool("metrics.enabled"),
+        msm_constant_work=get_bool("msm.constant-work"),
     )

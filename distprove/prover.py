@@ -73,11 +73,16 @@ def load_witness(witness: WitnessLike, key: Any) -> tuple[np.ndarray, str]:
     return values, name
 
 
-def msm(backend: Backend, key: Any, which: str, scalars: Any, n: int) -> bn254.Affine:
-    """One whole MSM through the backend's window-range entry point and the host Horner combine."""
+def msm(
+    backend: Backend, key: Any, which: str, scalars: Any, n: int, *, constant_work: bool | None = None
+) -> bn254.Affine:
+    """One whole MSM through the backend's window-range entry point and the host Horner combine.
+
+    ``constant_work``: see :meth:`Backend.msm_windows` (None = the config default).
+    """
     group = bn254.G2 if which == "B2" else bn254.G1
     c = backend.window_width(n, group)
-    sums = backend.msm_windows(key, which, scalars, c, 0, num_windows(c))
+    sums = backend.msm_windows(key, which, scalars, c, 0, num_windows(c), constant_work=constant_work)
     return combine(group, dict(enumerate(sums)), c)
 
 
@@ -87,12 +92,15 @@ def prove(
     backend: str | Backend = "auto",
     *,
     blinding: tuple[int, int] | None = None,
+    constant_work: bool | None = False,
 ) -> Proof:
     """Prove one witness.
 
     ``key`` is a key store path, a ``.zkey`` path or an opened key; ``witness`` a ``.wtns`` path,
     a parsed witness or an (nVars, 8) uint32 array. ``blinding`` = (r, s) is for tests only; by
-    default both come from :mod:`secrets`.
+    default both come from :mod:`secrets`. ``constant_work``: run the five MSMs in the opt-in
+    constant-work mode (docs/CONSTANT_WORK.md; same proof); None = the config key
+    ``distprove.msm.constant-work``.
     """
     t0 = time.perf_counter()
     k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key)
@@ -115,7 +123,7 @@ def prove(
     results = {}
     for which in MSM_NAMES:
         scalars, n = (hs, k.domain_size) if which == "H" else (w, k.n_vars)
-        results[which] = msm(be, k, which, scalars, n)
+        results[which] = msm(be, k, which, scalars, n, constant_work=constant_work)
         t = lap(f"msm_{which}", t)
     r, s = blinding if blinding is not None else random_blinding()
     pi_a, pi_b, pi_c = assemble(k.points, results, r, s)

@@ -37,6 +37,19 @@ def msm_group(which: str) -> Group:
     return G2 if which == "B2" else G1
 
 
+def resolve_constant_work(value: bool | None) -> bool:
+    """``value``, or when None the dask config key ``distprove.msm.constant-work`` (default false).
+
+    Read where the MSM runs, so on a cluster each worker's configuration decides unless the
+    caller passes the value explicitly.
+    """
+    if value is not None:
+        return bool(value)
+    from distprove import config
+
+    return config.get_bool("msm.constant-work")
+
+
 class Evals(NamedTuple):
     """Domain evaluations a, b, c = a*b of one proof, each a backend vector of domain_size."""
 
@@ -81,13 +94,23 @@ class Backend(ABC):
 
     @abstractmethod
     def msm_windows(
-        self, key: Any, which: str, scalars: Any, c: int, lo: int, hi: int
+        self,
+        key: Any,
+        which: str,
+        scalars: Any,
+        c: int,
+        lo: int,
+        hi: int,
+        *,
+        constant_work: bool | None = None,
     ) -> list[Affine]:
         """Window sums S_lo..S_{hi-1} (DESIGN.md "MSM: windows and digits") of MSM ``which``.
 
         ``which`` in {"A", "B1", "B2", "C", "H"}. ``scalars`` is the loaded witness for A, B1,
         B2 and C (the backend slices w[n_public+1:] for C) or the H scalars for H. Index i
         of the result is window lo+i, an affine point or None (infinity).
+        ``constant_work``: the opt-in mode of docs/CONSTANT_WORK.md (same sums, every scalar
+        in every window); None = :func:`resolve_constant_work`'s config default.
         """
 
     @abstractmethod

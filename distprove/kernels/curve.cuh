@@ -195,4 +195,115 @@ template <typename F> DP_INLINE Xyzz<F> pt_mul_u32(const Xyzz<F>& p, u32 k) {
     return acc;
 }
 
+// ---------------------------------------------------------------------------------------
+// Homogeneous projective points with complete formulas (the constant-work MSM, msm_cw.cu).
+// (X : Y : Z) with x = X/Z, y = Y/Z, identity (0 : 1 : 0). Renes-Costello-Batina 2016,
+// algorithms 7 (addition) and 9 (doubling) for a = 0, b3 = 3b: one formula for every input,
+// no identity / P + P / P + (-P) branches. Bucket data stays XYZZ; the conversions below
+// move between the two.
+// ---------------------------------------------------------------------------------------
+
+template <typename F> struct Proj { F x, y, z; };
+typedef Proj<Fq> ProjG1;
+typedef Proj<Fq2> ProjG2;
+
+// 3b: 9 on G1 (b = 3), as four additions.
+DP_INLINE Fq f_mul_b3(Fq a) {
+    Fq a2 = fq_add(a, a);
+    Fq a4 = fq_add(a2, a2);
+    return fq_add(fq_add(a4, a4), a);
+}
+
+// 3b' on the twist, Montgomery form (bn254.proj_b3(G2) * 2^256 mod q), one Fq2 product.
+DP_INLINE Fq2 f_mul_b3(Fq2 a) {
+    Fq2 b3 = {{{0xb62e0d6au, 0x3baa927cu, 0xd1b664fdu, 0xd71e7c52u, 0xd95d4664u, 0x03873e63u, 0x082ab8f4u, 0x0e75b5b1u}},
+              {{0x7596fe35u, 0xaab7c666u, 0xbb6a27bau, 0x31d21a78u, 0x680401ffu, 0x85dd7297u, 0xdf39a7e9u, 0x03c52d6au}}};
+    return fq2_mul(a, b3);
+}
+
+template <typename F> DP_INLINE Proj<F> proj_zero_t() {
+    Proj<F> r;
+    f_set_zero(r.x); f_set_one(r.y); f_set_zero(r.z);
+    return r;
+}
+
+// XYZZ (x = X/ZZ, y = Y/ZZZ) to (X ZZZ : Y ZZ : ZZ ZZZ). The XYZZ identity (ZZ = ZZZ = 0) would
+// give (0 : 0 : 0), so Y becomes 1 for it, by a select rather than a branch.
+template <typename F> DP_INLINE Proj<F> proj_from_xyzz_t(const Xyzz<F>& p) {
+    Proj<F> r;
+    r.x = f_mul(p.x, p.zzz);
+    r.y = f_mul(p.y, p.zz);
+    r.z = f_mul(p.zz, p.zzz);
+    F one;
+    f_set_one(one);
+    r.y = f_is_zero(p.zz) ? one : r.y;
+    return r;
+}
+
+// (X : Y : Z) to (X Z, Y Z^2, Z^2, Z^3); Z = 0 gives all zero, the XYZZ identity.
+template <typename F> DP_INLINE Xyzz<F> xyzz_from_proj_t(const Proj<F>& p) {
+    Xyzz<F> r;
+    r.zz = f_sqr(p.z);
+    r.zzz = f_mul(r.zz, p.z);
+    r.x = f_mul(p.x, p.z);
+    r.y = f_mul(p.y, r.zz);
+    return r;
+}
+
+// Algorithm 7, a = 0: 12 products, 2 by 3b.
+template <typename F> DP_INLINE Proj<F> proj_add_t(const Proj<F>& a, const Proj<F>& b) {
+    F t0 = f_mul(a.x, b.x);
+    F t1 = f_mul(a.y, b.y);
+    F t2 = f_mul(a.z, b.z);
+    F t3 = f_sub(f_mul(f_add(a.x, a.y), f_add(b.x, b.y)), f_add(t0, t1));  // X1 Y2 + X2 Y1
+    F t4 = f_sub(f_mul(f_add(a.y, a.z), f_add(b.y, b.z)), f_add(t1, t2));  // Y1 Z2 + Y2 Z1
+    F t5 = f_sub(f_mul(f_add(a.x, a.z), f_add(b.x, b.z)), f_add(t0, t2));  // X1 Z2 + X2 Z1
+    t0 = f_add(f_add(t0, t0), t0);  // 3 X1 X2
+    t2 = f_mul_b3(t2);              // 3b Z1 Z2
+    F s = f_add(t1, t2);            // Y1 Y2 + 3b Z1 Z2
+    F d = f_sub(t1, t2);            // Y1 Y2 - 3b Z1 Z2
+    t5 = f_mul_b3(t5);              // 3b (X1 Z2 + X2 Z1)
+    Proj<F> r;
+    r.x = f_sub(f_mul(t3, d), f_mul(t4, t5));
+    r.y = f_add(f_mul(s, d), f_mul(t5, t0));
+    r.z = f_add(f_mul(t4, s), f_mul(t0, t3));
+    return r;
+}
+
+// Algorithm 9, a = 0: 6 products, 2 squares, 1 by 3b; the identity doubles to itself.
+template <typename F> DP_INLINE Proj<F> proj_dbl_t(const Proj<F>& p) {
+    F t0 = f_sqr(p.y);
+    F z8 = f_add(t0, t0);
+    z8 = f_add(z8, z8);
+    z8 = f_add(z8, z8);               // 8 Y^2
+    F t2 = f_mul_b3(f_sqr(p.z));      // 3b Z^2
+    F x3 = f_mul(t2, z8);             // 24b Y^2 Z^2
+    F y3 = f_add(t0, t2);             // Y^2 + 3b Z^2
+    Proj<F> r;
+    r.z = f_mul(f_mul(p.y, p.z), z8); // 8 Y^3 Z
+    t0 = f_sub(t0, f_add(f_add(t2, t2), t2));  // Y^2 - 9b Z^2
+    r.y = f_add(f_mul(t0, y3), x3);
+    x3 = f_mul(t0, f_mul(p.x, p.y));
+    r.x = f_add(x3, x3);
+    return r;
+}
+
+DP_G1_COLD ProjG1 pt_add(const ProjG1& p, const ProjG1& q) { return proj_add_t(p, q); }
+DP_G1_COLD ProjG1 pt_dbl(const ProjG1& p) { return proj_dbl_t(p); }
+DP_G2_OPS ProjG2 pt_add(const ProjG2& p, const ProjG2& q) { return proj_add_t(p, q); }
+DP_G2_OPS ProjG2 pt_dbl(const ProjG2& p) { return proj_dbl_t(p); }
+
+// k * p by double-and-add from k's top bit; only k (a bucket offset fixed by the launch
+// geometry) shapes the ladder.
+template <typename F> DP_INLINE Proj<F> proj_mul_u32(const Proj<F>& p, u32 k) {
+    Proj<F> acc = proj_zero_t<F>();
+    int top = 31;
+    while (top >= 0 && ((k >> top) & 1u) == 0u) top--;
+    for (int i = top; i >= 0; i--) {
+        acc = pt_dbl(acc);
+        if ((k >> i) & 1u) acc = pt_add(acc, p);
+    }
+    return acc;
+}
+
 #endif  // DP_CURVE_CUH

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from distprove import bn254
-from distprove.backends.base import Backend, Evals, msm_group
+from distprove.backends.base import Backend, Evals, msm_group, resolve_constant_work
 from distprove.backends.cpu import gather as _gather
 from distprove.backends.cpu import msm as _msm
 from distprove.backends.cpu import ntt as _ntt
@@ -93,13 +93,23 @@ class CpuBackend(Backend):
         return bn254.limbs_from_ints(_ntt.h_scalars(evals.a, evals.b, evals.c))
 
     def msm_windows(
-        self, key: Any, which: str, scalars: Any, c: int, lo: int, hi: int
+        self,
+        key: Any,
+        which: str,
+        scalars: Any,
+        c: int,
+        lo: int,
+        hi: int,
+        *,
+        constant_work: bool | None = None,
     ) -> list[Affine]:
         group = msm_group(which)
         s = np.asarray(scalars, dtype="<u4").reshape(-1, 8)
         if which == "C":
             s = s[key.n_public + 1 :]
-        return _msm.msm_windows(group, self._bases(key, which), s, c, lo, hi)
+        return _msm.msm_windows(
+            group, self._bases(key, which), s, c, lo, hi, resolve_constant_work(constant_work)
+        )
 
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
         return bn254.limbs_from_ints(_ntt.ntt(bn254.ints_from_limbs(values), inverse))

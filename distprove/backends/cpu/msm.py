@@ -12,7 +12,7 @@ converted with :func:`to_mpz_points`. Results are always plain Python ints.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -203,13 +203,20 @@ def _is_one(limbs: np.ndarray) -> np.ndarray:
 
 
 def msm_windows(
-    group: Group, bases: Sequence[Affine], scalars: np.ndarray, c: int, lo: int, hi: int
+    group: Group,
+    bases: Sequence[Affine],
+    scalars: np.ndarray,
+    c: int,
+    lo: int,
+    hi: int,
+    constant_work: bool = False,
 ) -> list[Affine]:
     """Window sums S_lo..S_{hi-1} of sum_i scalars[i] * bases[i] (DESIGN.md windows and digits).
 
     ``bases``: affine points (None = infinity), int or gmpy2.mpz coordinates; ``scalars``:
     (n, 8) uint32 standard form, each < r. Zero scalars and infinity bases are skipped; scalars
-    equal to 1 are summed apart and added to S_0 (only when lo == 0). Returns hi - lo affine
+    equal to 1 are summed apart and added to S_0 (only when lo == 0). With ``constant_work``
+    the same sums come from :func:`msm_windows_constant_work` instead. Returns hi - lo affine
     points with Python-int coordinates (None = infinity).
     """
     limbs = np.ascontiguousarray(scalars, dtype="<u4").reshape(-1, 8)
@@ -218,6 +225,8 @@ def msm_windows(
         raise ValueError(f"window range [{lo}, {hi}) not inside [0, {w_count})")
     if limbs.shape[0] != len(bases):
         raise ValueError(f"{len(bases)} bases but {limbs.shape[0]} scalars")
+    if constant_work:
+        return msm_windows_constant_work(group, bases, limbs, c, lo, hi)
     live = np.array([p is not None for p in bases], dtype=bool)
     ones = live & _is_one(limbs)
     rest = np.nonzero(live & ~ones)[0]
@@ -260,3 +269,122 @@ def msm_windows(
     if lo == 0 and ones_sum is not None:
         total[0] = batch_add(group, [total[0]], [ones_sum], fq)[0]
     return [_to_int_point(group, p) for p in total]
+
+
+# --- constant-work mode (docs/CONSTANT_WORK.md) -------------------------------------------
+#
+# Homogeneous projective points (X, Y, Z) and the complete formulas of bn254.proj_add /
+# proj_double, written out on the integers with lazy reduction (``m`` = Q as int or mpz).
+
+_G1_B3 = 9
+_G2_B3 = bn254.proj_b3(bn254.G2)
+
+
+def _proj_add_g1(p: tuple, q: tuple, m: int) -> tuple:
+    """bn254.proj_add on G1 (RCB algorithm 7, 3b = 9)."""
+    x1, y1, z1 = p
+    x2, y2, z2 = q
+    t0 = x1 * x2 % m
+    t1 = y1 * y2 % m
+    t2 = z1 * z2 % m
+    t3 = ((x1 + y1) * (x2 + y2) - t0 - t1) % m
+    t4 = ((y1 + z1) * (y2 + z2) - t1 - t2) % m
+    t5 = 9 * (((x1 + z1) * (x2 + z2) - t0 - t2) % m)
+    t0 *= 3
+    t2 *= 9
+    s, d = t1 + t2, t1 - t2
+    return ((t3 * d - t4 * t5) % m, (s * d + t5 * t0) % m, (t4 * s + t0 * t3) % m)
+
+
+def _m2(a0: int, a1: int, b0: int, b1: int, m: int) -> tuple[int, int]:
+    """(a0 + a1 u)(b0 + b1 u) mod m, u^2 = -1 (Karatsuba)."""
+    t0 = a0 * b0
+    t1 = a1 * b1
+    return ((t0 - t1) % m, ((a0 + a1) * (b0 + b1) - t0 - t1) % m)
+
+
+def _proj_add_g2(p: tuple, q: tuple, m: int) -> tuple:
+    """bn254.proj_add on G2 (RCB algorithm 7 over Fq2, 3b = 3b')."""
+    (x10, x11), (y10, y11), (z10, z11) = p
+    (x20, x21), (y20, y21), (z20, z21) = q
+    b0, b1 = _G2_B3
+    t00, t01 = _m2(x10, x11, x20, x21, m)
+    t10, t11 = _m2(y10, y11, y20, y21, m)
+    t20, t21 = _m2(z10, z11, z20, z21, m)
+    u0, u1 = _m2(x10 + y10, x11 + y11, x20 + y20, x21 + y21, m)
+    t30, t31 = u0 - t00 - t10, u1 - t01 - t11
+    u0, u1 = _m2(y10 + z10, y11 + z11, y20 + z20, y21 + z21, m)
+    t40, t41 = u0 - t10 - t20, u1 - t11 - t21
+    u0, u1 = _m2(x10 + z10, x11 + z11, x20 + z20, x21 + z21, m)
+    t50, t51 = _m2(u0 - t00 - t20, u1 - t01 - t21, b0, b1, m)
+    t00, t01 = 3 * t00, 3 * t01
+    t20, t21 = _m2(t20, t21, b0, b1, m)
+    s0, s1 = t10 + t20, t11 + t21
+    d0, d1 = t10 - t20, t11 - t21
+    a0, a1 = _m2(t30, t31, d0, d1, m)
+    c0, c1 = _m2(t40, t41, t50, t51, m)
+    e0, e1 = _m2(s0, s1, d0, d1, m)
+    f0, f1 = _m2(t50, t51, t00, t01, m)
+    g0, g1 = _m2(t40, t41, s0, s1, m)
+    h0, h1 = _m2(t00, t01, t30, t31, m)
+    return (((a0 - c0) % m, (a1 - c1) % m), ((e0 + f0) % m, (e1 + f1) % m), ((g0 + h0) % m, (g1 + h1) % m))
+
+
+def proj_adder(group: Group) -> Callable[[tuple, tuple, int], tuple]:
+    """The fast complete addition add(p, q, fq) of ``group`` on projective points with int or
+    gmpy2.mpz coordinates (``fq`` = Q in that type); equal to bn254.proj_add."""
+    return _proj_add_g1 if group is bn254.G1 else _proj_add_g2
+
+
+def msm_windows_constant_work(
+    group: Group, bases: Sequence[Affine], limbs: np.ndarray, c: int, lo: int, hi: int
+) -> list[Affine]:
+    """:func:`msm_windows` in constant-work mode: the same window sums, another schedule.
+
+    Every scalar (0 and 1 included) adds its base, or the negated base, into one bucket of
+    every window in [lo, hi): digit d != 0 into bucket |d| - 1, digit 0 into the window's dummy
+    bucket 2^(c-1), which the reduction never reads; infinity bases add the identity. So a
+    window costs exactly n bucket additions plus 2 * 2^(c-1) in the running-sum reduction,
+    whatever the scalars, all with the complete formulas (no identity or doubling branches).
+    NOT constant-time: see docs/CONSTANT_WORK.md.
+    """
+    fq = _modulus_like(group, bases)
+    add = proj_adder(group)
+    zero, one = type(fq)(0), type(fq)(1)
+    if group is bn254.G2:
+        zero, one = (zero, zero), (one, zero)
+    ident = (zero, one, zero)
+    pos = [ident if p is None else (p[0], p[1], one) for p in bases]
+    neg = [ident if p is None else (p[0], _neg_coord(p[1], fq), one) for p in bases]
+    half = 1 << (c - 1)
+    digits = signed_digits_array(limbs, c)
+    out: list[Affine] = []
+    for w in range(lo, hi):
+        col = digits[:, w].tolist()
+        buckets = [ident] * (half + 1)
+        for i, d in enumerate(col):
+            if d > 0:
+                buckets[d - 1] = add(buckets[d - 1], pos[i], fq)
+            elif d < 0:
+                buckets[-d - 1] = add(buckets[-d - 1], neg[i], fq)
+            else:
+                buckets[half] = add(buckets[half], pos[i], fq)
+        running = total = ident
+        for j in range(half - 1, -1, -1):
+            running = add(running, buckets[j], fq)
+            total = add(total, running, fq)
+        out.append(bn254.proj_to_affine(group, _to_int_point3(group, total)))
+    return out
+
+
+def _neg_coord(y: object, fq: int) -> object:
+    """-y mod fq for an Fq (int/mpz) or Fq2 (pair) coordinate."""
+    if isinstance(y, tuple):
+        return ((fq - y[0]) % fq, (fq - y[1]) % fq)
+    return (fq - y) % fq
+
+
+def _to_int_point3(group: Group, p: tuple) -> tuple:
+    if group is bn254.G1:
+        return tuple(int(v) for v in p)
+    return tuple((int(v[0]), int(v[1])) for v in p)

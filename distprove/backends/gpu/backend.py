@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple, TypeVar
 
 import numpy as np
 
-from distprove.backends.base import Backend, Evals, msm_group
+from distprove.backends.base import Backend, Evals, msm_group, resolve_constant_work
 from distprove.bn254 import Affine, Group
 
 from . import msm as gpu_msm
@@ -138,13 +138,26 @@ class GpuBackend(Backend):
 
         return self._retry_oom(key.content_hash, run)
 
-    def msm_windows(self, key: Any, which: str, scalars: Any, c: int, lo: int, hi: int) -> list[Affine]:
+    def msm_windows(
+        self,
+        key: Any,
+        which: str,
+        scalars: Any,
+        c: int,
+        lo: int,
+        hi: int,
+        *,
+        constant_work: bool | None = None,
+    ) -> list[Affine]:
         group = msm_group(which)
         bases = self._array(key, _BASE_ATTR[which])
         s = self.cp.asarray(scalars, dtype=self.cp.uint32)
         if which == "C":
             s = s[key.n_public + 1 :]
-        return self._retry_oom(key.content_hash, gpu_msm.msm_windows, group, bases, s, c, lo, hi)
+        cw = resolve_constant_work(constant_work)
+        return self._retry_oom(
+            key.content_hash, lambda: gpu_msm.msm_windows(group, bases, s, c, lo, hi, constant_work=cw)
+        )
 
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
         x = self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32).reshape(-1, 8))

@@ -36,7 +36,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "gather": ("field.cuh", "gather.cu"),
     "ntt": ("field.cuh", "ntt.cu"),
     "msm": ("field.cuh", "curve.cuh", "msm.cu"),
+    "msm_cw": ("field.cuh", "curve.cuh", "msm.cu", "msm_cw.cu"),
     "fixedbase": ("field.cuh", "curve.cuh", "fixedbase.cu"),
+    "groupfft": ("field.cuh", "curve.cuh", "fixedbase.cu", "groupfft.cu"),
 }
 """Every unit combination the GPU backend loads, by module name."""
 

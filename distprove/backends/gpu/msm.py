@@ -37,6 +37,9 @@ KERNEL_OPTIONS: tuple[str, ...] = ()
 SORT_THREADS = 256
 ACC_THREADS = 128
 ONES_BLOCKS_MAX = 512
+DUMMY_ROWS = 32
+"""Constant work: zero-digit rows per window (a power of two; scalar i uses row i mod DUMMY_ROWS),
+spreading the count/scatter atomics of the zero digits over that many counters."""
 
 
 def _xyzz_words(group: Group) -> int:
@@ -46,6 +49,12 @@ def _xyzz_words(group: Group) -> int:
 
 def _module() -> "cupy.RawModule":
     return load_module(MODULES["msm"], "msm", KERNEL_OPTIONS)
+
+
+def _cw_module() -> "cupy.RawModule":
+    """msm.cu plus the constant-work kernels of msm_cw.cu (a module of its own, so the default
+    path's module and compile time stay as they are)."""
+    return load_module(MODULES["msm_cw"], "msm_cw", KERNEL_OPTIONS)
 
 
 class _Phases:
@@ -165,6 +174,7 @@ def msm_windows(
     hi: int,
     scratch: MsmScratch | None = None,
     phases: dict[str, float] | None = None,
+    constant_work: bool = False,
 ) -> list[Affine]:
     """Window sums S_w for w in [lo, hi) of sum_i scalars[i] * bases[i] (index i = window lo+i).
 
@@ -172,13 +182,16 @@ def msm_windows(
     are infinity. ``scalars``: (n, 8) uint32 standard form, each < r. The sum of the bases with
     scalar 1 is included in S_0 (only when lo == 0), as DESIGN.md specifies. ``phases``, if
     given, receives the device milliseconds of each phase (sort, accumulate, fold, reduce, ones).
+    ``constant_work``: the same sums by the kernels of msm_cw.cu (docs/CONSTANT_WORK.md): every
+    scalar in every window, zero digits to discarded dummy rows, no ones path, complete
+    projective formulas in fold and reduce.
     """
     n = _check_inputs(group, bases, scalars, c, lo, hi)
     if n == 0:
         return [None] * (hi - lo)
     scratch = scratch or default_scratch()
     with scratch.lock:
-        return _msm_windows(group, bases, scalars, n, c, lo, hi, scratch, phases)
+        return _msm_windows(group, bases, scalars, n, c, lo, hi, scratch, phases, constant_work)
 
 
 def _msm_windows(
@@ -191,35 +204,40 @@ def _msm_windows(
     hi: int,
     scratch: MsmScratch,
     phases: dict[str, float] | None,
+    constant_work: bool = False,
 ) -> list[Affine]:
     import cupy
 
     if FOLD_LEN < 4:
         raise ValueError("FOLD_LEN must be at least 4")
+    if DUMMY_ROWS < 1 or DUMMY_ROWS & (DUMMY_ROWS - 1):
+        raise ValueError("DUMMY_ROWS must be a power of two")
     nw = hi - lo
     sfx = _suffix(group)
-    mod = _module()
+    mod = _cw_module() if constant_work else _module()
+    cw = "_cw" if constant_work else ""
     timer = _Phases(phases)
     u32 = np.uint32
     nb = 1 << (c - 1)
-    rows = nw * nb
+    # Bucket rows; constant work appends DUMMY_ROWS zero-digit rows per window after them.
+    rows = nw * nb + (nw * DUMMY_ROWS if constant_work else 0)
     pw = _xyzz_words(group)
 
     # Counting sort of (window, |digit|) rows.
     counts = scratch.take("counts", rows)
     counts.fill(0)
     sort_grid = (-(-n // SORT_THREADS),)
-    args = (u32(n), u32(c), u32(lo), u32(nw), u32(nb))
-    mod.get_function("msm_count")(sort_grid, (SORT_THREADS,), (scalars, counts) + args)
+    args = (u32(n), u32(c), u32(lo), u32(nw), u32(nb)) + ((u32(DUMMY_ROWS),) if constant_work else ())
+    mod.get_function(f"msm_count{cw}")(sort_grid, (SORT_THREADS,), (scalars, counts) + args)
     cursor = scratch.take("cursor", rows)
     cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)
     entries = scratch.take("entries", 2 * nw * n)
-    mod.get_function("msm_scatter")(sort_grid, (SORT_THREADS,), (scalars, cursor, entries) + args)
+    mod.get_function(f"msm_scatter{cw}")(sort_grid, (SORT_THREADS,), (scalars, cursor, entries) + args)
     timer.mark("sort")
 
     # Buckets: clear, accumulate slices, fold the spills.
     buckets = scratch.take("buckets", rows * pw)
-    mod.get_function(f"msm_clear_{sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
+    mod.get_function(f"msm_clear{cw}_{sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
     slices = -(-(nw * n) // SLICE_LEN)
     m = 2 * slices
     fold_out = 2 * (-(-m // FOLD_LEN))
@@ -233,7 +251,7 @@ def _msm_windows(
         (entries, bases, cursor, counts, u32(rows), u32(SLICE_LEN), u32(slices), buckets) + spill[0],
     )
     timer.mark("accumulate")
-    fold = mod.get_function(f"msm_fold_{sfx}")
+    fold = mod.get_function(f"msm_fold{cw}_{sfx}")
     src = 0
     while True:
         groups = -(-m // FOLD_LEN)
@@ -254,12 +272,12 @@ def _msm_windows(
     threads = min(TREE_THREADS, nb // seg)
     bpw = nb // (seg * threads)
     partials = scratch.take("partials", nw * bpw * pw)
-    mod.get_function(f"msm_reduce_{sfx}")((bpw, nw), (threads,), (buckets, u32(nb), u32(seg), partials))
+    mod.get_function(f"msm_reduce{cw}_{sfx}")((bpw, nw), (threads,), (buckets, u32(nb), u32(seg), partials))
     out = scratch.take("window_sums", (nw + 1) * pw)
-    sum_groups = mod.get_function(f"msm_sum_groups_{sfx}")
+    sum_groups = mod.get_function(f"msm_sum_groups{cw}_{sfx}")
     sum_groups((nw,), (TREE_THREADS,), (partials, u32(bpw), out))
     timer.mark("reduce")
-    with_ones = lo == 0
+    with_ones = lo == 0 and not constant_work
     if with_ones:
         ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-n // TREE_THREADS)))
         ones = scratch.take("ones", ones_blocks * pw)
