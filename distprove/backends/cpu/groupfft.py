@@ -100,6 +100,8 @@ def signed_digits(m: int, c: int = WINDOW) -> list[int]:
 
 # --- vectorised fields (numpy object arrays) --------------------------------------------
 
+_QM = _mpz(Q)
+
 
 def _inv_many(a: np.ndarray) -> np.ndarray:
     """Element-wise inverses mod q of a 1-D object array of nonzero values (product tree)."""
@@ -122,35 +124,41 @@ def _inv_many(a: np.ndarray) -> np.ndarray:
 
 
 class _Fq:
-    """Fq on object arrays: an element vector is one array."""
+    """Fq on object arrays: an element vector is one array. Lazy reduction: only products are
+    reduced mod q; sums and differences stay small multiples of q (possibly negative), so zero
+    tests reduce first and every value leaving this module goes through a product or ``% Q``."""
 
     @staticmethod
     def add(a, b):
-        return (a + b) % Q
+        return a + b
 
     @staticmethod
     def sub(a, b):
-        return (a - b) % Q
+        return a - b
 
     @staticmethod
     def mul(a, b):
-        return a * b % Q
+        return a * b % _QM
 
     @staticmethod
     def sqr(a):
-        return a * a % Q
+        return a * a % _QM
 
     @staticmethod
     def neg(a):
-        return (-a) % Q
+        return -a
 
     @staticmethod
     def scale(a, k: int):
-        return a * k % Q
+        return a * k % _QM
+
+    @staticmethod
+    def small(a, k: int):
+        return a * k
 
     @staticmethod
     def is_zero(a) -> np.ndarray:
-        return np.equal(a, 0).astype(bool)
+        return np.equal(a % _QM, 0).astype(bool)
 
     @staticmethod
     def where(m, a, b):
@@ -172,11 +180,11 @@ class _Fq:
 
     @staticmethod
     def inv(a):
-        return _inv_many(a)
+        return _inv_many(a % _QM)
 
     @staticmethod
     def row(a, i: int):
-        return int(a[i])
+        return int(a[i]) % Q
 
     @staticmethod
     def set_row(a, i: int, v) -> None:
@@ -188,37 +196,41 @@ class _Fq:
 
 
 class _Fq2:
-    """Fq2 on object arrays: an element vector is a pair (c0, c1) of arrays."""
+    """Fq2 on object arrays: an element vector is a pair (c0, c1) of arrays; lazy reduction as _Fq."""
 
     @staticmethod
     def add(a, b):
-        return ((a[0] + b[0]) % Q, (a[1] + b[1]) % Q)
+        return (a[0] + b[0], a[1] + b[1])
 
     @staticmethod
     def sub(a, b):
-        return ((a[0] - b[0]) % Q, (a[1] - b[1]) % Q)
+        return (a[0] - b[0], a[1] - b[1])
 
     @staticmethod
     def mul(a, b):
         t0 = a[0] * b[0]
         t1 = a[1] * b[1]
-        return ((t0 - t1) % Q, ((a[0] + a[1]) * (b[0] + b[1]) - t0 - t1) % Q)
+        return ((t0 - t1) % _QM, ((a[0] + a[1]) * (b[0] + b[1]) - t0 - t1) % _QM)
 
     @staticmethod
     def sqr(a):
-        return ((a[0] + a[1]) * (a[0] - a[1]) % Q, 2 * a[0] * a[1] % Q)
+        return ((a[0] + a[1]) * (a[0] - a[1]) % _QM, 2 * a[0] * a[1] % _QM)
 
     @staticmethod
     def neg(a):
-        return ((-a[0]) % Q, (-a[1]) % Q)
+        return (-a[0], -a[1])
 
     @staticmethod
     def scale(a, k: int):
-        return (a[0] * k % Q, a[1] * k % Q)
+        return (a[0] * k % _QM, a[1] * k % _QM)
+
+    @staticmethod
+    def small(a, k: int):
+        return (a[0] * k, a[1] * k)
 
     @staticmethod
     def is_zero(a) -> np.ndarray:
-        return np.equal(a[0], 0).astype(bool) & np.equal(a[1], 0).astype(bool)
+        return np.equal(a[0] % _QM, 0).astype(bool) & np.equal(a[1] % _QM, 0).astype(bool)
 
     @staticmethod
     def where(m, a, b):
@@ -239,12 +251,13 @@ class _Fq2:
 
     @staticmethod
     def inv(a):
-        t = _inv_many((a[0] * a[0] + a[1] * a[1]) % Q)
-        return (a[0] * t % Q, (-a[1]) * t % Q)
+        a0, a1 = a[0] % _QM, a[1] % _QM
+        t = _inv_many((a0 * a0 + a1 * a1) % _QM)
+        return (a0 * t % _QM, (-a1) * t % _QM)
 
     @staticmethod
     def row(a, i: int):
-        return (int(a[0][i]), int(a[1][i]))
+        return (int(a[0][i]) % Q, int(a[1][i]) % Q)
 
     @staticmethod
     def set_row(a, i: int, v) -> None:
@@ -288,7 +301,7 @@ def _jac_dbl(F, p):
     D = F.add(D, D)
     E = F.add(F.add(A, A), A)
     X3 = F.sub(F.sqr(E), F.add(D, D))
-    C8 = F.scale(C, 8)
+    C8 = F.small(C, 8)
     Y3 = F.sub(F.mul(E, F.sub(D, X3)), C8)
     Z3 = F.mul(Y, Z)
     return X3, Y3, F.add(Z3, Z3)
@@ -304,7 +317,7 @@ def _jac_madd(group: Group, p, x2, y2, q_inf: np.ndarray):
     S2 = F.mul(y2, F.mul(Z1, Z1Z1))
     H = F.sub(U2, X1)
     HH = F.sqr(H)
-    I = F.scale(HH, 4)
+    I = F.small(HH, 4)
     J = F.mul(H, I)
     rr = F.sub(S2, Y1)
     rr = F.add(rr, rr)
