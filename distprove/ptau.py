@@ -25,6 +25,7 @@ from typing import Iterator
 import numpy as np
 
 from .bn254 import FR_S, FR_SHIFT, G1, G2, R, Group
+from .errors import BackendUnavailable
 from .formats.ptau import PtauHeader, read_ptau, write_ptau
 
 log = logging.getLogger(__name__)
@@ -47,11 +48,15 @@ def resolve_backend(backend: str) -> str:
     """"cpu" or "gpu" for a requested "auto" | "cpu" | "gpu" ("auto": the GPU when CuPy sees one)."""
     if backend not in ("auto", "cpu", "gpu"):
         raise ValueError(f"backend must be auto, cpu or gpu, not {backend!r}")
-    if backend == "auto":
-        from .backends.gpu import available
+    if backend == "cpu":
+        return "cpu"
+    from .backends.gpu import available
 
-        return "gpu" if available() else "cpu"
-    return backend
+    if available():
+        return "gpu"
+    if backend == "gpu":
+        raise BackendUnavailable("backend 'gpu' requested but CuPy sees no CUDA device")
+    return "cpu"
 
 
 def level_input(section: np.ndarray, p: int, group: Group) -> np.ndarray:
@@ -94,7 +99,8 @@ def prepare(in_path: str | os.PathLike[str], out_path: str | os.PathLike[str], b
     """Write ``out_path``: ``in_path`` prepared for phase 2, byte-identical to
     ``snarkjs powersoftau prepare phase2 in out`` (sections 1-7 and 12-15, nSections 11).
 
-    ``backend``: "auto" (GPU when available), "cpu" or "gpu". Raises FormatError on a bad input.
+    ``backend``: "auto" (GPU when available), "cpu" or "gpu". Raises FormatError on a bad input,
+    BackendUnavailable when "gpu" is asked for without a device.
     """
     be = resolve_backend(backend)
     src = read_ptau(in_path)

@@ -185,9 +185,12 @@ def test_coset_level_matches_cpu(gpu_gf, group: bn254.Group) -> None:
         assert np.array_equal(got, cpu_gf.coset_level(group, limbs, k, bn254.FR_SHIFT)), k
 
 
-def test_prepare_pot4_through_emulated_gpu(gpu_gf, tmp_path: Path) -> None:
+def test_prepare_pot4_through_emulated_gpu(gpu_gf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole prepare with backend='gpu' (emulated kernels): byte-identical to snarkjs's file."""
+    import distprove.backends.gpu
     from distprove.ptau import prepare
+
+    monkeypatch.setattr(distprove.backends.gpu, "available", lambda: True)
 
     out = tmp_path / "pot4_gpu.ptau"
     prepare(MINI / "pot4_0002.ptau", out, backend="gpu")

@@ -217,6 +217,18 @@ def test_prepare_bad_input(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "error:" in res.output
 
 
+def test_gpu_backend_without_device(tmp_path: Path) -> None:
+    from distprove.backends.gpu import available
+    from distprove.errors import BackendUnavailable
+
+    if available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(BackendUnavailable):
+        prepare(MINI / "pot4_0002.ptau", tmp_path / "out.ptau", backend="gpu")
+    res = CliRunner().invoke(main, ["ptau", "prepare", str(MINI / "pot4_0002.ptau"), str(tmp_path / "o.ptau"), "--backend", "gpu"])
+    assert res.exit_code == 1 and "error:" in res.output and not (tmp_path / "o.ptau").exists()
+
+
 def test_cli_new_dev_requires_flag(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["ptau", "new", "--power", "2", str(tmp_path / "x.ptau")])
     assert res.exit_code != 0 and not (tmp_path / "x.ptau").exists()
