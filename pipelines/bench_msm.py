@@ -5,7 +5,10 @@ real key); scalars: uniform below r (every window busy; the worst case for Pippe
 times msm_windows over all windows (device work plus reading back and converting W points), the
 median of a few repetitions after a warm-up, and gives the floor: n * W mixed additions of
 ~10 Fq-mul equivalents (G1) or ~30 (G2, three Fq products per Fq2 product) at the planning rate
-of 41 G Fq mul/s. A window-width sweep at the largest G1 size checks pick_window.
+of 41 G Fq mul/s. A window-width sweep at the largest G1 size checks pick_window. The
+constant-work rows (docs/CONSTANT_WORK.md) time ``constant_work=True`` against the default mode
+on uniform and on witness-like scalars (45% zero, 45% one, 10% uniform), after checking that
+both modes give the same window sums.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ CASES = [("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
 SWEEP = ("G1", 24, (16, 18, 19, 20, 21))
 CHECK = (18, 13)
 """log2 size and window width of the cross-build equality check."""
+CW_CASES = [("G1", 20), ("G1", 22), ("G2", 20)]
+"""(group, log2 size) of the constant-work rows."""
 
 
 def _table(group: Any) -> np.ndarray:
@@ -65,12 +70,14 @@ def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:
     results.setdefault("msm_module_load", {})[variant] = {"seconds": load_s, "how": how}
 
 
-def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS), sweep: bool = True) -> None:
+def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS), sweep: bool = True,
+        constant_work: bool = True) -> None:
     """Append one row per (variant, group, size, c) with median ms, floor ms and phase times.
 
-    The default build runs every case (and the window-width sweep when ``sweep``); each other
-    variant first checks that its window sums equal the default build's on 2^18 points of each
-    group, then runs the main cases.
+    The default build runs every case (and the window-width sweep when ``sweep``, and the
+    constant-work rows of :data:`CW_CASES` when ``constant_work``); each other variant first
+    checks that its window sums equal the default build's on 2^18 points of each group, then
+    runs the main cases.
     """
     import cupy
 
@@ -111,12 +118,44 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
             for name, lg, c in plan:
                 _time_case(results, variant, groups[name], name, lg, c, tables[name][idx_all[: 1 << lg]],
                            scalars_all[: 1 << lg], reps)
+            if constant_work and variant == "default":
+                _constant_work_rows(results, groups, tables, idx_all, host, reps)
     finally:
         gmsm.KERNEL_OPTIONS = VARIANTS["default"]
 
 
+def _constant_work_rows(results: dict, groups: dict, tables: dict, idx_all: Any, host: np.ndarray,
+                        reps: int) -> None:
+    """Default vs constant-work timings of CW_CASES on uniform and witness-like scalars."""
+    import cupy
+
+    from distprove.backends.gpu import msm as gmsm
+    from distprove.stages.msm import num_windows
+
+    t0 = time.perf_counter()
+    gmsm._cw_module()
+    print(f"msm_cw module load: {time.perf_counter() - t0:.1f} s", flush=True)
+    rng = np.random.default_rng(2)
+    for name, lg in CW_CASES:
+        n = 1 << lg
+        g = groups[name]
+        c = gmsm.pick_window(n, g)
+        bases = tables[name][idx_all[:n]]
+        witness = host[:n].copy()
+        u = rng.random(n)
+        witness[u < 0.9] = 0
+        witness[(u >= 0.45) & (u < 0.9), 0] = 1
+        for label, scal in (("uniform", cupy.asarray(host[:n])), ("witness", cupy.asarray(witness))):
+            same = gmsm.msm_windows(g, bases, scal, c, 0, num_windows(c), constant_work=True) == gmsm.msm_windows(
+                g, bases, scal, c, 0, num_windows(c))
+            results.setdefault("msm_cw_equal", {})[f"{name} 2^{lg} {label}"] = same
+            print(f"{name} 2^{lg} {label}: constant-work sums equal to the default mode's: {same}", flush=True)
+            for cw in (False, True):
+                _time_case(results, "default", g, name, lg, c, bases, scal, reps, constant_work=cw, label=label)
+
+
 def _time_case(results: dict, variant: str, g: Any, name: str, lg: int, c: int, bases: Any, scalars: Any,
-               reps: int) -> None:
+               reps: int, constant_work: bool = False, label: str = "") -> None:
     import cupy
 
     from distprove.backends.gpu.msm import msm_windows
@@ -125,19 +164,21 @@ def _time_case(results: dict, variant: str, g: Any, name: str, lg: int, c: int, 
     n = 1 << lg
     w = num_windows(c)
     try:
-        times = _time(lambda: msm_windows(g, bases, scalars, c, 0, w), reps)
+        times = _time(lambda: msm_windows(g, bases, scalars, c, 0, w, constant_work=constant_work), reps)
     except cupy.cuda.memory.OutOfMemoryError as exc:
         print(f"{name} 2^{lg} c={c}: out of memory ({exc})", flush=True)
         return
     ms = statistics.median(times)
     phases: dict[str, float] = {}
-    msm_windows(g, bases, scalars, c, 0, w, phases=phases)
+    msm_windows(g, bases, scalars, c, 0, w, phases=phases, constant_work=constant_work)
     floor = n * w * MADD_MULS[name] / FQ_MUL_PER_S * 1e3
-    row = {"name": f"msm {name} c={c} {variant}", "log_n": lg, "c": c, "windows": w, "median_ms": ms,
-           "times_ms": times, "floor_ms": floor, "madds": n * w, "phases_ms": phases}
+    tag = f"{variant}{' constant-work' if constant_work else ''}{' ' + label if label else ''}"
+    row = {"name": f"msm {name} c={c} {tag}", "log_n": lg, "c": c, "windows": w, "median_ms": ms,
+           "times_ms": times, "floor_ms": floor, "madds": n * w, "phases_ms": phases,
+           "constant_work": constant_work, "scalars": label or "uniform"}
     results["rows"].append(row)
     ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
-    print(f"msm {name} 2^{lg} c={c} {variant}: {ms:.1f} ms (floor {floor:.1f} ms, x{ms / floor:.2f}) [{ph}]",
+    print(f"msm {name} 2^{lg} c={c} {tag}: {ms:.1f} ms (floor {floor:.1f} ms, x{ms / floor:.2f}) [{ph}]",
           flush=True)
 
 
@@ -148,10 +189,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="GPU MSM benchmark")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of " + ",".join(VARIANTS))
     ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--no-constant-work", action="store_true", help="skip the constant-work rows")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     r: dict = {"rows": []}
-    run(r, variants=tuple(a.variants.split(",")), sweep=not a.no_sweep)
+    run(r, variants=tuple(a.variants.split(",")), sweep=not a.no_sweep, constant_work=not a.no_constant_work)
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(r, fh, indent=1, default=str)

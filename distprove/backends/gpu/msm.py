@@ -3,7 +3,9 @@
 :func:`msm_windows` computes the window sums S_lo .. S_{hi-1} of DESIGN.md on the device (digits,
 counting sort into buckets, segmented accumulation, per-window reduction) and reads back one
 XYZZ point per window plus the sum of the scalar-1 bases, which it adds to S_0. The Horner
-combine stays on the host (:func:`distprove.stages.msm.combine`).
+combine stays on the host (:func:`distprove.stages.msm.combine`). With ``constant_work=True`` the
+same sums come from the kernels of ``msm_cw.cu`` (docs/CONSTANT_WORK.md): every scalar in every
+window, zero digits to dummy rows the reduction skips, no ones path, complete formulas.
 
 Scratch memory is kept between calls in a :class:`MsmScratch` (one per process by default): the
 buffers are reused, never trusted to hold zeros; the kernels clear what they read.
