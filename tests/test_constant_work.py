@@ -7,13 +7,15 @@
   for G1 and G2, window ranges, plain ints and gmpy2; the number of bucket additions per window
   is n + 2^c whatever the scalars.
 * The option reaches the CPU backend (keyword and dask config), prover.prove and the CLI; a
-  constant-work proof equals the normal one (same blinding) and snarkjs's r = s = 0 vector.
+  constant-work proof equals the normal one (same blinding) and snarkjs's r = s = 0 vector; the
+  GPU backend passes the mode on to the device MSM.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import types
 from pathlib import Path
 
 import dask.config
@@ -300,3 +302,26 @@ def test_cli_constant_work_option(mini_store, tmp_path: Path, monkeypatch: pytes
                                     "--out", str(tmp_path), "--backend", "cpu", "--no-verify"])
     assert res.exit_code == 0, res.output
     assert not seen
+
+
+def test_gpu_backend_passes_constant_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GpuBackend.msm_windows hands the resolved mode to gpu.msm.msm_windows (no device needed:
+    numpy stands in for CuPy and the device MSM is replaced by a recorder)."""
+    from distprove.backends.gpu import backend as gb
+
+    be = object.__new__(gb.GpuBackend)
+    be.cp = types.SimpleNamespace(asarray=lambda a, dtype=None: np.asarray(a, dtype=dtype), uint32=np.uint32)
+    be._states = {}
+    monkeypatch.setattr(be, "_array", lambda key, attr: attr, raising=False)
+    seen: list = []
+    monkeypatch.setattr(gb.gpu_msm, "msm_windows", lambda *a, **k: seen.append((a, k)) or [None])
+    key = types.SimpleNamespace(content_hash="h", n_public=1)
+    w = np.zeros((4, 8), dtype=np.uint32)
+    be.msm_windows(key, "C", w, 4, 0, 2, constant_work=True)
+    args, kwargs = seen[-1]
+    assert kwargs == {"constant_work": True} and args[1] == "c" and args[2].shape == (2, 8) and args[3:] == (4, 0, 2)
+    be.msm_windows(key, "B2", w, 4, 0, 2)
+    assert seen[-1][1] == {"constant_work": False} and seen[-1][0][0] is G2
+    with dask.config.set({"distprove.msm.constant-work": True}):
+        be.msm_windows(key, "A", w, 4, 0, 2)
+    assert seen[-1][1] == {"constant_work": True}

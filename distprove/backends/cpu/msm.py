@@ -276,7 +276,7 @@ def msm_windows(
 # Homogeneous projective points (X, Y, Z) and the complete formulas of bn254.proj_add /
 # proj_double, written out on the integers with lazy reduction (``m`` = Q as int or mpz).
 
-_G1_B3 = 9
+_G1_B3 = bn254.proj_b3(bn254.G1)  # 9
 _G2_B3 = bn254.proj_b3(bn254.G2)
 
 
@@ -289,9 +289,9 @@ def _proj_add_g1(p: tuple, q: tuple, m: int) -> tuple:
     t2 = z1 * z2 % m
     t3 = ((x1 + y1) * (x2 + y2) - t0 - t1) % m
     t4 = ((y1 + z1) * (y2 + z2) - t1 - t2) % m
-    t5 = 9 * (((x1 + z1) * (x2 + z2) - t0 - t2) % m)
+    t5 = _G1_B3 * (((x1 + z1) * (x2 + z2) - t0 - t2) % m)
     t0 *= 3
-    t2 *= 9
+    t2 *= _G1_B3
     s, d = t1 + t2, t1 - t2
     return ((t3 * d - t4 * t5) % m, (s * d + t5 * t0) % m, (t4 * s + t0 * t3) % m)
 
