@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -286,3 +287,49 @@ def test_cw_emits_every_scalar_in_every_window(cw_lib, pattern: str) -> None:
             if d:
                 ref[wi * nb + abs(d) - 1] += 1
     assert normal.tolist() == ref.tolist()  # the normal mode still skips 0 and 1
+
+
+class _Recorder(_EmuModule):
+    """The emulated module, noting every kernel name the host driver asks for."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        super().__init__(lib)
+        self.names: set[str] = set()
+
+    def get_function(self, name: str):
+        self.names.add(name)
+        return super().get_function(name)
+
+
+def test_cw_module_build_has_every_kernel_the_host_launches(cw_lib, monkeypatch, tmp_path) -> None:
+    """The msm_cw module as the loader builds it (compile.MODULES + gpu.msm.CW_OPTIONS) compiles
+    with nvcc -arch=sm_90 -ptx, exports every kernel the host driver launches in constant-work
+    mode (recorded on the emulation, G1 and G2, lo = 0 and lo > 0), and leaves out the default
+    mode's point kernels."""
+    import distprove.backends.gpu.msm as gm
+    from distprove.backends.gpu.compile import BASE_OPTIONS, MODULES, entry_points, module_source
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not installed")
+    rec = _Recorder(cw_lib)
+    fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
+                                 asnumpy=np.asarray, ndarray=np.ndarray)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(gm, "_cw_module", lambda: rec)
+    rng = random.Random()
+    for group, lo in ((bn254.G1, 0), (bn254.G2, 1)):
+        bases, _, limbs = _case(group, 9, "mixed", rng)
+        gm.msm_windows(group, bn254.points_to_limbs(group, bases), limbs, 4, lo, 5, scratch=gm.MsmScratch(),
+                       constant_work=True)
+    src = tmp_path / "msm_cw.cu"
+    src.write_text(module_source(MODULES["msm_cw"]))
+    ptx = tmp_path / "msm_cw.ptx"
+    res = subprocess.run([nvcc, "-arch=sm_90", "-ptx", *BASE_OPTIONS, *gm.CW_OPTIONS, "-o", str(ptx), str(src)],
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-4000:]
+    exported = set(re.findall(r"\.visible \.entry (\w+)\(", ptx.read_text()))
+    assert rec.names <= exported, rec.names - exported
+    assert entry_points(src.read_text())[0] in exported  # the loader probes the first one
+    for g in ("g1", "g2"):
+        assert not {f"msm_{k}_{g}" for k in ("fold", "reduce", "ones", "sum_groups", "clear")} & exported

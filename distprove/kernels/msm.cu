@@ -280,8 +280,18 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
 // extern "C" entry points, one per group.
 // ---------------------------------------------------------------------------------------
 
+// DP_MSM_CW_ONLY (defined when the msm_cw module builds on this file) leaves out the point
+// kernels that only the default mode launches, and their ptxas time; msm_accumulate_* stays,
+// and so do msm_count / msm_scatter (cheap, and the loader probes the first entry point).
+#ifdef DP_MSM_CW_ONLY
+#define DP_MSM_DEFAULT_ONLY(...)
+#else
+#define DP_MSM_DEFAULT_ONLY(...) __VA_ARGS__
+#endif
+
 #define DP_MSM_ENTRIES(G, F)                                                                          \
-    extern "C" __global__ void msm_clear_##G(Xyzz<F>* buckets, u32 rows) { msm_clear_impl<F>(buckets, rows); } \
+    DP_MSM_DEFAULT_ONLY(                                                                              \
+    extern "C" __global__ void msm_clear_##G(Xyzz<F>* buckets, u32 rows) { msm_clear_impl<F>(buckets, rows); }) \
     extern "C" __global__ void msm_accumulate_##G(const MsmEntry* entries, const Aff<F>* bases,          \
                                                   const u32* cursor, const u32* counts, u32 rows, u32 len, \
                                                   u32 slices, Xyzz<F>* buckets, u32* spill_rows,        \
@@ -289,6 +299,7 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
         msm_accumulate_impl<F>(entries, bases, cursor, counts, rows, len, slices, buckets, spill_rows,  \
                                spill_pts);                                                              \
     }                                                                                                   \
+    DP_MSM_DEFAULT_ONLY(                                                                              \
     extern "C" __global__ void msm_fold_##G(const u32* in_rows, const Xyzz<F>* in_pts, u32 m, u32 len,  \
                                             u32 groups, Xyzz<F>* buckets, u32* out_rows,                \
                                             Xyzz<F>* out_pts) {                                         \
@@ -305,11 +316,12 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
     extern "C" __global__ void msm_sum_groups_##G(const Xyzz<F>* in, u32 count, Xyzz<F>* out) {         \
         __shared__ Xyzz<F> sh[DP_TREE_MAX];                                                             \
         msm_sum_groups_impl<F>(in, count, out, sh);                                                     \
-    }
+    })
 
 DP_MSM_ENTRIES(g1, Fq)
 DP_MSM_ENTRIES(g2, Fq2)
 
 #undef DP_MSM_ENTRIES
+#undef DP_MSM_DEFAULT_ONLY
 
 #endif  // DP_MSM_CU

@@ -1,5 +1,6 @@
 // msm_cw.cu - the constant-work MSM mode (docs/CONSTANT_WORK.md). Needs field.cuh, curve.cuh
-// and msm.cu (MsmEntry, the scalar helpers, DP_NO_ROW, and msm_accumulate_* unchanged).
+// and msm.cu (MsmEntry, the scalar helpers, DP_NO_ROW, and msm_accumulate_* unchanged). The
+// host builds this module with -DDP_MSM_CW_ONLY, which drops msm.cu's default-only point kernels.
 //
 // WHAT THIS FILE DECIDES, AND WHY (host side: distprove/backends/gpu/msm.py, constant_work=True)
 // * Every scalar emits one entry in every window of [lo, lo + nw), 0 and 1 included: digit

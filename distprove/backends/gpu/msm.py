@@ -53,10 +53,14 @@ def _module() -> "cupy.RawModule":
     return load_module(MODULES["msm"], "msm", KERNEL_OPTIONS)
 
 
+CW_OPTIONS = ("-DDP_MSM_CW_ONLY",)
+"""NVRTC options of the constant-work module: msm.cu's default-only point kernels are left out."""
+
+
 def _cw_module() -> "cupy.RawModule":
-    """msm.cu plus the constant-work kernels of msm_cw.cu (a module of its own, so the default
-    path's module and compile time stay as they are)."""
-    return load_module(MODULES["msm_cw"], "msm_cw", KERNEL_OPTIONS)
+    """msm.cu's helpers and accumulation plus the constant-work kernels of msm_cw.cu (a module of
+    its own, so the default path's module and compile time stay as they are)."""
+    return load_module(MODULES["msm_cw"], "msm_cw", KERNEL_OPTIONS + CW_OPTIONS)
 
 
 class _Phases:
