@@ -212,11 +212,12 @@ def _gpu_summary() -> str:
 def _worker_report(dask_worker: Any) -> dict[str, Any]:
     """What ``distprove info`` shows for one worker (runs on the worker through ``Client.run``)."""
     report: dict[str, Any] = {"gpu": _gpu_summary(), "versions": _package_versions(), "backend": None, "keys": None}
-    plugin = dask_worker.plugins.get("distprove")  # distprove.worker.PLUGIN_NAME, when registered
+    from .worker import PLUGIN_NAME
+
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
     if plugin is not None:
-        report["backend"] = getattr(getattr(plugin, "backend", None), "name", None)
-        paths = {h: p for p, h in getattr(plugin, "_hash_of_path", {}).items()}
-        report["keys"] = [f"{paths.get(h, '?')} ({h[:12]})" for h in getattr(plugin, "resident", [])]
+        report["backend"] = plugin.backend.name
+        report["keys"] = [f"{path} ({h[:12]})" for h, path in plugin.resident_paths.items()]
     return report
 
 

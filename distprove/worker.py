@@ -291,8 +291,10 @@ def prepare(spec: ProofSpec, local_h: bool) -> Prepared:
     if local_h:
         hs = be.to_host(be.h_scalars(key, evals))
         seconds["ntt"] = time.perf_counter() - t2
+        metrics.record_timings(seconds)
         return Prepared(values, hs, None, seconds)
     stacked = np.stack([be.to_host(v) for v in evals])
+    metrics.record_timings(seconds)
     return Prepared(values, None, stacked, seconds)
 
 
