@@ -240,7 +240,7 @@ def test_dev_ptau_prepare_matches_snarkjs(snarkjs: str, tmp_path: Path, power: i
     runner = CliRunner()
     res = runner.invoke(main, ["ptau", "new", "--dev", "--power", str(power), str(dev), "--device", "cpu"])
     assert res.exit_code == 0, res.output
-    assert "for tests and benchmarks only" in res.output  # the stderr warning (mixed into output here)
+    assert "WARNING: distprove ptau new --dev: INSECURE" in res.output  # the stderr warning (mixed in here)
     ours = tmp_path / "ours.ptau"
     res = runner.invoke(main, ["ptau", "prepare", str(dev), str(ours), "--backend", "cpu"])
     assert res.exit_code == 0, res.output
