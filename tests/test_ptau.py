@@ -174,7 +174,7 @@ def test_pot12_levels_up_to_8(sid: int, lid: int, group: bn254.Group, extra: boo
 
 @pytest.mark.slow
 def test_prepare_pot12_byte_identical(tmp_path: Path) -> None:
-    """The whole power-12 file (about 11 min on one core here)."""
+    """The whole power-12 file (3-8 min on one core here, depending on the machine's load)."""
     f = read_ptau(POT12)
     src = tmp_path / "pot12_unprepared.ptau"
     from distprove.formats.ptau import PtauHeader, write_ptau
