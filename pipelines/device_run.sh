@@ -9,10 +9,13 @@
 # Pytest args replace the default "tests/gpu".
 #
 # Steps and their time limits (seconds; each step is cut at its limit and the next one runs):
-#   tests   TEST_TIMEOUT=200   python3 -m pytest -m gpu tests/gpu
+#   tests   TEST_TIMEOUT=300   python3 -m pytest -m gpu tests/gpu (a fresh machine compiles every
+#                              module with NVRTC first: msm ~60 s, msm_cw ~115 s, groupfft ~60 s of
+#                              ptxas measured on a CPU here; the disk cache makes later loads free)
 #   kernels BENCH_TIMEOUT=90   pipelines/bench_kernels.py $BENCH_ARGS  -> bench.json
 #   keys    KEYS_TIMEOUT=120   pipelines/make_bench_keys.py --powers $KEY_POWERS --kinds $KEY_KINDS
 #   e2e     E2E_TIMEOUT=90     pipelines/bench_e2e.py (fixture proofs for snarkjs + synthetic keys)
+#   ptau    PTAU_TIMEOUT=90    pipelines/bench_ptau.py (group iFFT levels 2^16-2^20, G1 and G2)
 #   batch   BATCH_TIMEOUT=90   pipelines/bench_batch.py, 1 vs 2 GPUs, on $BATCH_KEY (default chain_k20)
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
 # (every JSON and log, re-packed after each step so a run cut short still returns what it made).
@@ -54,7 +57,7 @@ step() {  # step NAME LIMIT CMD...: run with a time limit, log to $RES/NAME.log,
 
 if want tests; then
     [ $# -eq 0 ] && set -- tests/gpu
-    step tests "${TEST_TIMEOUT:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 "$@"
+    step tests "${TEST_TIMEOUT:-300}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 "$@"
 fi
 if want kernels; then
     # shellcheck disable=SC2086
@@ -69,6 +72,9 @@ fi
 if want e2e; then
     step e2e "${E2E_TIMEOUT:-90}" python3 pipelines/bench_e2e.py --keys "$KEYS" --proofs-out "$RES/fixture_proofs" \
         --reps "${E2E_REPS:-5}" --out "$RES/bench_e2e.json"
+fi
+if want ptau; then
+    step ptau "${PTAU_TIMEOUT:-90}" python3 pipelines/bench_ptau.py --powers "${PTAU_POWERS:-16,18,20}" --json "$RES/bench_ptau.json"
 fi
 if want batch && [ "$NGPU" -ge 2 ]; then
     k=$KEYS/${BATCH_KEY:-chain_k20}
