@@ -470,6 +470,25 @@ def test_safe_witness_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         safe_witness_paths(root / "a.wtns")
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the batch's discover() does not call "
+                   "inputs.safe_witness_paths yet (hook in docs/RELIABILITY.md section 2)")
+def test_batch_refuses_a_witness_link_leaving_the_folder(tmp_path: Path) -> None:
+    """discover() must turn a link leaving the witness folder, and a FIFO, into failed jobs with the reason."""
+    discover = sys.modules[distprove.batch.__module__].discover
+    wdir, outside = tmp_path / "w", tmp_path / "outside"
+    wdir.mkdir()
+    outside.mkdir()
+    shutil.copy(MINI_WTNS, wdir / "ok.wtns")
+    shutil.copy(MINI_WTNS, outside / "x.wtns")
+    (wdir / "escape.wtns").symlink_to(outside / "x.wtns")
+    os.mkfifo(wdir / "fifo.wtns")
+    jobs = {j.name: j for j in discover(wdir, key=MINI_ZKEY)}
+    assert set(jobs) == {"ok", "escape", "fifo"}
+    assert jobs["ok"].error == ""
+    assert "outside the witness folder" in jobs["escape"].error and jobs["escape"].key is None
+    assert "FIFO" in jobs["fifo"].error
+
+
 def test_batch_refuses_an_empty_folder_before_starting_a_cluster(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as e:
         distprove.batch(tmp_path, key=MINI_ZKEY, echo=None)
