@@ -26,6 +26,7 @@ from typing import Any
 
 from distprove import config
 from distprove.errors import FormatError
+from distprove.inputs import safe_witness_paths
 
 log = logging.getLogger(__name__)
 
@@ -182,26 +183,30 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
     chosen = key if key is not None else settings.key
     if chosen is not None and not Path(chosen).exists():
         raise FormatError(chosen, "no such key store or .zkey file")
-    witnesses = sorted(
-        p
-        for p in root.rglob("*.wtns")
-        if p.is_file() and out not in p.parents and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
-    if not witnesses:
+    witnesses, rejected = safe_witness_paths(root, exclude=[out])
+    if not witnesses and not rejected:
         raise FormatError(witness_dir, "no *.wtns files found")
     cache: dict[Path, list[Path]] = {}
     jobs = []
     for w in witnesses:
         rel = w.relative_to(root)
-        stem = w.name.removesuffix(".wtns")
         proof, public = settings.output_paths(w, out / rel.parent)
         if chosen is not None:
             key_path, error = str(Path(chosen).resolve()), ""
         else:
             key_path, error = _key_beside(w.parent, root, cache)
-        name = (rel.parent / stem).as_posix()
-        jobs.append(Job(name, str(w), key_path, str(proof), str(public), error))
-    return jobs
+        jobs.append(Job(_job_name(rel), str(w), key_path, str(proof), str(public), error))
+    for err in rejected:  # links leaving the folder, FIFOs, unreadable entries: failed, with the reason
+        w = Path(err.path)
+        rel = w.relative_to(root)
+        proof, public = settings.output_paths(w, out / rel.parent)
+        jobs.append(Job(_job_name(rel), str(w), None, str(proof), str(public), err.problem))
+    return sorted(jobs, key=lambda j: j.name)
+
+
+def _job_name(rel: Path) -> str:
+    """A witness's name in reports and task keys: its path under the witness folder, less .wtns."""
+    return (rel.parent / rel.name.removesuffix(".wtns")).as_posix()
 
 
 # --- running -----------------------------------------------------------------------------------

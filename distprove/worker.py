@@ -416,7 +416,12 @@ def check_and_write(items: Sequence[Assembled], vks: Mapping[str, Any], check: b
             out.append(Outcome(a.spec.name, "failed", NOT_VALID, seconds, where))
             continue
         t1 = time.perf_counter()
-        written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
+        try:
+            written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
+        except OSError as exc:  # full disk, permissions: this proof fails, the rest of the group goes on
+            reason = f"{a.spec.proof_path}: cannot write: {exc.strerror or exc}; no proof written"
+            out.append(Outcome(a.spec.name, "failed", reason, seconds, where))
+            continue
         seconds["write"] = time.perf_counter() - t1
         out.append(Outcome(a.spec.name, "proved", "" if written else "written by an earlier attempt", seconds, where))
     return out

@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import signal
-import stat
 import struct
 import subprocess
 import sys
@@ -470,11 +469,9 @@ def test_safe_witness_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         safe_witness_paths(root / "a.wtns")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the batch's discover() does not call "
-                   "inputs.safe_witness_paths yet (hook in docs/RELIABILITY.md section 2)")
 def test_batch_refuses_a_witness_link_leaving_the_folder(tmp_path: Path) -> None:
     """discover() must turn a link leaving the witness folder, and a FIFO, into failed jobs with the reason."""
-    discover = sys.modules[distprove.batch.__module__].discover
+    from distprove.batching import discover
     wdir, outside = tmp_path / "w", tmp_path / "outside"
     wdir.mkdir()
     outside.mkdir()
@@ -534,7 +531,8 @@ def test_cli_batch_with_bad_items(client, tmp_path: Path) -> None:
     (wdir / "json.wtns").write_text(json.dumps(["1", "3278"]))
     bad["json"] = (None, ["wrong magic"])
     (wdir / "README.txt").write_text("not a witness, not looked at")
-    os.mkfifo(wdir / "fifo.wtns")  # must not block a worker
+    os.mkfifo(wdir / "fifo.wtns")  # must not block a worker: refused at discovery, reported failed
+    bad["fifo"] = (None, ["FIFO"])
     res = CliRunner().invoke(
         main, ["batch", str(MINI_ZKEY), str(wdir), "--out", str(out), "--scheduler", client.scheduler.address,
                "--backend", "cpu", "--report", str(tmp_path / "report.json")],
@@ -673,8 +671,6 @@ def test_batch_onto_a_full_disk(client, tmp_path: Path) -> None:
         subprocess.run(["umount", str(out)], check=False)
 
 
-@pytest.mark.xfail(strict=True, raises=OSError, reason="worker.check_and_write lets one proof's OSError fail its whole verify group, "
-                   "including proofs it already wrote (fix described in docs/RELIABILITY.md)")
 def test_a_failed_write_fails_only_its_own_proof(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two proofs checked and written by one verify-write call; the disk fills before the second:
     the first is reported proved (its files exist), the second failed with a one-line reason."""
