@@ -73,6 +73,34 @@ class ResidentKey:
         return f"ResidentKey({self._key!r})"
 
 
+class TaskFailureLogFilter(logging.Filter):
+    """Keeps distributed's "Compute Failed" worker log free of witness data and of expected failures.
+
+    distributed logs a failed task with the repr of its arguments, which for MSM tasks holds the
+    witness and the H scalars: that field is withheld. A failure that is one of distprove's own
+    errors (a malformed witness, a proof that does not verify) is reported in the batch report with
+    its one-line reason, so its traceback is not logged at all.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Compute Failed") or not isinstance(record.args, tuple):
+            return True
+        args = list(record.args)
+        if len(args) >= 4 and any(name in str(args[3]) for name in ("FormatError", "InvalidProofError")):
+            return False
+        if len(args) >= 3:
+            args[2] = "<task arguments withheld by distprove: they may hold witness data>"
+            record.args = tuple(args)
+        return True
+
+
+def install_task_log_filter() -> None:
+    """Attach :class:`TaskFailureLogFilter` to distributed's worker logger (once per process)."""
+    logger = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, TaskFailureLogFilter) for f in logger.filters):
+        logger.addFilter(TaskFailureLogFilter())
+
+
 class ProverState(WorkerPlugin):
     """Per-worker state: the backend and an LRU of resident keys keyed by content hash.
 
@@ -102,6 +130,7 @@ class ProverState(WorkerPlugin):
     def setup(self, worker: Any) -> None:
         from distprove.backends.select import get_backend
 
+        install_task_log_filter()
         self.backend = get_backend(self.backend_name)
         log.info("distprove worker state on %s: backend %s", worker.address, self.backend.name)
 
