@@ -219,8 +219,9 @@ DP_INLINE void msm_fold_impl(const u32* in_rows, const Xyzz<F>* in_pts, u32 m, u
 // ---------------------------------------------------------------------------------------
 
 // Block tree over sh[0..blockDim.x); the result lands in sh[0]. Every thread reaches every
-// barrier (the trip count depends on blockDim.x only).
-template <typename F> DP_INLINE void msm_block_tree(Xyzz<F>* sh) {
+// barrier (the trip count depends on blockDim.x only). P is Xyzz<F>, or Proj<F> for the
+// complete formulas of the constant-work unit (pt_add is overloaded for both).
+template <typename P> DP_INLINE void msm_block_tree(P* sh) {
     u32 t = threadIdx.x;
     for (u32 s = blockDim.x >> 1; s > 0u; s >>= 1) {
         __syncthreads();

@@ -125,16 +125,6 @@ DP_INLINE void msm_fold_cw_impl(const u32* in_rows, const Xyzz<F>* in_pts, u32 m
     }
 }
 
-// Block tree over sh[0..blockDim.x) in projective coordinates; the result lands in sh[0].
-template <typename F> DP_INLINE void msm_block_tree_cw(Proj<F>* sh) {
-    u32 t = threadIdx.x;
-    for (u32 s = blockDim.x >> 1; s > 0u; s >>= 1) {
-        __syncthreads();
-        if (t < s) sh[t] = pt_add(sh[t], sh[t + s]);
-    }
-    __syncthreads();
-}
-
 // msm_reduce_impl on the complete formulas; the segment offset `a` depends on the launch
 // geometry only, and a = 0 runs an empty ladder.
 template <typename F>
@@ -153,7 +143,7 @@ DP_INLINE void msm_reduce_cw_impl(const Xyzz<F>* buckets, u32 nb, u32 seg, Xyzz<
         mine = pt_add(tot, proj_mul_u32(run, a));
     }
     sh[threadIdx.x] = mine;
-    msm_block_tree_cw(sh);
+    msm_block_tree(sh);
     if (threadIdx.x == 0u) partials[w * gridDim.x + blockIdx.x] = xyzz_from_proj_t(sh[0]);
 }
 
@@ -164,7 +154,7 @@ DP_INLINE void msm_sum_groups_cw_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out
     for (u32 i = threadIdx.x; i < count; i += blockDim.x)
         acc = pt_add(acc, proj_from_xyzz_t(in[(u64)blockIdx.x * count + i]));
     sh[threadIdx.x] = acc;
-    msm_block_tree_cw(sh);
+    msm_block_tree(sh);
     if (threadIdx.x == 0u) out[blockIdx.x] = xyzz_from_proj_t(sh[0]);
 }
 
