@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +37,11 @@ def main(verbose: int) -> None:
     """Groth16 proofs for circom/snarkjs circuits, on CPUs or a cluster of GPUs."""
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # distributed logs every scheduler and worker event at INFO; a local cluster's lifecycle is
+    # noise on a terminal unless asked for. Through the environment, so spawned workers see it too
+    # (dask reads it when it is first imported, which the commands do later).
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", logging.getLevelName(max(level, logging.INFO)).lower()
+                          if verbose else "warning")
 
 
 @main.command("import-key")

@@ -101,3 +101,16 @@ def test_example_command(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("verified OK") == 3
     assert len(list((tmp_path / "ex").glob("*.proof.json"))) == 3
+
+
+def test_batch_output_is_quiet_and_verbose_on_request(tmp_path: Path) -> None:
+    """A local cluster's INFO chatter stays off the terminal unless -v asks for it."""
+    wdir = tmp_path / "w"
+    wdir.mkdir()
+    (wdir / "a.wtns").write_bytes(MINI_WTNS.read_bytes())
+    res = run("batch", MINI_KEY, wdir, "--out", tmp_path / "p", "--backend", "cpu", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    assert "proved 1, failed 0" in res.stdout + res.stderr
+    assert "INFO" not in res.stdout + res.stderr
+    res = run("-v", "batch", MINI_KEY, wdir, "--out", tmp_path / "q", "--backend", "cpu", "--workers", "1")
+    assert res.returncode == 0 and "INFO distributed" in res.stderr
