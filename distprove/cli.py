@@ -40,8 +40,10 @@ def main(verbose: int) -> None:
     # distributed logs every scheduler and worker event at INFO; a local cluster's lifecycle is
     # noise on a terminal unless asked for. Through the environment, so spawned workers see it too
     # (dask reads it when it is first imported, which the commands do later).
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", logging.getLevelName(max(level, logging.INFO)).lower()
-                          if verbose else "warning")
+    if verbose:
+        os.environ["DASK_LOGGING__DISTRIBUTED"] = logging.getLevelName(level).lower()
+    else:
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 
 @main.command("import-key")
