@@ -51,7 +51,7 @@ static void run_proj(int op, const Xyzz<F>* p, const Xyzz<F>* q, const u32* k, X
         switch (op) {
             case 0: r = pt_add(a, proj_from_xyzz_t(q[i])); break;
             case 1: r = pt_dbl(a); break;
-            case 2: r = proj_mul_u32(a, k[i]); break;
+            case 2: r = pt_mul_u32(a, k[i]); break;
             default: r = a; break;
         }
         out[i] = xyzz_from_proj_t(r);

@@ -183,17 +183,7 @@ DP_G2_OPS XyzzG2 pt_add(const XyzzG2& p, const XyzzG2& q) { return xyzz_add_t(p,
 
 template <typename F> DP_INLINE bool pt_is_inf(const Xyzz<F>& p) { return f_is_zero(p.zz); }
 
-// k * p by double-and-add from k's top bit (k is small: a bucket offset).
-template <typename F> DP_INLINE Xyzz<F> pt_mul_u32(const Xyzz<F>& p, u32 k) {
-    Xyzz<F> acc = xyzz_zero_t<F>();
-    int top = 31;
-    while (top >= 0 && ((k >> top) & 1u) == 0u) top--;
-    for (int i = top; i >= 0; i--) {
-        acc = pt_dbl(acc);
-        if ((k >> i) & 1u) acc = pt_add(acc, p);
-    }
-    return acc;
-}
+template <typename F> DP_INLINE Xyzz<F> pt_identity(const Xyzz<F>&) { return xyzz_zero_t<F>(); }
 
 // ---------------------------------------------------------------------------------------
 // Homogeneous projective points with complete formulas (the constant-work MSM, msm_cw.cu).
@@ -293,10 +283,12 @@ DP_G1_COLD ProjG1 pt_dbl(const ProjG1& p) { return proj_dbl_t(p); }
 DP_G2_OPS ProjG2 pt_add(const ProjG2& p, const ProjG2& q) { return proj_add_t(p, q); }
 DP_G2_OPS ProjG2 pt_dbl(const ProjG2& p) { return proj_dbl_t(p); }
 
-// k * p by double-and-add from k's top bit; only k (a bucket offset fixed by the launch
-// geometry) shapes the ladder.
-template <typename F> DP_INLINE Proj<F> proj_mul_u32(const Proj<F>& p, u32 k) {
-    Proj<F> acc = proj_zero_t<F>();
+template <typename F> DP_INLINE Proj<F> pt_identity(const Proj<F>&) { return proj_zero_t<F>(); }
+
+// k * p by double-and-add from k's top bit, for XYZZ and projective points alike (pt_dbl and
+// pt_add are overloaded). k is small, a bucket offset; only k, never p, shapes the ladder.
+template <typename P> DP_INLINE P pt_mul_u32(const P& p, u32 k) {
+    P acc = pt_identity(p);
     int top = 31;
     while (top >= 0 && ((k >> top) & 1u) == 0u) top--;
     for (int i = top; i >= 0; i--) {

@@ -103,6 +103,15 @@ extern "C" __global__ void msm_count(const u32* scalars, u32* counts, u32 n, u32
     sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool) { atomicAdd(&counts[row], 1u); });
 }
 
+// Claim the next free slot of `row` (counting down from its end) for point i, negated or not.
+DP_INLINE void msm_put_entry(u32* cursor, MsmEntry* entries, u32 row, u32 i, bool neg) {
+    u32 slot = atomicSub(&cursor[row], 1u) - 1u;
+    MsmEntry e;
+    e.row = row;
+    e.pt = (i << 1) | (neg ? 1u : 0u);
+    entries[slot] = e;
+}
+
 // `cursor` holds the inclusive prefix sum of counts (each row's end) and is left at each
 // row's start.
 extern "C" __global__ void msm_scatter(const u32* scalars, u32* cursor, MsmEntry* entries, u32 n, u32 c, u32 lo,
@@ -112,13 +121,7 @@ extern "C" __global__ void msm_scatter(const u32* scalars, u32* cursor, MsmEntry
     u32 s[8];
     sc_load(scalars, i, s);
     if (sc_is_zero_or_one(s)) return;
-    sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool neg) {
-        u32 slot = atomicSub(&cursor[row], 1u) - 1u;
-        MsmEntry e;
-        e.row = row;
-        e.pt = (i << 1) | (neg ? 1u : 0u);
-        entries[slot] = e;
-    });
+    sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool neg) { msm_put_entry(cursor, entries, row, i, neg); });
 }
 
 // ---------------------------------------------------------------------------------------

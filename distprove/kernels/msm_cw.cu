@@ -61,13 +61,8 @@ extern "C" __global__ void msm_scatter_cw(const u32* scalars, u32* cursor, MsmEn
     if (i >= n) return;
     u32 s[8];
     sc_load(scalars, i, s);
-    sc_for_each_window_cw(s, i, c, lo, nw, nb, dummy, [&](u32 row, bool neg) {
-        u32 slot = atomicSub(&cursor[row], 1u) - 1u;
-        MsmEntry e;
-        e.row = row;
-        e.pt = (i << 1) | (neg ? 1u : 0u);
-        entries[slot] = e;
-    });
+    sc_for_each_window_cw(s, i, c, lo, nw, nb, dummy,
+                          [&](u32 row, bool neg) { msm_put_entry(cursor, entries, row, i, neg); });
 }
 
 template <typename F> DP_INLINE void msm_clear_cw_impl(Xyzz<F>* buckets, u32 rows) {
@@ -140,7 +135,7 @@ DP_INLINE void msm_reduce_cw_impl(const Xyzz<F>* buckets, u32 nb, u32 seg, Xyzz<
             run = pt_add(run, proj_from_xyzz_t(buckets[(u64)w * nb + j - 1u]));
             tot = pt_add(tot, run);
         }
-        mine = pt_add(tot, proj_mul_u32(run, a));
+        mine = pt_add(tot, pt_mul_u32(run, a));
     }
     sh[threadIdx.x] = mine;
     msm_block_tree(sh);
