@@ -27,17 +27,12 @@ import numpy as np
 from distprove import bn254
 from distprove.bn254 import R
 
-
-def _log2(n: int) -> int:
-    k = n.bit_length() - 1
-    if n < 1 or 1 << k != n:
-        raise ValueError(f"NTT size {n} is not a power of two")
-    return k
+from .ntt import bit_reverse, log2_size, powers
 
 
 def split_sizes(n: int) -> tuple[int, int]:
     """The matrix shape (n1, n2) of a size-n transform: n1 = 2^ceil(k/2) rows, n2 = 2^floor(k/2) columns."""
-    k = _log2(n)
+    k = log2_size(n)
     return 1 << (k - k // 2), 1 << (k // 2)
 
 
@@ -79,38 +74,21 @@ def _check_block(block: np.ndarray) -> None:
 # --- field helpers on object arrays ----------------------------------------------------
 
 
-def _powers(base: int, count: int) -> np.ndarray:
-    out = [1] * count
-    for i in range(1, count):
-        out[i] = out[i - 1] * base % R
-    return np.array(out, dtype=object)
-
-
-@lru_cache(maxsize=32)
-def _bit_reverse(k: int) -> np.ndarray:
-    n = 1 << k
-    idx = np.arange(n)
-    rev = np.zeros(n, dtype=np.int64)
-    for b in range(k):
-        rev |= ((idx >> b) & 1) << (k - 1 - b)
-    return rev
-
-
 def _root(n: int, inverse: bool) -> int:
-    w = bn254.root_of_unity(_log2(n))
+    w = bn254.root_of_unity(log2_size(n))
     return pow(w, -1, R) if inverse else w
 
 
 @lru_cache(maxsize=32)
 def _stage_twiddles(m: int, inverse: bool) -> np.ndarray:
-    return _powers(_root(m, inverse), max(1, m // 2))
+    return powers(_root(m, inverse), max(1, m // 2))
 
 
 def _ntt_last_axis(a: np.ndarray, inverse: bool) -> np.ndarray:
     """Unscaled radix-2 NTT of size m along the last axis of an object array (natural order)."""
     m = a.shape[-1]
     lead = a.shape[:-1]
-    x = a.reshape(-1, m)[:, _bit_reverse(_log2(m))]
+    x = a.reshape(-1, m)[:, bit_reverse(log2_size(m))]
     tw_all = _stage_twiddles(m, inverse)
     h = 1
     while h < m:
@@ -200,9 +178,9 @@ def coset_scale(block: np.ndarray, n: int, row_lo: int) -> np.ndarray:
     _check_block(block)
     rows, n2 = block.shape[1], block.shape[2]
     n1 = n // n2
-    g = bn254.coset_generator(_log2(n))
-    first = _powers(g, row_lo + rows)[row_lo:]
-    table = np.multiply.outer(first, _powers(pow(g, n1, R), n2)) % R
+    g = bn254.coset_generator(log2_size(n))
+    first = powers(g, row_lo + rows)[row_lo:]
+    table = np.multiply.outer(first, powers(pow(g, n1, R), n2)) % R
     return _to_limbs(_to_obj(block) * table % R)
 
 

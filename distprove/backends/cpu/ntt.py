@@ -16,22 +16,25 @@ from distprove import bn254
 from distprove.bn254 import R
 
 
-def _log2(n: int) -> int:
+def log2_size(n: int) -> int:
+    """log2 of an NTT size; ValueError unless it is a power of two."""
     k = n.bit_length() - 1
     if n < 1 or 1 << k != n:
         raise ValueError(f"NTT size {n} is not a power of two")
     return k
 
 
-def _powers(base: int, count: int) -> np.ndarray:
+def powers(base: int, count: int) -> np.ndarray:
+    """[base^0, ..., base^(count-1)] mod r as an object array."""
     out = [1] * count
     for i in range(1, count):
         out[i] = out[i - 1] * base % R
     return np.array(out, dtype=object)
 
 
-@lru_cache(maxsize=16)
-def _bit_reverse(k: int) -> np.ndarray:
+@lru_cache(maxsize=32)
+def bit_reverse(k: int) -> np.ndarray:
+    """The bit-reversal permutation of 2^k indices."""
     n = 1 << k
     rev = np.zeros(n, dtype=np.int64)
     for b in range(k):
@@ -45,18 +48,18 @@ def _twiddles(k: int, inverse: bool) -> np.ndarray:
     w = bn254.root_of_unity(k)
     if inverse:
         w = pow(w, -1, R)
-    return _powers(w, max(1, (1 << k) // 2))
+    return powers(w, max(1, (1 << k) // 2))
 
 
 @lru_cache(maxsize=16)
 def _coset_powers(k: int) -> np.ndarray:
-    return _powers(bn254.coset_generator(k), 1 << k)
+    return powers(bn254.coset_generator(k), 1 << k)
 
 
 def _ntt_obj(a: np.ndarray, inverse: bool) -> np.ndarray:
     n = a.shape[0]
-    k = _log2(n)
-    a = a[_bit_reverse(k)]
+    k = log2_size(n)
+    a = a[bit_reverse(k)]
     tw_all = _twiddles(k, inverse)
     m = 1
     while m < n:
@@ -84,7 +87,7 @@ def h_scalars(a: Sequence[int], b: Sequence[int], c: Sequence[int]) -> list[int]
     n = len(a)
     if not len(b) == len(c) == n:
         raise ValueError("a, b, c must have the same length")
-    g_pow = _coset_powers(_log2(n))
+    g_pow = _coset_powers(log2_size(n))
     odd = []
     for vec in (a, b, c):
         coeffs = _ntt_obj(np.array(vec, dtype=object), inverse=True)
