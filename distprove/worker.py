@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -30,6 +29,7 @@ from distprove import bn254, metrics
 from distprove.backends.base import MSM_NAMES, msm_group
 from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.errors import FormatError
+from distprove.formats.jsonio import write_json_atomic
 from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
 
 log = logging.getLogger(__name__)
@@ -512,33 +512,6 @@ def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list
     return [ok.get(i, False) for i in range(len(items))]
 
 
-def _link_json(obj: Any, path: str, replace: bool) -> bool:
-    """Write JSON to a temp file beside ``path``, then ``os.replace`` it there (``replace``) or
-    ``os.link`` it only if ``path`` does not exist yet. Returns False when ``path`` already existed."""
-    import json
-
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(obj, indent=1))
-            f.flush()
-            os.fsync(f.fileno())
-        if replace:
-            os.replace(tmp, path)
-            return True
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def write_once(proof_json: dict, public_json: list[str], proof_path: str, public_path: str) -> bool:
     """Write public then proof so that the proof file appears exactly once, whole.
 
@@ -549,8 +522,10 @@ def write_once(proof_json: dict, public_json: list[str], proof_path: str, public
     """
     if os.path.exists(proof_path):
         return False
-    _link_json(public_json, public_path, replace=True)
-    return _link_json(proof_json, proof_path, replace=False)
+    os.makedirs(os.path.dirname(os.path.abspath(public_path)), exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(proof_path)), exist_ok=True)
+    write_json_atomic(public_path, public_json)
+    return write_json_atomic(proof_path, proof_json, exclusive=True)
 
 
 # --- four-step NTT tasks (block math in backends/cpu/fourstep.py or the backend's own) ---------

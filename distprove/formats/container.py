@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NoReturn, Union
+from typing import BinaryIO, Iterable, Iterator, NoReturn, Union
 
 import numpy as np
 
 from distprove import bn254
 from distprove.bn254 import G1, Group
 from distprove.errors import FormatError
+
+from .atomic import write_atomic
 
 try:
     import gmpy2
@@ -184,36 +185,25 @@ def write_container(
     Section sizes are patched in after each section is written, so chunked data need not be
     sized in advance. The file appears at ``path`` (via os.replace) only when complete.
     """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(magic.encode() + struct.pack("<II", version, 0))
-            count = 0
-            for sid, data in sections:
-                start = f.tell()
-                f.write(struct.pack("<IQ", sid, 0))
-                n = 0
-                for part in _chunks(data):
-                    n += f.write(part)
-                end = f.tell()
-                f.seek(start + 4)
-                f.write(struct.pack("<Q", n))
-                f.seek(end)
-                count += 1
-            f.seek(8)
-            f.write(struct.pack("<I", count))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+
+    def write(f: BinaryIO) -> None:
+        f.write(magic.encode() + struct.pack("<II", version, 0))
+        count = 0
+        for sid, data in sections:
+            start = f.tell()
+            f.write(struct.pack("<IQ", sid, 0))
+            n = 0
+            for part in _chunks(data):
+                n += f.write(part)
+            end = f.tell()
+            f.seek(start + 4)
+            f.write(struct.pack("<Q", n))
+            f.seek(end)
+            count += 1
+        f.seek(8)
+        f.write(struct.pack("<I", count))
+
+    write_atomic(path, write)
 
 
 def lt_bound(limbs: np.ndarray, bound: int, chunk: int = 1 << 20) -> np.ndarray:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from distprove import bn254
 from distprove.bn254 import G1, G2, Q, R, Affine, Group
 from distprove.errors import FormatError
+
+from .atomic import write_atomic
 
 Source = str | os.PathLike[str] | dict[str, Any] | list[Any]
 
@@ -106,39 +107,15 @@ def vk_to_json(
     }
 
 
-def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
+def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, exclusive: bool = False) -> bool:
     """Write ``obj`` as JSON (1-space indent, like snarkjs) so that ``path`` is never partial.
 
-    The text goes to a temporary file in the same directory, is fsynced and then renamed
-    over ``path`` with :func:`os.replace`; on any error the temporary file is removed.
+    The text goes to a temporary file in the same directory, is fsynced and then renamed over
+    ``path`` (or, with ``exclusive``, linked there only if ``path`` does not exist yet: the
+    result is then False when it did). See :func:`distprove.formats.atomic.write_atomic`.
     """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    text = json.dumps(obj, indent=1)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
+    data = json.dumps(obj, indent=1).encode()
+    return write_atomic(path, lambda f: f.write(data), exclusive=exclusive)
 
 
 # --- readers -------------------------------------------------------------------------
