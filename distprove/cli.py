@@ -301,8 +301,9 @@ def batch_cmd(
     from .formats.jsonio import write_json_atomic
 
     extra: dict[str, Any] = {}
+    run = batch
     if incremental if incremental is not None else config.settings().incremental:
-        from .incremental import batch  # noqa: F811  (same arguments; skips what is already proved)
+        from .incremental import batch as run  # same arguments; skips what is already proved
 
         extra["retry_failed"] = retry_failed
 
@@ -317,7 +318,7 @@ def batch_cmd(
                 progress.console.print(f"failed {res.name}: {res.reason}", markup=False, highlight=False)
             progress.advance(task)
 
-        report = batch(
+        report = run(
             witness_dir, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
             verify_in=verify_in, on_start=lambda n: progress.update(task, total=n), on_result=on_result, echo=None, **extra,
         )
