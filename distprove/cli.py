@@ -187,6 +187,41 @@ def setup_cmd(dev: bool, circuit: str, store: str, zkey: str | None, vk: str | N
                f"in {time.perf_counter() - t0:.1f} s (INSECURE: testing only)")
 
 
+@main.command("compile")
+@click.argument("modules", nargs=-1)
+@click.option("--arch", default=None, metavar="sm_XY",
+              help="Target architecture (default: this machine's GPU); with it no GPU is needed.")
+@click.option("--option", "options", multiple=True, metavar="OPT", help="Extra NVRTC option, e.g. -DDP_PTX_MUL.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel compiles (default: CPUs).")
+@_friendly_errors
+def compile_cmd(modules: tuple[str, ...], arch: str | None, options: tuple[str, ...], jobs: int | None) -> None:
+    """Compile the GPU kernel MODULES (default: all) into the disk cache ($DISTPROVE_CACHE_DIR).
+
+    A first proof otherwise compiles them on demand (minutes for the MSM); run this once per
+    machine or container image so workers start warm.
+    """
+    import time
+
+    from .backends.gpu.compile import MODULES, build, cache_dir
+
+    unknown = sorted(set(modules) - set(MODULES))
+    if unknown:
+        raise DistproveError(f"unknown kernel module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        raise DistproveError("compile: CuPy is not installed (pip install 'distprove[gpu]')") from None
+    t0 = time.perf_counter()
+    try:
+        timings = build(modules or None, options, arch=arch, jobs=jobs)
+    except RuntimeError as exc:  # NVRTC's log: the whole of it is what one needs to fix the kernel
+        click.echo(str(exc), err=True)
+        sys.exit(1)
+    for t in timings:
+        click.echo(f"{t.name:10} {t.source:8} {t.seconds:7.1f} s")
+    click.echo(f"{len(timings)} module(s) in {cache_dir()} ({time.perf_counter() - t0:.1f} s)")
+
+
 def _package_versions() -> dict[str, str]:
     """Versions of distprove and the packages a cluster must agree on ("-" when not installed)."""
     import importlib

@@ -102,17 +102,24 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
                 _row(results, step, log_n, time_ms(fn, reps))
         del x, scratch
         cp.get_default_memory_pool().free_all_blocks()
-    # occupancy variant of the pass kernel (no minimum-blocks launch bound: 78 registers, 3 blocks/SM)
-    if 24 in sizes:
-        alt = gntt.NttEngine(gntt.CupyKernels(("-DNTT_MIN_BLOCKS=1",)))
+    # build variants of the pass kernel: no minimum-blocks launch bound (78 registers, 3 blocks/SM);
+    # the PTX carry-chain Montgomery product (checked equal to the default build first)
+    for opt in ("-DNTT_MIN_BLOCKS=1", "-DDP_PTX_MUL"):
+        if 24 not in sizes:
+            break
+        alt = gntt.NttEngine(gntt.CupyKernels((opt,)))
         x = random_mont(cp, 1 << 24, 1)
         scratch = cp.empty_like(x)
-        alt.ntt(x, scratch=scratch)
+        ref = x.copy()
+        eng.ntt(ref, scratch=scratch)
+        got = x.copy()
+        alt.ntt(got, scratch=scratch)
+        same = bool(cp.array_equal(ref, got))
         t = time_ms(lambda: alt.ntt(x, scratch=scratch), reps)
         fl = ntt_floor_ms(24)
-        _row(results, "ntt_fwd[NTT_MIN_BLOCKS=1]", 24, t,
+        _row(results, f"ntt_fwd[{opt[2:]}]", 24, t, equal_to_default=same,
              floor_ms=max(fl["floor_mem_ms"], fl["floor_mul_ms"]))
-        del alt, x, scratch
+        del alt, x, scratch, ref, got
         cp.get_default_memory_pool().free_all_blocks()
     # gather: synthetic CSR shaped like circom keys (about half the rows empty, ~2 terms each)
     for log_n in (20, 24):

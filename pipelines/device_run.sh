@@ -3,15 +3,17 @@
 # installs the carried wheels, runs the GPU tests, the kernel benchmarks, builds dev keys, runs the
 # end-to-end and batch benchmarks, and leaves everything under $OUT.
 #
-# Call it from the repository root on the device, with carry=[".whl"] (pipelines/fetch_wheels.sh
-# fills .whl here):
+# Call it from the repository root on the device, with carry=[".whl", ".kcache"] (pipelines/fetch_wheels.sh
+# fills .whl here; .kcache is the cubin cache a previous run returned as $OUT/kcache.tgz, unpacked
+# with `mkdir -p .kcache && tar xzf <files_at>/kcache.tgz -C .kcache`; absent, everything compiles):
 #   set -o pipefail; DISTPROVE_GIT_COMMIT=<sha> timeout 520 bash pipelines/device_run.sh [pytest args] 2>&1 | tee $OUT/log.txt
 # Pytest args replace the default "tests/gpu".
 #
 # Steps and their time limits (seconds; each step is cut at its limit and the next one runs):
-#   tests   TEST_TIMEOUT=300   python3 -m pytest -m gpu tests/gpu (a fresh machine compiles every
-#                              module with NVRTC first: msm ~60 s, msm_cw ~115 s, groupfft ~60 s of
-#                              ptxas measured on a CPU here; the disk cache makes later loads free)
+#   compile COMPILE_TIMEOUT=300 `distprove compile` of every module, in parallel processes, plus the
+#                              -DDP_PTX_MUL variants the benchmarks try (cold: the slowest module,
+#                              msm_cw, ~2 min); the cache goes back as $OUT/kcache.tgz
+#   tests   TEST_TIMEOUT=300   python3 -m pytest -m gpu tests/gpu
 #   kernels BENCH_TIMEOUT=90   pipelines/bench_kernels.py $BENCH_ARGS  -> bench.json
 #   keys    KEYS_TIMEOUT=120   pipelines/make_bench_keys.py --powers $KEY_POWERS --kinds $KEY_KINDS
 #   e2e     E2E_TIMEOUT=90     pipelines/bench_e2e.py (fixture proofs for snarkjs + synthetic keys)
@@ -30,7 +32,8 @@ RES=/tmp/distprove-results
 KEYS=/tmp/distprove-keys
 mkdir -p "$OUT" "$RES" "$KEYS"
 export PYTHONUNBUFFERED=1
-export DISTPROVE_CACHE_DIR=${DISTPROVE_CACHE_DIR:-/tmp/distprove-cache}
+export DISTPROVE_CACHE_DIR=${DISTPROVE_CACHE_DIR:-$PWD/.kcache}
+mkdir -p "$DISTPROVE_CACHE_DIR"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -55,6 +58,12 @@ step() {  # step NAME LIMIT CMD...: run with a time limit, log to $RES/NAME.log,
     pack
 }
 
+if want compile; then
+    step compile "${COMPILE_TIMEOUT:-300}" bash -c 'python3 -m distprove.cli compile & a=$!
+        python3 -m distprove.cli compile msm ntt --option=-DDP_PTX_MUL & b=$!
+        wait $a && wait $b'
+    tar czf "$OUT/kcache.tgz" -C "$DISTPROVE_CACHE_DIR" . 2>/dev/null
+fi
 if want tests; then
     [ $# -eq 0 ] && set -- tests/gpu
     step tests "${TEST_TIMEOUT:-300}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 "$@"

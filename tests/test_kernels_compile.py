@@ -24,7 +24,7 @@ from distprove import bn254
 from distprove.backends.cpu import gather as cpu_gather
 from distprove.backends.cpu import ntt as cpu_ntt
 from distprove.backends.gpu import ntt as gntt
-from distprove.backends.gpu.compile import BASE_OPTIONS, KERNEL_DIR, MODULES, module_source
+from distprove.backends.gpu.compile import BASE_OPTIONS, KERNEL_DIR, MODULE_OPTIONS, MODULES, module_source
 from distprove.bn254 import FR_MONT, FR_MONT_INV, R
 
 # --- 1. nvcc compile check ---------------------------------------------------------------
@@ -42,7 +42,7 @@ def test_module_compiles_for_sm90(name: str, tmp_path: Path) -> None:
     src = tmp_path / f"{name}.cu"
     src.write_text(module_source(units))
     res = subprocess.run(
-        [nvcc, "-arch=sm_90", "-ptx", *BASE_OPTIONS, "-o", str(tmp_path / f"{name}.ptx"), str(src)],
+        [nvcc, "-arch=sm_90", "-ptx", *BASE_OPTIONS, *MODULE_OPTIONS.get(name, ()), "-o", str(tmp_path / f"{name}.ptx"), str(src)],
         capture_output=True, text=True, timeout=900,
     )
     assert res.returncode == 0, res.stderr[-4000:]

@@ -302,12 +302,12 @@ class _Recorder(_EmuModule):
 
 
 def test_cw_module_build_has_every_kernel_the_host_launches(cw_lib, monkeypatch, tmp_path) -> None:
-    """The msm_cw module as the loader builds it (compile.MODULES + gpu.msm.CW_OPTIONS) compiles
+    """The msm_cw module as the loader builds it (compile.MODULES + MODULE_OPTIONS) compiles
     with nvcc -arch=sm_90 -ptx, exports every kernel the host driver launches in constant-work
     mode (recorded on the emulation, G1 and G2, lo = 0 and lo > 0), and leaves out the default
     mode's point kernels."""
     import distprove.backends.gpu.msm as gm
-    from distprove.backends.gpu.compile import BASE_OPTIONS, MODULES, entry_points, module_source
+    from distprove.backends.gpu.compile import BASE_OPTIONS, MODULE_OPTIONS, MODULES, entry_points, module_source
 
     nvcc = shutil.which("nvcc")
     if nvcc is None:
@@ -325,7 +325,7 @@ def test_cw_module_build_has_every_kernel_the_host_launches(cw_lib, monkeypatch,
     src = tmp_path / "msm_cw.cu"
     src.write_text(module_source(MODULES["msm_cw"]))
     ptx = tmp_path / "msm_cw.ptx"
-    res = subprocess.run([nvcc, "-arch=sm_90", "-ptx", *BASE_OPTIONS, *gm.CW_OPTIONS, "-o", str(ptx), str(src)],
+    res = subprocess.run([nvcc, "-arch=sm_90", "-ptx", *BASE_OPTIONS, *MODULE_OPTIONS["msm_cw"], "-o", str(ptx), str(src)],
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-4000:]
     exported = set(re.findall(r"\.visible \.entry (\w+)\(", ptx.read_text()))

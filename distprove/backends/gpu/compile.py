@@ -42,6 +42,9 @@ MODULES: dict[str, tuple[str, ...]] = {
 }
 """Every unit combination the GPU backend loads, by module name."""
 
+MODULE_OPTIONS: dict[str, tuple[str, ...]] = {"msm_cw": ("-DDP_MSM_CW_ONLY",)}
+"""NVRTC options a module always carries (msm_cw leaves out msm.cu's default-only kernels)."""
+
 BASE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 """Options common to NVRTC and the ``nvcc`` compile check."""
 
@@ -106,27 +109,36 @@ def _nvrtc_compile(src: str, name: str, options: Sequence[str]) -> bytes:
         nvrtc.destroyProgram(prog)
 
 
-def _load(units: tuple[str, ...], name: str, options: tuple[str, ...]) -> "cupy.RawModule":
-    import cupy
+def _cubin(units: tuple[str, ...], name: str, options: tuple[str, ...], arch: str) -> tuple[str, tuple[str, ...], Path]:
+    """Source, full option list and cache path of one module build."""
     from cupy.cuda import nvrtc
 
-    arch = _arch()
     src = module_source(units)
     opts = BASE_OPTIONS + (f"--gpu-architecture={arch}",) + options
     key = hashlib.sha256(
         "\0".join((src, *opts, arch, repr(nvrtc.getVersion()))).encode()
     ).hexdigest()[:32]
-    path = cache_dir() / f"{name}-{arch}-{key}.cubin"
-    t0 = time.perf_counter()
+    return src, opts, cache_dir() / f"{name}-{arch}-{key}.cubin"
+
+
+def _ensure_cubin(units: tuple[str, ...], name: str, options: tuple[str, ...], arch: str) -> tuple[str, Path, str]:
+    """Compile one module into the disk cache unless it is there; return (source, path, how)."""
+    src, opts, path = _cubin(units, name, options, arch)
     if path.is_file():
-        kind = "cache"
-    else:
-        kind = "compile"
-        cubin = _nvrtc_compile(src, name, opts)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(cubin)
-        os.replace(tmp, path)  # atomic: concurrent processes never read a half-written cubin
+        return src, path, "cache"
+    cubin = _nvrtc_compile(src, name, opts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(cubin)
+    os.replace(tmp, path)  # atomic: concurrent processes never read a half-written cubin
+    return src, path, "compile"
+
+
+def _load(units: tuple[str, ...], name: str, options: tuple[str, ...]) -> "cupy.RawModule":
+    import cupy
+
+    t0 = time.perf_counter()
+    src, path, kind = _ensure_cubin(units, name, options, _arch())
     module = cupy.RawModule(path=str(path))
     for fn in entry_points(src)[:1]:
         module.get_function(fn)  # CuPy loads lazily: make the load part of the timing
@@ -134,6 +146,37 @@ def _load(units: tuple[str, ...], name: str, options: tuple[str, ...]) -> "cupy.
     _timings.append(LoadTiming(name, kind, dt))
     log.info("kernel module %s: %s in %.3f s (%s)", name, kind, dt, path)
     return module
+
+
+def _build_one(name: str, options: tuple[str, ...], arch: str) -> LoadTiming:
+    t0 = time.perf_counter()
+    _, _, kind = _ensure_cubin(MODULES[name], name, MODULE_OPTIONS.get(name, ()) + options, arch)
+    return LoadTiming(name, kind, time.perf_counter() - t0)
+
+
+def build(names: Sequence[str] | None = None, options: Sequence[str] = (), arch: str | None = None,
+          jobs: int | None = None) -> list[LoadTiming]:
+    """Compile modules into the disk cache, in parallel processes, without loading them.
+
+    ``names``: entries of :data:`MODULES` (default: all); ``options``: extra NVRTC options for
+    each; ``arch``: e.g. ``"sm_90"`` (default: the current device's). NVRTC needs no GPU when
+    ``arch`` is given, so a container image can be warmed at build time. Modules already cached
+    return at once. Raises RuntimeError with NVRTC's log if one fails.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    names = list(names or MODULES)
+    unknown = sorted(set(names) - set(MODULES))
+    if unknown:
+        raise ValueError(f"unknown kernel module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    arch = arch or _arch()
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
+    if jobs == 1:
+        return [_build_one(n, tuple(options), arch) for n in names]
+    # spawn: a forked child of a process that touched CUDA cannot use it; NVRTC is safe either way
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_build_one, names, [tuple(options)] * len(names), [arch] * len(names)))
 
 
 def load_module(units: Sequence[str], name: str, options: Sequence[str] = ()) -> "cupy.RawModule":
@@ -150,9 +193,9 @@ def load_module(units: Sequence[str], name: str, options: Sequence[str] = ()) ->
         return mod
 
 
-def get_module(name: str) -> "cupy.RawModule":
-    """Load one of the named :data:`MODULES`."""
-    return load_module(MODULES[name], name)
+def get_module(name: str, options: Sequence[str] = ()) -> "cupy.RawModule":
+    """Load one of the named :data:`MODULES` with its :data:`MODULE_OPTIONS` and ``options``."""
+    return load_module(MODULES[name], name, MODULE_OPTIONS.get(name, ()) + tuple(options))
 
 
 def load_timings() -> list[LoadTiming]:
@@ -174,10 +217,10 @@ def measure_cold_warm(name: str) -> dict[str, Any]:
         os.environ["DISTPROVE_CACHE_DIR"] = tmp
         try:
             t0 = time.perf_counter()
-            _load(units, name, ())
+            _load(units, name, MODULE_OPTIONS.get(name, ()))
             cold = time.perf_counter() - t0
             t0 = time.perf_counter()
-            _load(units, name, ())
+            _load(units, name, MODULE_OPTIONS.get(name, ()))
             warm = time.perf_counter() - t0
         finally:
             if old is None:

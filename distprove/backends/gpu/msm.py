@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from distprove import bn254
-from distprove.backends.gpu.compile import MODULES, load_module
+from distprove.backends.gpu.compile import get_module
 from distprove.bn254 import Affine, Group
 from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
 
@@ -50,17 +50,13 @@ def _xyzz_words(group: Group) -> int:
 
 
 def _module() -> "cupy.RawModule":
-    return load_module(MODULES["msm"], "msm", KERNEL_OPTIONS)
-
-
-CW_OPTIONS = ("-DDP_MSM_CW_ONLY",)
-"""NVRTC options of the constant-work module: msm.cu's default-only point kernels are left out."""
+    return get_module("msm", KERNEL_OPTIONS)
 
 
 def _cw_module() -> "cupy.RawModule":
     """msm.cu's helpers and accumulation plus the constant-work kernels of msm_cw.cu (a module of
     its own, so the default path's module and compile time stay as they are)."""
-    return load_module(MODULES["msm_cw"], "msm_cw", KERNEL_OPTIONS + CW_OPTIONS)
+    return get_module("msm_cw", KERNEL_OPTIONS)
 
 
 class _Phases:
