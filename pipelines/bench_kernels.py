@@ -64,6 +64,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="16,20,22,24,26", help="NTT log2 sizes")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--only", default="", help="comma list of bench modules (ntt,msm,field)")
+    ap.add_argument("--msm-variants", default="default,ptx_mul", help="arithmetic builds of the MSM to time")
+    ap.add_argument("--msm-no-cw", action="store_true", help="skip the constant-work MSM rows")
     args = ap.parse_args()
     results: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                      "git_commit": git_commit(), **device_info(), "rows": [], "errors": {}}
@@ -81,6 +83,8 @@ def main() -> int:
         try:
             if short == "ntt":
                 mod.run(results, sizes=tuple(int(s) for s in args.sizes.split(",")), reps=args.reps)
+            elif short == "msm":
+                mod.run(results, variants=tuple(args.msm_variants.split(",")), constant_work=not args.msm_no_cw)
             else:
                 mod.run(results)
         except Exception:  # keep the other benches' numbers; record the failure

@@ -23,7 +23,10 @@ FQ_MUL_PER_S = 41e9
 MADD_MULS = {"G1": 10, "G2": 30}
 TABLE = 1024
 CASES = [("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
-SWEEP = ("G1", 24, (16, 18, 19, 20, 21))
+SWEEP = [("G1", 16, range(10, 17)), ("G1", 18, range(12, 18)), ("G1", 20, range(12, 18)),
+         ("G1", 22, range(14, 19)), ("G1", 24, range(15, 20)), ("G2", 18, range(11, 17)),
+         ("G2", 20, range(12, 18)), ("G2", 22, range(14, 18))]
+"""Window-width sweeps (group, log2 size, widths) that the choice of pick_window is read from."""
 CHECK = (18, 13)
 """log2 size and window width of the cross-build equality check."""
 CW_CASES = [("G1", 20), ("G1", 22), ("G2", 20)]
@@ -113,8 +116,8 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
                     print(f"{variant} {name}: window sums equal to the default build: {same}", flush=True)
             plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in CASES]
             if sweep and variant == "default":
-                best = pick_window(1 << SWEEP[1], groups[SWEEP[0]])
-                plan += [(SWEEP[0], SWEEP[1], c) for c in SWEEP[2] if c != best]
+                plan += [(name, lg, c) for name, lg, widths in SWEEP for c in widths
+                         if (name, lg, c) not in plan]
             for name, lg, c in plan:
                 _time_case(results, variant, groups[name], name, lg, c, tables[name][idx_all[: 1 << lg]],
                            scalars_all[: 1 << lg], reps)

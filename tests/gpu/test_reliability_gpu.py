@@ -4,11 +4,16 @@ a short soak whose device memory must stay flat. Written without a device; run w
 The OOM test caps CuPy's default memory pool (``set_limit``: the pool then raises CuPy's own
 ``OutOfMemoryError``, as a full device does) so that the larger key fits alone but not next to
 the smaller one: proving with it must evict the smaller key and give the CPU reference proof.
+It runs in fresh processes, where the pool's byte counts belong to the scenario alone.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,46 +30,54 @@ LARGE = (DATA / "bits_k16" / "circuit_final.zkey", DATA / "bits_k16" / "witnesse
 BLINDING = (12345, 67890)
 
 
-def _pool_peak(zkey: Path, wtns: Path) -> int:
-    """Bytes CuPy's pool holds after one proof with ``zkey`` on a fresh backend (about its peak)."""
-    import cupy
+SCENARIO = r"""
+import json, sys
+import cupy
+from distprove.backends.gpu import GpuBackend
+from distprove.keystore import open_key
+from distprove.prover import prove
 
-    from distprove.backends.gpu import GpuBackend
-
-    pool = cupy.get_default_memory_pool()
-    pool.free_all_blocks()
-    base = pool.total_bytes()
+mode, small, small_w, large, large_w, extra = sys.argv[1:7]
+blinding = (12345, 67890)
+pool = cupy.get_default_memory_pool()
+if mode == "peak":  # bytes the pool holds after one proof with the large key: about its peak
+    prove(open_key(large), large_w, backend=GpuBackend(), blinding=blinding)
+    print(json.dumps({"peak": pool.total_bytes()}))
+else:  # the large key fits alone, not next to the resident small one
+    small_key, large_key = open_key(small), open_key(large)
+    pool.set_limit(size=pool.total_bytes() + int(extra))
     be = GpuBackend()
-    prove(open_key(zkey), wtns, backend=be, blinding=BLINDING)
-    peak = pool.total_bytes() - base
-    be.evict()
-    pool.free_all_blocks()
-    return peak
+    prove(small_key, small_w, backend=be, blinding=blinding)
+    before = list(be._states)
+    got = prove(large_key, large_w, backend=be, blinding=blinding)
+    print(json.dumps({"before": before, "after": list(be._states), "small": small_key.content_hash,
+                      "large": large_key.content_hash, "proof": [got.pi_a, got.pi_b, got.pi_c]}, default=str))
+"""
+
+
+def _scenario(mode: str, extra: int = 0) -> dict:
+    """Run SCENARIO in a fresh process: CuPy's pool starts empty there, so its byte counts are this
+    scenario's alone (blocks split by earlier tests in this process would hide the growth)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    args = [str(p) for p in (*SMALL, *LARGE)]
+    res = subprocess.run([sys.executable, "-c", SCENARIO, mode, *args, str(extra)], capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def test_oom_evicts_the_other_key_and_the_proof_is_right() -> None:
-    cupy = pytest.importorskip("cupy")
-    from distprove.backends.gpu import GpuBackend
-
-    small_key, large_key = open_key(SMALL[0]), open_key(LARGE[0])
+    pytest.importorskip("cupy")
+    small_key = open_key(SMALL[0])
     small_resident = sum(int(getattr(small_key, n)[:].nbytes) for n in ("a", "b1", "b2", "c", "h"))
-    large_peak = _pool_peak(*LARGE)
-    assert _pool_peak(*SMALL) < large_peak
-    pool = cupy.get_default_memory_pool()
-    pool.free_all_blocks()
-    base = pool.used_bytes()
-    pool.set_limit(size=base + large_peak + small_resident // 2)
-    try:
-        be = GpuBackend()
-        prove(small_key, SMALL[1], backend=be, blinding=BLINDING)
-        assert small_key.content_hash in be._states
-        got = prove(large_key, LARGE[1], backend=be, blinding=BLINDING)
-        assert small_key.content_hash not in be._states  # evicted to make room
-        assert large_key.content_hash in be._states
-    finally:
-        pool.set_limit(size=0)  # 0 = no limit
-    want = prove(large_key, LARGE[1], backend="cpu", blinding=BLINDING)
-    assert (got.pi_a, got.pi_b, got.pi_c) == (want.pi_a, want.pi_b, want.pi_c)
+    large_peak = _scenario("peak")["peak"]
+    assert large_peak > small_resident > 0
+    out = _scenario("oom", large_peak + small_resident // 2)
+    assert out["small"] in out["before"]
+    assert out["small"] not in out["after"]  # evicted to make room
+    assert out["large"] in out["after"]
+    want = prove(open_key(LARGE[0]), LARGE[1], backend="cpu", blinding=BLINDING)
+    assert out["proof"] == json.loads(json.dumps([want.pi_a, want.pi_b, want.pi_c], default=str))
 
 
 def test_soak_gpu_memory_is_flat(tmp_path: Path) -> None:
