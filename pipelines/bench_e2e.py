@@ -6,10 +6,11 @@ Two parts, both on one backend (default gpu):
   ``--proofs-out`` (``<fixture>/<witness>.proof.json`` / ``.public.json``) so the proofs can be
   checked with ``snarkjs groth16 verify`` on a machine that has node; they are also pairing-checked
   here.
-* **synthetic keys** made by ``pipelines/make_bench_keys.py`` (``--keys DIR``, one folder per
-  ``<kind>_k<power>`` with ``key.zarr`` and ``witness_*.wtns``): a warm-up proof (kernel load and key
-  upload), then ``--reps`` timed proofs; the median of each stage of ``Proof.timings`` (the prover
-  synchronises the device at every stage boundary) and one pairing check.
+* **synthetic keys** made by ``pipelines/make_bench_keys.py`` (``--keys DIR``: every folder with
+  ``key.zarr`` and ``witness_*.wtns``, e.g. ``<kind>_k<power>`` or ``<kind>_n<constraints>``, smallest
+  circuit first): a warm-up proof (kernel load and key upload), then ``--reps`` timed proofs; the median
+  of each stage of ``Proof.timings`` (the prover synchronises the device at every stage boundary) and
+  one pairing check. Each row names its constraint count (from the folder's circuit.json).
 
     python pipelines/bench_e2e.py --keys /tmp/keys --proofs-out /tmp/proofs --out e2e.json
 """
@@ -66,10 +67,22 @@ def fixture_proofs(backend: str, out: Path) -> list[dict]:
     return rows
 
 
+def circuit_info(folder: Path) -> dict:
+    """The folder's circuit.json (written by distprove.synth.write_circuit), or {} without one."""
+    path = folder / "circuit.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def key_folders(keys: Path) -> list[Path]:
+    """The key folders (those holding ``key.zarr``) under ``keys``, by constraint count, then name."""
+    folders = [p for p in keys.iterdir() if (p / "key.zarr").exists()]
+    return sorted(folders, key=lambda p: (circuit_info(p).get("n_constraints", 0), p.name))
+
+
 def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
     """Latency and stage medians for every key folder under ``keys``."""
     rows = []
-    for folder in sorted(p for p in keys.iterdir() if (p / "key.zarr").exists()):
+    for folder in key_folders(keys):
         key = KeyStore(folder / "key.zarr")
         witnesses = sorted(folder.glob("*.wtns"))
         if not witnesses:
@@ -80,12 +93,12 @@ def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
         runs = [prove(key, witnesses[i % len(witnesses)], backend=backend) for i in range(reps)]
         stages = {s: statistics.median(r.timings[s] for r in runs) for s in runs[0].timings}
         ok = verify_many([(key.vk_json(), p.public_json(), p.to_json()) for p in (first, runs[-1])])
-        info = json.loads((folder / "circuit.json").read_text()) if (folder / "circuit.json").exists() else {}
+        info = circuit_info(folder)
         row = {
             "key": folder.name,
             "domain_log2": key.power,
             "n_vars": key.n_vars,
-            "constraints": info.get("constraints"),
+            "constraints": info.get("n_constraints"),
             "warmup_s": warmup,
             "reps": reps,
             "median_total_ms": 1e3 * stages["total"],
@@ -93,7 +106,8 @@ def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
             "pairing_check": all(ok),
         }
         rows.append(row)
-        print(f"{folder.name}: median {row['median_total_ms']:.1f} ms (warm-up {warmup:.2f} s), "
+        print(f"{folder.name} ({row['constraints']} constraints, domain 2^{key.power}): "
+              f"median {row['median_total_ms']:.1f} ms (warm-up {warmup:.2f} s), "
               f"pairing {'OK' if all(ok) else 'FAILED'}", flush=True)
     return rows
 
@@ -116,10 +130,11 @@ def main() -> None:
         "synthetic": synthetic(args.backend, args.keys, args.reps) if args.keys else [],
     }
     args.out.write_text(json.dumps(result, indent=1))
-    print(f"\n{'key':<14}{'domain':>8}{'total ms':>10}  stages (ms)")
+    print(f"\n{'key':<16}{'constraints':>12}{'domain':>8}{'total ms':>10}  stages (ms)")
     for r in result["synthetic"]:
         st = " ".join(f"{k}={v:.1f}" for k, v in r["stages_ms"].items() if k != "total")
-        print(f"{r['key']:<14}{'2^' + str(r['domain_log2']):>8}{r['median_total_ms']:>10.1f}  {st}")
+        print(f"{r['key']:<16}{r['constraints'] or '?':>12}{'2^' + str(r['domain_log2']):>8}"
+              f"{r['median_total_ms']:>10.1f}  {st}")
 
 
 if __name__ == "__main__":

@@ -75,7 +75,7 @@ fi
 if want keys; then
     # shellcheck disable=SC2086
     step keys "${KEYS_TIMEOUT:-120}" python3 pipelines/make_bench_keys.py --out "$KEYS" \
-        --powers ${KEY_POWERS:-16 18 20} --kinds ${KEY_KINDS:-chain}
+        --powers ${KEY_POWERS:-16 18 20} ${KEY_CONSTRAINTS:+--constraints $KEY_CONSTRAINTS} --kinds ${KEY_KINDS:-chain}
     cp "$KEYS/timings.json" "$RES/keys_timings.json" 2>/dev/null; pack
 fi
 if want e2e; then

@@ -3,13 +3,15 @@
 For every kind (chain, bits) and power p (default 16 18 20 22 24) this writes, under OUT/<kind>_k<p>/:
 ``key.zarr`` (the key store, domain exactly 2^p: 2^p − public − 1 constraints),
 ``verification_key.json``, ``witness_<i>.wtns``, ``circuit.json`` and ``done.json`` (the timings),
-and appends the timings to OUT/timings.json. Each key is made in a fresh (spawned) process, so
-memory is returned between keys and the forked scalar workers never inherit a CUDA context or zarr
-threads. A key whose done.json exists is skipped (unless --force), so a run cut short by a time
-limit resumes where it stopped.
+and appends the timings to OUT/timings.json. ``--constraints N`` adds keys of exactly N constraints
+under OUT/<kind>_n<N>/ (domain: the next power of two above N + public, as the dev setup takes it);
+--powers and --constraints may be given together; with neither, the default powers are made.
+Each key is made in a fresh (spawned) process, so memory is returned between keys and the forked
+scalar workers never inherit a CUDA context or zarr threads. A key whose done.json exists is skipped
+(unless --force), so a run cut short by a time limit resumes where it stopped.
 
-    python pipelines/make_bench_keys.py --out /data/bench [--powers 16 18] [--kinds chain]
-        [--measure-fixed-base] [--check] [--witnesses 2]
+    python pipelines/make_bench_keys.py --out /data/bench [--powers 16 18] [--constraints 1600000]
+        [--kinds chain] [--measure-fixed-base] [--check] [--witnesses 2]
 
 THE KEYS ARE INSECURE (known toxic waste): for benchmarks only.
 """
@@ -33,8 +35,9 @@ def _du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def make_one(kind: str, power: int, out: Path, args: argparse.Namespace) -> dict:
-    """Build one circuit, its witnesses and its dev key under ``out``; return the timings record."""
+def make_one(kind: str, constraints: int, out: Path, args: argparse.Namespace) -> dict:
+    """Build one circuit of ``constraints`` rows, its witnesses and its dev key under ``out``;
+    return the timings record."""
     from distprove.backends.gpu import available as gpu_available
     from distprove.devsetup import default_workers, dev_setup
     from distprove.keystore import KeyStore
@@ -43,7 +46,7 @@ def make_one(kind: str, power: int, out: Path, args: argparse.Namespace) -> dict
     out.mkdir(parents=True, exist_ok=True)
     workers = args.workers or default_workers()
     t0 = time.perf_counter()
-    circuit = make_circuit(kind, (1 << power) - args.public - 1, args.public, seed=args.seed)
+    circuit = make_circuit(kind, constraints, args.public, seed=args.seed)
     t_synth = time.perf_counter() - t0
     t0 = time.perf_counter()
     meta = write_circuit(circuit, out, args.witnesses, r1cs=args.r1cs)
@@ -56,8 +59,9 @@ def make_one(kind: str, power: int, out: Path, args: argparse.Namespace) -> dict
     )
     t_setup = time.perf_counter() - t0
     record = {
+        "key": out.name,
         "kind": kind,
-        "power": power,
+        "power": store.power,
         "constraints": meta["n_constraints"],
         "n_vars": store.n_vars,
         "n_public": store.n_public,
@@ -83,8 +87,17 @@ def make_one(kind: str, power: int, out: Path, args: argparse.Namespace) -> dict
     return record
 
 
-def _child(kind: str, power: int, out: str, args: argparse.Namespace) -> None:
-    make_one(kind, power, Path(out), args)
+def _child(kind: str, constraints: int, out: str, args: argparse.Namespace) -> None:
+    make_one(kind, constraints, Path(out), args)
+
+
+def key_sizes(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(folder suffix, constraints) of every key size asked for, smallest first: ``k<p>`` for each
+    power p (2^p − public − 1 constraints, domain exactly 2^p) and ``n<N>`` for each exact count N."""
+    powers = args.powers if args.powers is not None else ([] if args.constraints else list(POWERS))
+    sizes = {(f"k{p}", (1 << p) - args.public - 1) for p in powers}
+    sizes |= {(f"n{n}", n) for n in args.constraints or ()}
+    return sorted(sizes, key=lambda s: (s[1], s[0]))
 
 
 def measure_fixed_base(out: Path, log2_g1: int = 20, log2_g2: int = 18) -> None:
@@ -115,7 +128,10 @@ def measure_fixed_base(out: Path, log2_g1: int = 20, log2_g2: int = 18) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="output folder")
-    ap.add_argument("--powers", type=int, nargs="+", default=list(POWERS), help="log2 domain sizes")
+    ap.add_argument("--powers", type=int, nargs="+",
+                    help=f"log2 domain sizes (default {' '.join(map(str, POWERS))} unless --constraints is given)")
+    ap.add_argument("--constraints", type=int, nargs="+", default=[],
+                    help="exact constraint counts (folders <kind>_n<N>, domain the next power of two)")
     ap.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     ap.add_argument("--witnesses", type=int, default=2, help="witnesses per circuit")
     ap.add_argument("--public", type=int, default=1, help="public signals per circuit")
@@ -130,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure-fixed-base", action="store_true",
                     help="first time the GPU fixed-base kernels (batch vs Fermat affine) into OUT/fixedbase.json")
     args = ap.parse_args(argv)
+    if any(n < 1 for n in args.constraints):
+        ap.error("--constraints must be positive")
 
     print("WARNING: dev-setup keys are INSECURE (toxic waste known): benchmarks only", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -142,27 +160,28 @@ def main(argv: list[str] | None = None) -> int:
         proc.start()
         proc.join()
         failed += proc.exitcode != 0
-    for power in sorted(args.powers):
+    for suffix, constraints in key_sizes(args):
         for kind in args.kinds:
-            d = args.out / f"{kind}_k{power}"
+            d = args.out / f"{kind}_{suffix}"
             if (d / "done.json").exists() and not args.force:
-                print(f"{kind} 2^{power}: already done ({d / 'done.json'})", flush=True)
+                print(f"{d.name}: already done ({d / 'done.json'})", flush=True)
                 continue
             t0 = time.perf_counter()
-            proc = ctx.Process(target=_child, args=(kind, power, str(d), args))
+            proc = ctx.Process(target=_child, args=(kind, constraints, str(d), args))
             proc.start()
             proc.join()
             if proc.exitcode != 0:
-                print(f"{kind} 2^{power}: FAILED (exit code {proc.exitcode})", file=sys.stderr, flush=True)
+                print(f"{d.name}: FAILED (exit code {proc.exitcode})", file=sys.stderr, flush=True)
                 failed += 1
                 continue
             rec = json.loads((d / "done.json").read_text())
             rec["wall_s"] = round(time.perf_counter() - t0, 3)
-            records = [r for r in records if (r["kind"], r["power"]) != (kind, power)] + [rec]
+            records = [r for r in records if (r["kind"], r["constraints"]) != (kind, rec["constraints"])] + [rec]
             summary.write_text(json.dumps(records, indent=1) + "\n")
             st = rec["setup_stages_s"]
             print(
-                f"{kind} 2^{power}: key built in {rec['setup_s']:.1f} s (scalars {st.get('scalars', 0):.1f}, "
+                f"{d.name}: {rec['constraints']} constraints, domain 2^{rec['power']}, "
+                f"key built in {rec['setup_s']:.1f} s (scalars {st.get('scalars', 0):.1f}, "
                 f"coefficients {st.get('coefficients', 0):.1f}, fixed-base {st.get('fixed_base', 0):.1f} on "
                 f"{rec['device']}), {rec['n_vars']} signals, {rec['witnesses']} witnesses in {rec['witnesses_s']:.1f} s, "
                 f"store {rec['store_bytes'] / 2**20:.0f} MiB" + (f", check ok={rec['check_ok']}" if "check_ok" in rec else ""),
