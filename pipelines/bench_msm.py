@@ -31,6 +31,8 @@ CHECK = (18, 13)
 """log2 size and window width of the cross-build equality check."""
 CW_CASES = [("G1", 20), ("G1", 22), ("G2", 20)]
 """(group, log2 size) of the constant-work rows."""
+WITNESS_CASES = [("G1", 16), ("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
+"""(group, log2 size) timed on witness-like scalars (45% zero, 45% one, 10% uniform)."""
 
 
 def _table(group: Any) -> np.ndarray:
@@ -121,10 +123,25 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
             for name, lg, c in plan:
                 _time_case(results, variant, groups[name], name, lg, c, tables[name][idx_all[: 1 << lg]],
                            scalars_all[: 1 << lg], reps)
+            if variant == "default":
+                wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
+                for name, lg in WITNESS_CASES:
+                    _time_case(results, variant, groups[name], name, lg, pick_window(1 << lg, groups[name]),
+                               tables[name][idx_all[: 1 << lg]], wit[: 1 << lg], reps, label="witness")
+                del wit
             if constant_work and variant == "default":
                 _constant_work_rows(results, groups, tables, idx_all, host, reps)
     finally:
         gmsm.KERNEL_OPTIONS = VARIANTS["default"]
+
+
+def witness_like(uniform: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A copy of the (n, 8) scalar limbs with 45% zeros and 45% ones (as in SHA-256-like witnesses)."""
+    out = uniform.copy()
+    u = rng.random(out.shape[0])
+    out[u < 0.9] = 0
+    out[(u >= 0.45) & (u < 0.9), 0] = 1
+    return out
 
 
 def _constant_work_rows(results: dict, groups: dict, tables: dict, idx_all: Any, host: np.ndarray,
@@ -144,10 +161,7 @@ def _constant_work_rows(results: dict, groups: dict, tables: dict, idx_all: Any,
         g = groups[name]
         c = gmsm.pick_window(n, g)
         bases = tables[name][idx_all[:n]]
-        witness = host[:n].copy()
-        u = rng.random(n)
-        witness[u < 0.9] = 0
-        witness[(u >= 0.45) & (u < 0.9), 0] = 1
+        witness = witness_like(host[:n], rng)
         for label, scal in (("uniform", cupy.asarray(host[:n])), ("witness", cupy.asarray(witness))):
             same = gmsm.msm_windows(g, bases, scal, c, 0, num_windows(c), constant_work=True) == gmsm.msm_windows(
                 g, bases, scal, c, 0, num_windows(c))
