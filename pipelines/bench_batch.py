@@ -1,8 +1,14 @@
 """Batch throughput and latency of distprove.batch on 1 vs N workers (one per GPU on the GPU machine).
 
-For each worker count: a warm-up batch (kernels compiled, key resident), then
+First a bare baseline in this process, without Dask: one backend, the key opened once, one warm-up
+proof, then the same ``--proofs`` witnesses proved in a plain loop with ``distprove.prove``, checked
+(in groups like the batch's, or not at all) and written with the batch's own helpers; proofs per
+second with and without the pairing check, and the mean seconds per stage (``Proof.timings``).
 
-* throughput: ``--proofs`` witnesses in data mode -> proofs per second;
+Then for each worker count: a warm-up batch (kernels compiled, key resident), then
+
+* throughput: ``--proofs`` witnesses in data mode -> proofs per second, and ``throughput_vs_bare`` =
+  that / (workers x the bare loop's proofs per second with the same pairing-check setting);
 * latency: one witness in each planner mode -> seconds from submit to the verified proof on disk.
 
 The key and witnesses come from ``--key``/``--witnesses``, or are made here with the synthetic
@@ -46,8 +52,87 @@ def stage(witnesses: list[Path], count: int, folder: Path) -> Path:
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     for i in range(count):
-        os.link(witnesses[i % len(witnesses)], folder / f"w{i:04d}.wtns")
+        src, dst = witnesses[i % len(witnesses)], folder / f"w{i:04d}.wtns"
+        try:
+            os.link(src, dst)
+        except OSError:  # another file system: copy (the batch refuses links that leave the folder)
+            shutil.copyfile(src, dst)
     return folder
+
+
+def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: bool) -> list[Any]:
+    """Prove every witness of ``wdir`` in this process, one after the other, with ``distprove.prove``.
+
+    Proofs are checked (``check``) and written as the batch does it: ``worker.check_and_write``
+    (one batched pairing check per group of ``BatchOptions.verify_group`` proofs, write-once
+    outputs) into ``<wdir>-out``. Returns the outcomes (their seconds: the proof's timings,
+    verify and write).
+    """
+    from distprove.batching import BatchOptions, discover
+    from distprove.prover import prove
+    from distprove.worker import Assembled, ProofSpec, check_and_write
+
+    out = wdir.parent / (wdir.name + "-out")
+    if out.exists():
+        shutil.rmtree(out)
+    jobs = discover(wdir, key.path, out)
+    outcomes: list[Any] = []
+    ready: list[Any] = []
+    for i, job in enumerate(jobs):
+        proof = prove(key, job.witness, backend)
+        spec = ProofSpec(job.name, job.witness, key.path, key.content_hash, job.proof_path, job.public_path)
+        ready.append(Assembled(spec, proof, dict(proof.timings)))
+        if len(ready) == BatchOptions.verify_group or i == len(jobs) - 1:
+            outcomes += check_and_write(ready, vks, check, "bare")
+            ready = []
+    failed = [o for o in outcomes if o.status != "proved"]
+    if failed:
+        raise SystemExit(f"bench bare loop failed: {failed[0].name}: {failed[0].reason}")
+    return outcomes
+
+
+def stage_means(outcomes: list[Any]) -> dict[str, float]:
+    """Mean seconds per stage over the outcomes (stages in the order the prover reports them)."""
+    totals: dict[str, float] = {}
+    for o in outcomes:
+        for k, v in o.seconds.items():
+            totals[k] = totals.get(k, 0.0) + v
+    return {k: v / len(outcomes) for k, v in totals.items()}
+
+
+def bare(key_path: Path, witnesses: list[Path], proofs: int, backend_name: str, workdir: Path) -> dict[str, Any]:
+    """The in-process baseline: ``proofs`` proofs in a plain loop, without and with the pairing check.
+
+    One backend and the key opened once (its per-key state stays resident in the backend), one
+    warm-up proof (checked and written), then each measured loop from staging the witnesses to the
+    last proof on disk. The backend's device state is released at the end, before the Dask runs.
+    """
+    from distprove.backends.select import get_backend
+    from distprove.formats.jsonio import read_vk
+    from distprove.keystore import open_key
+
+    backend = get_backend(backend_name)
+    key = open_key(key_path)
+    vks = {key.content_hash: read_vk(key.vk_json())}
+    prove_loop(key, backend, vks, stage(witnesses, 1, workdir / "bare-warm"), True)
+    result: dict[str, Any] = {"backend": backend.name, "proofs": proofs}
+    for label, check in (("no_verify", False), ("verify", True)):
+        t0 = time.perf_counter()
+        outcomes = prove_loop(key, backend, vks, stage(witnesses, proofs, workdir / "bare"), check)
+        wall = time.perf_counter() - t0
+        result[label] = {"proofs_per_s": proofs / wall, "wall_s": wall, "stage_mean_s": stage_means(outcomes)}
+        means = dict(result[label]["stage_mean_s"])
+        means["prove total"] = means.pop("total", 0.0)
+        shown = ", ".join(f"{k} {v:.3f}" for k, v in means.items())
+        print(
+            f"bare in-process ({backend.name}), pairing check {'on' if check else 'off'}: "
+            f"{proofs / wall:.2f} proofs/s ({proofs} proofs in {wall:.1f} s); mean s/proof: {shown}",
+            flush=True,
+        )
+    release = getattr(backend, "evict", None)
+    if release is not None:
+        release()
+    return result
 
 
 def run_batch(client: Any, key: Path, wdir: Path, mode: str, backend: str, verify: bool, verify_in: str = "workers") -> Any:
@@ -64,8 +149,18 @@ def run_batch(client: Any, key: Path, wdir: Path, mode: str, backend: str, verif
 
 
 def bench(
-    key: Path, witnesses: list[Path], workers: list[int], proofs: int, backend: str, workdir: Path, verify: bool, verify_in: str
+    key: Path,
+    witnesses: list[Path],
+    workers: list[int],
+    proofs: int,
+    backend: str,
+    workdir: Path,
+    verify: bool,
+    verify_in: str,
+    bare_rate: float,
 ) -> list[dict]:
+    """Throughput and latency of distprove.batch on each worker count (``bare_rate``: the bare
+    loop's proofs per second with the same pairing-check setting, for ``throughput_vs_bare``)."""
     from distributed import Client
 
     from distprove.cluster import local_cluster
@@ -84,6 +179,7 @@ def bench(
                 "proofs": proofs,
                 "throughput_proofs_per_s": proofs / wall,
                 "throughput_wall_s": wall,
+                "throughput_vs_bare": proofs / wall / (n * bare_rate),
                 "stage_seconds": thr.stage_seconds,
             }
             for mode in ("data", "split"):
@@ -93,7 +189,8 @@ def bench(
                 row[f"latency_{mode}_stages"] = lat.stage_seconds
             rows.append(row)
             print(
-                f"{n} workers: {row['throughput_proofs_per_s']:.2f} proofs/s ({proofs} proofs in {wall:.1f} s); "
+                f"{n} workers: {row['throughput_proofs_per_s']:.2f} proofs/s ({proofs} proofs in {wall:.1f} s), "
+                f"{row['throughput_vs_bare']:.2f} of {n} x bare; "
                 f"latency data {row['latency_data_s']:.2f} s, split {row['latency_split_s']:.2f} s",
                 flush=True,
             )
@@ -113,20 +210,26 @@ def main() -> None:
     ap.add_argument("--verify-in", default="workers", choices=("workers", "client"), help="where proofs are checked")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
+    if args.proofs < 1:
+        ap.error("--proofs must be at least 1")
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         workdir = Path(tmp)
         if args.key is not None:
             if args.witnesses is None:
                 ap.error("--key needs --witnesses")
             key, witnesses = args.key, sorted(args.witnesses.glob("*.wtns"))
+            if not witnesses:
+                ap.error(f"{args.witnesses}: no *.wtns files")
         else:
             t0 = time.perf_counter()
             key, witnesses = synth_inputs(args.synth, args.log_n, workdir, witnesses=4)
             print(f"synthetic {args.synth} 2^{args.log_n} key and witnesses in {time.perf_counter() - t0:.1f} s", flush=True)
         workers = [int(w) for w in args.workers.split(",")]
-        rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in)
+        base = bare(key, witnesses, args.proofs, args.backend, workdir)
+        bare_rate = base["no_verify" if args.no_verify else "verify"]["proofs_per_s"]
+        rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate)
     result = {"key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
-              "verify": not args.no_verify, "verify_in": args.verify_in, "rows": rows,
+              "verify": not args.no_verify, "verify_in": args.verify_in, "rows": rows, "bare": base,
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
