@@ -16,9 +16,11 @@
 #   tests   TEST_TIMEOUT=300   python3 -m pytest -m gpu tests/gpu
 #   kernels BENCH_TIMEOUT=90   pipelines/bench_kernels.py $BENCH_ARGS  -> bench.json
 #   keys    KEYS_TIMEOUT=120   pipelines/make_bench_keys.py --powers $KEY_POWERS --kinds $KEY_KINDS
+#                              [--constraints $KEY_CONSTRAINTS] (exact sizes, e.g. "1600000 3200000")
 #   e2e     E2E_TIMEOUT=90     pipelines/bench_e2e.py (fixture proofs for snarkjs + synthetic keys)
 #   ptau    PTAU_TIMEOUT=90    pipelines/bench_ptau.py (group iFFT levels 2^16-2^20, G1 and G2)
-#   batch   BATCH_TIMEOUT=90   pipelines/bench_batch.py, 1 vs 2 GPUs, on $BATCH_KEY (default chain_k20)
+#   batch   BATCH_TIMEOUT=150  pipelines/bench_batch.py, bare loop then 1 vs 2 GPUs, on $BATCH_KEY
+#                              (default chain_k20) with $BATCH_ARGS (e.g. "--proofs 64")
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
 # (every JSON and log, re-packed after each step so a run cut short still returns what it made).
 #
@@ -89,7 +91,7 @@ if want batch && [ "$NGPU" -ge 2 ]; then
     k=$KEYS/${BATCH_KEY:-chain_k20}
     [ -d "$k/key.zarr" ] && src="--key $k/key.zarr --witnesses $k" || src="--log-n 18"
     # shellcheck disable=SC2086
-    step batch "${BATCH_TIMEOUT:-90}" python3 pipelines/bench_batch.py $src --backend gpu --workers 1,2 \
+    step batch "${BATCH_TIMEOUT:-150}" python3 pipelines/bench_batch.py $src --backend gpu --workers 1,2 \
         ${BATCH_ARGS:-} --json "$RES/bench_batch.json"
 fi
 exit $status
