@@ -372,15 +372,21 @@ def ptau_group() -> None:
 @click.argument("in_ptau", type=click.Path(dir_okay=False))
 @click.argument("out_ptau", type=click.Path(dir_okay=False))
 @click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True)
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Compute the levels on this Dask scheduler's workers (they must see IN_PTAU under the same path).")
+@click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
+              help="Compute the levels on a local cluster of N workers (one per GPU, else CPU processes)  [default: in this process]")
 @_friendly_errors
-def ptau_prepare_cmd(in_ptau: str, out_ptau: str, backend: str) -> None:
+def ptau_prepare_cmd(in_ptau: str, out_ptau: str, backend: str, scheduler: str | None, n_workers: int | None) -> None:
     """Write OUT_PTAU = IN_PTAU with the Lagrange sections 12-15 (as `snarkjs powersoftau prepare phase2`)."""
     import time
 
     from .ptau import prepare
 
+    if scheduler and n_workers:
+        raise click.UsageError("--scheduler and --workers exclude each other (--workers starts a local cluster)")
     t0 = time.perf_counter()
-    prepare(in_ptau, out_ptau, backend=backend)
+    prepare(in_ptau, out_ptau, backend=backend, scheduler=scheduler, n_workers=n_workers)
     click.echo(f"prepared {in_ptau} -> {out_ptau} in {time.perf_counter() - t0:.1f} s")
 
 

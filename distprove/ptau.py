@@ -9,7 +9,10 @@ levels concatenated (level p at point offset 2^p − 1). At power 28 tauG1's lev
 2-adicity of Fr and is ffjavascript's coset construction (:func:`level_points`).
 
 Sections are produced level by level and streamed into the file, so only one level of one
-section is ever in host memory (besides the memory-mapped input).
+section is ever in host memory (besides the memory-mapped input). With a Dask client every
+(section, level) is one task ``("ptau-level", section name, p, tag)`` whose worker reads its input
+rows from the file itself; the client writes the results in file order and keeps at most
+``distprove.ptau.held-bytes`` of levels in flight or waiting for their turn (:class:`LevelFeed`).
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ import random
 import secrets
 import sys
 import time
-from typing import Iterator
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import numpy as np
 
 from .bn254 import FR_S, FR_SHIFT, G1, G2, R, Group
-from .errors import BackendUnavailable
-from .formats.ptau import PtauHeader, read_ptau, write_ptau
+from .errors import BackendUnavailable, FormatError
+from .formats.ptau import Ptau, PtauHeader, read_ptau, write_ptau
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,7 @@ LAGRANGE_SECTIONS: tuple[tuple[int, int, Group, bool], ...] = (
     (4, 14, G1, False),
     (5, 15, G1, False),
 )
+SOURCE_NAMES = {2: "tauG1", 3: "tauG2", 4: "alphaTauG1", 5: "betaTauG1"}
 
 
 def resolve_backend(backend: str) -> str:
@@ -95,26 +101,225 @@ def _lagrange_section(group: Group, section: np.ndarray, top: int, backend: str,
         yield out
 
 
-def prepare(in_path: str | os.PathLike[str], out_path: str | os.PathLike[str], backend: str = "auto") -> None:
+def _sources(src: Ptau) -> dict[int, np.ndarray]:
+    return {2: src.tau_g1, 3: src.tau_g2, 4: src.alpha_tau_g1, 5: src.beta_tau_g1}
+
+
+@dataclass(frozen=True)
+class LevelTask:
+    """One Lagrange level of a prepare: source section ``sid`` → Lagrange section ``lid``, level ``p``."""
+
+    sid: int
+    lid: int
+    group: Group
+    p: int
+
+    @property
+    def name(self) -> str:
+        """The source section's name (tauG1, tauG2, alphaTauG1, betaTauG1)."""
+        return SOURCE_NAMES[self.sid]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the level's output (2^p points)."""
+        return (1 << self.p) * self.group.limbs * 4
+
+
+def level_tasks(power: int) -> list[LevelTask]:
+    """Every level of a prepare at ``power`` in file order: section 12 levels 0 … power+1, then
+    13, 14, 15 levels 0 … power."""
+    return [
+        LevelTask(sid, lid, group, p)
+        for sid, lid, group, extra in LAGRANGE_SECTIONS
+        for p in range((power + 1 if extra else power) + 1)
+    ]
+
+
+def compute_level(in_path: str, sid: int, p: int, backend: str, power: int) -> tuple[np.ndarray, float]:
+    """Dask task body: level ``p`` of source section ``sid`` of the ptau at ``in_path``, read on
+    the worker (only the 2^p rows the level needs are touched through the memory map).
+
+    ``backend`` is resolved here, on the worker; ``power`` is the client's reading of the file, so a
+    worker that sees a different file under the same path fails instead of writing wrong points.
+    Returns (points, seconds).
+    """
+    t0 = time.perf_counter()
+    src = read_ptau(in_path)
+    if src.power != power:
+        raise FormatError(in_path, f"power {src.power} on a worker but {power} on the client (not the same file?)")
+    group = next(g for s, _, g, _ in LAGRANGE_SECTIONS if s == sid)
+    out = level_points(group, _sources(src)[sid], p, resolve_backend(backend))
+    return out, time.perf_counter() - t0
+
+
+def held_bytes_budget(client: Any, tasks: list[LevelTask], held_bytes: int | None = None) -> int:
+    """The client's budget for levels in flight or waiting to be written: ``held_bytes``, else
+    ``distprove.ptau.held-bytes``, else one top level per worker thread (at least two)."""
+    if held_bytes is None:
+        from .config import _bytes  # validated like key-cache.gpu-bytes (one-line FormatError)
+
+        held_bytes = _bytes("ptau.held-bytes")
+    elif held_bytes <= 0:
+        raise ValueError(f"held_bytes must be positive, not {held_bytes}")
+    if held_bytes is not None:
+        return held_bytes
+    slots = sum(client.nthreads().values())
+    return max(2, slots) * max(t.nbytes for t in tasks)
+
+
+class LevelFeed:
+    """Runs the level tasks of one prepare on a Dask cluster and hands their points back in file order.
+
+    Tasks are submitted in file order while the bytes of levels submitted and not yet written stay
+    within ``budget`` (a level is always submitted when nothing else is, so one larger than the
+    budget runs alone); among those submitted, larger levels have higher priority. Finished levels
+    are fetched to the client and held until their turn, so the client holds at most ``budget``
+    bytes of levels plus the one being written.
+    """
+
+    def __init__(self, client: Any, in_path: str, backend: str, power: int, budget: int) -> None:
+        from distributed import as_completed
+
+        self.client = client
+        self.in_path = in_path
+        self.backend = backend
+        self.power = power
+        self.budget = budget
+        self.tasks = level_tasks(power)
+        self.tag = uuid.uuid4().hex[:12]
+        self.done = as_completed()
+        self.index = {self._key(i): i for i in range(len(self.tasks))}
+        self.futures: dict[int, Any] = {}
+        self.held: dict[int, np.ndarray] = {}
+        self.submitted = 0
+        self.cursor = 0
+        self.reserved = 0
+        self.peak_reserved = 0
+        """The most bytes of levels submitted and not yet handed out at any time (for tests and logs)."""
+
+    def _key(self, i: int) -> tuple[str, str, int, str]:
+        t = self.tasks[i]
+        return ("ptau-level", t.name, t.p, self.tag)
+
+    def _submit(self) -> None:
+        n = len(self.tasks)
+        while self.submitted < n:
+            i = self.submitted
+            t = self.tasks[i]
+            if self.reserved and self.reserved + t.nbytes > self.budget:
+                return
+            fut = self.client.submit(
+                compute_level, self.in_path, t.sid, t.p, self.backend, self.power,
+                key=self._key(i), priority=t.nbytes * n + (n - i), pure=False,
+            )
+            self.futures[i] = fut
+            self.done.add(fut)
+            self.reserved += t.nbytes
+            self.peak_reserved = max(self.peak_reserved, self.reserved)
+            self.submitted += 1
+
+    def _fetch_one(self) -> None:
+        fut = next(self.done)
+        i = self.index[fut.key]
+        points, seconds = fut.result()
+        del self.futures[i], fut
+        t = self.tasks[i]
+        self.held[i] = points
+        log.info("ptau prepare: %s level %d (%d points) in %.2f s on a worker", t.name, t.p, 1 << t.p, seconds)
+
+    def take(self, lid: int, p: int) -> np.ndarray:
+        """The points of level ``p`` of Lagrange section ``lid``, which must be the next in file order.
+
+        The level handed out before counts as written from here on."""
+        t = self.tasks[self.cursor]
+        if (t.lid, t.p) != (lid, p):
+            raise RuntimeError(f"levels are taken in file order: expected section {t.lid} level {t.p}, got {lid} level {p}")
+        if self.cursor:
+            self.reserved -= self.tasks[self.cursor - 1].nbytes
+        self._submit()
+        while self.cursor not in self.held:
+            self._fetch_one()
+        self.cursor += 1
+        return self.held.pop(self.cursor - 1)
+
+    def section(self, lid: int) -> Iterator[np.ndarray]:
+        """The levels of Lagrange section ``lid`` in order, for :func:`write_ptau`."""
+        for t in self.tasks:
+            if t.lid == lid:
+                yield self.take(lid, t.p)
+
+    def cancel(self) -> None:
+        """Cancel the tasks still running or queued (after an error)."""
+        if self.futures:
+            self.client.cancel(list(self.futures.values()))
+        self.futures.clear()
+        self.held.clear()
+
+
+def _header_and_copies(src: Ptau) -> tuple[PtauHeader, dict[int, object]]:
+    sections: dict[int, object] = {**_sources(src), 6: src.beta_g2.reshape(1, -1), 7: src.contributions}
+    return PtauHeader(power=src.power, ceremony_power=src.power), sections
+
+
+def prepare(
+    in_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    backend: str = "auto",
+    client: Any = None,
+    *,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    held_bytes: int | None = None,
+) -> None:
     """Write ``out_path``: ``in_path`` prepared for phase 2, byte-identical to
     ``snarkjs powersoftau prepare phase2 in out`` (sections 1-7 and 12-15, nSections 11).
 
-    ``backend``: "auto" (GPU when available), "cpu" or "gpu". Raises FormatError on a bad input,
+    ``backend``: "auto" (GPU when available), "cpu" or "gpu". In this process by default; on a Dask
+    cluster when ``client`` (a ``distributed.Client``), ``scheduler`` (an address) or ``n_workers``
+    (a local cluster: one worker per GPU, else CPU processes; :func:`distprove.cluster.connect`) is
+    given. Then every level is a task, the workers read ``in_path`` themselves (so they must see it
+    under the same path; it is made absolute here), the backend is resolved on each worker, and
+    the client holds at most ``held_bytes`` of levels (default: :func:`held_bytes_budget`). The
+    output is written atomically either way. Raises FormatError on a bad input,
     BackendUnavailable when "gpu" is asked for without a device.
     """
-    be = resolve_backend(backend)
-    src = read_ptau(in_path)
-    power = src.power
-    sources = {2: src.tau_g1, 3: src.tau_g2, 4: src.alpha_tau_g1, 5: src.beta_tau_g1}
-    names = {2: "tauG1", 3: "tauG2", 4: "alphaTauG1", 5: "betaTauG1"}
-    sections: dict[int, object] = {
-        2: src.tau_g1, 3: src.tau_g2, 4: src.alpha_tau_g1, 5: src.beta_tau_g1,
-        6: src.beta_g2.reshape(1, -1), 7: src.contributions,
-    }
-    for sid, lid, group, extra in LAGRANGE_SECTIONS:
-        top = power + 1 if extra else power
-        sections[lid] = _lagrange_section(group, sources[sid], top, be, names[sid])
-    write_ptau(out_path, PtauHeader(power=power, ceremony_power=power), sections)  # type: ignore[arg-type]
+    if client is None and scheduler is None and n_workers is None:
+        be = resolve_backend(backend)
+        src = read_ptau(in_path)
+        header, sections = _header_and_copies(src)
+        for sid, lid, group, extra in LAGRANGE_SECTIONS:
+            top = src.power + 1 if extra else src.power
+            sections[lid] = _lagrange_section(group, _sources(src)[sid], top, be, SOURCE_NAMES[sid])
+        write_ptau(out_path, header, sections)  # type: ignore[arg-type]
+        return
+    if backend not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"backend must be auto, cpu or gpu, not {backend!r}")
+    src = read_ptau(in_path)  # a bad input fails here, before any cluster starts
+    from .cluster import connect
+
+    with connect(client, scheduler=scheduler, backend=backend, n_workers=n_workers) as c:
+        prepare_on(c, src, out_path, backend, held_bytes)
+
+
+def prepare_on(client: Any, src: Ptau, out_path: str | os.PathLike[str], backend: str, held_bytes: int | None = None) -> LevelFeed:
+    """The Dask part of :func:`prepare`: write ``out_path`` from the parsed input ``src`` with the
+    levels computed on ``client``'s workers; returns the finished :class:`LevelFeed` (its
+    ``peak_reserved`` says how many bytes of levels were held at most)."""
+    header, sections = _header_and_copies(src)
+    tasks = level_tasks(src.power)
+    budget = held_bytes_budget(client, tasks, held_bytes)
+    feed = LevelFeed(client, os.path.abspath(src.path), backend, src.power, budget)
+    for _, lid, _, _ in LAGRANGE_SECTIONS:
+        sections[lid] = feed.section(lid)
+    t0 = time.perf_counter()
+    try:
+        write_ptau(out_path, header, sections)  # type: ignore[arg-type]
+    except BaseException:
+        feed.cancel()
+        raise
+    log.info("ptau prepare: %d levels on the cluster in %.2f s, at most %d bytes of levels held (budget %d)",
+             len(tasks), time.perf_counter() - t0, feed.peak_reserved, budget)
+    return feed
 
 
 # --- ptau new --dev ----------------------------------------------------------------------

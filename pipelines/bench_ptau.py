@@ -7,7 +7,14 @@ load, p passes, affine conversion, download) after a warm-up call that builds th
 power the output is checked cheaply: the Lagrange points sum to in[0] (Σ_i L_i = 1). A whole prepare at power P costs about
 Σ_{p ≤ P} (3 G1 + 1 G2 levels) + the extra G1 level P+1, i.e. ≈ 2·(4·G1(P) + G2(P)).
 
+``--prepare-power P`` times whole prepares of a dev ptau of power P instead: in process, then on
+local clusters (``distprove.cluster.local_cluster``: one worker per GPU, CPU processes with
+``--backend cpu``) of each ``--workers`` size, every worker warmed up first (kernels loaded) and
+the cluster's start not counted. Each row has the seconds, the speedup over in process and, unless
+``--no-check``, whether the output is byte-identical to the in-process one.
+
     python pipelines/bench_ptau.py --powers 16,18,20 --json bench_ptau.json
+    python pipelines/bench_ptau.py --prepare-power 22 --workers 1,2 --json bench_prepare.json
 """
 
 from __future__ import annotations
@@ -77,14 +84,90 @@ def bench(powers: list[int], groups: list[str], reps: int) -> list[dict[str, Any
     return rows
 
 
+def _same_file(a: Path, b: Path, chunk: int = 1 << 26) -> bool:
+    """Byte equality of two files, read in chunks (they can be larger than memory)."""
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(chunk), fb.read(chunk)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _warm_workers(client: Any, warm: Path, backend: str) -> None:
+    """Run one small level of each group on every worker (kernels compiled/loaded, caches built)."""
+    from distprove.ptau import compute_level
+
+    futures = [
+        client.submit(compute_level, str(warm), sid, 2, backend, 2, workers=[addr], allow_other_workers=False, pure=False)
+        for addr in client.scheduler_info(n_workers=-1)["workers"]
+        for sid in (2, 3)
+    ]
+    client.gather(futures)
+
+
+def bench_prepare(power: int, workers: list[int], backend: str, check: bool, directory: str | None) -> list[dict[str, Any]]:
+    """Whole-prepare timings at ``power``: in process, then on local clusters of each size in ``workers``."""
+    from distributed import Client
+
+    from distprove.cluster import local_cluster
+    from distprove.ptau import new_dev, prepare
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        src, warm, ref = Path(tmp) / "dev.ptau", Path(tmp) / "warm.ptau", Path(tmp) / "in_process.ptau"
+        t0 = time.perf_counter()
+        new_dev(src, power, seed=1, device=backend, warn=False)
+        new_dev(warm, 2, seed=2, device=backend, warn=False)
+        print(f"dev ptau power {power}: {time.perf_counter() - t0:.1f} s", flush=True)
+        prepare(warm, Path(tmp) / "warm_out.ptau", backend=backend)
+        t0 = time.perf_counter()
+        prepare(src, ref, backend=backend)
+        base = time.perf_counter() - t0
+        row: dict[str, Any] = {"power": power, "backend": backend, "mode": "in-process", "workers": 1,
+                               "seconds": base, "speedup": 1.0}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        for n in workers:
+            t0 = time.perf_counter()
+            cluster = local_cluster(backend, n, dashboard_address=None)
+            with cluster, Client(cluster) as client:
+                client.wait_for_workers(n)
+                _warm_workers(client, warm, backend)
+                start = time.perf_counter() - t0
+                out = Path(tmp) / f"dask_{n}.ptau"
+                t0 = time.perf_counter()
+                prepare(src, out, backend=backend, client=client)
+                seconds = time.perf_counter() - t0
+            row = {"power": power, "backend": backend, "mode": "dask", "workers": n, "seconds": seconds,
+                   "speedup": base / seconds, "cluster_start_s": start}
+            if check:
+                row["identical"] = _same_file(ref, out)
+            out.unlink()
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--powers", default="16,18,20", help="comma-separated log2 level sizes")
     ap.add_argument("--groups", default="G1,G2")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--json", dest="json_out", default=None)
+    ap.add_argument("--prepare-power", type=int, default=None, help="time whole prepares of a dev ptau of this power")
+    ap.add_argument("--workers", default="1,2", help="with --prepare-power: comma-separated local cluster sizes")
+    ap.add_argument("--backend", default="gpu", choices=["cpu", "gpu"], help="with --prepare-power")
+    ap.add_argument("--no-check", dest="check", action="store_false", help="with --prepare-power: skip the byte comparison")
+    ap.add_argument("--dir", default=None, help="with --prepare-power: folder for the files (default: the temp folder)")
     args = ap.parse_args()
-    rows = bench([int(p) for p in args.powers.split(",")], args.groups.split(","), args.reps)
+    if args.prepare_power is not None:
+        rows = bench_prepare(args.prepare_power, [int(n) for n in args.workers.split(",")], args.backend, args.check, args.dir)
+    else:
+        rows = bench([int(p) for p in args.powers.split(",")], args.groups.split(","), args.reps)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(rows, indent=1))
 
