@@ -186,6 +186,9 @@ def test_lt_bound_matches_ints() -> None:
     rng = random.Random(3)
     vals = [0, 1, R - 1, R, R + 1, Q - 1, Q, 2**256 - 1, R - (1 << 224), R + (1 << 32)]
     vals += [rng.randrange(2**256) for _ in range(200)] + [rng.randrange(R) for _ in range(50)]
+    for bound in (R, Q):  # the top limb ties with the bound's: decided by the lower limbs
+        top = bound >> 224 << 224
+        vals += [top + rng.randrange(1 << 224) for _ in range(40)]
     limbs = bn254.limbs_from_ints(vals)
     for bound in (R, Q):
         assert lt_bound(limbs, bound, chunk=7).tolist() == [v < bound for v in vals]

@@ -207,18 +207,26 @@ def write_container(
 
 
 def lt_bound(limbs: np.ndarray, bound: int, chunk: int = 1 << 20) -> np.ndarray:
-    """Row-wise ``value < bound`` for an (n, 8) little-endian uint32 limb array, vectorised."""
+    """Row-wise ``value < bound`` for an (n, 8) little-endian uint32 limb array, vectorised.
+
+    The top limb decides almost every row (field elements are uniform below the bound, and small
+    values have a zero top limb): only rows whose top limb equals the bound's are compared in full.
+    """
     b = [(bound >> (32 * i)) & 0xFFFFFFFF for i in range(8)]
-    out = np.empty(limbs.shape[0], dtype=bool)
-    for s in range(0, limbs.shape[0], chunk):
-        blk = limbs[s : s + chunk]
-        lt = np.zeros(blk.shape[0], dtype=bool)
-        eq = np.ones(blk.shape[0], dtype=bool)
-        for i in range(7, -1, -1):
-            col = blk[:, i]
-            lt |= eq & (col < b[i])
-            eq &= col == b[i]
-        out[s : s + chunk] = lt
+    top = limbs[:, 7]
+    out = top < b[7]
+    tie = np.flatnonzero(top == b[7])
+    if tie.size:
+        for s in range(0, tie.size, chunk):
+            rows = tie[s : s + chunk]
+            blk = limbs[rows]
+            lt = np.zeros(rows.size, dtype=bool)
+            eq = np.ones(rows.size, dtype=bool)
+            for i in range(7, -1, -1):
+                col = blk[:, i]
+                lt |= eq & (col < b[i])
+                eq &= col == b[i]
+            out[rows] = lt
     return out
 
 

@@ -25,8 +25,11 @@ class Wtns:
     values: np.ndarray
 
 
-def read_wtns(path: str | os.PathLike[str]) -> Wtns:
+def read_wtns(path: str | os.PathLike[str], *, check_values: bool = True) -> Wtns:
     """Map and validate a .wtns file: prime r, n8 32, nWitness·32 data bytes, every value < r.
+
+    ``check_values=False`` skips the scan of every value (the caller reads a few values of a file
+    already checked, and checks those itself); the header and sizes are always checked.
 
     The data length is computed as nWitness·32: circom_runtime writes the section-size field
     wrongly for data of 4 GiB or more, so a wrong stated size is accepted in that case only.
@@ -55,7 +58,7 @@ def read_wtns(path: str | os.PathLike[str]) -> Wtns:
     if s2.size > need:
         w.fail(f"{s2.size - need} bytes of trailing garbage after the {n} witness values")
     values = w.limbs(s2.offset, n, 8)
-    i = first_false(lt_bound(values, R))
+    i = first_false(lt_bound(values, R)) if check_values else None
     if i is not None:
         w.fail(f"witness value {i} is >= r (not reduced)")
     return Wtns(path=w.path, n_witness=n, values=values)
