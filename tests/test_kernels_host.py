@@ -427,7 +427,8 @@ def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
     import distprove.backends.gpu.msm as gm
 
     fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
-                                 asnumpy=np.asarray, ndarray=np.ndarray)
+                                 asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
+                                 cuda=types.SimpleNamespace(get_current_stream=lambda: None))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "SLICE_LEN", 4)

@@ -166,7 +166,8 @@ def emulated_cw(cw_lib, monkeypatch: pytest.MonkeyPatch):
 
     emu = _EmuModule(cw_lib)
     fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
-                                 asnumpy=np.asarray, ndarray=np.ndarray)
+                                 asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
+                                 cuda=types.SimpleNamespace(get_current_stream=lambda: None))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "_cw_module", lambda: emu)
@@ -314,7 +315,8 @@ def test_cw_module_build_has_every_kernel_the_host_launches(cw_lib, monkeypatch,
         pytest.skip("nvcc not installed")
     rec = _Recorder(cw_lib)
     fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
-                                 asnumpy=np.asarray, ndarray=np.ndarray)
+                                 asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
+                                 cuda=types.SimpleNamespace(get_current_stream=lambda: None))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_cw_module", lambda: rec)
     rng = random.Random()

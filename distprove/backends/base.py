@@ -19,7 +19,7 @@ Only numpy-style slicing (``key.a[lo:hi]``) is assumed of the array attributes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -112,6 +112,26 @@ class Backend(ABC):
         ``constant_work``: the opt-in mode of docs/CONSTANT_WORK.md (same sums, every scalar
         in every window); None = :func:`resolve_constant_work`'s config default.
         """
+
+    def msm_start(
+        self,
+        key: Any,
+        which: str,
+        scalars: Any,
+        c: int,
+        lo: int,
+        hi: int,
+        *,
+        constant_work: bool | None = None,
+    ) -> Callable[[], list[Affine]]:
+        """Start :meth:`msm_windows` and return a function that waits for its window sums.
+
+        A backend that can overlap MSMs (the GPU: G1 and G2 on two streams) queues the work and
+        returns at once; the default computes now. Wait for every start before the scalars
+        change or the next proof begins.
+        """
+        sums = self.msm_windows(key, which, scalars, c, lo, hi, constant_work=constant_work)
+        return lambda: sums
 
     @abstractmethod
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:

@@ -49,6 +49,7 @@ class GpuBackend(Backend):
         self.cp = cupy
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.engine = gpu_ntt.engine()
+        self._lanes: dict[str, tuple[Any, gpu_msm.MsmScratch]] = {}
 
     # -- resident per-key state ------------------------------------------------------------
 
@@ -64,6 +65,7 @@ class GpuBackend(Backend):
         """Drop the device state of one key (or of all keys) and return the memory to the device."""
         if content_hash is None:
             self._states.clear()
+            self._release_lanes()
         else:
             self._states.pop(content_hash, None)
         self.cp.get_default_memory_pool().free_all_blocks()
@@ -78,6 +80,7 @@ class GpuBackend(Backend):
             except self.cp.cuda.memory.OutOfMemoryError:
                 if not freed:
                     freed = True
+                    self._release_lanes()
                     self.cp.get_default_memory_pool().free_all_blocks()
                     continue
                 victims = [h for h in self._states if h != keep]
@@ -102,6 +105,20 @@ class GpuBackend(Backend):
             st[attr] = dev
         return dev
 
+    def _lane(self, group: Group) -> tuple[Any, gpu_msm.MsmScratch]:
+        """The stream and scratch of ``group``'s started MSMs: G1 and G2 each have their own, so a
+        G2 MSM overlaps the G1 ones while the G1 MSMs run back to back on one stream."""
+        lane = self._lanes.get(group.name)
+        if lane is None:
+            lane = self._lanes[group.name] = (self.cp.cuda.Stream(non_blocking=True), gpu_msm.MsmScratch())
+        return lane
+
+    def _release_lanes(self) -> None:
+        """Drop the lanes' scratch buffers (freeing the blocks syncs the device, so work queued
+        with them finishes first)."""
+        for _, scratch in self._lanes.values():
+            scratch.release()
+
     def _csr(self, key: Any, m: str) -> DeviceCsr:
         return DeviceCsr(*(self._array(key, f"{m}_{part}") for part in ("row_ptr", "signal", "value")))
 
@@ -112,7 +129,7 @@ class GpuBackend(Backend):
         return self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32))
 
     def synchronize(self) -> None:
-        self.cp.cuda.get_current_stream().synchronize()
+        self.cp.cuda.Device().synchronize()  # every stream: started MSMs run on their own
 
     def window_width(self, n: int, group: Group) -> int:
         return gpu_msm.pick_window(n, group)
@@ -157,6 +174,34 @@ class GpuBackend(Backend):
         cw = resolve_constant_work(constant_work)
         return self._retry_oom(
             key.content_hash, lambda: gpu_msm.msm_windows(group, bases, s, c, lo, hi, constant_work=cw)
+        )
+
+    def msm_start(
+        self,
+        key: Any,
+        which: str,
+        scalars: Any,
+        c: int,
+        lo: int,
+        hi: int,
+        *,
+        constant_work: bool | None = None,
+    ) -> Callable[[], list[Affine]]:
+        """Queue MSM ``which`` on its group's stream (after everything queued so far on the
+        current stream: uploads, gather, NTT) and return the waiter for its window sums."""
+        group = msm_group(which)
+        bases = self._array(key, _BASE_ATTR[which])
+        s = self.cp.asarray(scalars, dtype=self.cp.uint32)
+        if which == "C":
+            s = s[key.n_public + 1 :]
+        cw = resolve_constant_work(constant_work)
+        stream, scratch = self._lane(group)
+        ready = self.cp.cuda.Event()
+        ready.record()
+        stream.wait_event(ready)
+        return self._retry_oom(
+            key.content_hash,
+            lambda: gpu_msm.msm_windows_start(group, bases, s, c, lo, hi, scratch, stream, constant_work=cw),
         )
 
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:

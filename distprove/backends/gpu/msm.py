@@ -13,8 +13,9 @@ buffers are reused, never trusted to hold zeros; the kernels clear what they rea
 
 from __future__ import annotations
 
+import math
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -89,12 +90,26 @@ def _suffix(group: Group) -> str:
     return "g1" if group is bn254.G1 else "g2"
 
 
+MEASURED_WINDOWS: dict[str, dict[int, int]] = {
+    "G1": {16: 13, 17: 13, 18: 13, 19: 15, 20: 15, 21: 16, 22: 16, 23: 17, 24: 17},
+    "G2": {18: 13, 19: 15, 20: 15, 21: 16, 22: 16},
+}
+"""Fastest window width by round(log2 n) on one H200, uniform scalars (window sweeps of
+pipelines/bench_msm.py, bench/results/2026-11-30_kernels-msm-sweep_2xh200.json): within 2% of the
+best at each measured size, where the cost model below was up to 9% off (G1 2^20: 16 against 15)."""
+
+
 def pick_window(n: int, group: Group) -> int:
     """Window width c for an MSM of ``n`` points on the GPU.
 
-    Minimises W(c) * (n + k * 2^(c-1)): one mixed addition per point and window against about
-    k additions per bucket in the fold and running-sum reduction; bucket memory caps c at 22.
+    From :data:`MEASURED_WINDOWS` inside the measured sizes; elsewhere it minimises
+    W(c) * (n + k * 2^(c-1)): one mixed addition per point and window against about k additions
+    per bucket in the fold and running-sum reduction; bucket memory caps c at 22.
     """
+    table = MEASURED_WINDOWS[group.name]
+    log_n = round(math.log2(max(n, 1)))
+    if min(table) <= log_n <= max(table):
+        return table[log_n]
     k = 4 if group is bn254.G1 else 5
     best, best_cost = MIN_WINDOW, None
     for c in range(MIN_WINDOW, min(MAX_WINDOW, 22) + 1):
@@ -193,10 +208,36 @@ def msm_windows(
         return [None] * (hi - lo)
     scratch = scratch or default_scratch()
     with scratch.lock:
-        return _msm_windows(group, bases, scalars, n, c, lo, hi, scratch, phases, constant_work)
+        return _launch(group, bases, scalars, n, c, lo, hi, scratch, phases, constant_work)()
 
 
-def _msm_windows(
+def msm_windows_start(
+    group: Group,
+    bases: "cupy.ndarray",
+    scalars: "cupy.ndarray",
+    c: int,
+    lo: int,
+    hi: int,
+    scratch: MsmScratch,
+    stream: "cupy.cuda.Stream",
+    constant_work: bool = False,
+) -> Callable[[], list[Affine]]:
+    """Queue :func:`msm_windows` on ``stream`` and return a function that waits for its sums.
+
+    Nothing waits on the host until the returned function is called, so MSMs started on two
+    streams overlap on the device, and MSMs started one after another on one stream run back to
+    back. The caller owns ``scratch`` until the last start that uses it has been waited for:
+    starts on the same stream may share it (the stream orders them), starts on different streams
+    must not. ``stream`` must already wait for whatever produced ``bases`` and ``scalars``.
+    """
+    n = _check_inputs(group, bases, scalars, c, lo, hi)
+    if n == 0:
+        return lambda: [None] * (hi - lo)
+    with stream:
+        return _launch(group, bases, scalars, n, c, lo, hi, scratch, None, constant_work)
+
+
+def _launch(
     group: Group,
     bases: "cupy.ndarray",
     scalars: "cupy.ndarray",
@@ -207,7 +248,8 @@ def _msm_windows(
     scratch: MsmScratch,
     phases: dict[str, float] | None,
     constant_work: bool = False,
-) -> list[Affine]:
+) -> Callable[[], list[Affine]]:
+    """Queue every kernel of one window-range MSM on the current stream; return the waiter."""
     import cupy
 
     if FOLD_LEN < 4:
@@ -275,7 +317,7 @@ def _msm_windows(
     bpw = nb // (seg * threads)
     partials = scratch.take("partials", nw * bpw * pw)
     mod.get_function(f"msm_reduce{cw}_{sfx}")((bpw, nw), (threads,), (buckets, u32(nb), u32(seg), partials))
-    out = scratch.take("window_sums", (nw + 1) * pw)
+    out = cupy.empty((nw + 1) * pw, dtype=cupy.uint32)  # per call: queued MSMs each keep their own
     sum_groups = mod.get_function(f"msm_sum_groups{cw}_{sfx}")
     sum_groups((nw,), (TREE_THREADS,), (partials, u32(bpw), out))
     timer.mark("reduce")
@@ -286,13 +328,18 @@ def _msm_windows(
         mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,), (scalars, bases, u32(n), ones))
         sum_groups((1,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
         timer.mark("ones")
-    timer.finish()
-    host = cupy.asnumpy(out[: (nw + int(with_ones)) * pw]).reshape(-1, pw)
-    points = xyzz_to_affine(group, host)
-    sums = points[:nw]
-    if with_ones:
-        sums[0] = bn254.add(group, sums[0], points[nw])
-    return sums
+    stream = cupy.cuda.get_current_stream()
+
+    def wait() -> list[Affine]:
+        timer.finish()
+        host = cupy.asnumpy(out[: (nw + int(with_ones)) * pw], stream=stream).reshape(-1, pw)
+        points = xyzz_to_affine(group, host)
+        sums = points[:nw]
+        if with_ones:
+            sums[0] = bn254.add(group, sums[0], points[nw])
+        return sums
+
+    return wait
 
 
 def xyzz_to_affine(group: Group, words: np.ndarray) -> list[Affine]:
