@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from distprove import bn254
 from distprove.bn254 import Affine, Group
+from distprove.stages import _fastec
 
 SCALAR_BITS = 256
 MIN_WINDOW = 2
@@ -122,14 +122,8 @@ def split_windows(w_count: int, parts: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def combine(
-    group: Group, sums: Mapping[int, Affine], c: int, allow_missing: bool = False
-) -> Affine:
-    """Horner over window sums: sum_w 2^(c*w) * S_w, with acc = acc * 2^c + S_w from the top down.
-
-    ``sums`` maps window index -> S_w (affine, None = infinity). Every window in [0, W(c))
-    must be present unless ``allow_missing`` (missing windows then count as infinity).
-    """
+def check_window_sums(sums: Mapping[int, Affine], c: int, allow_missing: bool = False) -> None:
+    """Raise ValueError unless ``sums`` has windows of [0, W(c)) only, all of them unless ``allow_missing``."""
     w_count = num_windows(c)
     bad = [w for w in sums if not 0 <= w < w_count]
     if bad:
@@ -138,9 +132,16 @@ def combine(
         missing = [w for w in range(w_count) if w not in sums]
         if missing:
             raise ValueError(f"window sums missing for windows {missing} (c={c})")
-    acc = bn254.to_jacobian(group, None)
-    for w in range(w_count - 1, -1, -1):
-        for _ in range(c):
-            acc = bn254.jac_double(group, acc)
-        acc = bn254.jac_add_affine(group, acc, sums.get(w))
-    return bn254.to_affine(group, acc)
+
+
+def combine(
+    group: Group, sums: Mapping[int, Affine], c: int, allow_missing: bool = False
+) -> Affine:
+    """Horner over window sums: sum_w 2^(c*w) * S_w, with acc = acc * 2^c + S_w from the top down.
+
+    ``sums`` maps window index -> S_w (affine, None = infinity). Every window in [0, W(c))
+    must be present unless ``allow_missing`` (missing windows then count as infinity).
+    Computed by :func:`distprove.stages._fastec.combination` (gmpy2 when installed).
+    """
+    check_window_sums(sums, c, allow_missing)
+    return _fastec.to_affine(group, [_fastec.combination(group, [(c, sums)])])[0]
