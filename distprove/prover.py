@@ -15,7 +15,7 @@ from .backends.base import Backend
 from .backends.select import get_backend
 from .errors import FormatError
 from .keystore import KeyStore, ZkeyKey, open_key
-from .stages.assemble import assemble, random_blinding
+from .stages.assemble import assemble_windows, random_blinding
 from .stages.msm import combine, num_windows
 
 log = logging.getLogger(__name__)
@@ -80,17 +80,18 @@ def msm(
 
     ``constant_work``: see :meth:`Backend.msm_windows` (None = the config default).
     """
-    return msm_start(backend, key, which, scalars, n, constant_work=constant_work)()
+    c, wait = msm_start(backend, key, which, scalars, n, constant_work=constant_work)
+    return combine(bn254.G2 if which == "B2" else bn254.G1, wait(), c)
 
 
 def msm_start(
     backend: Backend, key: Any, which: str, scalars: Any, n: int, *, constant_work: bool | None = None
-) -> Callable[[], bn254.Affine]:
-    """Start one whole MSM (:meth:`Backend.msm_start`); the returned function waits and combines."""
-    group = bn254.G2 if which == "B2" else bn254.G1
-    c = backend.window_width(n, group)
+) -> tuple[int, Callable[[], dict[int, bn254.Affine]]]:
+    """Start all windows of one MSM (:meth:`Backend.msm_start`): its width c, and a function
+    that waits for the window sums {w: S_w}."""
+    c = backend.window_width(n, bn254.G2 if which == "B2" else bn254.G1)
     wait = backend.msm_start(key, which, scalars, c, 0, num_windows(c), constant_work=constant_work)
-    return lambda: combine(group, dict(enumerate(wait())), c)
+    return c, lambda: dict(enumerate(wait()))
 
 
 OVERLAP_ORDER = ("B2", "H", "A", "B1", "C")
@@ -136,21 +137,24 @@ def prove(
     t = lap("gather", t)
     hs = be.h_scalars(k, evals)
     t = lap("ntt", t)
-    def start(which: str) -> Callable[[], bn254.Affine]:
+    def start(which: str) -> tuple[int, Callable[[], dict[int, bn254.Affine]]]:
         scalars, n = (hs, k.domain_size) if which == "H" else (w, k.n_vars)
         return msm_start(be, k, which, scalars, n, constant_work=constant_work)
 
-    results = {}
+    sums, widths = {}, {}
     if profile:
         for which in MSM_NAMES:
-            results[which] = start(which)()
+            widths[which], wait = start(which)
+            sums[which] = wait()
             t = lap(f"msm_{which}", t)
     else:
-        waits = {which: start(which) for which in OVERLAP_ORDER}
-        results = {which: waits[which]() for which in MSM_NAMES}
+        started = {which: start(which) for which in OVERLAP_ORDER}
+        for which in MSM_NAMES:
+            widths[which], wait = started[which]
+            sums[which] = wait()
         t = lap("msm", t)
     r, s = blinding if blinding is not None else random_blinding()
-    pi_a, pi_b, pi_c = assemble(k.points, results, r, s)
+    pi_a, pi_b, pi_c = assemble_windows(k.points, sums, widths, r, s)  # Horner combines + blinding
     lap("assemble", t)
     public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])
     timings["total"] = time.perf_counter() - t0
