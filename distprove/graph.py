@@ -18,6 +18,8 @@ the dashboard shows the reducer group as ``reduce``.) ``tag`` is unique per batc
 in one client never reuse a finished key. Results stay
 on the workers (witness, scalars and evaluations move worker to worker at most); keys never travel:
 tasks carry the key's path and content hash and workers keep it resident (:mod:`distprove.worker`).
+A worker also keeps the device-side witness and H scalars of the proofs it prepared, so MSM
+tasks that run where their prepare ran upload nothing; the reducer drops them.
 
 Planner modes: ``data`` proves whole proofs per worker (one task per MSM, placement left to the
 scheduler's locality; best throughput when proofs >= workers); ``split`` cuts every MSM into
@@ -109,7 +111,10 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     nw = len(plan.workers)
     common: dict[str, Any] = {"pure": False, "priority": priority}
     fourstep = plan.uses_fourstep(info)
-    prepared = client.submit(prepare, spec, not fourstep, key=("prove-prepare", name, tag), **common)
+    # Split mode pins H tasks to other workers: they need the H scalars on the host. In data mode
+    # they stay on the preparing worker's device (a task moved elsewhere recomputes them).
+    host_h = plan.mode == "split"
+    prepared = client.submit(prepare, spec, not fourstep, host_h, key=("prove-prepare", name, tag), **common)
     futures = [prepared]
     h_source: Future = prepared
     if fourstep:

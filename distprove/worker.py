@@ -3,7 +3,9 @@
 :class:`ProverState` is registered once per cluster (``Client.register_plugin(state,
 name=PLUGIN_NAME)``); its ``setup`` makes the worker's backend (the GPU backend compiles or
 loads its kernels there) and it keeps opened keys resident, keyed by content hash, in an LRU
-bounded by a count and, on a GPU, by free device memory. Tasks find it with
+bounded by a count and, on a GPU, by free device memory. It also keeps the backend-side witness
+and H scalars of the last few proofs prepared here (:class:`ResidentProof`), so the MSM tasks of
+a proof that run on the worker that prepared it upload nothing. Tasks find it with
 ``distributed.get_worker().plugins[PLUGIN_NAME]``.
 
 The task bodies below are what :mod:`distprove.graph` submits. They read witnesses and keys
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,16 +29,19 @@ from typing import Any
 import numpy as np
 from distributed import WorkerPlugin, get_worker
 
-from distprove import bn254, metrics
+from distprove import bn254, config, metrics
 from distprove.backends.base import MSM_NAMES, msm_group
 from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.errors import FormatError
+from distprove.formats.container import first_false, lt_bound
 from distprove.formats.jsonio import write_json_atomic
 from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
 
 log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "distprove"
+DEFAULT_RESIDENT_PROOFS = 4
+"""Proofs whose backend-side vectors a worker keeps (``distprove.proof-cache.count`` overrides)."""
 
 
 # --- per-worker state ----------------------------------------------------------------------
@@ -101,14 +108,26 @@ def install_task_log_filter() -> None:
         logger.addFilter(TaskFailureLogFilter())
 
 
+@dataclass
+class ResidentProof:
+    """One prepared proof's vectors in the backend's representation (on a GPU: device arrays)."""
+
+    content_hash: str
+    witness: Any
+    hs: Any | None
+
+
 class ProverState(WorkerPlugin):
-    """Per-worker state: the backend and an LRU of resident keys keyed by content hash.
+    """Per-worker state: the backend, an LRU of resident keys keyed by content hash, and an LRU
+    of the backend-side vectors of recently prepared proofs keyed by their prepare's token.
 
     ``max_keys`` bounds how many keys stay resident (``distprove.key-cache.count``); on the GPU
     backend, ``gpu_bytes`` (``distprove.key-cache.gpu-bytes``) also bounds the bytes of their
     arrays (what the backend uploads). The least recently used key goes first, never the one in
     use; it is dropped here and, when the backend offers ``evict(content_hash)`` (the GPU
-    backend does), from the backend's own per-key state.
+    backend does), from the backend's own per-key state, together with the proofs of that key.
+    The proof cache holds at most ``distprove.proof-cache.count`` proofs (read on the worker,
+    default :data:`DEFAULT_RESIDENT_PROOFS`); a proof's reducer drops its entry.
     """
 
     def __init__(self, backend: str = "auto", max_keys: int = 2, gpu_bytes: int | None = None) -> None:
@@ -121,6 +140,19 @@ class ProverState(WorkerPlugin):
         self._keys: OrderedDict[str, ResidentKey] = OrderedDict()
         self._hash_of_path: dict[str, str] = {}
         self._vks: dict[str, Any] = {}
+        self.max_proofs = DEFAULT_RESIDENT_PROOFS
+        self._proofs: OrderedDict[str, ResidentProof] = OrderedDict()
+        self._proofs_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What travels to the workers on registration: no lock, no kept proofs."""
+        st = dict(self.__dict__)
+        st["_proofs"], st["_proofs_lock"] = OrderedDict(), None
+        return st
+
+    def __setstate__(self, st: dict[str, Any]) -> None:
+        self.__dict__.update(st)
+        self._proofs_lock = threading.Lock()
 
     @property
     def config(self) -> list:
@@ -132,12 +164,18 @@ class ProverState(WorkerPlugin):
 
         install_task_log_filter()
         self.backend = get_backend(self.backend_name)
+        count = config.get("proof-cache.count", DEFAULT_RESIDENT_PROOFS)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise FormatError("distprove.proof-cache.count", f"must be an integer >= 0 (got {count!r})")
+        self.max_proofs = count
         log.info("distprove worker state on %s: backend %s", worker.address, self.backend.name)
 
     def teardown(self, worker: Any) -> None:
         self._keys.clear()
         self._hash_of_path.clear()
         self._vks.clear()
+        with self._proofs_lock:
+            self._proofs.clear()
 
     def key(self, path: str, content_hash: str | None = None) -> ResidentKey:
         """The resident key read from ``path`` (opened on first use; checked against ``content_hash``)."""
@@ -171,6 +209,38 @@ class ProverState(WorkerPlugin):
         """The resident keys as {content hash: path they were read from}, least recently used first."""
         return {h: k.path for h, k in self._keys.items()}
 
+    def keep_proof(self, token: str, content_hash: str, witness: Any, hs: Any | None) -> ResidentProof:
+        """Keep a prepared proof's backend vectors under ``token`` (dropping the least recently
+        used proofs beyond ``max_proofs``); returns the entry (kept only when ``token`` is set)."""
+        entry = ResidentProof(content_hash, witness, hs)
+        if not token or self.max_proofs < 1:
+            return entry
+        with self._proofs_lock:
+            self._proofs[token] = entry
+            while len(self._proofs) > self.max_proofs:
+                self._proofs.popitem(last=False)
+        return entry
+
+    def proof(self, token: str) -> ResidentProof | None:
+        """The vectors kept under ``token`` on this worker, or None (never kept here, or dropped)."""
+        with self._proofs_lock:
+            entry = self._proofs.get(token)
+            if entry is not None:
+                self._proofs.move_to_end(token)
+            return entry
+
+    def drop_proofs(self, tokens: Sequence[str]) -> None:
+        """Forget the proofs kept under ``tokens`` (their reducer ran; unknown tokens are ignored)."""
+        with self._proofs_lock:
+            for t in tokens:
+                self._proofs.pop(t, None)
+
+    @property
+    def resident_proofs(self) -> list[str]:
+        """Tokens of the proofs whose vectors are kept, least recently used first."""
+        with self._proofs_lock:
+            return list(self._proofs)
+
     def fourstep(self) -> ModuleType:
         """The four-step NTT block functions: the backend's own (``backend.fourstep``) or the CPU ones."""
         return getattr(self.backend, "fourstep", cpu_fourstep)
@@ -184,6 +254,8 @@ class ProverState(WorkerPlugin):
         ):
             h, key = self._keys.popitem(last=False)
             self._vks.pop(h, None)
+            with self._proofs_lock:
+                self._proofs = OrderedDict((t, p) for t, p in self._proofs.items() if p.content_hash != h)
             self._hash_of_path = {p: v for p, v in self._hash_of_path.items() if v != h}
             release = getattr(self.backend, "evict", None)
             if release is not None:
@@ -242,12 +314,18 @@ class KeyInfo:
 
 @dataclass
 class Prepared:
-    """A prepare task's result: the witness and either the H scalars or the evaluations a, b, c."""
+    """A prepare task's result: the witness and the H scalars (when downloaded) or the evaluations a, b, c.
+
+    The host arrays serve MSM tasks on other workers; on the worker that prepared the proof the
+    backend-side copies are kept in its :class:`ProverState` under ``token`` (unique per prepare
+    attempt). ``hs`` is None when the planner kept the H scalars on the device only (data mode).
+    """
 
     witness: np.ndarray
     hs: np.ndarray | None
     evals: np.ndarray | None
     seconds: dict[str, float] = field(default_factory=dict)
+    token: str = ""
 
 
 @dataclass
@@ -260,6 +338,8 @@ class MsmPart:
     seconds: float
     upstream: dict[str, float] = field(default_factory=dict)
     """The prepare task's stage seconds (carried by the A part only, so the reducer sees them once)."""
+    token: str = ""
+    """The token of the prepare result the sums came from (its reducer drops that cache entry)."""
 
 
 @dataclass
@@ -295,11 +375,14 @@ def plan_key(path: str) -> KeyInfo:
     )
 
 
-def prepare(spec: ProofSpec, local_h: bool) -> Prepared:
+def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
     """Read the witness from its path, gather, and (``local_h``) compute the H scalars here.
 
-    Without ``local_h`` the evaluations a, b, c are returned as a (3, n, 8) array for the
-    distributed four-step NTT.
+    The backend-side witness (and H scalars) stay in this worker's :class:`ProverState` for the
+    proof's MSM tasks. ``host_h``: also download the H scalars into the result (split mode, where
+    H tasks run on other workers); without it an MSM task elsewhere recomputes them from the
+    witness. Without ``local_h`` the evaluations a, b, c are returned as a (3, n, 8) array for
+    the distributed four-step NTT.
     """
     from distprove.prover import load_witness
 
@@ -314,17 +397,47 @@ def prepare(spec: ProofSpec, local_h: bool) -> Prepared:
     values = np.array(values)  # off the memory map: the file may go away, the result may travel
     t1 = time.perf_counter()
     be = st.backend
-    evals = be.gather(key, be.load_witness(key, values))
+    token = uuid.uuid4().hex
+    witness = be.load_witness(key, values)
+    evals = be.gather(key, witness)
+    be.synchronize()
     t2 = time.perf_counter()
     seconds = {"witness": t1 - t0, "gather": t2 - t1}
     if local_h:
-        hs = be.to_host(be.h_scalars(key, evals))
+        hs = be.h_scalars(key, evals)
+        del evals
+        st.keep_proof(token, key.content_hash, witness, hs)
+        host = be.to_host(hs) if host_h else None
+        be.synchronize()
         seconds["ntt"] = time.perf_counter() - t2
         metrics.record_timings(seconds)
-        return Prepared(values, hs, None, seconds)
+        return Prepared(values, host, None, seconds, token)
     stacked = np.stack([be.to_host(v) for v in evals])
+    st.keep_proof(token, key.content_hash, witness, None)
     metrics.record_timings(seconds)
-    return Prepared(values, None, stacked, seconds)
+    return Prepared(values, None, stacked, seconds, token)
+
+
+def _msm_scalars(st: ProverState, key: ResidentKey, which: str, source: Prepared | np.ndarray) -> Any:
+    """The scalars of MSM ``which`` in the backend's representation: kept on this worker by the
+    prepare task when it ran here, else made from the host arrays of ``source`` (the witness
+    uploaded once and kept for the proof's other tasks on this worker; the H scalars as
+    downloaded, or recomputed from the witness when the prepare kept them on its device)."""
+    be = st.backend
+    if which == "H" and not isinstance(source, Prepared):  # from the four-step NTT tasks
+        return np.asarray(source).reshape(-1, 8)
+    entry = st.proof(source.token)
+    if which == "H":
+        if entry is not None and entry.hs is not None:
+            return entry.hs
+        if source.hs is not None:
+            return source.hs
+    if entry is None:
+        entry = st.keep_proof(source.token, key.content_hash, be.load_witness(key, source.witness), None)
+    if which != "H":
+        return entry.witness
+    entry.hs = be.h_scalars(key, be.gather(key, entry.witness))
+    return entry.hs
 
 
 def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: int, lo: int, hi: int) -> MsmPart:
@@ -332,14 +445,11 @@ def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: i
     t0 = time.perf_counter()
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
-    be = st.backend
-    if which == "H":
-        scalars = source.hs if isinstance(source, Prepared) else np.asarray(source).reshape(-1, 8)
-    else:
-        scalars = be.load_witness(key, source.witness)
-    sums = be.msm_windows(key, which, scalars, c, lo, hi)
-    upstream = source.seconds if which == "A" and lo == 0 else {}
-    return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0, dict(upstream))
+    sums = st.backend.msm_windows(key, which, _msm_scalars(st, key, which, source), c, lo, hi)
+    prepared = isinstance(source, Prepared)
+    upstream = source.seconds if prepared and which == "A" and lo == 0 else {}
+    token = source.token if prepared else ""
+    return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0, dict(upstream), token)
 
 
 @dataclass
@@ -366,7 +476,6 @@ def assemble_proof(
     from the witness file (a few values of a memory map), so the prepare result never has to
     travel. ``blinding`` = (r, s) is for tests.
     """
-    from distprove.formats.wtns import read_wtns
     from distprove.prover import Proof
     from distprove.stages.assemble import assemble, random_blinding
     from distprove.stages.msm import combine
@@ -387,13 +496,34 @@ def assemble_proof(
     results = {w: combine(msm_group(w), sums[w], widths[w]) for w in MSM_NAMES}
     r, s = blinding if blinding is not None else random_blinding()
     pi_a, pi_b, pi_c = assemble(points, results, r, s)
-    public = bn254.ints_from_limbs(read_wtns(spec.witness).values[1 : 1 + n_public])
+    public = public_signals(spec.witness, n_public)
     seconds["assemble"] = time.perf_counter() - t0
     return Assembled(spec, Proof(pi_a, pi_b, pi_c, public), seconds)
 
 
+def public_signals(path: str, n_public: int) -> list[int]:
+    """The public signals w[1..n_public] of the witness file at ``path``: only those values are
+    read and checked (< r), not the whole file. Raises FormatError(path, problem)."""
+    from distprove.formats.wtns import read_wtns
+
+    values = read_wtns(path, check_values=False).values[1 : 1 + n_public]
+    if values.shape[0] != n_public:
+        raise FormatError(path, f"witness has {values.shape[0] + 1} values, fewer than the key's 1 + {n_public} public signals")
+    bad = first_false(lt_bound(values, bn254.R))
+    if bad is not None:
+        raise FormatError(path, f"witness value {bad + 1} is >= r (not reduced)")
+    return bn254.ints_from_limbs(values)
+
+
+def _drop_resident(parts: Sequence[MsmPart]) -> None:
+    """Forget the cached vectors of the prepare results ``parts`` came from, on this worker."""
+    state().drop_proofs(sorted({p.token for p in parts if p.token}))
+
+
 def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart], blinding: tuple[int, int] | None = None) -> Assembled:
-    """The reducer task: :func:`assemble_proof` with this worker's resident key (for :func:`verify_write`)."""
+    """The reducer task: :func:`assemble_proof` with this worker's resident key (for :func:`verify_write`);
+    drops the proof's cached vectors on this worker first."""
+    _drop_resident(parts)
     key = state().key(spec.key_path, spec.content_hash)
     return assemble_proof(spec, parts, key.points, key.n_public, blinding)
 
@@ -407,7 +537,9 @@ class Collected:
 
 
 def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart]) -> Collected:
-    """The reducer task when the client's pool assembles and checks: just the window sums."""
+    """The reducer task when the client's pool assembles and checks: just the window sums (the
+    proof's cached vectors on this worker are dropped)."""
+    _drop_resident(parts)
     return Collected(spec, list(parts))
 
 
@@ -492,7 +624,6 @@ def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list
     """For each (witness, proof_path, public_path): are the outputs whole, the witness's public
     signals, and a proof that verifies with the key? (one batched pairing check for all)"""
     from distprove.formats.jsonio import read_proof, read_public
-    from distprove.formats.wtns import read_wtns
     from distprove.verifier import verify_many
 
     st = state()
@@ -502,7 +633,7 @@ def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list
     for i, (witness, proof_path, public_path) in enumerate(items):
         try:
             public = read_public(public_path)
-            expected = bn254.ints_from_limbs(read_wtns(witness).values[1 : 1 + key.n_public])
+            expected = public_signals(witness, key.n_public)
             if public == expected:
                 loaded[i] = (vk, public, read_proof(proof_path))
         except (FormatError, OSError):
