@@ -18,7 +18,10 @@
 #   keys    KEYS_TIMEOUT=120   pipelines/make_bench_keys.py --powers $KEY_POWERS --kinds $KEY_KINDS
 #                              [--constraints $KEY_CONSTRAINTS] (exact sizes, e.g. "1600000 3200000")
 #   e2e     E2E_TIMEOUT=90     pipelines/bench_e2e.py (fixture proofs for snarkjs + synthetic keys)
-#   ptau    PTAU_TIMEOUT=90    pipelines/bench_ptau.py (group iFFT levels 2^16-2^20, G1 and G2)
+#   ptau    PTAU_TIMEOUT=90    pipelines/bench_ptau.py (group iFFT levels 2^16-2^20, G1 and G2), then,
+#                              with PTAU_PREPARE=P, whole prepares of a dev ptau of power P in-process
+#                              and on local clusters of $PTAU_WORKERS (default 2) GPU workers
+#                              (PTAU_PREPARE_TIMEOUT=250)
 #   batch   BATCH_TIMEOUT=150  pipelines/bench_batch.py, bare loop then 1 vs 2 GPUs, on $BATCH_KEY
 #                              (default chain_k20) with $BATCH_ARGS (e.g. "--proofs 64")
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
@@ -86,6 +89,10 @@ if want e2e; then
 fi
 if want ptau; then
     step ptau "${PTAU_TIMEOUT:-90}" python3 pipelines/bench_ptau.py --powers "${PTAU_POWERS:-16,18,20}" --json "$RES/bench_ptau.json"
+    if [ -n "${PTAU_PREPARE:-}" ]; then
+        step ptau-prepare "${PTAU_PREPARE_TIMEOUT:-250}" python3 pipelines/bench_ptau.py --prepare-power "$PTAU_PREPARE" \
+            --workers "${PTAU_WORKERS:-2}" --json "$RES/bench_ptau_prepare.json"
+    fi
 fi
 if want batch && [ "$NGPU" -ge 2 ]; then
     k=$KEYS/${BATCH_KEY:-chain_k20}

@@ -40,9 +40,27 @@ from distprove.prover import prove
 mode, small, small_w, large, large_w, extra = sys.argv[1:7]
 blinding = (12345, 67890)
 pool = cupy.get_default_memory_pool()
-if mode == "peak":  # bytes the pool holds after one proof with the large key: about its peak
-    prove(open_key(large), large_w, backend=GpuBackend(), blinding=blinding)
-    print(json.dumps({"peak": pool.total_bytes()}))
+
+
+class Peak(cupy.cuda.MemoryHook):  # largest sum of live pool allocations (cached blocks not counted)
+
+    name = "peak"
+
+    def __init__(self):
+        self.used = self.peak = 0
+
+    def malloc_postprocess(self, **kw):
+        self.used += kw["mem_size"]
+        self.peak = max(self.peak, self.used)
+
+    def free_postprocess(self, **kw):
+        self.used -= kw["mem_size"]
+
+
+if mode == "peak":  # the most memory one proof with the large key holds at once
+    with Peak() as hook:
+        prove(open_key(large), large_w, backend=GpuBackend(), blinding=blinding)
+    print(json.dumps({"peak": hook.peak}))
 else:  # the large key fits alone, not next to the resident small one
     small_key, large_key = open_key(small), open_key(large)
     pool.set_limit(size=pool.total_bytes() + int(extra))
@@ -56,8 +74,10 @@ else:  # the large key fits alone, not next to the resident small one
 
 
 def _scenario(mode: str, extra: int = 0) -> dict:
-    """Run SCENARIO in a fresh process: CuPy's pool starts empty there, so its byte counts are this
-    scenario's alone (blocks split by earlier tests in this process would hide the growth)."""
+    """Run SCENARIO in a fresh process: CuPy's pool starts empty there, so the cap applies to this
+    scenario's memory alone (blocks held by earlier tests in this process would blur it). The
+    peak counts live allocations through a memory hook: the pool's total also counts cached free
+    blocks, which made a cap from it too loose to force the eviction (seen on the H200)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     args = [str(p) for p in (*SMALL, *LARGE)]
     res = subprocess.run([sys.executable, "-c", SCENARIO, mode, *args, str(extra)], capture_output=True,
