@@ -42,28 +42,16 @@ blinding = (12345, 67890)
 pool = cupy.get_default_memory_pool()
 
 
-class Peak(cupy.cuda.MemoryHook):  # largest sum of live pool allocations (cached blocks not counted)
-
-    name = "peak"
-
-    def __init__(self):
-        self.used = self.peak = 0
-
-    def malloc_postprocess(self, **kw):
-        self.used += kw["mem_size"]
-        self.peak = max(self.peak, self.used)
-
-    def free_postprocess(self, **kw):
-        self.used -= kw["mem_size"]
-
-
-if mode == "peak":  # the most memory one proof with the large key holds at once
-    with Peak() as hook:
+if mode == "fits":  # does one proof with the large key alone succeed under this cap?
+    pool.set_limit(size=int(extra))
+    try:
         prove(open_key(large), large_w, backend=GpuBackend(), blinding=blinding)
-    print(json.dumps({"peak": hook.peak}))
+        print(json.dumps({"fits": True}))
+    except cupy.cuda.memory.OutOfMemoryError:
+        print(json.dumps({"fits": False}))
 else:  # the large key fits alone, not next to the resident small one
     small_key, large_key = open_key(small), open_key(large)
-    pool.set_limit(size=pool.total_bytes() + int(extra))
+    pool.set_limit(size=int(extra))
     be = GpuBackend()
     prove(small_key, small_w, backend=be, blinding=blinding)
     before = list(be._states)
@@ -75,9 +63,8 @@ else:  # the large key fits alone, not next to the resident small one
 
 def _scenario(mode: str, extra: int = 0) -> dict:
     """Run SCENARIO in a fresh process: CuPy's pool starts empty there, so the cap applies to this
-    scenario's memory alone (blocks held by earlier tests in this process would blur it). The
-    peak counts live allocations through a memory hook: the pool's total also counts cached free
-    blocks, which made a cap from it too loose to force the eviction (seen on the H200)."""
+    scenario's memory alone. The cap is found by bisection (peaks read from the pool were too
+    loose to force the eviction on the H200: cached blocks and one-time tables blur them)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     args = [str(p) for p in (*SMALL, *LARGE)]
     res = subprocess.run([sys.executable, "-c", SCENARIO, mode, *args, str(extra)], capture_output=True,
@@ -90,9 +77,14 @@ def test_oom_evicts_the_other_key_and_the_proof_is_right() -> None:
     pytest.importorskip("cupy")
     small_key = open_key(SMALL[0])
     small_resident = sum(int(getattr(small_key, n)[:].nbytes) for n in ("a", "b1", "b2", "c", "h"))
-    large_peak = _scenario("peak")["peak"]
-    assert large_peak > small_resident > 0
-    out = _scenario("oom", large_peak + small_resident // 2)
+    # the smallest pool cap (to 256 KiB) under which the large key proves alone, by bisection
+    lo, hi = 0, 1 << 30
+    assert _scenario("fits", hi)["fits"]
+    while hi - lo > 1 << 18:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _scenario("fits", mid)["fits"] else (mid, hi)
+    assert small_resident > 1 << 18
+    out = _scenario("oom", hi)
     assert out["small"] in out["before"]
     assert out["small"] not in out["after"]  # evicted to make room
     assert out["large"] in out["after"]

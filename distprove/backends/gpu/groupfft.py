@@ -52,7 +52,13 @@ def glv_pack(scalars: Any) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=4)
+TWIDDLE_LEVELS_CACHED = 24
+"""Levels whose packed twiddles stay cached: a prepare walks levels 0..power once per section (four
+times), and the host GLV packing was ~40% of a power-20 prepare when only 4 levels were kept
+(3.4 s per G1 top level on the H200 host). All levels of power ≤ 23 fit: ~72·2^power bytes."""
+
+
+@functools.lru_cache(maxsize=TWIDDLE_LEVELS_CACHED)
 def twiddles(p: int) -> tuple[np.ndarray, np.ndarray]:
     """Packed tables of level p (n = 2^p ≥ 2): ω^-j for j < n/2 (the passes), and s·ω^-j for
     j < n/2 followed by s = 1/n (the last pass), ω = Fr.w[p]."""
