@@ -25,8 +25,8 @@ pytestmark = pytest.mark.gpu
 
 DATA = Path(__file__).parents[1] / "data"
 REPO = Path(__file__).parents[2]
-SMALL = (DATA / "mul_chain_1k" / "circuit_final.zkey", DATA / "mul_chain_1k" / "witnesses" / "witness_0.wtns")
-LARGE = (DATA / "bits_k16" / "circuit_final.zkey", DATA / "bits_k16" / "witnesses" / "witness_0.wtns")
+SMALL = (DATA / "bits_k16" / "circuit_final.zkey", DATA / "bits_k16" / "witnesses" / "witness_0.wtns")
+LARGE = (DATA / "merkle_d20" / "circuit_final.zkey", DATA / "merkle_d20" / "witnesses" / "witness_0.wtns")
 BLINDING = (12345, 67890)
 
 
@@ -83,8 +83,11 @@ def test_oom_evicts_the_other_key_and_the_proof_is_right() -> None:
     while hi - lo > 1 << 18:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if _scenario("fits", mid)["fits"] else (mid, hi)
-    assert small_resident > 1 << 18
-    out = _scenario("oom", hi)
+    # room for the large proof and half the small key: after the eviction the pool is more
+    # fragmented than in a fresh process (split blocks cannot be returned), so the bare minimum
+    # found above can fail there (seen on the H200); the small key's other half cannot fit
+    assert small_resident // 2 > 1 << 18
+    out = _scenario("oom", hi + small_resident // 2)
     assert out["small"] in out["before"]
     assert out["small"] not in out["after"]  # evicted to make room
     assert out["large"] in out["after"]
