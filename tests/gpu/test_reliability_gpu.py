@@ -73,10 +73,6 @@ def _scenario(mode: str, extra: int = 0) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "H200, 2026-11-30 (commit ada3231): with the five MSMs overlapped on two streams, an OOM in the "
-    "middle of the launches evicts the other key but the retry still runs out at the cap where the "
-    "large proof alone fits in a fresh process (13.6 of 15.9 MB still held); open in issue 9"))
 def test_oom_evicts_the_other_key_and_the_proof_is_right() -> None:
     pytest.importorskip("cupy")
     small_key = open_key(SMALL[0])

@@ -199,10 +199,15 @@ class GpuBackend(Backend):
         ready = self.cp.cuda.Event()
         ready.record()
         stream.wait_event(ready)
-        return self._retry_oom(
-            key.content_hash,
-            lambda: gpu_msm.msm_windows_start(group, bases, s, c, lo, hi, scratch, stream, constant_work=cw),
-        )
+        try:
+            return gpu_msm.msm_windows_start(group, bases, s, c, lo, hi, scratch, stream, constant_work=cw)
+        except self.cp.cuda.memory.OutOfMemoryError:
+            # Short of memory with MSMs in flight: let them finish, drop the lanes' buffers and run
+            # this one alone through the synchronous path, which evicts other keys as needed.
+            self.synchronize()
+            self._release_lanes()
+            sums = self.msm_windows(key, which, scalars, c, lo, hi, constant_work=constant_work)
+            return lambda: sums
 
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
         x = self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32).reshape(-1, 8))
