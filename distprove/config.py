@@ -125,7 +125,10 @@ def _file_name(name: str) -> str:
     return value
 
 
-def _bytes(name: str) -> int | None:
+def get_bytes(name: str) -> int | None:
+    """A byte-count setting: a positive int, a size such as "40 GiB", or None (null).
+
+    Raises FormatError naming the setting otherwise."""
     value = get(name)
     if value is None:
         return None
@@ -154,7 +157,7 @@ def settings() -> Settings:
         proof_suffix=proof_suffix,
         public_suffix=public_suffix,
         key_cache_count=_int("key-cache.count", 1),
-        key_cache_gpu_bytes=_bytes("key-cache.gpu-bytes"),
+        key_cache_gpu_bytes=get_bytes("key-cache.gpu-bytes"),
         verify=get_bool("verify"),
         incremental=get_bool("incremental.enabled"),
         state_file=_file_name("incremental.state-file"),

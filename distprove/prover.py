@@ -11,7 +11,7 @@ from typing import Any, Callable, Union
 import numpy as np
 
 from . import bn254
-from .backends.base import Backend
+from .backends.base import Backend, msm_group
 from .backends.select import get_backend
 from .errors import FormatError
 from .keystore import KeyStore, ZkeyKey, open_key
@@ -81,7 +81,7 @@ def msm(
     ``constant_work``: see :meth:`Backend.msm_windows` (None = the config default).
     """
     c, wait = msm_start(backend, key, which, scalars, n, constant_work=constant_work)
-    return combine(bn254.G2 if which == "B2" else bn254.G1, wait(), c)
+    return combine(msm_group(which), wait(), c)
 
 
 def msm_start(
@@ -89,7 +89,7 @@ def msm_start(
 ) -> tuple[int, Callable[[], dict[int, bn254.Affine]]]:
     """Start all windows of one MSM (:meth:`Backend.msm_start`): its width c, and a function
     that waits for the window sums {w: S_w}."""
-    c = backend.window_width(n, bn254.G2 if which == "B2" else bn254.G1)
+    c = backend.window_width(n, msm_group(which))
     wait = backend.msm_start(key, which, scalars, c, 0, num_windows(c), constant_work=constant_work)
     return c, lambda: dict(enumerate(wait()))
 

@@ -50,10 +50,14 @@ LAGRANGE_SECTIONS: tuple[tuple[int, int, Group, bool], ...] = (
 SOURCE_NAMES = {2: "tauG1", 3: "tauG2", 4: "alphaTauG1", 5: "betaTauG1"}
 
 
-def resolve_backend(backend: str) -> str:
-    """"cpu" or "gpu" for a requested "auto" | "cpu" | "gpu" ("auto": the GPU when CuPy sees one)."""
+def _check_backend(backend: str) -> None:
     if backend not in ("auto", "cpu", "gpu"):
         raise ValueError(f"backend must be auto, cpu or gpu, not {backend!r}")
+
+
+def resolve_backend(backend: str) -> str:
+    """"cpu" or "gpu" for a requested "auto" | "cpu" | "gpu" ("auto": the GPU when CuPy sees one)."""
+    _check_backend(backend)
     if backend == "cpu":
         return "cpu"
     from .backends.gpu import available
@@ -91,14 +95,6 @@ def level_points(group: Group, section: np.ndarray, p: int, backend: str = "cpu"
     from .backends.cpu.groupfft import coset_level, ifft_level
 
     return coset_level(group, inp, FR_S, FR_SHIFT) if p > FR_S else ifft_level(group, inp)
-
-
-def _lagrange_section(group: Group, section: np.ndarray, top: int, backend: str, name: str) -> Iterator[np.ndarray]:
-    for p in range(top + 1):
-        t0 = time.perf_counter()
-        out = level_points(group, section, p, backend)
-        log.info("ptau prepare: %s level %d (%d points) in %.2f s", name, p, 1 << p, time.perf_counter() - t0)
-        yield out
 
 
 def _sources(src: Ptau) -> dict[int, np.ndarray]:
@@ -152,13 +148,22 @@ def compute_level(in_path: str, sid: int, p: int, backend: str, power: int) -> t
     return out, time.perf_counter() - t0
 
 
+def _local_levels(src: Ptau, tasks: list[LevelTask], backend: str) -> Iterator[np.ndarray]:
+    """The points of ``tasks`` (one section's levels, in order) computed in this process."""
+    for t in tasks:
+        t0 = time.perf_counter()
+        out = level_points(t.group, _sources(src)[t.sid], t.p, backend)
+        log.info("ptau prepare: %s level %d (%d points) in %.2f s", t.name, t.p, 1 << t.p, time.perf_counter() - t0)
+        yield out
+
+
 def held_bytes_budget(client: Any, tasks: list[LevelTask], held_bytes: int | None = None) -> int:
     """The client's budget for levels in flight or waiting to be written: ``held_bytes``, else
     ``distprove.ptau.held-bytes``, else one top level per worker thread (at least two)."""
     if held_bytes is None:
-        from .config import _bytes  # validated like key-cache.gpu-bytes (one-line FormatError)
+        from .config import get_bytes
 
-        held_bytes = _bytes("ptau.held-bytes")
+        held_bytes = get_bytes("ptau.held-bytes")
     elif held_bytes <= 0:
         raise ValueError(f"held_bytes must be positive, not {held_bytes}")
     if held_bytes is not None:
@@ -287,13 +292,12 @@ def prepare(
         be = resolve_backend(backend)
         src = read_ptau(in_path)
         header, sections = _header_and_copies(src)
-        for sid, lid, group, extra in LAGRANGE_SECTIONS:
-            top = src.power + 1 if extra else src.power
-            sections[lid] = _lagrange_section(group, _sources(src)[sid], top, be, SOURCE_NAMES[sid])
+        tasks = level_tasks(src.power)
+        for _, lid, _, _ in LAGRANGE_SECTIONS:
+            sections[lid] = _local_levels(src, [t for t in tasks if t.lid == lid], be)
         write_ptau(out_path, header, sections)  # type: ignore[arg-type]
         return
-    if backend not in ("auto", "cpu", "gpu"):
-        raise ValueError(f"backend must be auto, cpu or gpu, not {backend!r}")
+    _check_backend(backend)
     src = read_ptau(in_path)  # a bad input fails here, before any cluster starts
     from .cluster import connect
 

@@ -477,8 +477,7 @@ def assemble_proof(
     travel. ``blinding`` = (r, s) is for tests.
     """
     from distprove.prover import Proof
-    from distprove.stages.assemble import assemble, random_blinding
-    from distprove.stages.msm import combine
+    from distprove.stages.assemble import assemble_windows, random_blinding
 
     t0 = time.perf_counter()
     seconds: dict[str, float] = {}
@@ -493,9 +492,8 @@ def assemble_proof(
     for p in parts:
         sums[p.which].update(p.sums)
         widths[p.which] = p.c
-    results = {w: combine(msm_group(w), sums[w], widths[w]) for w in MSM_NAMES}
     r, s = blinding if blinding is not None else random_blinding()
-    pi_a, pi_b, pi_c = assemble(points, results, r, s)
+    pi_a, pi_b, pi_c = assemble_windows(points, sums, widths, r, s)
     public = public_signals(spec.witness, n_public)
     seconds["assemble"] = time.perf_counter() - t0
     return Assembled(spec, Proof(pi_a, pi_b, pi_c, public), seconds)

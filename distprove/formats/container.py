@@ -216,17 +216,16 @@ def lt_bound(limbs: np.ndarray, bound: int, chunk: int = 1 << 20) -> np.ndarray:
     top = limbs[:, 7]
     out = top < b[7]
     tie = np.flatnonzero(top == b[7])
-    if tie.size:
-        for s in range(0, tie.size, chunk):
-            rows = tie[s : s + chunk]
-            blk = limbs[rows]
-            lt = np.zeros(rows.size, dtype=bool)
-            eq = np.ones(rows.size, dtype=bool)
-            for i in range(7, -1, -1):
-                col = blk[:, i]
-                lt |= eq & (col < b[i])
-                eq &= col == b[i]
-            out[rows] = lt
+    for s in range(0, tie.size, chunk):
+        rows = tie[s : s + chunk]
+        blk = limbs[rows]
+        lt = np.zeros(rows.size, dtype=bool)
+        eq = np.ones(rows.size, dtype=bool)
+        for i in range(7, -1, -1):
+            col = blk[:, i]
+            lt |= eq & (col < b[i])
+            eq &= col == b[i]
+        out[rows] = lt
     return out
 
 

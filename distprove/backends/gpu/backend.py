@@ -155,6 +155,13 @@ class GpuBackend(Backend):
 
         return self._retry_oom(key.content_hash, run)
 
+    def _msm_operands(self, key: Any, which: str, scalars: Any, constant_work: bool | None) -> tuple[Group, Any, Any, bool]:
+        """Group, resident bases, device scalars (w[n_public+1:] for C) and the resolved mode of one MSM."""
+        s = self.cp.asarray(scalars, dtype=self.cp.uint32)
+        if which == "C":
+            s = s[key.n_public + 1 :]
+        return msm_group(which), self._array(key, _BASE_ATTR[which]), s, resolve_constant_work(constant_work)
+
     def msm_windows(
         self,
         key: Any,
@@ -166,12 +173,7 @@ class GpuBackend(Backend):
         *,
         constant_work: bool | None = None,
     ) -> list[Affine]:
-        group = msm_group(which)
-        bases = self._array(key, _BASE_ATTR[which])
-        s = self.cp.asarray(scalars, dtype=self.cp.uint32)
-        if which == "C":
-            s = s[key.n_public + 1 :]
-        cw = resolve_constant_work(constant_work)
+        group, bases, s, cw = self._msm_operands(key, which, scalars, constant_work)
         return self._retry_oom(
             key.content_hash, lambda: gpu_msm.msm_windows(group, bases, s, c, lo, hi, constant_work=cw)
         )
@@ -189,12 +191,7 @@ class GpuBackend(Backend):
     ) -> Callable[[], list[Affine]]:
         """Queue MSM ``which`` on its group's stream (after everything queued so far on the
         current stream: uploads, gather, NTT) and return the waiter for its window sums."""
-        group = msm_group(which)
-        bases = self._array(key, _BASE_ATTR[which])
-        s = self.cp.asarray(scalars, dtype=self.cp.uint32)
-        if which == "C":
-            s = s[key.n_public + 1 :]
-        cw = resolve_constant_work(constant_work)
+        group, bases, s, cw = self._msm_operands(key, which, scalars, constant_work)
         stream, scratch = self._lane(group)
         ready = self.cp.cuda.Event()
         ready.record()

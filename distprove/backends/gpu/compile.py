@@ -211,16 +211,16 @@ def measure_cold_warm(name: str) -> dict[str, Any]:
     """
     import tempfile
 
-    units = MODULES[name]
+    units, opts = MODULES[name], MODULE_OPTIONS.get(name, ())
     old = os.environ.get("DISTPROVE_CACHE_DIR")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DISTPROVE_CACHE_DIR"] = tmp
         try:
             t0 = time.perf_counter()
-            _load(units, name, MODULE_OPTIONS.get(name, ()))
+            _load(units, name, opts)
             cold = time.perf_counter() - t0
             t0 = time.perf_counter()
-            _load(units, name, MODULE_OPTIONS.get(name, ()))
+            _load(units, name, opts)
             warm = time.perf_counter() - t0
         finally:
             if old is None:
