@@ -20,6 +20,7 @@ the cluster's start not counted. Each row has the seconds, the speedup over in p
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import statistics
 import sys
@@ -84,19 +85,6 @@ def bench(powers: list[int], groups: list[str], reps: int) -> list[dict[str, Any
     return rows
 
 
-def _same_file(a: Path, b: Path, chunk: int = 1 << 26) -> bool:
-    """Byte equality of two files, read in chunks (they can be larger than memory)."""
-    if a.stat().st_size != b.stat().st_size:
-        return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            x, y = fa.read(chunk), fb.read(chunk)
-            if x != y:
-                return False
-            if not x:
-                return True
-
-
 def _warm_workers(client: Any, warm: Path, backend: str) -> None:
     """Run one small level of each group on every worker (kernels compiled/loaded, caches built)."""
     from distprove.ptau import compute_level
@@ -145,7 +133,7 @@ def bench_prepare(power: int, workers: list[int], backend: str, check: bool, dir
             row = {"power": power, "backend": backend, "mode": "dask", "workers": n, "seconds": seconds,
                    "speedup": base / seconds, "cluster_start_s": start}
             if check:
-                row["identical"] = _same_file(ref, out)
+                row["identical"] = filecmp.cmp(ref, out, shallow=False)
             out.unlink()
             rows.append(row)
             print(json.dumps(row), flush=True)
