@@ -728,6 +728,7 @@ def test_gpu_oom_retry_frees_then_evicts_lru_keys() -> None:
     be = object.__new__(GpuBackend)
     be.cp = _FakeCupy()
     be._states = OrderedDict((h, {"a": h}) for h in ("old", "mid", "inuse"))
+    be._lanes = {}  # no MSM streams started
     calls = []
 
     def needs_room(room: int) -> Callable[[], str]:
