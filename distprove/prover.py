@@ -13,7 +13,6 @@ import numpy as np
 from . import bn254
 from .backends.base import Backend, msm_group
 from .backends.select import get_backend
-from .errors import FormatError
 from .keystore import KeyStore, ZkeyKey, open_key
 from .stages.assemble import assemble_windows, random_blinding
 from .stages.msm import combine, num_windows
@@ -57,7 +56,7 @@ class Proof:
 
 def load_witness(witness: WitnessLike, key: Any) -> tuple[np.ndarray, str]:
     """Return the witness as an (nVars, 8) uint32 standard-form array, checked against the key."""
-    from .formats.wtns import read_wtns
+    from .formats.wtns import count_error, read_wtns
 
     if isinstance(witness, (str, os.PathLike)):
         name = os.fspath(witness)
@@ -67,9 +66,7 @@ def load_witness(witness: WitnessLike, key: Any) -> tuple[np.ndarray, str]:
     else:
         name, values = getattr(witness, "path", "<witness>"), witness.values
     if values.shape != (key.n_vars, 8):
-        raise FormatError(
-            name, f"witness has {values.shape[0]} values but the key {os.path.basename(key.path)} expects {key.n_vars} (nVars)"
-        )
+        raise count_error(name, values.shape[0], key)
     return values, name
 
 
@@ -115,7 +112,8 @@ def prove(
     constant-work mode (docs/CONSTANT_WORK.md; same proof); None = the config key
     ``distprove.msm.constant-work``.
 
-    ``Proof.timings`` holds seconds per stage: witness, gather, ntt, msm (the five MSMs, which a
+    ``Proof.timings`` holds seconds per stage: witness (read, check and load into the backend:
+    on a GPU the upload and the device range check), gather, ntt, msm (the five MSMs, which a
     GPU overlaps: G2 on its own stream), assemble, total. ``profile=True`` runs the MSMs one at a
     time instead and times each (msm_A ... msm_H): a breakdown, at some cost in latency.
     """
@@ -130,9 +128,12 @@ def prove(
         timings[stage] = now - start
         return now
 
-    values, _ = load_witness(witness, k)
+    if isinstance(witness, (str, os.PathLike)):
+        values, w = be.load_witness_file(k, witness)
+    else:
+        values, _ = load_witness(witness, k)
+        w = be.load_witness(k, values)
     t = lap("witness", t0)
-    w = be.load_witness(k, values)
     evals = be.gather(k, w)
     t = lap("gather", t)
     hs = be.h_scalars(k, evals)

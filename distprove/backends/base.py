@@ -7,6 +7,7 @@ the GPU); only the MSM window sums come back to the host, as affine Python-int p
 The ``key`` argument is duck-typed. It needs the attributes
 
 * ``n_vars``, ``n_public``, ``domain_size`` (int) and ``content_hash`` (str);
+* ``path`` (str): named in the witness count error of :meth:`Backend.load_witness_file`;
 * ``a``, ``b1``, ``c``, ``h``: (m, 16) uint32 G1 bases, ``b2``: (n_vars, 32) uint32 G2 bases,
   Montgomery affine limbs, all-zero row = infinity (``c`` holds signals n_public+1 .. n_vars-1,
   ``h`` has domain_size rows);
@@ -18,6 +19,7 @@ Only numpy-style slicing (``key.a[lo:hi]``) is assumed of the array attributes.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from typing import Any, Callable, NamedTuple
 
@@ -58,6 +60,15 @@ class Evals(NamedTuple):
     c: Any
 
 
+class LoadedWitness(NamedTuple):
+    """A witness file read, checked against a key and loaded into a backend."""
+
+    values: np.ndarray
+    """(n_vars, 8) uint32 standard form on the host (may be a read-only map of the file)."""
+    vector: Any
+    """The same values in the backend's representation (:meth:`Backend.load_witness`)."""
+
+
 class Backend(ABC):
     """Computes the heavy stages of a Groth16 proof; the host does combine and assembly."""
 
@@ -70,6 +81,20 @@ class Backend(ABC):
         Default: the array itself. A GPU backend uploads it once for gather and the MSMs.
         """
         return values
+
+    def load_witness_file(self, key: Any, path: str | os.PathLike[str]) -> LoadedWitness:
+        """Read the .wtns at ``path``, check it (header, every value < r, the key's n_vars
+        values) and load it with :meth:`load_witness`.
+
+        Raises FormatError(path, problem) naming the first bad value. Default: the checked host
+        read of :func:`distprove.formats.wtns.read_wtns`; a GPU backend checks on the device.
+        """
+        from distprove.formats.wtns import count_error, read_wtns
+
+        w = read_wtns(path)
+        if w.n_witness != key.n_vars:
+            raise count_error(w.path, w.n_witness, key)
+        return LoadedWitness(w.values, self.load_witness(key, w.values))
 
     def window_width(self, n: int, group: Group) -> int:
         """The MSM window width c this backend wants for ``n`` points (default: the CPU choice)."""

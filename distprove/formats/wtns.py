@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from distprove import bn254
 from distprove.bn254 import Q, R
+from distprove.errors import FormatError
 from distprove.formats.container import first_false, lt_bound, open_container, write_container
 
 WTNS_MAX_VERSION = 2
@@ -23,6 +24,20 @@ class Wtns:
     path: str
     n_witness: int
     values: np.ndarray
+    offset: int = 0
+    """File offset of the first value (section 2's data), for readers that bypass the map."""
+
+
+def value_error(path: str, index: int) -> FormatError:
+    """The error of a witness whose value ``index`` is >= r (every reader raises this one)."""
+    return FormatError(path, f"witness value {index} is >= r (not reduced)")
+
+
+def count_error(path: str, n_witness: int, key: Any) -> FormatError:
+    """The error of a witness of ``n_witness`` values for a key of another ``n_vars``."""
+    return FormatError(
+        path, f"witness has {n_witness} values but the key {os.path.basename(key.path)} expects {key.n_vars} (nVars)"
+    )
 
 
 def read_wtns(path: str | os.PathLike[str], *, check_values: bool = True) -> Wtns:
@@ -60,8 +75,8 @@ def read_wtns(path: str | os.PathLike[str], *, check_values: bool = True) -> Wtn
     values = w.limbs(s2.offset, n, 8)
     i = first_false(lt_bound(values, R)) if check_values else None
     if i is not None:
-        w.fail(f"witness value {i} is >= r (not reduced)")
-    return Wtns(path=w.path, n_witness=n, values=values)
+        raise value_error(w.path, i)
+    return Wtns(path=w.path, n_witness=n, values=values, offset=s2.offset)
 
 
 def write_wtns(path: str | os.PathLike[str], values: np.ndarray | Sequence[int]) -> None:

@@ -12,17 +12,20 @@ directly; only window sums come back to the host.
 from __future__ import annotations
 
 import logging
+import os
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, TypeVar
 
 import numpy as np
 
-from distprove.backends.base import Backend, Evals, msm_group, resolve_constant_work
+from distprove.backends.base import Backend, Evals, LoadedWitness, msm_group, resolve_constant_work
 from distprove.bn254 import Affine, Group
+from distprove.errors import FormatError
 
 from . import msm as gpu_msm
 from . import ntt as gpu_ntt
 from .gather import DeviceCsr, gather
+from .witness import WitnessUploader
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,6 +53,7 @@ class GpuBackend(Backend):
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.engine = gpu_ntt.engine()
         self._lanes: dict[str, tuple[Any, gpu_msm.MsmScratch]] = {}
+        self._witness = WitnessUploader()
 
     # -- resident per-key state ------------------------------------------------------------
 
@@ -127,6 +131,25 @@ class GpuBackend(Backend):
     def load_witness(self, key: Any, values: np.ndarray) -> Any:
         """Upload the (n_vars, 8) uint32 standard-form witness."""
         return self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32))
+
+    def load_witness_file(self, key: Any, path: str | os.PathLike[str]) -> LoadedWitness:
+        """Read the .wtns values into pinned host memory, upload them in chunks (reading one
+        while the one before is copied) and check every value < r on the device; the header and
+        count checks are the host's. Same errors as the host read (the first bad value named)."""
+        from distprove.formats.wtns import count_error, read_wtns, value_error
+
+        w = read_wtns(path, check_values=False)
+        if w.n_witness != key.n_vars:
+            read_wtns(path)  # a value >= r is reported before the count, as by the host read
+            raise count_error(w.path, w.n_witness, key)
+        dev = self._retry_oom(key.content_hash, self.cp.empty, (w.n_witness, 8), self.cp.uint32)
+        try:
+            bad = self._witness.upload(w.path, w.offset, dev)
+        except (OSError, EOFError) as e:
+            raise FormatError(w.path, f"cannot read the witness values: {e}") from e
+        if bad is not None:
+            raise value_error(w.path, bad)
+        return LoadedWitness(w.values, dev)
 
     def synchronize(self) -> None:
         self.cp.cuda.Device().synchronize()  # every stream: started MSMs run on their own

@@ -34,6 +34,7 @@ KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
 
 MODULES: dict[str, tuple[str, ...]] = {
     "gather": ("field.cuh", "gather.cu"),
+    "witness": ("field.cuh", "witness.cu"),
     "ntt": ("field.cuh", "ntt.cu"),
     "msm": ("field.cuh", "curve.cuh", "msm.cu"),
     "msm_cw": ("field.cuh", "curve.cuh", "msm.cu", "msm_cw.cu"),
