@@ -11,7 +11,7 @@ from typing import Any, Callable, Union
 import numpy as np
 
 from . import bn254
-from .backends.base import Backend, msm_group
+from .backends.base import Backend, MsmJob, msm_group
 from .backends.select import get_backend
 from .keystore import KeyStore, ZkeyKey, open_key
 from .stages.assemble import assemble_windows, random_blinding
@@ -148,11 +148,14 @@ def prove(
             widths[which], wait = start(which)
             sums[which] = wait()
             t = lap(f"msm_{which}", t)
-    else:
-        started = {which: start(which) for which in OVERLAP_ORDER}
-        for which in MSM_NAMES:
-            widths[which], wait = started[which]
-            sums[which] = wait()
+    else:  # all five started together (Backend.msm_start_all: the GPU recovers there from running out of memory)
+        jobs = {}
+        for which in OVERLAP_ORDER:
+            scalars, n = (hs, k.domain_size) if which == "H" else (w, k.n_vars)
+            widths[which] = c = be.window_width(n, msm_group(which))
+            jobs[which] = MsmJob(scalars, c, 0, num_windows(c))
+        waited = be.msm_start_all(k, jobs, constant_work=constant_work)()
+        sums = {which: dict(enumerate(waited[which])) for which in MSM_NAMES}
         t = lap("msm", t)
     r, s = blinding if blinding is not None else random_blinding()
     pi_a, pi_b, pi_c = assemble_windows(k.points, sums, widths, r, s)  # Horner combines + blinding

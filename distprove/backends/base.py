@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -67,6 +67,16 @@ class LoadedWitness(NamedTuple):
     """(n_vars, 8) uint32 standard form on the host (may be a read-only map of the file)."""
     vector: Any
     """The same values in the backend's representation (:meth:`Backend.load_witness`)."""
+
+
+class MsmJob(NamedTuple):
+    """One MSM of :meth:`Backend.msm_start_all`: its scalars (as for :meth:`Backend.msm_windows`),
+    window width ``c`` and window range [lo, hi)."""
+
+    scalars: Any
+    c: int
+    lo: int
+    hi: int
 
 
 class Backend(ABC):
@@ -157,6 +167,20 @@ class Backend(ABC):
         """
         sums = self.msm_windows(key, which, scalars, c, lo, hi, constant_work=constant_work)
         return lambda: sums
+
+    def msm_start_all(
+        self, key: Any, jobs: Mapping[str, MsmJob], *, constant_work: bool | None = None
+    ) -> Callable[[], dict[str, list[Affine]]]:
+        """Start the MSMs ``jobs`` ({which: job}) in the mapping's order and return a function that
+        waits for them all: {which: window sums}, collected in :data:`MSM_NAMES` order.
+
+        The default starts each with :meth:`msm_start`. The GPU overrides it to recover the whole
+        phase when the device runs out of memory with MSMs in flight.
+        """
+        started = {
+            which: self.msm_start(key, which, *job, constant_work=constant_work) for which, job in jobs.items()
+        }
+        return lambda: {which: started[which]() for which in MSM_NAMES if which in started}
 
     @abstractmethod
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:

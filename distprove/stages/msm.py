@@ -1,4 +1,4 @@
-"""Backend-independent MSM logic: window count, signed-digit recoding, Horner combine.
+"""Backend-independent MSM logic: window count, signed-digit recoding, Horner combine, parts.
 
 This is the contract of DESIGN.md "MSM: windows and digits". Every backend recodes scalars
 with exactly these digits, so the per-window sums S_w of the CPU and the GPU are the same
@@ -7,12 +7,16 @@ points and window ranges computed anywhere can be combined with :func:`combine`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from distprove import bn254
 from distprove.bn254 import Affine, Group
 from distprove.stages import _fastec
+
+log = logging.getLogger(__name__)
 
 SCALAR_BITS = 256
 MIN_WINDOW = 2
@@ -120,6 +124,47 @@ def split_windows(w_count: int, parts: int) -> list[tuple[int, int]]:
         ranges.append((lo, hi))
         lo = hi
     return ranges
+
+
+def sums_in_parts(
+    group: Group,
+    run: Callable[[int, int, int, int], list[Affine]],
+    lo: int,
+    hi: int,
+    n: int,
+    too_big: type[BaseException],
+    name: str = "MSM",
+) -> list[Affine]:
+    """Window sums S_lo..S_{hi-1} of an MSM of ``n`` points, in smaller parts where a part fails.
+
+    ``run(lo, hi, start, stop)`` gives the sums of windows [lo, hi) over points [start, stop)
+    (bases and scalars sliced alike). When it raises ``too_big`` (a device out of memory) the
+    part is halved and each half run the same way: first the window range, down to one window
+    (the halves' sums are concatenated: a window range's memory, bucket rows included, scales
+    with its window count), then the point range (the halves' sums are added as points: window
+    sums are linear in the points, and each half with window 0 carries its own scalar-1 sum). A
+    single window of a single point that fails raises ``too_big``. Logged at INFO (ranges only).
+    """
+
+    def part(lo: int, hi: int, start: int, stop: int) -> list[Affine]:
+        try:
+            return run(lo, hi, start, stop)
+        except too_big:
+            if hi - lo == 1 and stop - start <= 1:
+                raise
+        # split outside the handler: its traceback would keep the failed attempt's buffers alive
+        if hi - lo > 1:
+            mid = (lo + hi) // 2
+            log.info("%s: windows [%d, %d) of points [%d, %d) did not fit; running windows [%d, %d) and [%d, %d) apart",
+                     name, lo, hi, start, stop, lo, mid, mid, hi)
+            return part(lo, mid, start, stop) + part(mid, hi, start, stop)
+        mid = (start + stop) // 2
+        log.info("%s: window %d of points [%d, %d) did not fit; running points [%d, %d) and [%d, %d) apart",
+                 name, lo, start, stop, start, mid, mid, stop)
+        first, second = part(lo, hi, start, mid), part(lo, hi, mid, stop)
+        return [bn254.add(group, p, q) for p, q in zip(first, second)]
+
+    return part(lo, hi, 0, n)
 
 
 def check_window_sums(sums: Mapping[int, Affine], c: int, allow_missing: bool = False) -> None:

@@ -4,6 +4,8 @@ a short soak whose device memory must stay flat. Written without a device; run w
 The OOM test caps CuPy's default memory pool (``set_limit``: the pool then raises CuPy's own
 ``OutOfMemoryError``, as a full device does) so that the larger key fits alone but not next to
 the smaller one: proving with it must evict the smaller key and give the CPU reference proof.
+Where the memory runs out in the overlapped MSM phase, the backend drops the phase (started MSMs,
+scratch, cached blocks) and runs its MSMs one at a time, evicting the other key (issue 9).
 It runs in fresh processes, where the pool's byte counts belong to the scenario alone.
 """
 
@@ -73,10 +75,6 @@ def _scenario(mode: str, extra: int = 0) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "H200, 2026-11-30 (commits ada3231, 89e650e): with the MSMs overlapped on two streams, an OOM "
-    "during the launches (even with the evicting synchronous fallback) still runs out at a cap where "
-    "the proof alone fits in a fresh process: 15.9 of 17.0 MB held after the eviction; issue 9"))
 def test_oom_evicts_the_other_key_and_the_proof_is_right() -> None:
     pytest.importorskip("cupy")
     small_key = open_key(SMALL[0])

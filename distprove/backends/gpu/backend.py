@@ -2,9 +2,11 @@
 
 Per key (by ``key.content_hash``) the bases and the coefficient CSR are uploaded once, on first
 use, exactly as the key stores them (Montgomery limbs, coef*R^2 values: no conversion), and stay
-resident. When the device runs out of memory (uploading, or in any stage), CuPy's cached blocks
-are freed and then the least recently used other keys are evicted, one at a time, retrying after
-each. Vectors stay on the device: gather gives Montgomery-form evaluations
+resident. When the device runs out of memory (uploading, or in any stage), the MSM scratch and
+CuPy's cached blocks are freed and then the least recently used other keys are evicted, one at a
+time, retrying after each; an MSM that still does not fit runs in parts, and an overlapped MSM
+phase that runs out is dropped and run again one MSM at a time (:meth:`GpuBackend.msm_start_all`).
+Vectors stay on the device: gather gives Montgomery-form evaluations
 (wrapped in :class:`MontVector`), h_scalars a standard-form ``(n, 8)`` array the H MSM takes
 directly; only window sums come back to the host.
 """
@@ -14,13 +16,14 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from typing import Any, Callable, NamedTuple, TypeVar
+from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 import numpy as np
 
-from distprove.backends.base import Backend, Evals, LoadedWitness, msm_group, resolve_constant_work
+from distprove.backends.base import MSM_NAMES, Backend, Evals, LoadedWitness, MsmJob, msm_group, resolve_constant_work
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
+from distprove.stages.msm import sums_in_parts
 
 from . import msm as gpu_msm
 from . import ntt as gpu_ntt
@@ -69,27 +72,29 @@ class GpuBackend(Backend):
         """Drop the device state of one key (or of all keys) and return the memory to the device."""
         if content_hash is None:
             self._states.clear()
-            self._release_lanes()
+            self._release_scratch()
         else:
             self._states.pop(content_hash, None)
         self.cp.get_default_memory_pool().free_all_blocks()
 
     def _retry_oom(self, keep: str, fn: Callable[..., T], *args: Any) -> T:
-        """fn(*args); when the device runs out of memory, free CuPy's cached blocks, then evict
-        least recently used keys other than ``keep`` one at a time, retrying after each."""
+        """fn(*args); when the device runs out of memory, free the MSM scratch and CuPy's cached
+        blocks, then evict least recently used keys other than ``keep`` one at a time, retrying
+        after each."""
         freed = False
         while True:
             try:
                 return fn(*args)
             except self.cp.cuda.memory.OutOfMemoryError:
-                if not freed:
-                    freed = True
-                    self._release_lanes()
-                    self.cp.get_default_memory_pool().free_all_blocks()
-                    continue
                 victims = [h for h in self._states if h != keep]
-                if not victims:
+                if freed and not victims:
                     raise
+            # outside the handler, whose traceback keeps the failed call's buffers alive
+            if not freed:
+                freed = True
+                self._release_scratch()
+                self.cp.get_default_memory_pool().free_all_blocks()
+            else:
                 log.info("GPU memory short: evicting key %s", victims[0])
                 self.evict(victims[0])
 
@@ -117,11 +122,12 @@ class GpuBackend(Backend):
             lane = self._lanes[group.name] = (self.cp.cuda.Stream(non_blocking=True), gpu_msm.MsmScratch())
         return lane
 
-    def _release_lanes(self) -> None:
-        """Drop the lanes' scratch buffers (freeing the blocks syncs the device, so work queued
-        with them finishes first)."""
+    def _release_scratch(self) -> None:
+        """Drop the MSM scratch buffers, the lanes' and the synchronous path's (freeing the blocks
+        syncs the device, so work queued with them finishes first)."""
         for _, scratch in self._lanes.values():
             scratch.release()
+        gpu_msm.default_scratch().release()
 
     def _csr(self, key: Any, m: str) -> DeviceCsr:
         return DeviceCsr(*(self._array(key, f"{m}_{part}") for part in ("row_ptr", "signal", "value")))
@@ -196,10 +202,19 @@ class GpuBackend(Backend):
         *,
         constant_work: bool | None = None,
     ) -> list[Affine]:
+        """Window sums of one MSM, now. Short of memory: the retries of ``_retry_oom`` (scratch and
+        CuPy's cache freed, other keys evicted), then, with nothing left to evict, the MSM in parts
+        (:func:`~distprove.stages.msm.sums_in_parts`: halves of the window range, then of the points)."""
         group, bases, s, cw = self._msm_operands(key, which, scalars, constant_work)
-        return self._retry_oom(
-            key.content_hash, lambda: gpu_msm.msm_windows(group, bases, s, c, lo, hi, constant_work=cw)
-        )
+
+        def run(lo: int, hi: int, start: int, stop: int) -> list[Affine]:
+            return self._retry_oom(
+                key.content_hash,
+                lambda: gpu_msm.msm_windows(group, bases[start:stop], s[start:stop], c, lo, hi, constant_work=cw),
+            )
+
+        oom = self.cp.cuda.memory.OutOfMemoryError
+        return sums_in_parts(group, run, lo, hi, int(bases.shape[0]), oom, f"GPU MSM {which}")
 
     def msm_start(
         self,
@@ -212,22 +227,71 @@ class GpuBackend(Backend):
         *,
         constant_work: bool | None = None,
     ) -> Callable[[], list[Affine]]:
-        """Queue MSM ``which`` on its group's stream (after everything queued so far on the
-        current stream: uploads, gather, NTT) and return the waiter for its window sums."""
-        group, bases, s, cw = self._msm_operands(key, which, scalars, constant_work)
+        """Queue MSM ``which`` on its group's stream and return the waiter for its window sums
+        (:meth:`msm_start_all` with this one MSM)."""
+        wait = self.msm_start_all(key, {which: MsmJob(scalars, c, lo, hi)}, constant_work=constant_work)
+        return lambda: wait()[which]
+
+    def msm_start_all(
+        self, key: Any, jobs: Mapping[str, MsmJob], *, constant_work: bool | None = None
+    ) -> Callable[[], dict[str, list[Affine]]]:
+        """Queue each MSM of ``jobs`` on its group's stream (G1 and G2 overlap; each after
+        everything queued so far on the current stream: uploads, gather, NTT) and return the
+        waiter for their window sums.
+
+        Short of memory anywhere in the phase, starting or waiting: the started MSMs are waited
+        for and dropped with their buffers, the scratch and CuPy's cached blocks freed, and every
+        MSM of ``jobs`` run again one at a time by :meth:`msm_windows` (which evicts other keys
+        and, if one MSM alone does not fit, runs it in parts).
+        """
+        oom = self.cp.cuda.memory.OutOfMemoryError
+        started: dict[str, Callable[[], list[Affine]]] = {}
+        try:
+            for which, job in jobs.items():
+                started[which] = self._start(key, which, job, constant_work)
+        except oom:
+            pass  # recovered below, outside the handler (its traceback holds the failed launch's buffers)
+        if len(started) < len(jobs):
+            failed = next(w for w in jobs if w not in started)
+            started.clear()
+            sums = self._one_at_a_time(key, jobs, constant_work, f"starting MSM {failed}")
+            return lambda: sums
+
+        def wait() -> dict[str, list[Affine]]:
+            try:
+                return {which: started[which]() for which in MSM_NAMES if which in started}
+            except oom:
+                pass
+            started.clear()
+            return self._one_at_a_time(key, jobs, constant_work, "waiting for the MSMs")
+
+        return wait
+
+    def _start(self, key: Any, which: str, job: MsmJob, constant_work: bool | None) -> Callable[[], list[Affine]]:
+        """Queue one MSM on its group's lane (after the current stream's work); its waiter."""
+        group, bases, s, cw = self._msm_operands(key, which, job.scalars, constant_work)
         stream, scratch = self._lane(group)
         ready = self.cp.cuda.Event()
         ready.record()
         stream.wait_event(ready)
-        try:
-            return gpu_msm.msm_windows_start(group, bases, s, c, lo, hi, scratch, stream, constant_work=cw)
-        except self.cp.cuda.memory.OutOfMemoryError:
-            # Short of memory with MSMs in flight: let them finish, drop the lanes' buffers and run
-            # this one alone through the synchronous path, which evicts other keys as needed.
-            self.synchronize()
-            self._release_lanes()
-            sums = self.msm_windows(key, which, scalars, c, lo, hi, constant_work=constant_work)
-            return lambda: sums
+        return gpu_msm.msm_windows_start(group, bases, s, job.c, job.lo, job.hi, scratch, stream, constant_work=cw)
+
+    def _one_at_a_time(
+        self, key: Any, jobs: Mapping[str, MsmJob], constant_work: bool | None, where: str
+    ) -> dict[str, list[Affine]]:
+        """The MSM phase again, after running out of memory ``where``: wait for the device (the
+        started MSMs' waiters are already dropped), free the scratch and CuPy's cached blocks, then
+        each MSM alone through :meth:`msm_windows`."""
+        log.info("GPU memory short %s: released the MSM phase's buffers, running its %d MSMs one at a time",
+                 where, len(jobs))
+        self.synchronize()
+        self._release_scratch()
+        self.cp.get_default_memory_pool().free_all_blocks()
+        return {
+            which: self.msm_windows(key, which, *jobs[which], constant_work=constant_work)
+            for which in MSM_NAMES
+            if which in jobs
+        }
 
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
         x = self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32).reshape(-1, 8))

@@ -1,0 +1,328 @@
+"""GPU out of memory in the MSM phase (issue 9), host-side logic on a fake CuPy.
+
+The GPU backend's own code (``GpuBackend.msm_start_all``, ``msm_windows``, ``_retry_oom``) runs
+against a stand-in for CuPy whose MSM functions compute on the CPU and raise CuPy's
+out-of-memory error where a test says; ``stages.msm.sums_in_parts`` is checked on the CPU
+backend's Pippenger. The real allocator is exercised by tests/gpu/test_reliability_gpu.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections import OrderedDict
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from distprove import bn254
+from distprove.backends.base import MSM_NAMES, MsmJob, msm_group
+from distprove.backends.cpu import CpuBackend
+from distprove.backends.cpu import msm as cpu_msm
+from distprove.backends.gpu import msm as gpu_msm
+from distprove.backends.gpu.backend import GpuBackend
+from distprove.formats.wtns import read_wtns
+from distprove.keystore import open_key
+from distprove.prover import OVERLAP_ORDER, prove
+from distprove.stages.msm import num_windows, sums_in_parts
+
+DATA = Path(__file__).parent / "data"
+MINI_ZKEY, MINI_WTNS = DATA / "mini" / "mini_0001.zkey", DATA / "mini" / "witness.wtns"
+MUL_ZKEY = DATA / "mul_chain_1k" / "circuit_final.zkey"
+BLINDING = (12345, 67890)
+
+
+class _OOM(Exception):
+    """Stands in for cupy.cuda.memory.OutOfMemoryError."""
+
+
+class _DevArray(np.ndarray):
+    """A host array with CuPy's ``set`` (what GpuBackend._array uploads with)."""
+
+    def set(self, values: np.ndarray) -> None:
+        self[...] = values
+
+
+class _FakeCupy:
+    """The parts of CuPy the GPU backend's MSM and memory logic touch."""
+
+    uint32 = np.uint32
+
+    def __init__(self) -> None:
+        self.frees = 0
+        self.syncs = 0
+        fake = self
+
+        class Device:
+            def synchronize(self) -> None:
+                fake.syncs += 1
+
+        class Stream:
+            def __init__(self, non_blocking: bool = False) -> None:
+                pass
+
+            def wait_event(self, event: object) -> None:
+                pass
+
+        class Event:
+            def record(self, stream: object = None) -> None:
+                pass
+
+        self.cuda = SimpleNamespace(memory=SimpleNamespace(OutOfMemoryError=_OOM), Device=Device, Stream=Stream, Event=Event)
+
+    def get_default_memory_pool(self) -> "_FakeCupy":
+        return self
+
+    def free_all_blocks(self) -> None:
+        self.frees += 1
+
+    def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
+        return np.asarray(x, dtype=dtype)
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        return np.empty(shape, dtype).view(_DevArray)
+
+
+class _Scratch:
+    """An MsmScratch stand-in: ``held`` while a started MSM uses it, until released."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def release(self) -> None:
+        self.held = False
+
+
+class _Buffer:
+    """A started MSM's device output buffer (tracked by weak reference)."""
+
+
+def _cpu_sums(group: bn254.Group, bases: np.ndarray, scalars: np.ndarray, c: int, lo: int, hi: int, cw: bool) -> list:
+    return cpu_msm.msm_windows(group, bn254.points_from_limbs(group, bases), scalars, c, lo, hi, cw)
+
+
+class _Device:
+    """The fake GPU MSM functions: starts fail at the ``fail_start``-th call (1-based) or their
+    waiters when ``fail_wait``; a synchronous call fails unless ``fits(windows, points)``. At the
+    first synchronous call it records what the phase still held then."""
+
+    def __init__(self, fail_start: int | None = None, fail_wait: bool = False,
+                 fits: Callable[[int, int], bool] = lambda nw, n: True) -> None:
+        self.fail_start, self.fail_wait, self.fits = fail_start, fail_wait, fits
+        self.starts: list[str] = []
+        self.calls: list[tuple[str, int, int, int]] = []
+        self.buffers: list[weakref.ref] = []
+        self.scratches: list[_Scratch] = []
+        self.default = _Scratch()
+        self.at_first_call: dict[str, int] | None = None
+        self.cp: _FakeCupy | None = None
+
+    def install(self, monkeypatch: pytest.MonkeyPatch, cp: _FakeCupy) -> None:
+        self.cp = cp
+
+        def new_scratch() -> _Scratch:
+            s = _Scratch()
+            self.scratches.append(s)
+            return s
+
+        monkeypatch.setattr(gpu_msm, "MsmScratch", new_scratch)
+        monkeypatch.setattr(gpu_msm, "default_scratch", lambda: self.default)
+        monkeypatch.setattr(gpu_msm, "msm_windows_start", self.start)
+        monkeypatch.setattr(gpu_msm, "msm_windows", self.sync)
+
+    def start(self, group, bases, scalars, c, lo, hi, scratch, stream, constant_work=False):  # noqa: ANN001, ANN201
+        self.starts.append(group.name)
+        scratch.held = True
+        if len(self.starts) == self.fail_start:
+            raise _OOM("out of memory starting")
+        buf = _Buffer()
+        self.buffers.append(weakref.ref(buf))
+        sums = _cpu_sums(group, bases, scalars, c, lo, hi, constant_work)
+
+        def wait() -> list:
+            if self.fail_wait:
+                raise _OOM("out of memory waiting")
+            return sums
+
+        wait.buffer = buf  # alive as long as the waiter
+        return wait
+
+    def sync(self, group, bases, scalars, c, lo, hi, constant_work=False):  # noqa: ANN001, ANN201
+        if self.at_first_call is None:
+            self.at_first_call = {
+                "live_buffers": sum(r() is not None for r in self.buffers),
+                "held_scratch": sum(s.held for s in (*self.scratches, self.default)),
+                "syncs": self.cp.syncs,
+                "frees": self.cp.frees,
+            }
+        self.calls.append((group.name, lo, hi, len(bases)))
+        if not self.fits(hi - lo, len(bases)):
+            raise _OOM("out of memory")
+        self.default.held = True
+        return _cpu_sums(group, bases, scalars, c, lo, hi, constant_work)
+
+
+class _CpuStagesGpu(GpuBackend):
+    """GpuBackend's MSM and memory logic on the fake CuPy; gather and H scalars from the CPU."""
+
+    def __init__(self, cp: _FakeCupy) -> None:
+        self.cp = cp
+        self._states = OrderedDict()
+        self._lanes = {}
+        self._cpu = CpuBackend()
+
+    def gather(self, key: Any, witness: Any) -> Any:
+        return self._cpu.gather(key, np.asarray(witness))
+
+    def h_scalars(self, key: Any, evals: Any) -> Any:
+        return self._cpu.h_scalars(key, evals)
+
+
+def _backend(monkeypatch: pytest.MonkeyPatch, device: _Device) -> _CpuStagesGpu:
+    cp = _FakeCupy()
+    device.install(monkeypatch, cp)
+    return _CpuStagesGpu(cp)
+
+
+def _jobs(key: Any, be: GpuBackend) -> dict[str, MsmJob]:
+    """The five MSMs of the mini proof, in the prover's start order."""
+    cpu = CpuBackend()
+    w = read_wtns(MINI_WTNS).values
+    hs = cpu.h_scalars(key, cpu.gather(key, w))
+    jobs = {}
+    for which in OVERLAP_ORDER:
+        n = key.domain_size if which == "H" else key.n_vars
+        c = be.window_width(n, msm_group(which))
+        jobs[which] = MsmJob(hs if which == "H" else w, c, 0, num_windows(c))
+    return jobs
+
+
+def _reference(key: Any, jobs: dict[str, MsmJob]) -> dict[str, list]:
+    cpu = CpuBackend()
+    return {which: cpu.msm_windows(key, which, *jobs[which]) for which in MSM_NAMES}
+
+
+@pytest.mark.parametrize("fail", [1, 2, 3, 4, 5, "wait"])
+def test_oom_in_the_overlapped_phase_redoes_it_one_msm_at_a_time(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, fail: int | str
+) -> None:
+    """An OOM at the k-th start (or while waiting): the started MSMs' buffers dropped, the
+    device synchronized, every scratch released and CuPy's cache freed before the five MSMs run
+    again one at a time through the synchronous path; the sums are the CPU's."""
+    device = _Device(fail_start=None if fail == "wait" else fail, fail_wait=fail == "wait")
+    device.default.held = True  # buffers an earlier synchronous MSM left
+    be = _backend(monkeypatch, device)
+    key = open_key(MINI_ZKEY)
+    jobs = _jobs(key, be)
+    with caplog.at_level(logging.INFO, logger="distprove.backends.gpu.backend"):
+        got = be.msm_start_all(key, jobs)()
+    assert got == _reference(key, jobs)
+    assert list(got) == list(MSM_NAMES)
+    assert len(device.starts) == (5 if fail == "wait" else fail)
+    assert device.calls == [(msm_group(w).name, 0, jobs[w].hi, len(getattr(key, w.lower()))) for w in MSM_NAMES]
+    held = device.at_first_call
+    assert held["live_buffers"] == 0 and held["held_scratch"] == 0
+    assert held["syncs"] >= 1 and held["frees"] >= 1
+    assert "running its 5 MSMs one at a time" in caplog.text
+
+
+def test_no_oom_keeps_the_overlapped_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = _Device()
+    be = _backend(monkeypatch, device)
+    key = open_key(MINI_ZKEY)
+    jobs = _jobs(key, be)
+    assert be.msm_start_all(key, jobs)() == _reference(key, jobs)
+    assert device.starts == [msm_group(w).name for w in OVERLAP_ORDER] and device.calls == []
+    assert be.cp.syncs == 0 and be.cp.frees == 0
+
+
+def test_single_msm_start_recovers_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """msm_start (prove(profile=True), prover.msm) is the phase of one MSM."""
+    device = _Device(fail_start=1)
+    be = _backend(monkeypatch, device)
+    key = open_key(MINI_ZKEY)
+    job = _jobs(key, be)["B2"]
+    assert be.msm_start(key, "B2", *job)() == _reference(key, _jobs(key, be))["B2"]
+    assert device.calls == [("G2", 0, job.hi, key.n_vars)]
+
+
+def _scalars_with_edge_cases(n: int, seed: int) -> np.ndarray:
+    """n random scalars < r with zeros and ones among them (the ones go to S_0)."""
+    rng = np.random.default_rng(seed)
+    values = [int.from_bytes(rng.bytes(32), "little") % bn254.R for _ in range(n)]
+    for i in range(0, n, 7):
+        values[i] = 1
+    for i in range(3, n, 11):
+        values[i] = 0
+    return bn254.limbs_from_ints(values)
+
+
+@pytest.mark.parametrize("constant_work", [False, True])
+@pytest.mark.parametrize("lo,hi", [(0, 37), (5, 19)])
+def test_parts_add_up_to_the_one_pass_sums(constant_work: bool, lo: int, hi: int) -> None:
+    """CPU Pippenger: window sums run in parts (window halves, then point halves, with
+    infinity bases, zeros and ones among the points) equal the sums of one pass."""
+    key = open_key(MUL_ZKEY)
+    bases = np.array(key.a[:200])
+    bases[::13] = 0  # infinity rows
+    scalars = _scalars_with_edge_cases(len(bases), seed=lo + hi)
+    c = 7  # W = 37
+    pts = bn254.points_from_limbs(bn254.G1, bases)
+    runs: list[tuple[int, int, int, int]] = []
+
+    def run(lo: int, hi: int, start: int, stop: int) -> list:
+        runs.append((lo, hi, start, stop))
+        if hi - lo > 4 or stop - start > 60:
+            raise _OOM("too big")
+        return cpu_msm.msm_windows(bn254.G1, pts[start:stop], scalars[start:stop], c, lo, hi, constant_work)
+
+    want = cpu_msm.msm_windows(bn254.G1, pts, scalars, c, lo, hi, constant_work)
+    assert sums_in_parts(bn254.G1, run, lo, hi, len(pts), _OOM) == want
+    assert any(stop - start < len(pts) for _, _, start, stop in runs)  # points were split too
+    assert {w for lo_, hi_, _, _ in runs for w in range(lo_, hi_)} == set(range(lo, hi))
+
+
+def test_a_part_that_never_fits_raises() -> None:
+    def run(lo: int, hi: int, start: int, stop: int) -> list:
+        raise _OOM("no memory at all")
+
+    with pytest.raises(_OOM):
+        sums_in_parts(bn254.G1, run, 0, 4, 3, _OOM)
+
+
+def test_gpu_msm_alone_too_big_runs_in_parts(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The synchronous GPU path: other keys evicted first; still short, the MSM runs in parts
+    whose sums are the one-pass sums (G2 here: the point halves' sums added in G2). The log
+    names ranges, never scalar values."""
+    key = open_key(MINI_ZKEY)
+    device = _Device(fits=lambda nw, n: "other" not in be._states and nw == 1 and n <= 2)
+    be = _backend(monkeypatch, device)
+    be._states["other"] = {"a": None}
+    w = read_wtns(MINI_WTNS).values
+    c = be.window_width(key.n_vars, bn254.G2)
+    with caplog.at_level(logging.INFO):
+        got = be.msm_windows(key, "B2", w, c, 0, num_windows(c))
+    assert got == CpuBackend().msm_windows(key, "B2", w, c, 0, num_windows(c))
+    assert list(be._states) == [key.content_hash]
+    assert "evicting key other" in caplog.text and "apart" in caplog.text
+    for v in bn254.ints_from_limbs(w):
+        assert v < 1000 or str(v) not in caplog.text
+
+
+@pytest.mark.parametrize("fail", [None, 2])
+def test_proof_after_an_oom_is_the_no_oom_proof(monkeypatch: pytest.MonkeyPatch, fail: int | None) -> None:
+    """prove() on the GPU backend's MSM logic, an OOM at the second start (the other key must
+    go, then one MSM at a time): the proof equals the CPU backend's with the same blinding."""
+    key = open_key(MINI_ZKEY)
+    device = _Device(fail_start=fail, fits=lambda nw, n: "other" not in be._states)
+    be = _backend(monkeypatch, device)
+    be._states["other"] = {"a": None}
+    w = read_wtns(MINI_WTNS).values
+    got = prove(key, w, backend=be, blinding=BLINDING)
+    want = prove(key, w, backend="cpu", blinding=BLINDING)
+    assert (got.pi_a, got.pi_b, got.pi_c) == (want.pi_a, want.pi_b, want.pi_c)
+    assert ("other" in be._states) == (fail is None)
+    assert len(device.calls) == (0 if fail is None else 7)  # A: two failed tries, evict; then the five
