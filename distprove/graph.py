@@ -4,7 +4,8 @@ Everything is submitted with :meth:`distributed.Client.submit` under explicit tu
 dashboard groups tasks by stage (``dask.utils.key_split``)::
 
     ("prove-prepare", name, tag)                    read the witness on the worker, gather, H
-    ("msm-windows", name, msm, first_window, tag)   window sums of one MSM's window range
+    ("msm-windows", name, msm, first_window, tag)   window sums of one MSM's window range (data
+                                                    mode: msm "all", the five MSMs whole in one task)
     ("reduce-assemble", name, tag)                  Horner combine and blinding: the proof
                                                     (("reduce-collect", ...) gathers the window sums
                                                     instead when the client's pool assembles)
@@ -21,8 +22,9 @@ tasks carry the key's path and content hash and workers keep it resident (:mod:`
 A worker also keeps the device-side witness and H scalars of the proofs it prepared, so MSM
 tasks that run where their prepare ran upload nothing; the reducer drops them.
 
-Planner modes: ``data`` proves whole proofs per worker (one task per MSM, placement left to the
-scheduler's locality; best throughput when proofs >= workers); ``split`` cuts every MSM into
+Planner modes: ``data`` proves whole proofs per worker (one task for the five MSMs, started
+together as in :func:`distprove.prover.prove`; placement left to the scheduler's locality; best
+throughput when proofs >= workers); ``split`` cuts every MSM into
 ranges of ``windows_per_task`` windows pinned round-robin (loosely, so a lost worker's share
 moves on) to the workers and, for domains of at least ``fourstep_min_domain``, computes H with
 the four-step NTT on all workers (meant for the latency of a few large proofs). Both give valid
@@ -47,6 +49,7 @@ from distprove.worker import (
     collect_parts,
     h_forward_rows,
     h_inverse_rows,
+    msm_proof,
     msm_windows,
     ntt_assemble,
     ntt_columns,
@@ -74,9 +77,8 @@ class Plan:
     """False when the client's process pool assembles, checks and writes (``verify_in="client"``)."""
 
     def window_ranges(self, w_count: int) -> list[tuple[int, int]]:
-        """The MSM window ranges of one task each: all windows (data) or ``windows_per_task`` (split)."""
-        if self.mode == "data":
-            return [(0, w_count)]
+        """The MSM window ranges of one task each in split mode: ``windows_per_task`` windows
+        (data mode runs all five MSMs whole in one task)."""
         step = max(1, self.windows_per_task)
         return [(lo, min(lo + step, w_count)) for lo in range(0, w_count, step)]
 
@@ -122,7 +124,9 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
         futures += ntt_futs
     parts = []
     slot = index
-    for which in MSM_NAMES:
+    if plan.mode == "data":  # one task for the five MSMs: they overlap on the device, four round trips fewer
+        parts.append(client.submit(msm_proof, spec, prepared, dict(info.widths), key=("msm-windows", name, "all", 0, tag), **common))
+    for which in MSM_NAMES if plan.mode != "data" else ():
         c = info.widths[which]
         for lo, hi in plan.window_ranges(num_windows(c)):
             placement: dict[str, Any] = {}

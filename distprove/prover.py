@@ -95,6 +95,23 @@ OVERLAP_ORDER = ("B2", "H", "A", "B1", "C")
 """Start order of the five MSMs when they overlap: the G2 MSM, the longest, first on its own stream."""
 
 
+def start_msms(
+    backend: Backend,
+    key: Any,
+    scalars: Callable[[str], Any],
+    widths: dict[str, int],
+    *,
+    constant_work: bool | None = None,
+) -> Callable[[], dict[str, dict[int, bn254.Affine]]]:
+    """Start all windows of the five MSMs in :data:`OVERLAP_ORDER` (``scalars(which)``: that
+    MSM's scalars; ``widths``: its window width) and return a function that waits for every
+    one's window sums {which: {w: S_w}} (:meth:`Backend.msm_start_all`: the GPU recovers there
+    from running out of memory)."""
+    jobs = {which: MsmJob(scalars(which), widths[which], 0, num_windows(widths[which])) for which in OVERLAP_ORDER}
+    wait = backend.msm_start_all(key, jobs, constant_work=constant_work)
+    return lambda: {which: dict(enumerate(sums)) for which, sums in wait().items()}
+
+
 def prove(
     key: KeyLike,
     witness: WitnessLike,
@@ -137,25 +154,21 @@ def prove(
     evals = be.gather(k, w)
     t = lap("gather", t)
     hs = be.h_scalars(k, evals)
+    del evals  # three domain-sized vectors the MSMs do not need (device memory)
     t = lap("ntt", t)
-    def start(which: str) -> tuple[int, Callable[[], dict[int, bn254.Affine]]]:
-        scalars, n = (hs, k.domain_size) if which == "H" else (w, k.n_vars)
-        return msm_start(be, k, which, scalars, n, constant_work=constant_work)
+    def scalars(which: str) -> Any:
+        return hs if which == "H" else w
 
-    sums, widths = {}, {}
+    sizes = {which: k.domain_size if which == "H" else k.n_vars for which in MSM_NAMES}
+    widths = {which: be.window_width(sizes[which], msm_group(which)) for which in MSM_NAMES}
     if profile:
+        sums = {}
         for which in MSM_NAMES:
-            widths[which], wait = start(which)
+            _, wait = msm_start(be, k, which, scalars(which), sizes[which], constant_work=constant_work)
             sums[which] = wait()
             t = lap(f"msm_{which}", t)
-    else:  # all five started together (Backend.msm_start_all: the GPU recovers there from running out of memory)
-        jobs = {}
-        for which in OVERLAP_ORDER:
-            scalars, n = (hs, k.domain_size) if which == "H" else (w, k.n_vars)
-            widths[which] = c = be.window_width(n, msm_group(which))
-            jobs[which] = MsmJob(scalars, c, 0, num_windows(c))
-        waited = be.msm_start_all(k, jobs, constant_work=constant_work)()
-        sums = {which: dict(enumerate(waited[which])) for which in MSM_NAMES}
+    else:
+        sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
         t = lap("msm", t)
     r, s = blinding if blinding is not None else random_blinding()
     pi_a, pi_b, pi_c = assemble_windows(k.points, sums, widths, r, s)  # Horner combines + blinding

@@ -314,14 +314,14 @@ class KeyInfo:
 
 @dataclass
 class Prepared:
-    """A prepare task's result: the witness and the H scalars (when downloaded) or the evaluations a, b, c.
+    """A prepare task's result: the H scalars (when downloaded) or the evaluations a, b, c.
 
-    The host arrays serve MSM tasks on other workers; on the worker that prepared the proof the
-    backend-side copies are kept in its :class:`ProverState` under ``token`` (unique per prepare
-    attempt). ``hs`` is None when the planner kept the H scalars on the device only (data mode).
+    The witness itself never travels: on the worker that prepared the proof the backend-side
+    witness (and H scalars) are kept in its :class:`ProverState` under ``token`` (unique per
+    prepare attempt); an MSM task elsewhere reads the witness file again. ``hs`` is None when the
+    planner kept the H scalars on the device only (data mode).
     """
 
-    witness: np.ndarray
     hs: np.ndarray | None
     evals: np.ndarray | None
     seconds: dict[str, float] = field(default_factory=dict)
@@ -384,21 +384,17 @@ def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
     witness. Without ``local_h`` the evaluations a, b, c are returned as a (3, n, 8) array for
     the distributed four-step NTT.
     """
-    from distprove.prover import load_witness
-
     t0 = time.perf_counter()
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
+    be = st.backend
     try:
-        values, _ = load_witness(spec.witness, key)
+        witness = be.load_witness_file(key, spec.witness).vector
     except FormatError:
         metrics.record_proof(key, False)
         raise
-    values = np.array(values)  # off the memory map: the file may go away, the result may travel
     t1 = time.perf_counter()
-    be = st.backend
     token = uuid.uuid4().hex
-    witness = be.load_witness(key, values)
     evals = be.gather(key, witness)
     be.synchronize()
     t2 = time.perf_counter()
@@ -411,18 +407,18 @@ def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
         be.synchronize()
         seconds["ntt"] = time.perf_counter() - t2
         metrics.record_timings(seconds)
-        return Prepared(values, host, None, seconds, token)
+        return Prepared(host, None, seconds, token)
     stacked = np.stack([be.to_host(v) for v in evals])
     st.keep_proof(token, key.content_hash, witness, None)
     metrics.record_timings(seconds)
-    return Prepared(values, None, stacked, seconds, token)
+    return Prepared(None, stacked, seconds, token)
 
 
-def _msm_scalars(st: ProverState, key: ResidentKey, which: str, source: Prepared | np.ndarray) -> Any:
+def _msm_scalars(st: ProverState, key: ResidentKey, spec: ProofSpec, which: str, source: Prepared | np.ndarray) -> Any:
     """The scalars of MSM ``which`` in the backend's representation: kept on this worker by the
-    prepare task when it ran here, else made from the host arrays of ``source`` (the witness
-    uploaded once and kept for the proof's other tasks on this worker; the H scalars as
-    downloaded, or recomputed from the witness when the prepare kept them on its device)."""
+    prepare task when it ran here, else made again (the witness file read and uploaded once and
+    kept for the proof's other tasks on this worker; the H scalars as downloaded, or recomputed
+    from the witness when the prepare kept them on its device)."""
     be = st.backend
     if which == "H" and not isinstance(source, Prepared):  # from the four-step NTT tasks
         return np.asarray(source).reshape(-1, 8)
@@ -433,7 +429,7 @@ def _msm_scalars(st: ProverState, key: ResidentKey, which: str, source: Prepared
         if source.hs is not None:
             return source.hs
     if entry is None:
-        entry = st.keep_proof(source.token, key.content_hash, be.load_witness(key, source.witness), None)
+        entry = st.keep_proof(source.token, key.content_hash, be.load_witness_file(key, spec.witness).vector, None)
     if which != "H":
         return entry.witness
     entry.hs = be.h_scalars(key, be.gather(key, entry.witness))
@@ -445,11 +441,31 @@ def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: i
     t0 = time.perf_counter()
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
-    sums = st.backend.msm_windows(key, which, _msm_scalars(st, key, which, source), c, lo, hi)
+    sums = st.backend.msm_windows(key, which, _msm_scalars(st, key, spec, which, source), c, lo, hi)
     prepared = isinstance(source, Prepared)
     upstream = source.seconds if prepared and which == "A" and lo == 0 else {}
     token = source.token if prepared else ""
     return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0, dict(upstream), token)
+
+
+def msm_proof(spec: ProofSpec, source: Prepared, widths: Mapping[str, int]) -> list[MsmPart]:
+    """Every window of the proof's five MSMs in one task (data mode), started together as
+    :func:`distprove.prover.prove` starts them (the GPU overlaps them) with widths ``widths``.
+
+    One task instead of five saves four task round trips per proof; the parts carry no
+    per-MSM seconds (the MSMs overlap), the first carries the prepare's stages and ``msm``.
+    """
+    from distprove.prover import start_msms
+
+    t0 = time.perf_counter()
+    st = state()
+    key = st.key(spec.key_path, spec.content_hash)
+    sums = start_msms(st.backend, key, lambda which: _msm_scalars(st, key, spec, which, source), widths)()
+    upstream = {**source.seconds, "msm": time.perf_counter() - t0}
+    return [
+        MsmPart(which, widths[which], sums[which], 0.0, upstream if i == 0 else {}, source.token)
+        for i, which in enumerate(MSM_NAMES)
+    ]
 
 
 @dataclass
@@ -484,7 +500,8 @@ def assemble_proof(
     for p in parts:
         seconds.update(p.upstream)
     for p in parts:
-        seconds[f"msm_{p.which}"] = seconds.get(f"msm_{p.which}", 0.0) + p.seconds
+        if p.seconds:
+            seconds[f"msm_{p.which}"] = seconds.get(f"msm_{p.which}", 0.0) + p.seconds
     if os.path.exists(spec.proof_path):  # an earlier run of this proof's tasks already finished the job
         return Assembled(spec, None, seconds, done_before=True)
     sums: dict[str, dict[int, bn254.Affine]] = {w: {} for w in MSM_NAMES}
@@ -513,14 +530,24 @@ def public_signals(path: str, n_public: int) -> list[int]:
     return bn254.ints_from_limbs(values)
 
 
+def flat_parts(parts: Sequence[MsmPart | Sequence[MsmPart]]) -> list[MsmPart]:
+    """The MSM parts of a reducer's inputs: msm-windows results are one part (split mode) or the
+    list of a proof's five (data mode, :func:`msm_proof`)."""
+    out: list[MsmPart] = []
+    for p in parts:
+        out.extend([p] if isinstance(p, MsmPart) else p)
+    return out
+
+
 def _drop_resident(parts: Sequence[MsmPart]) -> None:
     """Forget the cached vectors of the prepare results ``parts`` came from, on this worker."""
     state().drop_proofs(sorted({p.token for p in parts if p.token}))
 
 
-def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart], blinding: tuple[int, int] | None = None) -> Assembled:
+def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]], blinding: tuple[int, int] | None = None) -> Assembled:
     """The reducer task: :func:`assemble_proof` with this worker's resident key (for :func:`verify_write`);
     drops the proof's cached vectors on this worker first."""
+    parts = flat_parts(parts)
     _drop_resident(parts)
     key = state().key(spec.key_path, spec.content_hash)
     return assemble_proof(spec, parts, key.points, key.n_public, blinding)
@@ -534,9 +561,10 @@ class Collected:
     parts: list[MsmPart]
 
 
-def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart]) -> Collected:
+def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]]) -> Collected:
     """The reducer task when the client's pool assembles and checks: just the window sums (the
     proof's cached vectors on this worker are dropped)."""
+    parts = flat_parts(parts)
     _drop_resident(parts)
     return Collected(spec, list(parts))
 

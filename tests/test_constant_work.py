@@ -310,16 +310,18 @@ def test_gpu_backend_passes_constant_work(monkeypatch: pytest.MonkeyPatch) -> No
     from distprove.backends.gpu import backend as gb
 
     be = object.__new__(gb.GpuBackend)
-    be.cp = types.SimpleNamespace(asarray=lambda a, dtype=None: np.asarray(a, dtype=dtype), uint32=np.uint32)
+    oom = types.SimpleNamespace(memory=types.SimpleNamespace(OutOfMemoryError=type("OutOfMemoryError", (MemoryError,), {})))
+    be.cp = types.SimpleNamespace(asarray=lambda a, dtype=None: np.asarray(a, dtype=dtype), uint32=np.uint32, cuda=oom)
     be._states = {}
-    monkeypatch.setattr(be, "_array", lambda key, attr: attr, raising=False)
+    # stand-in bases: one row per scalar, named after the array (C has the private signals only)
+    monkeypatch.setattr(be, "_array", lambda key, attr: np.array([attr] * (2 if attr == "c" else 4)), raising=False)
     seen: list = []
     monkeypatch.setattr(gb.gpu_msm, "msm_windows", lambda *a, **k: seen.append((a, k)) or [None])
     key = types.SimpleNamespace(content_hash="h", n_public=1)
     w = np.zeros((4, 8), dtype=np.uint32)
     be.msm_windows(key, "C", w, 4, 0, 2, constant_work=True)
     args, kwargs = seen[-1]
-    assert kwargs == {"constant_work": True} and args[1] == "c" and args[2].shape == (2, 8) and args[3:] == (4, 0, 2)
+    assert kwargs == {"constant_work": True} and list(args[1]) == ["c"] * 2 and args[2].shape == (2, 8) and args[3:] == (4, 0, 2)
     be.msm_windows(key, "B2", w, 4, 0, 2)
     assert seen[-1][1] == {"constant_work": False} and seen[-1][0][0] is G2
     with dask.config.set({"distprove.msm.constant-work": True}):

@@ -143,7 +143,7 @@ def test_distributed_h_equals_backend_h_scalars(client) -> None:
 
     n = 1 << 7
     evals = random_values(n, 3)
-    prepared = client.scatter(Prepared(np.zeros((1, 8), dtype="<u4"), None, evals))
+    prepared = client.scatter(Prepared(None, evals))
     workers = sorted(client.nthreads())
     hs, futures = submit_h_fourstep(client, "h", prepared, n, workers, tag="t")
     wait(futures)
