@@ -66,6 +66,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma list of bench modules (ntt,msm,field)")
     ap.add_argument("--msm-variants", default="default,ptx_mul", help="arithmetic builds of the MSM to time")
     ap.add_argument("--msm-no-cw", action="store_true", help="skip the constant-work MSM rows")
+    ap.add_argument("--msm-no-sweep", action="store_true", help="skip the MSM window-width sweep")
+    ap.add_argument("--msm-groups", default="G1,G2", help="groups whose MSM cases run")
     args = ap.parse_args()
     results: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                      "git_commit": git_commit(), **device_info(), "rows": [], "errors": {}}
@@ -84,7 +86,8 @@ def main() -> int:
             if short == "ntt":
                 mod.run(results, sizes=tuple(int(s) for s in args.sizes.split(",")), reps=args.reps)
             elif short == "msm":
-                mod.run(results, variants=tuple(args.msm_variants.split(",")), constant_work=not args.msm_no_cw)
+                mod.run(results, variants=tuple(args.msm_variants.split(",")), constant_work=not args.msm_no_cw,
+                        sweep=not args.msm_no_sweep, groups_only=tuple(args.msm_groups.split(",")))
             else:
                 mod.run(results)
         except Exception:  # keep the other benches' numbers; record the failure

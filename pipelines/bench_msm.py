@@ -61,8 +61,14 @@ def _time(fn: Any, reps: int) -> list[float]:
     return out
 
 
-VARIANTS = {"default": (), "ptx_mul": ("-DDP_PTX_MUL",)}
-"""Arithmetic builds of msm.cu (NVRTC options): the default, and the PTX Montgomery product."""
+VARIANTS = {
+    "default": (),
+    "ptx_mul": ("-DDP_PTX_MUL",),
+    "g2_madd_inline": ("-DDP_G2_MADD_INLINE",),
+    "g2_inline": ("-DDP_G2_INLINE",),
+}
+"""Builds of msm.cu (NVRTC options): the default, the PTX Montgomery product, the G2 mixed
+addition inlined into the accumulation (not called), and every G2 point operation inlined."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:
@@ -76,13 +82,13 @@ def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:
 
 
 def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS), sweep: bool = True,
-        constant_work: bool = True) -> None:
+        constant_work: bool = True, groups_only: tuple[str, ...] = ("G1", "G2")) -> None:
     """Append one row per (variant, group, size, c) with median ms, floor ms and phase times.
 
     The default build runs every case (and the window-width sweep when ``sweep``, and the
     constant-work rows of :data:`CW_CASES` when ``constant_work``); each other variant first
     checks that its window sums equal the default build's on 2^18 points of each group, then
-    runs the main cases.
+    runs the main cases. ``groups_only`` keeps the cases of those groups.
     """
     import cupy
 
@@ -116,16 +122,16 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
                     same = check_sums(name) == want
                     results.setdefault("msm_variant_equal", {})[f"{variant} {name}"] = same
                     print(f"{variant} {name}: window sums equal to the default build: {same}", flush=True)
-            plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in CASES]
+            plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in CASES if name in groups_only]
             if sweep and variant == "default":
                 plan += [(name, lg, c) for name, lg, widths in SWEEP for c in widths
-                         if (name, lg, c) not in plan]
+                         if (name, lg, c) not in plan and name in groups_only]
             for name, lg, c in plan:
                 _time_case(results, variant, groups[name], name, lg, c, tables[name][idx_all[: 1 << lg]],
                            scalars_all[: 1 << lg], reps)
             if variant == "default":
                 wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
-                for name, lg in WITNESS_CASES:
+                for name, lg in [(n, lg) for n, lg in WITNESS_CASES if n in groups_only]:
                     _time_case(results, variant, groups[name], name, lg, pick_window(1 << lg, groups[name]),
                                tables[name][idx_all[: 1 << lg]], wit[: 1 << lg], reps, label="witness")
                 del wit
@@ -207,10 +213,12 @@ if __name__ == "__main__":
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of " + ",".join(VARIANTS))
     ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--no-constant-work", action="store_true", help="skip the constant-work rows")
+    ap.add_argument("--groups", default="G1,G2", help="groups whose cases run")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     r: dict = {"rows": []}
-    run(r, variants=tuple(a.variants.split(",")), sweep=not a.no_sweep, constant_work=not a.no_constant_work)
+    run(r, variants=tuple(a.variants.split(",")), sweep=not a.no_sweep, constant_work=not a.no_constant_work,
+        groups_only=tuple(a.groups.split(",")))
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(r, fh, indent=1, default=str)

@@ -10,9 +10,10 @@
 # Pytest args replace the default "tests/gpu".
 #
 # Steps and their time limits (seconds; each step is cut at its limit and the next one runs):
-#   compile COMPILE_TIMEOUT=300 `distprove compile` of every module, in parallel processes, plus the
-#                              -DDP_PTX_MUL variants the benchmarks try (cold: the slowest module,
-#                              msm_cw, ~2 min); the cache goes back as $OUT/kcache.tgz
+#   compile COMPILE_TIMEOUT=300 `distprove compile` of $COMPILE_MODULES (default: every module) in parallel processes, plus the
+#                              MSM builds with each option of $COMPILE_VARIANTS (default -DDP_PTX_MUL)
+#                              that the benchmarks try (cold: the slowest module, ~2 min); the cache
+#                              goes back as $OUT/kcache.tgz
 #   tests   TEST_TIMEOUT=300   python3 -m pytest -m gpu tests/gpu
 #   kernels BENCH_TIMEOUT=90   pipelines/bench_kernels.py $BENCH_ARGS  -> bench.json
 #   keys    KEYS_TIMEOUT=120   pipelines/make_bench_keys.py --powers $KEY_POWERS --kinds $KEY_KINDS
@@ -22,7 +23,7 @@
 #                              with PTAU_PREPARE=P, whole prepares of a dev ptau of power P in-process
 #                              and on local clusters of $PTAU_WORKERS (default 2) GPU workers
 #                              (PTAU_PREPARE_TIMEOUT=250)
-#   batch   BATCH_TIMEOUT=150  pipelines/bench_batch.py, bare loop then 1 vs 2 GPUs, on $BATCH_KEY
+#   batch   BATCH_TIMEOUT=150  pipelines/bench_batch.py, bare loop then 1 (and 2, if present) GPUs, on $BATCH_KEY
 #                              (default chain_k20) with $BATCH_ARGS (e.g. "--proofs 64")
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
 # (every JSON and log, re-packed after each step so a run cut short still returns what it made).
@@ -64,9 +65,10 @@ step() {  # step NAME LIMIT CMD...: run with a time limit, log to $RES/NAME.log,
 }
 
 if want compile; then
-    step compile "${COMPILE_TIMEOUT:-300}" bash -c 'python3 -m distprove.cli compile & a=$!
-        python3 -m distprove.cli compile msm ntt --option=-DDP_PTX_MUL & b=$!
-        wait $a && wait $b'
+    # shellcheck disable=SC2016
+    step compile "${COMPILE_TIMEOUT:-300}" bash -c 'python3 -m distprove.cli compile ${COMPILE_MODULES:-} & a=$!
+        for o in ${COMPILE_VARIANTS-"-DDP_PTX_MUL"}; do python3 -m distprove.cli compile msm --option="$o" & done
+        wait $a && wait'
     tar czf "$OUT/kcache.tgz" -C "$DISTPROVE_CACHE_DIR" . 2>/dev/null
 fi
 if want tests; then
@@ -94,11 +96,12 @@ if want ptau; then
             --workers "${PTAU_WORKERS:-2}" --json "$RES/bench_ptau_prepare.json"
     fi
 fi
-if want batch && [ "$NGPU" -ge 2 ]; then
+if want batch && [ "$NGPU" -ge 1 ]; then
     k=$KEYS/${BATCH_KEY:-chain_k20}
+    workers=1; [ "$NGPU" -ge 2 ] && workers=1,2
     [ -d "$k/key.zarr" ] && src="--key $k/key.zarr --witnesses $k" || src="--log-n 18"
     # shellcheck disable=SC2086
-    step batch "${BATCH_TIMEOUT:-150}" python3 pipelines/bench_batch.py $src --backend gpu --workers 1,2 \
+    step batch "${BATCH_TIMEOUT:-150}" python3 pipelines/bench_batch.py $src --backend gpu --workers $workers \
         ${BATCH_ARGS:-} --json "$RES/bench_batch.json"
 fi
 exit $status

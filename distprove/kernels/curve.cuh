@@ -34,6 +34,13 @@ typedef Xyzz<Fq2> XyzzG2;
 #else
 #define DP_G2_OPS DP_INLINE
 #endif
+// The G2 mixed addition is the per-entry step of bucket accumulation; DP_G2_MADD_INLINE inlines
+// just that one (the call passes 384 bytes of operands through local memory per entry).
+#if defined(DP_G2_MADD_INLINE)
+#define DP_G2_MADD DP_INLINE
+#else
+#define DP_G2_MADD DP_G2_OPS
+#endif
 // G1's general addition and doubling serve only the fold, the reductions and the trees, never
 // the per-entry loop (that is pt_madd), so they are out of line too: one copy each in the module.
 #if defined(__CUDA_ARCH__) && !defined(DP_G1_INLINE)
@@ -178,7 +185,7 @@ DP_INLINE XyzzG1 pt_madd(const XyzzG1& p, const AffG1& q) { return xyzz_madd_t(p
 DP_G1_COLD XyzzG1 pt_add(const XyzzG1& p, const XyzzG1& q) { return xyzz_add_t(p, q); }
 
 DP_G2_OPS XyzzG2 pt_dbl(const XyzzG2& p) { return xyzz_dbl_t(p); }
-DP_G2_OPS XyzzG2 pt_madd(const XyzzG2& p, const AffG2& q) { return xyzz_madd_t(p, q); }
+DP_G2_MADD XyzzG2 pt_madd(const XyzzG2& p, const AffG2& q) { return xyzz_madd_t(p, q); }
 DP_G2_OPS XyzzG2 pt_add(const XyzzG2& p, const XyzzG2& q) { return xyzz_add_t(p, q); }
 
 template <typename F> DP_INLINE bool pt_is_inf(const Xyzz<F>& p) { return f_is_zero(p.zz); }
