@@ -2,16 +2,21 @@
 
 Inputs are the power sequences of an (insecure) dev ptau made here on the GPU
 (``distprove.ptau.new_dev``). Each row times ``level_points(group, section, p, "gpu")`` (upload,
-load, p passes, affine conversion, download) after a warm-up call that builds the twiddle tables
-(their host GLV packing is timed separately) and compiles/loads the kernels. At the smallest
-power the output is checked cheaply: the Lagrange points sum to in[0] (Σ_i L_i = 1). A whole prepare at power P costs about
-Σ_{p ≤ P} (3 G1 + 1 G2 levels) + the extra G1 level P+1, i.e. ≈ 2·(4·G1(P) + G2(P)).
+load, device twiddle tables, p passes, affine conversion, download) after a warm-up call that
+compiles/loads the kernels, then the two parts of the same level blocked as a Dask prepare runs it
+(``half_s``: one half's unscaled sub-FFT, ``half_points``; ``columns_s``: the scaled last stage
+over all columns, ``column_points``), and the device twiddle tables alone (``twiddles_s``). At the
+smallest power the output is checked cheaply: the Lagrange points sum to in[0] (Σ_i L_i = 1). A
+whole prepare at power P costs about Σ_{p ≤ P} (3 G1 + 1 G2 levels) + the extra G1 level P+1,
+i.e. ≈ 2·(4·G1(P) + G2(P)).
 
 ``--prepare-power P`` times whole prepares of a dev ptau of power P instead: in process, then on
 local clusters (``distprove.cluster.local_cluster``: one worker per GPU, CPU processes with
-``--backend cpu``) of each ``--workers`` size, every worker warmed up first (kernels loaded) and
-the cluster's start not counted. Each row has the seconds, the speedup over in process and, unless
-``--no-check``, whether the output is byte-identical to the in-process one.
+``--backend cpu``) of each ``--workers`` size and each ``--block-points`` setting
+(``distprove.ptau.block-points``: "config" keeps the configured one, "none" runs every level as one
+task), every worker warmed up first (kernels loaded) and the cluster's start not counted. Each row
+has the seconds, the speedup over in process and, unless ``--no-check``, whether the output is
+byte-identical to the in-process one.
 
     python pipelines/bench_ptau.py --powers 16,18,20 --json bench_ptau.json
     python pipelines/bench_ptau.py --prepare-power 22 --workers 1,2 --json bench_prepare.json
@@ -48,11 +53,23 @@ def _check(group: Any, inp: Any, out: Any) -> bool:
     return bn254.to_affine(group, total) == bn254.points_from_limbs(group, inp[:1])[0]
 
 
+def _timed(fn: Any, reps: int) -> float:
+    """Median seconds of ``fn()`` over ``reps`` calls, device-synchronised."""
+    times = []
+    for _ in range(reps):
+        _sync()
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def bench(powers: list[int], groups: list[str], reps: int) -> list[dict[str, Any]]:
-    from distprove.backends.gpu.groupfft import twiddles
-    from distprove.bn254 import G1, G2
+    from distprove.backends.gpu.groupfft import device_twiddles
+    from distprove.bn254 import G1, G2, R
     from distprove.formats.ptau import read_ptau
-    from distprove.ptau import level_points, new_dev
+    from distprove.ptau import column_points, half_points, level_points, new_dev
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,20 +81,16 @@ def bench(powers: list[int], groups: list[str], reps: int) -> list[dict[str, Any
         for gname in groups:
             group, section = (G1, f.tau_g1) if gname == "G1" else (G2, f.tau_g2)
             for p in powers:
-                twiddles.cache_clear()
-                t0 = time.perf_counter()
-                twiddles(p)
-                host_tw = time.perf_counter() - t0
-                out = level_points(group, section, p, "gpu")  # warm-up: kernels loaded, tables cached
-                times = []
-                for _ in range(reps):
-                    _sync()
-                    t0 = time.perf_counter()
-                    level_points(group, section, p, "gpu")
-                    _sync()
-                    times.append(time.perf_counter() - t0)
-                row = {"group": gname, "log_n": p, "host_twiddles_s": host_tw, "level_s": statistics.median(times),
-                       "points_per_s": (1 << p) / statistics.median(times)}
+                half = 1 << (p - 1)
+                out = level_points(group, section, p, "gpu")  # warm-up: kernels loaded
+                level_s = _timed(lambda: level_points(group, section, p, "gpu"), reps)
+                halves = [half_points(group, section, p, b, "gpu") for b in (0, 1)]
+                half_s = _timed(lambda: half_points(group, section, p, 1, "gpu"), 1)
+                columns_s = _timed(lambda: column_points(group, p, 0, halves[0], halves[1], "gpu"), 1)
+                twiddles_s = _timed(lambda: (device_twiddles(p, 0, half), device_twiddles(p, 0, half, pow(1 << p, -1, R))), reps)
+                row = {"group": gname, "log_n": p, "level_s": level_s, "points_per_s": (1 << p) / level_s,
+                       "half_s": half_s, "columns_s": columns_s, "blocked_over_level": (2 * half_s + columns_s) / level_s,
+                       "twiddles_s": twiddles_s}
                 if p == min(powers):
                     row["sum_check_ok"] = _check(group, section, out)
                 rows.append(row)
@@ -97,12 +110,15 @@ def _warm_workers(client: Any, warm: Path, backend: str) -> None:
     client.gather(futures)
 
 
-def bench_prepare(power: int, workers: list[int], backend: str, check: bool, directory: str | None) -> list[dict[str, Any]]:
-    """Whole-prepare timings at ``power``: in process, then on local clusters of each size in ``workers``."""
+def bench_prepare(power: int, workers: list[int], blocks: list[str], backend: str, check: bool,
+                  directory: str | None) -> list[dict[str, Any]]:
+    """Whole-prepare timings at ``power``: in process, then on local clusters of each size in
+    ``workers`` with each block setting in ``blocks`` ("config", "none" or a point count)."""
+    import dask.config
     from distributed import Client
 
     from distprove.cluster import local_cluster
-    from distprove.ptau import new_dev, prepare
+    from distprove.ptau import block_points, new_dev, prepare
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
@@ -126,17 +142,20 @@ def bench_prepare(power: int, workers: list[int], backend: str, check: bool, dir
                 client.wait_for_workers(n)
                 _warm_workers(client, warm, backend)
                 start = time.perf_counter() - t0
-                out = Path(tmp) / f"dask_{n}.ptau"
-                t0 = time.perf_counter()
-                prepare(src, out, backend=backend, client=client)
-                seconds = time.perf_counter() - t0
-            row = {"power": power, "backend": backend, "mode": "dask", "workers": n, "seconds": seconds,
-                   "speedup": base / seconds, "cluster_start_s": start}
-            if check:
-                row["identical"] = filecmp.cmp(ref, out, shallow=False)
-            out.unlink()
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+                for setting in blocks:
+                    value = block_points() if setting == "config" else None if setting == "none" else int(setting)
+                    out = Path(tmp) / f"dask_{n}.ptau"
+                    with dask.config.set({"distprove.ptau.block-points": value}):
+                        t0 = time.perf_counter()
+                        prepare(src, out, backend=backend, client=client)
+                        seconds = time.perf_counter() - t0
+                    row = {"power": power, "backend": backend, "mode": "dask", "workers": n, "block_points": value,
+                           "seconds": seconds, "speedup": base / seconds, "cluster_start_s": start}
+                    if check:
+                        row["identical"] = filecmp.cmp(ref, out, shallow=False)
+                    out.unlink()
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     return rows
 
 
@@ -148,12 +167,16 @@ def main() -> None:
     ap.add_argument("--json", dest="json_out", default=None)
     ap.add_argument("--prepare-power", type=int, default=None, help="time whole prepares of a dev ptau of this power")
     ap.add_argument("--workers", default="1,2", help="with --prepare-power: comma-separated local cluster sizes")
+    ap.add_argument("--block-points", default="config,none",
+                    help="with --prepare-power: comma-separated distprove.ptau.block-points settings per cluster "
+                         "(config, none or a point count)")
     ap.add_argument("--backend", default="gpu", choices=["cpu", "gpu"], help="with --prepare-power")
     ap.add_argument("--no-check", dest="check", action="store_false", help="with --prepare-power: skip the byte comparison")
     ap.add_argument("--dir", default=None, help="with --prepare-power: folder for the files (default: the temp folder)")
     args = ap.parse_args()
     if args.prepare_power is not None:
-        rows = bench_prepare(args.prepare_power, [int(n) for n in args.workers.split(",")], args.backend, args.check, args.dir)
+        rows = bench_prepare(args.prepare_power, [int(n) for n in args.workers.split(",")], args.block_points.split(","),
+                             args.backend, args.check, args.dir)
     else:
         rows = bench([int(p) for p in args.powers.split(",")], args.groups.split(","), args.reps)
     if args.json_out:

@@ -64,6 +64,12 @@ HARNESS = r"""
     }
 HOST(g1, Fq, 16)
 HOST(g2, Fq2, 32)
+extern "C" void host_gfft_twiddles(u32 threads, u32* out, const u32* lo, const u32* hi, u32 log_lo, u32 m) {
+    LOOP(gfft_twiddles_body(out, lo, hi, log_lo, m, tid))
+}
+extern "C" void host_glv_split(const u32* k, u32* out, u32 n) {
+    for (u32 i = 0; i < n; i++) gfft_glv_split(k + 8 * i, out + (u64)i * GFFT_GLV_WORDS);
+}
 """
 
 
@@ -134,6 +140,54 @@ def test_glv_pack_matches_split() -> None:
         assert int(row[8]) == (k1 < 0) | ((k2 < 0) << 1)
 
 
+def _unpack(rows: np.ndarray) -> list[tuple[int, int]]:
+    """Signed (k1, k2) of packed GLV rows."""
+    out = []
+    for row in rows:
+        k1 = int.from_bytes(row[0:4].tobytes(), "little")
+        k2 = int.from_bytes(row[4:8].tobytes(), "little")
+        out.append((-k1 if row[8] & 1 else k1, -k2 if row[8] & 2 else k2))
+    return out
+
+
+def _check_split(ks: list[int], rows: np.ndarray) -> None:
+    assert rows.shape == (len(ks), 9) and int(rows[:, 8].max(initial=0)) <= 3
+    for k, (k1, k2) in zip(ks, _unpack(rows)):
+        assert (k1 + k2 * cpu_gf.GLV_LAMBDA - k) % R == 0, k
+        assert abs(k1) < 1 << 127 and abs(k2) < 1 << 127, k
+
+
+def test_device_glv_split(lib: ctypes.CDLL) -> None:
+    """gfft_glv_split (rounded by 2^256-scaled constants): k ≡ k1 + k2·λ, halves below 2^127, also
+    where k·|b2|/r and k·b1/r sit next to a half-integer (the rounding's worst case)."""
+    from distprove.synth import limbs_from_field
+
+    rng = random.Random()
+    (a1, b1), (a2, b2) = cpu_gf.GLV_BASIS
+    ks = [0, 1, 2, R - 1, R - 2, cpu_gf.GLV_LAMBDA, (1 << 253) + 5, (1 << 127) - 1] + [rng.randrange(R) for _ in range(400)]
+    for num in (-b2, b1):  # k with k·num/r just below and above m + 1/2
+        for _ in range(50):
+            m = rng.randrange(num)
+            k = ((2 * m + 1) * R) // (2 * num)
+            ks += [k % R, (k + 1) % R]
+    k = limbs_from_field(np.array(ks, dtype=object))
+    out = np.zeros((len(ks), 9), dtype=np.uint32)
+    lib.host_glv_split(_arg(k), _arg(out), _arg(len(ks)))
+    _check_split(ks, out)
+
+
+def test_device_twiddles(gpu_gf) -> None:
+    """gfft_twiddles rows (via the host driver) split scale·ω^-(first + j), j < count, ω = Fr.w[p];
+    with a scale the last row splits the scale itself (gfft_last's layout)."""
+    for p, first, count, scale in ((1, 0, 1, None), (5, 0, 16, None), (6, 3, 13, None), (7, 0, 64, pow(128, -1, R)),
+                                   (9, 100, 37, pow(512, -1, R)), (4, 0, 8, 1)):
+        rows = gpu_gf.device_twiddles(p, first, count, scale)
+        w_inv = pow(bn254.root_of_unity(p), -1, R)
+        s = 1 if scale is None else scale
+        ks = [s * pow(w_inv, first + j, R) % R for j in range(count)] + ([] if scale is None else [scale])
+        _check_split(ks, rows)
+
+
 @pytest.mark.parametrize("group", GROUPS)
 def test_ladder_matches_reference(lib: ctypes.CDLL, group: bn254.Group) -> None:
     from distprove.backends.gpu.groupfft import glv_pack
@@ -169,6 +223,36 @@ def test_ifft_level_matches_cpu(gpu_gf, group: bn254.Group) -> None:
 
 
 @pytest.mark.parametrize("group", GROUPS)
+def test_blocked_level_matches_cpu(gpu_gf, group: bn254.Group) -> None:
+    """The GPU halves and column stage (emulated) equal the CPU ones, and assemble the level."""
+    from distprove.ptau import level_input
+
+    rng = random.Random()
+    for p in (1, 3, 4) if group is G1 else (1, 3):
+        n = 1 << p
+        pts = _random_points(group, rng, n - 1)
+        if n >= 8:
+            pts[1] = None
+            pts[4] = pts[0]  # P + P in the first stage of the even half
+        section = bn254.points_to_limbs(group, pts)  # the last input missing, as tauG1's extra level
+        inp = level_input(section, p, group)
+        halves = []
+        for b in (0, 1):
+            got = gpu_gf.half_level_gpu(group, inp[b::2])
+            assert np.array_equal(got, cpu_gf.half_level(group, inp[b::2])), (p, b)
+            halves.append(got)
+        half = n // 2
+        level = np.zeros((n, group.limbs), dtype=np.uint32)
+        for first, end in ((0, half), (0, half // 2 or 1), (half // 2, half)):
+            if first == end:
+                continue
+            got = gpu_gf.column_stage_gpu(group, halves[0][first:end], halves[1][first:end], p, first)
+            assert np.array_equal(got, cpu_gf.column_stage(group, halves[0][first:end], halves[1][first:end], p, first)), (p, first)
+            level[first:end], level[half + first : half + end] = got[: end - first], got[end - first :]
+        assert np.array_equal(level, cpu_gf.ifft_level(group, inp)), p
+
+
+@pytest.mark.parametrize("group", GROUPS)
 def test_ifft_of_constant_sequence(gpu_gf, group: bn254.Group) -> None:
     """τ = 1: all inputs G, outputs G then infinities (infinity-producing additions everywhere)."""
     got = bn254.points_from_limbs(group, gpu_gf.ifft_level_gpu(group, bn254.points_to_limbs(group, [group.generator] * 8)))
@@ -195,3 +279,26 @@ def test_prepare_pot4_through_emulated_gpu(gpu_gf, tmp_path: Path, monkeypatch: 
     out = tmp_path / "pot4_gpu.ptau"
     prepare(MINI / "pot4_0002.ptau", out, backend="gpu")
     assert out.read_bytes() == (MINI / "pot4_final.ptau").read_bytes()
+
+
+def test_blocked_prepare_pot4_through_emulated_gpu(gpu_gf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Dask prepare (in-process workers) with backend='gpu' and every level from 4 points blocked:
+    halves and column stages on the emulated kernels, byte-identical to snarkjs's file."""
+    import dask.config
+    from distributed import Client, LocalCluster
+
+    import distprove.backends.gpu
+    from distprove.ptau import prepare
+
+    monkeypatch.setattr(distprove.backends.gpu, "available", lambda: True)
+    calls: list[str] = []
+    for name in ("half_level_gpu", "column_stage_gpu"):
+        real = getattr(gpu_gf, name)
+        monkeypatch.setattr(gpu_gf, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+    out = tmp_path / "pot4_gpu_blocked.ptau"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client, dask.config.set({"distprove.ptau.block-points": 4}):
+        prepare(MINI / "pot4_0002.ptau", out, backend="gpu", client=client)
+    assert out.read_bytes() == (MINI / "pot4_final.ptau").read_bytes()
+    assert calls.count("half_level_gpu") == 2 * 13  # tauG1 levels 2..5, the other sections 2..4
+    assert calls.count("column_stage_gpu") >= 13

@@ -25,7 +25,7 @@ from distprove.bn254 import G1, G2, R
 from distprove.cli import main
 from distprove.errors import FormatError
 from distprove.formats.ptau import lagrange_level, read_ptau
-from distprove.ptau import LAGRANGE_SECTIONS, level_points, new_dev, prepare
+from distprove.ptau import LAGRANGE_SECTIONS, column_points, half_points, level_points, new_dev, prepare
 
 from conftest import DATA_DIR, snarkjs_verify
 
@@ -170,6 +170,42 @@ def test_pot12_levels_up_to_8(sid: int, lid: int, group: bn254.Group, extra: boo
     lag = {12: f.lagrange_tau_g1, 13: f.lagrange_tau_g2, 14: f.lagrange_alpha_tau_g1, 15: f.lagrange_beta_tau_g1}[lid]
     for p in range(9):
         assert np.array_equal(level_points(group, src, p), lagrange_level(lag, p)), f"section {lid} level {p}"
+
+
+def _blocked_level(group: bn254.Group, section: np.ndarray, p: int, columns: int) -> np.ndarray:
+    """Level p assembled from its two halves and ``columns`` column ranges, as the Dask tasks do."""
+    halves = [half_points(group, section, p, b) for b in (0, 1)]
+    half = 1 << (p - 1)
+    out = np.zeros((2 * half, group.limbs), dtype="<u4")
+    bounds = [half * c // columns for c in range(columns + 1)]
+    for first, end in zip(bounds, bounds[1:]):
+        rows = column_points(group, p, first, halves[0][first:end], halves[1][first:end])
+        out[first:end], out[half + first : half + end] = rows[: end - first], rows[end - first :]
+    return out
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_blocked_level_equals_level(group: bn254.Group) -> None:
+    """Halves + column stage == the whole level, random inputs with P + P and infinity rows."""
+    rng = random.Random()
+    for p, columns in ((1, 1), (2, 2), (3, 3), (4, 2)) if group is G1 else ((1, 1), (2, 1), (3, 2)):
+        pts = _random_points(group, rng, 1 << p)
+        if p >= 3:
+            pts[2] = pts[6]  # equal points meet in the first stage of a half
+            pts[5] = None
+        section = bn254.points_to_limbs(group, pts)
+        assert np.array_equal(_blocked_level(group, section, p, columns), level_points(group, section, p)), p
+
+
+@pytest.mark.parametrize("p", [3, 5])
+def test_blocked_tau_g1_extra_level(p: int) -> None:
+    """tauG1's level power+1 (its last input missing, read as infinity) and a top level of a real
+    ceremony file, blocked: equal to the unblocked level and to the file's Lagrange points."""
+    f = read_ptau(POT12)
+    section = f.tau_g1[: (1 << p) - 1]
+    assert np.array_equal(_blocked_level(G1, section, p, 2), level_points(G1, section, p))
+    assert np.array_equal(_blocked_level(G1, f.tau_g1, p, 2), lagrange_level(f.lagrange_tau_g1, p))
+    assert np.array_equal(_blocked_level(G2, f.tau_g2, 3, 2), lagrange_level(f.lagrange_tau_g2, 3))
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from distprove import ptau as ptau_mod
 from distprove.cli import main
 from distprove.errors import FormatError
 from distprove.formats.ptau import read_ptau
-from distprove.ptau import compute_level, level_tasks, new_dev, prepare, prepare_on
+from distprove.ptau import blocked_levels, compute_level, level_tasks, new_dev, prepare, prepare_on
 
 from conftest import DATA_DIR
 
@@ -78,7 +78,62 @@ def test_dev5_on_cluster_equals_in_process(client: Client, dev5: tuple[Path, byt
     assert feed.peak_reserved <= max(feed.budget, largest)
     if held_bytes == 1:
         assert feed.peak_reserved == largest  # one level at a time
-    assert not feed.futures and not feed.held and _no_temporaries(tmp_path)
+    assert not feed.futures and not feed.pieces and _no_temporaries(tmp_path)
+
+
+@pytest.mark.parametrize("held_bytes", [None, 1], ids=["default", "one-level"])
+def test_blocked_levels_on_cluster_equal_in_process(client: Client, dev5: tuple[Path, bytes], tmp_path: Path,
+                                                    held_bytes: int | None) -> None:
+    """Every level from 4 points up as two halves and column ranges: the same bytes as in process."""
+    import dask.config
+
+    src, expected = dev5
+    keys: list = []
+    real_submit = client.submit
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        keys.append(kwargs["key"])
+        return real_submit(*args, **kwargs)
+
+    client.submit = spy  # type: ignore[method-assign]
+    try:
+        with dask.config.set({"distprove.ptau.block-points": 4}):
+            feed = prepare_on(client, read_ptau(src), tmp_path / "blocked.ptau", "cpu", held_bytes)
+    finally:
+        del client.submit
+    assert (tmp_path / "blocked.ptau").read_bytes() == expected
+    kinds = {(k[0], k[1], k[2]) for k in keys}
+    assert ("ptau-half", "tauG1", 6) in kinds and ("ptau-columns", "tauG2", 5) in kinds
+    assert ("ptau-level", "tauG2", 1) in kinds and ("ptau-half", "tauG2", 1) not in kinds
+    columns = [k for k in keys if k[:3] == ("ptau-columns", "tauG1", 6)]
+    assert sorted(k[3] for k in columns) == [0, 16]  # one column range per worker thread
+    assert keys[0][:3] == ("ptau-half", "tauG2", 5)  # the largest level first (G2 work ~4x G1)
+    assert feed.peak_reserved <= max(feed.budget, max(t.nbytes for t in level_tasks(5)))
+    assert not feed.futures and not feed.pieces and _no_temporaries(tmp_path)
+
+
+def test_blocked_levels_auto() -> None:
+    """auto blocks the levels above 1/(2·workers) of the work: at power 20 tauG2's top level for
+    two workers, the top levels of every section for eight; numbers and null as documented."""
+    tasks = level_tasks(20)
+
+    def names(block_points, workers):  # type: ignore[no-untyped-def]
+        return sorted((tasks[i].name, tasks[i].p) for i in blocked_levels(tasks, block_points, workers))
+
+    assert names("auto", 2) == [("tauG2", 20)]
+    assert names("auto", 4) == [("tauG1", 21), ("tauG2", 20)]
+    assert names("auto", 8) == [("alphaTauG1", 20), ("betaTauG1", 20), ("tauG1", 20), ("tauG1", 21), ("tauG2", 19), ("tauG2", 20)]
+    assert names(1 << 20, 2) == [("alphaTauG1", 20), ("betaTauG1", 20), ("tauG1", 20), ("tauG1", 21), ("tauG2", 20)]
+    assert names(None, 8) == []
+    top28 = level_tasks(28)
+    assert [(top28[i].name, top28[i].p) for i in blocked_levels(top28, 2, 2) if top28[i].p > 28] == []  # the coset level
+
+
+def test_levels_submitted_largest_first(client: Client, dev5: tuple[Path, bytes], tmp_path: Path) -> None:
+    feed = prepare_on(client, read_ptau(dev5[0]), tmp_path / "o.ptau", "cpu")
+    costs = [feed.tasks[i].cost for i in feed.order]
+    assert costs == sorted(costs, reverse=True)
+    assert (feed.tasks[feed.order[0]].name, feed.tasks[feed.order[0]].p) == ("tauG2", 5)  # G2 work ~4x G1
 
 
 def test_budget_from_config(client: Client, dev5: tuple[Path, bytes], tmp_path: Path) -> None:
@@ -91,6 +146,9 @@ def test_budget_from_config(client: Client, dev5: tuple[Path, bytes], tmp_path: 
     assert (tmp_path / "o.ptau").read_bytes() == expected
     with dask.config.set({"distprove.ptau.held-bytes": "lots"}), pytest.raises(FormatError, match="held-bytes"):
         prepare(src, tmp_path / "bad.ptau", backend="cpu", client=client)
+    for bad in (0, "lots", True):
+        with dask.config.set({"distprove.ptau.block-points": bad}), pytest.raises(FormatError, match="block-points"):
+            prepare(src, tmp_path / "bad.ptau", backend="cpu", client=client)
     assert not (tmp_path / "bad.ptau").exists()
 
 

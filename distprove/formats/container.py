@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable, Iterator, NoReturn, Union
+from typing import BinaryIO, Callable, Iterable, Iterator, NoReturn, Union
 
 import numpy as np
 
@@ -27,7 +27,15 @@ try:
 except ImportError:  # plain Python ints are correct, only slower
     _mpz = int
 
-SectionData = Union[bytes, bytearray, memoryview, np.ndarray, Iterable[Union[bytes, np.ndarray]]]
+
+@dataclass(frozen=True)
+class Reserved:
+    """Section data that :func:`write_container` leaves as a hole of ``nbytes`` for its ``fill`` to write in place."""
+
+    nbytes: int
+
+
+SectionData = Union[bytes, bytearray, memoryview, np.ndarray, Reserved, Iterable[Union[bytes, np.ndarray]]]
 
 
 @dataclass(frozen=True)
@@ -179,29 +187,44 @@ def write_container(
     magic: str,
     version: int,
     sections: Iterable[tuple[int, SectionData]],
+    fill: Callable[[BinaryIO, dict[int, int]], object] | None = None,
 ) -> None:
     """Write a container atomically, streaming each section (bytes, an array or an iterable of chunks).
 
     Section sizes are patched in after each section is written, so chunked data need not be
-    sized in advance. The file appears at ``path`` (via os.replace) only when complete.
+    sized in advance. A :class:`Reserved` section is left as a hole; once every section is laid
+    out, ``fill(f, offsets)`` writes the holes in place, in any order (``offsets``: file offset of
+    each reserved section's data by id). The file appears at ``path`` (via os.replace) only when
+    complete.
     """
 
     def write(f: BinaryIO) -> None:
         f.write(magic.encode() + struct.pack("<II", version, 0))
         count = 0
+        holes: dict[int, int] = {}
         for sid, data in sections:
             start = f.tell()
             f.write(struct.pack("<IQ", sid, 0))
             n = 0
-            for part in _chunks(data):
-                n += f.write(part)
+            if isinstance(data, Reserved):
+                holes[sid] = start + 12
+                n = data.nbytes
+                f.seek(n, os.SEEK_CUR)
+            else:
+                for part in _chunks(data):
+                    n += f.write(part)
             end = f.tell()
             f.seek(start + 4)
             f.write(struct.pack("<Q", n))
             f.seek(end)
             count += 1
+        f.truncate(f.tell())  # a hole at the end still counts
         f.seek(8)
         f.write(struct.pack("<I", count))
+        if holes:
+            if fill is None:
+                raise ValueError("reserved sections need a fill")
+            fill(f, holes)
 
     write_atomic(path, write)
 

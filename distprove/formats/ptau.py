@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
+from typing import BinaryIO, Callable
 
 import numpy as np
 
@@ -132,10 +133,17 @@ def read_ptau(path: str | os.PathLike[str], check_points: bool = False) -> Ptau:
     )
 
 
-def write_ptau(path: str | os.PathLike[str], header: PtauHeader, sections: dict[int, SectionData]) -> None:
+def write_ptau(
+    path: str | os.PathLike[str],
+    header: PtauHeader,
+    sections: dict[int, SectionData],
+    fill: Callable[[BinaryIO, dict[int, int]], object] | None = None,
+) -> None:
     """Write a ptau atomically: section 1 from ``header``, then ``sections`` in increasing id order
-    (as snarkjs does), each streamed from bytes, an array or an iterable of chunks."""
+    (as snarkjs does), each streamed from bytes, an array or an iterable of chunks, or reserved
+    (:class:`~distprove.formats.container.Reserved`) and written in place by ``fill``
+    (:func:`~distprove.formats.container.write_container`)."""
     if 1 in sections:
         raise ValueError("section 1 is written from the header")
     head = struct.pack("<I", _N8) + Q.to_bytes(_N8, "little") + struct.pack("<II", header.power, header.ceremony_power)
-    write_container(path, "ptau", 1, [(1, head)] + sorted(sections.items(), key=lambda kv: kv[0]))
+    write_container(path, "ptau", 1, [(1, head)] + sorted(sections.items(), key=lambda kv: kv[0]), fill)

@@ -27,6 +27,13 @@
 // * gfft_coset: the pre-step of the level-29 (power 28) Lagrange construction, H u gH with
 //   g = 25 (§5.1): t0' = [K](t1 + [-S]t0), t1'[j] = [K g^-j](t0 - t1) with the per-j scalar split
 //   as (K g^-jlo) * g^-(jhi 2^L): two ladders off two host tables of 2^L entries.
+// * gfft_twiddles makes the packed twiddle tables on the device (packing them on the host took
+//   ~3 us per scalar, about 40% of a power-20 prepare, and every Dask worker packed its own):
+//   entry j is k = lo[j mod 2^L] * hi[j >> L] (lo in Montgomery form, hi standard, so one Fr
+//   product gives k in standard form), split as k = k1 + k2*lambda with c1, c2 rounded from k times
+//   2^256-scaled constants instead of the host's exact division. The rounding is off by at most
+//   3/4, so |k1|, |k2| <= 3/4 (|a1| + |a2|) < 2^127 still: the ladder's Booth digits stay exact.
+//   Any split gives the same point; the packed words may differ from glv_pack's.
 // * Host-compilable: the *_body functions are DP_INLINE and take the thread index; only the
 //   __global__ wrappers need a CUDA compiler (tests/test_groupfft_host.py loops the bodies).
 
@@ -179,6 +186,93 @@ DP_INLINE void gfft_coset_body(const Xyzz<F>* t0, const Xyzz<F>* t1, Xyzz<F>* o0
     o1[tid] = gfft_mul<F, GFFT_WINDOW>(d1, hi + (u64)jh * GFFT_GLV_WORDS);
 }
 
+// GLV lattice (backends/cpu/groupfft.py GLV_BASIS: (a1, b1), (a2, b2), det = -r; a1, a2, b1 > 0 > b2,
+// b1 = a2) and the rounding constants floor(2^256 |b2| / r), floor(2^256 b1 / r).
+#define GFFT_GLV_G1 {0x391eb18du, 0x7a7bd9d4u, 0xa773d2cfu, 0x4ccef014u, 0x00000002u}
+#define GFFT_GLV_G2 {0xc7e0b3d7u, 0xd91d232eu, 0x00000002u}
+#define GFFT_GLV_A1 {0x1221250bu, 0x0be4e154u, 0xeeb859fdu, 0x6f4d8248u}
+#define GFFT_GLV_B1 {0x94d213e3u, 0x89d32568u}
+#define GFFT_GLV_B2 {0x7d4f1128u, 0x8211bbebu, 0xeeb859fcu, 0x6f4d8248u}
+#define GFFT_SPLIT_WORDS 5  // k1, k2 are computed mod 2^160: |k1|, |k2| < 2^127 fit with their sign
+
+// r[0..nr) = the low nr words of a (na words) * b (nb words).
+DP_INLINE void gfft_mul_words(u32* r, int nr, const u32* a, int na, const u32* b, int nb) {
+    for (int i = 0; i < nr; i++) r[i] = 0u;
+    for (int i = 0; i < na && i < nr; i++) {
+        u64 carry = 0;
+        for (int j = 0; j < nb && i + j < nr; j++) {
+            u64 t = (u64)a[i] * b[j] + r[i + j] + carry;
+            r[i + j] = (u32)t;
+            carry = t >> 32;
+        }
+        if (i + nb < nr) r[i + nb] = (u32)carry;
+    }
+}
+
+// a -= b (sign = -1) or a += b (sign = 1), mod 2^(32 GFFT_SPLIT_WORDS).
+DP_INLINE void gfft_acc_words(u32* a, const u32* b, int sign) {
+    u64 carry = sign > 0 ? 0u : 1u;  // a - b = a + ~b + 1
+    for (int i = 0; i < GFFT_SPLIT_WORDS; i++) {
+        u64 t = (u64)a[i] + (sign > 0 ? b[i] : ~b[i]) + carry;
+        a[i] = (u32)t;
+        carry = t >> 32;
+    }
+}
+
+// round(k * g / 2^256) for k < 2^256 (8 words) and g (ng <= 5 words): words 8.. of k*g + 2^255.
+DP_INLINE void gfft_round_quot(u32* c, const u32* k, const u32* g, int ng) {
+    u32 prod[13];
+    gfft_mul_words(prod, 8 + ng, k, 8, g, ng);
+    u64 t = (u64)prod[7] + 0x80000000u;
+    prod[7] = (u32)t;
+    for (int i = 8; i < 8 + ng; i++) {
+        t = (u64)prod[i] + (t >> 32);
+        prod[i] = (u32)t;
+    }
+    for (int i = 0; i < 4; i++) c[i] = i < ng ? prod[8 + i] : 0u;
+}
+
+// Packed GLV row (GFFT_GLV_WORDS words) of a standard-form scalar k < r.
+DP_INLINE void gfft_glv_split(const u32* k, u32* out) {
+    const u32 g1[5] = GFFT_GLV_G1, g2[3] = GFFT_GLV_G2;
+    const u32 a1[4] = GFFT_GLV_A1, b1[2] = GFFT_GLV_B1, b2[4] = GFFT_GLV_B2;
+    u32 c1[4], c2[4];
+    gfft_round_quot(c1, k, g1, 5);  // < 2^128
+    gfft_round_quot(c2, k, g2, 3);  // < 2^64
+    u32 k1[GFFT_SPLIT_WORDS], k2[GFFT_SPLIT_WORDS], t[GFFT_SPLIT_WORDS];
+    for (int i = 0; i < GFFT_SPLIT_WORDS; i++) k1[i] = k[i];
+    gfft_mul_words(t, GFFT_SPLIT_WORDS, c1, 4, a1, 4);
+    gfft_acc_words(k1, t, -1);  // k1 = k - c1 a1 - c2 a2 (a2 = b1)
+    gfft_mul_words(t, GFFT_SPLIT_WORDS, c2, 2, b1, 2);
+    gfft_acc_words(k1, t, -1);
+    gfft_mul_words(k2, GFFT_SPLIT_WORDS, c2, 2, b2, 4);  // k2 = -c1 b1 - c2 b2 = c2 |b2| - c1 b1
+    gfft_mul_words(t, GFFT_SPLIT_WORDS, c1, 4, b1, 2);
+    gfft_acc_words(k2, t, -1);
+    u32 signs = 0u;
+    u32* halves[2] = {k1, k2};
+    for (int h = 0; h < 2; h++) {
+        u32* v = halves[h];
+        if (v[GFFT_SPLIT_WORDS - 1] >> 31) {  // negative: take the magnitude
+            u32 zero[GFFT_SPLIT_WORDS] = {0u, 0u, 0u, 0u, 0u};
+            gfft_acc_words(zero, v, -1);
+            for (int i = 0; i < GFFT_SPLIT_WORDS; i++) v[i] = zero[i];
+            signs |= 1u << h;
+        }
+        for (int i = 0; i < 4; i++) out[4 * h + i] = v[i];
+    }
+    out[8] = signs;
+}
+
+// Twiddle table entry j < m: k_j = lo[j mod 2^log_lo] * hi[j >> log_lo] in Fr (lo Montgomery, hi
+// standard, so the product is standard), packed for gfft_mul.
+DP_INLINE void gfft_twiddles_body(u32* out, const u32* lo, const u32* hi, u32 log_lo, u32 m, u32 tid) {
+    if (tid >= m) return;
+    Fr a = fr_load(lo + (u64)(tid & ((1u << log_lo) - 1u)) * 8);
+    Fr b = fr_load(hi + (u64)(tid >> log_lo) * 8);
+    Fr k = fr_mul(a, b);
+    gfft_glv_split(k.v, out + (u64)tid * GFFT_GLV_WORDS);
+}
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 #define GFFT_KERNELS(G, F, W)                                                                              \
@@ -210,6 +304,11 @@ GFFT_KERNELS(g1, Fq, 16)
 GFFT_KERNELS(g2, Fq2, 32)
 
 #undef GFFT_KERNELS
+
+extern "C" __global__ void gfft_twiddles(u32* __restrict__ out, const u32* __restrict__ lo, const u32* __restrict__ hi,
+                                         u32 log_lo, u32 m) {
+    gfft_twiddles_body(out, lo, hi, log_lo, m, blockIdx.x * blockDim.x + threadIdx.x);
+}
 
 #endif
 

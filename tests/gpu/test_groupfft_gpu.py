@@ -85,3 +85,44 @@ def test_pot12_top_level_sections(sid: int, lid: int, group: bn254.Group, extra:
     lag = {12: f.lagrange_tau_g1, 13: f.lagrange_tau_g2, 14: f.lagrange_alpha_tau_g1, 15: f.lagrange_beta_tau_g1}[lid]
     top = 13 if extra else 12
     assert np.array_equal(level_points(group, src, top, backend="gpu"), lagrange_level(lag, top))
+
+
+def test_device_twiddles_split() -> None:
+    """gfft_twiddles on the device: every row splits scale·ω^-(first + j) with halves below 2^127."""
+    import cupy as cp
+
+    from distprove.backends.gpu.groupfft import device_twiddles
+
+    lam = cpu_gf.GLV_LAMBDA
+    for p, first, count, scale in ((1, 0, 1, None), (12, 0, 2048, None), (13, 77, 1000, pow(1 << 13, -1, R)), (20, 0, 1 << 19, None)):
+        rows = cp.asnumpy(device_twiddles(p, first, count, scale))
+        w_inv = pow(bn254.root_of_unity(p), -1, R)
+        s = 1 if scale is None else scale
+        picks = sorted({0, 1, count - 1, *random.Random(p).sample(range(count), min(count, 200))})
+        for j in picks + ([count] if scale is not None else []):
+            k = s if j == count else s * pow(w_inv, first + j, R) % R
+            row = rows[j]
+            k1 = int.from_bytes(row[0:4].tobytes(), "little")
+            k2 = int.from_bytes(row[4:8].tobytes(), "little")
+            assert k1 < 1 << 127 and k2 < 1 << 127 and int(row[8]) <= 3
+            assert ((-k1 if row[8] & 1 else k1) + (-k2 if row[8] & 2 else k2) * lam - k) % R == 0, (p, j)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_blocked_level_matches_cpu(group: bn254.Group) -> None:
+    """Halves and column stages on the device (as a blocked Dask level runs them) assemble the level
+    the CPU computes whole, tauG1's extra level (last input infinity) included."""
+    from distprove.ptau import column_points, half_points
+
+    rng = random.Random()
+    for p in (1, 4, 7):
+        n = 1 << p
+        section = bn254.points_to_limbs(group, _random_points(group, rng, n - 1))
+        halves = [half_points(group, section, p, b, "gpu") for b in (0, 1)]
+        half = n // 2
+        level = np.zeros((n, group.limbs), dtype=np.uint32)
+        bounds = [0, half // 3, half] if half >= 3 else [0, half]
+        for first, end in zip(bounds, bounds[1:]):
+            rows = column_points(group, p, first, halves[0][first:end], halves[1][first:end], "gpu")
+            level[first:end], level[half + first : half + end] = rows[: end - first], rows[end - first :]
+        assert np.array_equal(level, level_points(group, section, p)), p

@@ -457,6 +457,18 @@ def _butterfly(group: Group, t, u):
     return _jac_madd(group, both, F.concat([ux, ux]), F.concat([uy, uy]), np.concatenate([uinf, uinf]))
 
 
+def _scaled_butterflies(group: Group, lo_pts, hi_pts, twiddles: Sequence[int], scale: int):
+    """([s]u + [s·w_i]v, [s]u − [s·w_i]v) for affine rows u = ``lo_pts``, v = ``hi_pts``, twiddles w_i
+    and scale s: the lo results, then the hi results, as vectorised affine points."""
+    F = _field(group)
+    h = len(lo_pts[2])
+    both = tuple(F.concat([a, b]) if t < 2 else np.concatenate([a, b]) for t, (a, b) in enumerate(zip(hi_pts, lo_pts)))
+    res = mul_many(group, both, [w * scale for w in twiddles] + [scale] * h)
+    t = tuple(F.take(c, np.arange(h)) for c in res)
+    u = _to_affine(group, tuple(F.take(c, np.arange(h, 2 * h)) for c in res))
+    return _to_affine(group, _butterfly(group, t, u))
+
+
 def ifft_points(group: Group, pts, omega: int, scale: int):
     """out[i] = scale · Σ_j ω^(-ij) · in[j] on vectorised affine points of power-of-two length n
     (ω of order n); returns vectorised affine points in natural order."""
@@ -484,11 +496,8 @@ def ifft_points(group: Group, pts, omega: int, scale: int):
         hi_pts = (F.take(cur[0], hi), F.take(cur[1], hi), cur[2][hi])
         lo_pts = (F.take(cur[0], lo), F.take(cur[1], lo), cur[2][lo])
         h = len(lo)
-        if m == n:  # last stage: fold the scaling in
-            both = tuple(F.concat([a, b]) if t < 2 else np.concatenate([a, b]) for t, (a, b) in enumerate(zip(hi_pts, lo_pts)))
-            res = mul_many(group, both, [tw[k] * scale for k in j] + [scale] * h)
-            t = tuple(F.take(c, np.arange(h)) for c in res)
-            u = _to_affine(group, tuple(F.take(c, np.arange(h, 2 * h)) for c in res))
+        if m == n and scale % R != 1:  # last stage: fold the scaling in
+            out = _scaled_butterflies(group, lo_pts, hi_pts, [tw[k] for k in j], scale)
         else:
             one = _ones(F, h)
             zero = _zeros(F, h)
@@ -500,7 +509,7 @@ def ifft_points(group: Group, pts, omega: int, scale: int):
                 for a, b in zip(t, res):
                     F.put(a, live, b)
             u = lo_pts
-        out = _to_affine(group, _butterfly(group, t, u))
+            out = _to_affine(group, _butterfly(group, t, u))
         nx, ny = _zeros(F, n), _zeros(F, n)
         ninf = np.zeros(n, dtype=bool)
         pos = np.concatenate([lo, hi])
@@ -521,6 +530,31 @@ def ifft_level(group: Group, limbs: np.ndarray) -> np.ndarray:
         raise ValueError(f"level size {n} is not a power of two")
     pts = affine_from_limbs(group, limbs)
     out = ifft_points(group, pts, bn254.root_of_unity(p), pow(n, -1, R))
+    return affine_to_limbs(group, out)
+
+
+def half_level(group: Group, limbs: np.ndarray) -> np.ndarray:
+    """The unscaled size-m group inverse DFT (ω = Fr.w[log2 m]) of (m, 16|32) Montgomery limb rows:
+    the sub-FFT of one half of a blocked level (:func:`distprove.ptau.half_points`)."""
+    m = np.asarray(limbs).shape[0]
+    if m == 0 or m & (m - 1):
+        raise ValueError(f"half-level size {m} is not a power of two")
+    out = ifft_points(group, affine_from_limbs(group, limbs), bn254.root_of_unity(m.bit_length() - 1), 1)
+    return affine_to_limbs(group, out)
+
+
+def column_stage(group: Group, a0: np.ndarray, a1: np.ndarray, p: int, first: int) -> np.ndarray:
+    """The last stage of level p (n = 2^p) on columns first … first+w−1 of its two half sub-FFTs
+    a0, a1 ((w, 16|32) limb rows each): out[i] = [s]a0[i] + [s·ω^-i]a1[i] for the w rows from
+    ``first``, then out[n/2 + i] = [s]a0[i] − [s·ω^-i]a1[i] for the same i (ω = Fr.w[p], s = 2^-p)."""
+    w = np.asarray(a0).shape[0]
+    w_inv = pow(bn254.root_of_unity(p), -1, R)
+    step = pow(w_inv, first, R)
+    tw = []
+    for _ in range(w):
+        tw.append(step)
+        step = step * w_inv % R
+    out = _scaled_butterflies(group, affine_from_limbs(group, a0), affine_from_limbs(group, a1), tw, pow(1 << p, -1, R))
     return affine_to_limbs(group, out)
 
 

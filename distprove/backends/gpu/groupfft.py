@@ -1,15 +1,18 @@
 """GPU group inverse DFT for ``ptau prepare`` (kernels/groupfft.cu, via NVRTC).
 
-The host side of the GLV ladder: twiddles ω^-j (and s·ω^-j, s for the scaled last stage) are
-reduced over the GLV lattice here (:func:`glv_pack`, vectorised over numpy object arrays) and
-uploaded as (m, 9) uint32 rows |k1| ‖ |k2| ‖ signs. A level runs as: load (bit-reversed, to
-XYZZ), log2(n) − 1 butterfly passes out of place, the scaled last pass, batch conversion to
-affine; input and output are (n, 16|32) Montgomery limbs, infinity as zero rows.
+The GLV ladder's twiddles ω^-j (and s·ω^-j, s for the scaled last stage) are packed as (m, 9)
+uint32 rows |k1| ‖ |k2| ‖ signs with k ≡ k1 + k2·λ. The tables of a level are made on the device
+(gfft_twiddles, from two short Fr tables built here: :func:`twiddle_tables`), so neither a level
+nor a Dask worker packs scalars on the host (that was ~40% of a power-20 prepare); :func:`glv_pack`
+packs the few scalars of the coset pre-step and the appended s. A level runs as: load
+(bit-reversed, to XYZZ), log2(n) − 1 butterfly passes out of place, the scaled last pass, batch
+conversion to affine; input and output are (n, 16|32) Montgomery limbs, infinity as zero rows.
+A blocked level (``distprove.ptau``) runs the same passes on each half without the scaled last
+pass (:func:`half_level_gpu`), and that last pass on column ranges (:func:`column_stage_gpu`).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -18,6 +21,7 @@ from distprove import bn254
 from distprove.backends.cpu.groupfft import GLV_BASIS
 from distprove.bn254 import G1, R, Group
 from distprove.devsetup import powers
+from distprove.synth import limbs_from_field
 
 from .compile import get_module
 
@@ -52,30 +56,43 @@ def glv_pack(scalars: Any) -> np.ndarray:
     return out
 
 
-TWIDDLE_LEVELS_CACHED = 24
-"""Levels whose packed twiddles stay cached: a prepare walks levels 0..power once per section (four
-times), and the host GLV packing was ~40% of a power-20 prepare when only 4 levels were kept
-(3.4 s per G1 top level on the H200 host). All levels of power ≤ 23 fit: ~72·2^power bytes."""
+FR_MONT = (1 << 256) % R
+"""The Montgomery factor of Fr (2^256 mod r)."""
 
 
-@functools.lru_cache(maxsize=TWIDDLE_LEVELS_CACHED)
-def twiddles(p: int) -> tuple[np.ndarray, np.ndarray]:
-    """Packed tables of level p (n = 2^p ≥ 2): ω^-j for j < n/2 (the passes), and s·ω^-j for
-    j < n/2 followed by s = 1/n (the last pass), ω = Fr.w[p]."""
-    n = 1 << p
+def twiddle_tables(p: int, first: int, count: int, scale: int = 1) -> tuple[np.ndarray, np.ndarray, int]:
+    """Inputs of gfft_twiddles: (lo, hi, log_lo) with lo (2^log_lo rows, Montgomery limbs) and hi
+    (ceil(count / 2^log_lo) rows, standard limbs) such that lo[j mod 2^log_lo]·hi[j >> log_lo] =
+    scale·ω^-(first + j) for j < count, ω = Fr.w[p]."""
     w_inv = pow(bn254.root_of_unity(p), -1, R)
-    tw = powers(w_inv, n // 2)
-    s = pow(n, -1, R)
-    stw = np.append(tw * s % R, np.array([s], dtype=object))
-    return glv_pack(tw), glv_pack(stw)
+    log_lo = ((max(count, 1) - 1).bit_length() + 1) // 2
+    lead = scale * pow(w_inv, first, R) % R * FR_MONT % R
+    lo = powers(w_inv, 1 << log_lo) * lead % R
+    hi = powers(pow(w_inv, 1 << log_lo, R), max(1, -(-count >> log_lo)))
+    return limbs_from_field(lo), limbs_from_field(hi), log_lo
+
+
+def device_twiddles(p: int, first: int, count: int, scale: int | None = None) -> Any:
+    """Device (count, 9) packed rows of ω^-(first + j), j < count (ω = Fr.w[p]); with ``scale`` s:
+    s·ω^-(first + j), then s itself as row ``count`` (the layout gfft_last reads)."""
+    import cupy as cp
+
+    mod = _module()
+    lo, hi, log_lo = twiddle_tables(p, first, count, 1 if scale is None else scale)
+    out = cp.empty((count + (scale is not None), GLV_WORDS), dtype=cp.uint32)
+    _launch(mod, "gfft_twiddles", count, 256, (out, cp.asarray(lo), cp.asarray(hi), np.uint32(log_lo), np.uint32(count)))
+    if scale is not None:
+        out[count] = cp.asarray(glv_pack([scale])[0])
+    return out
 
 
 def _launch(mod: Any, name: str, count: int, threads: int, args: tuple) -> None:
     mod.get_function(name)((max(1, -(-count // threads)),), (threads,), args)
 
 
-def _ifft_device(mod: Any, group: Group, d_aff: Any, n: int) -> Any:
-    """The level's iFFT of device affine rows (n, 16|32); returns device affine rows."""
+def _ifft_device(mod: Any, group: Group, d_aff: Any, n: int, scaled: bool = True) -> Any:
+    """The level's iFFT of device affine rows (n, 16|32), scaled by 1/n unless ``scaled`` is False;
+    returns device affine rows."""
     import cupy as cp
 
     g = "g1" if group is G1 else "g2"
@@ -86,18 +103,28 @@ def _ifft_device(mod: Any, group: Group, d_aff: Any, n: int) -> Any:
         return d_aff
     bufs = [cp.empty((n, 2 * group.limbs), dtype=cp.uint32) for _ in range(2)]
     _launch(mod, f"gfft_load_{g}", n, th, (d_aff, bufs[0], u32(n), u32(p), u32(1)))
-    tw, stw = twiddles(p)
-    d_tw, d_stw = cp.asarray(tw), cp.asarray(stw)
+    d_tw = device_twiddles(p, 0, n >> 1)
     src = 0
-    for log_h in range(p - 1):
+    for log_h in range(p - 1 if scaled else p):
         groups = (n >> 1) >> log_h
         count = n >> 1 if log_h == 0 else (n >> 1) - groups
         _launch(mod, f"gfft_pass_{g}", count, th, (bufs[src], bufs[1 - src], d_tw, u32(n), u32(log_h), u32(p - 1 - log_h)))
         src = 1 - src
-    _launch(mod, f"gfft_last_{g}", n >> 1, th, (bufs[src], bufs[1 - src], d_stw, u32(n)))
+    if scaled:
+        d_stw = device_twiddles(p, 0, n >> 1, pow(n, -1, R))
+        _launch(mod, f"gfft_last_{g}", n >> 1, th, (bufs[src], bufs[1 - src], d_stw, u32(n)))
+        src = 1 - src
     out = cp.empty((n, group.limbs), dtype=cp.uint32)
-    _launch(mod, f"gfft_affine_{g}", -(-n // AFFINE_BATCH), th, (bufs[1 - src], out, u32(n)))
+    _launch(mod, f"gfft_affine_{g}", -(-n // AFFINE_BATCH), th, (bufs[src], out, u32(n)))
     return out
+
+
+def _rows(group: Group, limbs: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(limbs, dtype="<u4").reshape(-1, group.limbs)
+    n = a.shape[0]
+    if n == 0 or n & (n - 1):
+        raise ValueError(f"level size {n} is not a power of two")
+    return a
 
 
 def ifft_level_gpu(group: Group, limbs: np.ndarray) -> np.ndarray:
@@ -105,11 +132,42 @@ def ifft_level_gpu(group: Group, limbs: np.ndarray) -> np.ndarray:
     by 2^-p) of (2^p, 16|32) Montgomery limb rows, returned in the same layout."""
     import cupy as cp
 
-    a = np.ascontiguousarray(limbs, dtype="<u4").reshape(-1, group.limbs)
-    n = a.shape[0]
-    if n == 0 or n & (n - 1):
-        raise ValueError(f"level size {n} is not a power of two")
-    return np.asarray(cp.asnumpy(_ifft_device(_module(), group, cp.asarray(a), n)))
+    a = _rows(group, limbs)
+    return np.asarray(cp.asnumpy(_ifft_device(_module(), group, cp.asarray(a), a.shape[0])))
+
+
+def half_level_gpu(group: Group, limbs: np.ndarray) -> np.ndarray:
+    """The unscaled size-m group inverse DFT (ω = Fr.w[log2 m]) of (m, 16|32) limb rows: one half's
+    sub-FFT of a blocked level (same definition as the CPU ``half_level``)."""
+    import cupy as cp
+
+    a = _rows(group, limbs)
+    return np.asarray(cp.asnumpy(_ifft_device(_module(), group, cp.asarray(a), a.shape[0], scaled=False)))
+
+
+def column_stage_gpu(group: Group, a0: np.ndarray, a1: np.ndarray, p: int, first: int) -> np.ndarray:
+    """The scaled last stage of level p on columns first … first+w−1 of its halves' sub-FFTs (same
+    definition as the CPU ``column_stage``): gfft_last on the w rows of each half side by side,
+    with the twiddles s·ω^-(first + i) and s."""
+    import cupy as cp
+
+    mod = _module()
+    g = "g1" if group is G1 else "g2"
+    th = THREADS[g]
+    u32 = np.uint32
+    halves = [np.ascontiguousarray(a, dtype="<u4").reshape(-1, group.limbs) for a in (a0, a1)]
+    w = halves[0].shape[0]
+    if w == 0 or halves[1].shape[0] != w:
+        raise ValueError(f"column stage needs two equal non-empty halves, got {w} and {halves[1].shape[0]} rows")
+    buf = cp.empty((2 * w, 2 * group.limbs), dtype=cp.uint32)
+    for i, half in enumerate(halves):
+        _launch(mod, f"gfft_load_{g}", w, th, (cp.asarray(half), buf[i * w :], u32(w), u32(0), u32(0)))
+    d_stw = device_twiddles(p, first, w, pow(1 << p, -1, R))
+    xyzz = cp.empty((2 * w, 2 * group.limbs), dtype=cp.uint32)
+    _launch(mod, f"gfft_last_{g}", w, th, (buf, xyzz, d_stw, u32(2 * w)))
+    out = cp.empty((2 * w, group.limbs), dtype=cp.uint32)
+    _launch(mod, f"gfft_affine_{g}", -(-2 * w // AFFINE_BATCH), th, (xyzz, out, u32(2 * w)))
+    return np.asarray(cp.asnumpy(out))
 
 
 def coset_level_gpu(group: Group, limbs: np.ndarray, k: int, g: int) -> np.ndarray:
