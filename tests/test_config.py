@@ -140,3 +140,16 @@ def test_bool_words(text: object, expected: bool) -> None:
 def test_witness_name() -> None:
     assert config.witness_name("/a/b/witness_3.wtns") == "witness_3"
     assert config.witness_name("x.bin") == "x.bin"
+
+
+def test_msm_kernel_options() -> None:
+    """distprove.msm.kernel-options adds NVRTC options to the GPU MSM build (no GPU needed to read it)."""
+    from distprove.backends.gpu import msm
+
+    assert msm.kernel_options() == msm.KERNEL_OPTIONS
+    with dask.config.set({"distprove.msm.kernel-options": ["-DDP_G2_MADD_INLINE"]}):
+        assert msm.kernel_options() == (*msm.KERNEL_OPTIONS, "-DDP_G2_MADD_INLINE")
+    for bad in ("-DDP_PTX_MUL", [1]):
+        with dask.config.set({"distprove.msm.kernel-options": bad}), pytest.raises(FormatError) as err:
+            msm.kernel_options()
+        assert "kernel-options" in str(err.value) and "\n" not in str(err.value)

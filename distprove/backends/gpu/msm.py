@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from distprove import bn254
+from distprove import bn254, config
 from distprove.backends.gpu.compile import get_module
 from distprove.bn254 import Affine, Group
+from distprove.errors import FormatError
 from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,14 +51,23 @@ def _xyzz_words(group: Group) -> int:
     return 2 * group.limbs
 
 
+def kernel_options() -> tuple[str, ...]:
+    """NVRTC options of the MSM modules: :data:`KERNEL_OPTIONS` and ``distprove.msm.kernel-options``
+    (a list of strings, e.g. ``["-DDP_G2_MADD_INLINE"]``; each set compiles once and is cached)."""
+    extra = config.get("msm.kernel-options", None) or []
+    if isinstance(extra, str) or not all(isinstance(o, str) for o in extra):
+        raise FormatError("distprove.msm.kernel-options", f"must be a list of NVRTC option strings (got {extra!r})")
+    return KERNEL_OPTIONS + tuple(extra)
+
+
 def _module() -> "cupy.RawModule":
-    return get_module("msm", KERNEL_OPTIONS)
+    return get_module("msm", kernel_options())
 
 
 def _cw_module() -> "cupy.RawModule":
     """msm.cu's helpers and accumulation plus the constant-work kernels of msm_cw.cu (a module of
     its own, so the default path's module and compile time stay as they are)."""
-    return get_module("msm_cw", KERNEL_OPTIONS)
+    return get_module("msm_cw", kernel_options())
 
 
 class _Phases:
