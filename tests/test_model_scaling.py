@@ -1,0 +1,97 @@
+"""pipelines/model_scaling.py on synthetic measurements: it reproduces its 1-GPU inputs and scales monotonically."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from distprove.errors import FormatError
+
+SCRIPT = Path(__file__).parents[1] / "pipelines" / "model_scaling.py"
+
+
+@pytest.fixture(scope="module")
+def ms() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("model_scaling", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while being made
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(workers: int, wall: float) -> dict:
+    return {
+        "workers": workers, "proofs": 16, "throughput_proofs_per_s": 16 / wall, "throughput_wall_s": wall,
+        "stage_seconds": {"prove-prepare": 0.6, "msm-windows": 1.5, "reduce": 0.2, "verify-write": 0.02},
+        "latency_data_s": 0.25, "latency_data_stages": {"prove-prepare": 0.04, "msm-windows": 0.1, "reduce": 0.01},
+        "latency_split_s": 0.4 if workers == 1 else 0.33,
+        "latency_split_stages": {"prove-prepare": 0.05, "msm-windows": 0.2, "reduce": 0.012, "verify-write": 0.003},
+    }
+
+
+def _e2e(log_n: int, scale: float) -> dict:
+    ms = {"witness": 8.0, "gather": 5.0, "ntt": 3.0, "msm_A": 10.0, "msm_B1": 10.0, "msm_B2": 43.0, "msm_C": 10.0, "msm_H": 10.0,
+          "assemble": 4.0}
+    ms = {k: v * (scale if k != "assemble" else 1.0) for k, v in ms.items()}
+    return {"key": f"chain_k{log_n}", "domain_log2": log_n, "n_vars": 1 << log_n, "profiled_stages_ms": ms,
+            "profiled_total_ms": sum(ms.values())}
+
+
+@pytest.fixture()
+def results(tmp_path: Path, ms: ModuleType) -> Path:
+    """A results folder of synthetic measurements under the script's default file names."""
+    files = {
+        "batch": {"key": "synth chain 2^20", "verify": False, "rows": [_row(1, 2.6), _row(2, 1.35)]},
+        "e2e": {"synthetic": [_e2e(20, 1.0), _e2e(22, 3.0), _e2e(24, 12.0)]},
+        "ptau_levels": [
+            {"group": g, "log_n": p, "level_s": k * (1 << p) * (p + 1), "host_twiddles_s": 3e-6 * (1 << p)}
+            for g, k in (("G1", 5.5e-8), ("G2", 2.3e-7)) for p in (16, 18, 20)
+        ],
+        "ptau_prepare": [{"power": 20, "workers": 1, "seconds": 36.0}, {"power": 20, "workers": 2, "seconds": 25.0}],
+    }
+    for role, doc in files.items():
+        (tmp_path / ms.INPUTS[role]).write_text(json.dumps(doc))
+    return tmp_path
+
+
+def test_reproduces_one_gpu_and_is_monotone(ms: ModuleType, results: Path, capsys: pytest.CaptureFixture) -> None:
+    out = results / "model.json"
+    model = ms.main(["--results", str(results), "--out", str(out)])
+    batch = json.loads((results / ms.INPUTS["batch"]).read_text())
+
+    b20, b22 = model["batch"]["2^20"], model["batch"]["2^22"]
+    assert b20[1]["proofs_per_s"] == pytest.approx(batch["rows"][0]["throughput_proofs_per_s"])
+    checks = list(model["check_2gpu"].values())
+    assert checks[1]["measured_1"] == 0.4 and model["ptau_p20"]["as_measured"][1] == pytest.approx(36.0)
+    a = ms.Assumed()
+    e20 = ms.e2e_entry({"synthetic": [_e2e(20, 1.0)]}, 20, out)
+    sp = ms.split_params(batch["rows"][0], e20, a, 4, out)
+    assert ms.split_latency(sp, e20, 1, a, 4)["total"] == pytest.approx(0.4)
+
+    for series, up in (
+        ([b20[g]["proofs_per_s"] for g in ms.GPUS], True),
+        ([b22[g]["proofs_per_s"] for g in ms.GPUS], True),
+        ([model["latency_2^24"]["device_links"][g]["total"] for g in ms.GPUS], False),
+        ([model["ptau_p20"]["current"][g]["total"] for g in ms.GPUS], False),
+    ):
+        assert all((b >= x) if up else (b <= x) for x, b in zip(series, series[1:])), series
+    assert b20[8]["proofs_per_s"] <= 8 * b20[1]["proofs_per_s"]
+    parts = model["latency_2^24"]["as_run"][4]
+    assert parts["total"] == pytest.approx(sum(v for k, v in parts.items() if k != "total"))
+
+    written = json.loads(out.read_text())
+    assert written["note"].startswith("MODEL") and set(written["batch"]["2^20"]) == {"1", "2", "4", "8"}
+    table = capsys.readouterr().out
+    assert "| 8 |" in table and "2 GPUs model" in table
+
+
+def test_missing_file_is_one_line_error(ms: ModuleType, results: Path) -> None:
+    (results / ms.INPUTS["e2e"]).unlink()
+    with pytest.raises(FormatError) as err:
+        ms.main(["--results", str(results), "--out", str(results / "m.json")])
+    assert ms.INPUTS["e2e"] in str(err.value) and "\n" not in str(err.value)
