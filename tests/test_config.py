@@ -147,8 +147,8 @@ def test_msm_kernel_options() -> None:
     from distprove.backends.gpu import msm
 
     assert msm.kernel_options() == msm.KERNEL_OPTIONS
-    with dask.config.set({"distprove.msm.kernel-options": ["-DDP_G2_MADD_INLINE"]}):
-        assert msm.kernel_options() == (*msm.KERNEL_OPTIONS, "-DDP_G2_MADD_INLINE")
+    with dask.config.set({"distprove.msm.kernel-options": ["-DDP_G2_INLINE"]}):
+        assert msm.kernel_options() == (*msm.KERNEL_OPTIONS, "-DDP_G2_INLINE")
     for bad in ("-DDP_PTX_MUL", [1]):
         with dask.config.set({"distprove.msm.kernel-options": bad}), pytest.raises(FormatError) as err:
             msm.kernel_options()

@@ -173,6 +173,7 @@ class _CpuStagesGpu(GpuBackend):
         self._states = OrderedDict()
         self._lanes = {}
         self._cpu = CpuBackend()
+        self.engine = SimpleNamespace(clear=lambda: None)  # NTT tables: none here
 
     def gather(self, key: Any, witness: Any) -> Any:
         return self._cpu.gather(key, np.asarray(witness))

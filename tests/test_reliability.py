@@ -22,6 +22,7 @@ import sys
 import time
 from collections import OrderedDict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import dask
@@ -729,6 +730,8 @@ def test_gpu_oom_retry_frees_then_evicts_lru_keys() -> None:
     be.cp = _FakeCupy()
     be._states = OrderedDict((h, {"a": h}) for h in ("old", "mid", "inuse"))
     be._lanes = {}  # no MSM streams started
+    tables = []
+    be.engine = SimpleNamespace(clear=lambda: tables.append("cleared"))  # the NTT tables
     calls = []
 
     def needs_room(room: int) -> Callable[[], str]:
@@ -741,7 +744,7 @@ def test_gpu_oom_retry_frees_then_evicts_lru_keys() -> None:
 
     assert be._retry_oom("inuse", needs_room(1)) == "ok"
     assert calls == [["old", "mid", "inuse"], ["old", "mid", "inuse"], ["mid", "inuse"], ["inuse"]]
-    assert list(be._states) == ["inuse"] and be.cp.pool.frees >= 3
+    assert list(be._states) == ["inuse"] and be.cp.pool.frees >= 3 and tables == ["cleared"]
     with pytest.raises(_FakeOOM):
         be._retry_oom("inuse", needs_room(0))
     assert list(be._states) == ["inuse"]

@@ -78,8 +78,8 @@ class GpuBackend(Backend):
         self.cp.get_default_memory_pool().free_all_blocks()
 
     def _retry_oom(self, keep: str, fn: Callable[..., T], *args: Any) -> T:
-        """fn(*args); when the device runs out of memory, free the MSM scratch and CuPy's cached
-        blocks, then evict least recently used keys other than ``keep`` one at a time, retrying
+        """fn(*args); when the device runs out of memory, free the MSM scratch, the NTT tables and
+        CuPy's cached blocks, then evict least recently used keys other than ``keep`` one at a time, retrying
         after each."""
         freed = False
         while True:
@@ -93,6 +93,7 @@ class GpuBackend(Backend):
             if not freed:
                 freed = True
                 self._release_scratch()
+                self.engine.clear()  # NTT tables of every size seen so far; rebuilt on demand
                 self.cp.get_default_memory_pool().free_all_blocks()
             else:
                 log.info("GPU memory short: evicting key %s", victims[0])

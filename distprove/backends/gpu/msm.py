@@ -53,7 +53,7 @@ def _xyzz_words(group: Group) -> int:
 
 def kernel_options() -> tuple[str, ...]:
     """NVRTC options of the MSM modules: :data:`KERNEL_OPTIONS` and ``distprove.msm.kernel-options``
-    (a list of strings, e.g. ``["-DDP_G2_MADD_INLINE"]``; each set compiles once and is cached)."""
+    (a list of strings, e.g. ``["-DDP_G2_INLINE"]``; each set compiles once and is cached)."""
     extra = config.get("msm.kernel-options", None) or []
     if isinstance(extra, str) or not all(isinstance(o, str) for o in extra):
         raise FormatError("distprove.msm.kernel-options", f"must be a list of NVRTC option strings (got {extra!r})")

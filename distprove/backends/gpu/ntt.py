@@ -147,6 +147,10 @@ class NttEngine:
 
     # -- cached device constants and tables ---------------------------------------------
 
+    def clear(self) -> None:
+        """Drop the cached tables (device memory); later transforms rebuild what they need."""
+        self._cache.clear()
+
     def const(self, raw: int) -> Any:
         """A device (1, 8) array holding the raw 256-bit value ``raw`` (cached)."""
         key = ("const", raw)
