@@ -68,6 +68,7 @@ def main() -> int:
     ap.add_argument("--msm-no-cw", action="store_true", help="skip the constant-work MSM rows")
     ap.add_argument("--msm-no-sweep", action="store_true", help="skip the MSM window-width sweep")
     ap.add_argument("--msm-groups", default="G1,G2", help="groups whose MSM cases run")
+    ap.add_argument("--msm-tune", action="store_true", help="only the MSM launch-parameter sweep")
     args = ap.parse_args()
     results: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                      "git_commit": git_commit(), **device_info(), "rows": [], "errors": {}}
@@ -85,6 +86,8 @@ def main() -> int:
         try:
             if short == "ntt":
                 mod.run(results, sizes=tuple(int(s) for s in args.sizes.split(",")), reps=args.reps)
+            elif short == "msm" and args.msm_tune:
+                mod.tune(results)
             elif short == "msm":
                 mod.run(results, variants=tuple(args.msm_variants.split(",")), constant_work=not args.msm_no_cw,
                         sweep=not args.msm_no_sweep, groups_only=tuple(args.msm_groups.split(",")))

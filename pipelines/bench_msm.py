@@ -140,6 +140,75 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
         gmsm.KERNEL_OPTIONS = VARIANTS["default"]
 
 
+TUNE_CASES = [("G1", 20), ("G1", 21), ("G1", 22), ("G2", 20), ("G2", 21), ("G2", 22)]
+"""(group, log2 size) of the launch-parameter sweep (the sizes of 1-3 M constraint proofs)."""
+TUNE_GRID = {"SLICE_LEN": (32, 64, 128, 256), "REDUCE_SEG": (8, 16, 32), "FOLD_LEN": (32, 64)}
+"""Host-side launch parameters of gpu/msm.py swept by :func:`tune` (no recompilation needed)."""
+
+
+def tune(results: dict, reps: int = 3) -> None:
+    """Time every combination of :data:`TUNE_GRID` on :data:`TUNE_CASES` (uniform scalars, the
+    measured window width), after checking on 2^16 points that each combination gives the window
+    sums of the defaults; rows are named ``msm-tune`` with the parameters in ``params``."""
+    import itertools
+
+    import cupy
+
+    from distprove import bn254
+    from distprove.backends.gpu import msm as gmsm
+    from distprove.stages.msm import num_windows
+
+    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    rng = np.random.default_rng(5)
+    max_log = max(lg for _, lg in TUNE_CASES)
+    host = rng.integers(0, 1 << 32, size=(1 << max_log, 8), dtype=np.uint32)
+    host[:, 7] %= 0x30644E72
+    scalars = cupy.asarray(host)
+    idx = cupy.asarray(rng.integers(0, TABLE, size=1 << max_log))
+    tables = {name: cupy.asarray(_table(g)) for name, g in groups.items()}
+    defaults = {k: getattr(gmsm, k) for k in TUNE_GRID}
+    combos = [dict(zip(TUNE_GRID, vals)) for vals in itertools.product(*TUNE_GRID.values())]
+    check_n, check_c = 1 << 16, 13
+    try:
+        want = {name: gmsm.msm_windows(g, tables[name][idx[:check_n]], scalars[:check_n], check_c, 0, num_windows(check_c))
+                for name, g in groups.items()}
+        for combo in combos:
+            for k, v in combo.items():
+                setattr(gmsm, k, v)
+            same = all(gmsm.msm_windows(g, tables[name][idx[:check_n]], scalars[:check_n], check_c, 0,
+                                        num_windows(check_c)) == want[name] for name, g in groups.items())
+            results.setdefault("msm_tune_equal", {})[repr(combo)] = same
+            if not same:
+                print(f"tune {combo}: window sums DIFFER from the defaults", flush=True)
+                continue
+            for name, lg in TUNE_CASES:
+                n, g = 1 << lg, groups[name]
+                c = gmsm.pick_window(n, g)
+                bases = tables[name][idx[:n]]
+                times = _time(lambda: gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c)), reps)
+                phases: dict[str, float] = {}
+                gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c), phases=phases)
+                ms = statistics.median(times)
+                results["rows"].append({"name": f"msm-tune {name}", "log_n": lg, "c": c, "median_ms": ms,
+                                        "times_ms": times, "params": combo, "phases_ms": phases})
+                print(f"tune {name} 2^{lg} c={c} {combo}: {ms:.2f} ms "
+                      f"[{' '.join(f'{k}={v:.1f}' for k, v in phases.items())}]", flush=True)
+    finally:
+        for k, v in defaults.items():
+            setattr(gmsm, k, v)
+    best: dict[str, dict] = {}
+    for row in results["rows"]:
+        if row["name"].startswith("msm-tune"):
+            key = f"{row['name'].split()[-1]} 2^{row['log_n']}"
+            if key not in best or row["median_ms"] < best[key]["median_ms"]:
+                best[key] = row
+    results["msm_tune_best"] = {k: {"params": r["params"], "median_ms": r["median_ms"]} for k, r in best.items()}
+    for k, r in best.items():
+        base = next(x["median_ms"] for x in results["rows"] if x["name"].startswith("msm-tune")
+                    and f"{x['name'].split()[-1]} 2^{x['log_n']}" == k and x["params"] == defaults)
+        print(f"tune best {k}: {r['params']} {r['median_ms']:.2f} ms (defaults {base:.2f} ms)", flush=True)
+
+
 def witness_like(uniform: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A copy of the (n, 8) scalar limbs with 45% zeros and 45% ones (as in SHA-256-like witnesses)."""
     out = uniform.copy()
