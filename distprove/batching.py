@@ -510,6 +510,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 settings.verify if opts.verify is None else opts.verify,
                 tag,
                 assemble_on_workers=opts.verify_in == "workers",
+                fuse_below=settings.fuse_below,
             )
             pending: dict[Any, tuple[Job, list[Any]]] = {}
             for i, (job, info) in enumerate(planned):

@@ -57,6 +57,7 @@ class Settings:
     split_min_domain: int
     split_max_proofs_per_worker: int
     windows_per_task: int
+    fuse_below: int | None
     out_dir: str
     proof_suffix: str
     public_suffix: str
@@ -107,6 +108,15 @@ def get_bool(name: str) -> bool:
     return value
 
 
+def _optional_int(name: str, minimum: int) -> int | None:
+    value = get(name)
+    if isinstance(value, str) and value.strip().lower() in ("null", "none"):  # e.g. from an environment variable
+        return None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+        raise FormatError(f"{NAMESPACE}.{name}", f"must be an integer >= {minimum} or null (got {value!r})")
+    return value
+
+
 def _text(name: str) -> str:
     value = get(name)
     if not isinstance(value, str) or not value:
@@ -153,6 +163,7 @@ def settings() -> Settings:
         split_min_domain=_int("planner.split-min-domain", 1),
         split_max_proofs_per_worker=_int("planner.split-max-proofs-per-worker", 0),
         windows_per_task=_int("planner.windows-per-task", 1),
+        fuse_below=_optional_int("planner.fuse-below", 1),
         out_dir=_text("output.dir"),
         proof_suffix=proof_suffix,
         public_suffix=public_suffix,

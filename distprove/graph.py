@@ -1,8 +1,12 @@
-"""The Dask task graph of a batch: per proof a prepare task, MSM window-range tasks and a reducer.
+"""The Dask task graph of a batch: per proof a prepare task, MSM window-range tasks and a reducer,
+or for a small proof one task that does all three.
 
 Everything is submitted with :meth:`distributed.Client.submit` under explicit tuple keys, so the
 dashboard groups tasks by stage (``dask.utils.key_split``)::
 
+    ("prove-whole", name, tag)                      data mode, domain below ``fuse_below``: the
+                                                    three tasks below in one (their task bodies,
+                                                    called in turn on one worker)
     ("prove-prepare", name, tag)                    read the witness on the worker, gather, H
     ("msm-windows", name, msm, first_window, tag)   window sums of one MSM's window range (data
                                                     mode: msm "all", the five MSMs whole in one task)
@@ -24,7 +28,10 @@ tasks that run where their prepare ran upload nothing; the reducer drops them.
 
 Planner modes: ``data`` proves whole proofs per worker (one task for the five MSMs, started
 together as in :func:`distprove.prover.prove`; placement left to the scheduler's locality; best
-throughput when proofs >= workers); ``split`` cuts every MSM into
+throughput when proofs >= workers). A key whose domain is below ``fuse_below``
+(``distprove.planner.fuse-below``, default 2^18; null: never) is proved in data mode by one
+prove-whole task per proof: a Dask task costs milliseconds, which a proof of a few tens of
+milliseconds cannot hide three times over. ``split`` cuts every MSM into
 ranges of ``windows_per_task`` windows pinned round-robin (loosely, so a lost worker's share
 moves on) to the workers and, for domains of at least ``fourstep_min_domain``, computes H with
 the four-step NTT on all workers (meant for the latency of a few large proofs). Both give valid
@@ -55,6 +62,7 @@ from distprove.worker import (
     ntt_columns,
     ntt_rows,
     prepare,
+    prove_whole,
     reduce_assemble,
     verify_write,
 )
@@ -75,6 +83,12 @@ class Plan:
     tag: str = ""
     assemble_on_workers: bool = True
     """False when the client's process pool assembles, checks and writes (``verify_in="client"``)."""
+    fuse_below: int | None = None
+    """Data mode proves a key whose domain size is below this in one task per proof (None: never)."""
+
+    def fuses(self, info: KeyInfo) -> bool:
+        """Whether a proof of this key is one prove-whole task."""
+        return self.mode == "data" and self.fuse_below is not None and info.domain_size < self.fuse_below
 
     def window_ranges(self, w_count: int) -> list[tuple[int, int]]:
         """The MSM window ranges of one task each in split mode: ``windows_per_task`` windows
@@ -108,10 +122,19 @@ def choose_mode(
 
 
 def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, index: int, priority: int = 0) -> tuple[Future, list[Future]]:
-    """Submit one proof's tasks; returns (the reducer's future, every future of the proof)."""
+    """Submit one proof's tasks; returns (the reducer's future, every future of the proof).
+
+    The reducer's result is an :class:`~distprove.worker.Assembled` proof for the verify-write
+    tasks, or with ``plan.assemble_on_workers`` off the :class:`~distprove.worker.Collected`
+    window sums; a fused proof's one task returns the same."""
     name, tag = spec.name, plan.tag
     nw = len(plan.workers)
     common: dict[str, Any] = {"pure": False, "priority": priority}
+    if plan.fuses(info):
+        whole = client.submit(
+            prove_whole, spec, dict(info.widths), plan.assemble_on_workers, key=("prove-whole", name, tag), **common
+        )
+        return whole, [whole]
     fourstep = plan.uses_fourstep(info)
     # Split mode pins H tasks to other workers: they need the H scalars on the host. In data mode
     # they stay on the preparing worker's device (a task moved elsewhere recomputes them).

@@ -80,10 +80,12 @@ def record_stage(stage: str, seconds: float) -> None:
 
 
 def record_timings(timings: dict[str, float]) -> None:
-    """Record every stage of a ``Proof.timings`` dict except the ``total``."""
-    for stage, seconds in timings.items():
-        if stage != "total":
-            record_stage(stage, seconds)
+    """Record every stage of a ``Proof.timings`` dict except the ``total`` (the setting read once)."""
+    if _enabled():
+        histogram = _metrics().stage_seconds
+        for stage, seconds in timings.items():
+            if stage != "total":
+                histogram.labels(stage=stage).observe(seconds)
 
 
 def set_resident_bytes(n: int) -> None:

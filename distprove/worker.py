@@ -11,6 +11,10 @@ a proof that run on the worker that prepared it upload nothing. Tasks find it wi
 The task bodies below are what :mod:`distprove.graph` submits. They read witnesses and keys
 from their paths on the worker, call backend and stage functions (no field arithmetic here),
 and only small results (window sums, proofs, :class:`Outcome` lists) need to reach the client.
+A small proof's one task, :func:`prove_whole`, runs what :func:`prepare`, :func:`msm_proof` and
+:func:`reduce_assemble` run, in turn, with the vectors in its locals instead of the proof cache.
+The state also keeps each resident key's planning description (:meth:`ProverState.key_info`)
+and vk, so a batch of a resident key plans without recomputing them.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
@@ -68,6 +72,14 @@ class ResidentKey:
             int(np.prod(getattr(key, n).shape)) * 4 for n in (*POINT_ARRAYS, *CSR_ARRAYS)
         )
         """Bytes of the point and CSR arrays (what a GPU backend keeps on the device)."""
+        self._vk_json: dict | None = None
+
+    def vk_json(self) -> dict:
+        """The key's verification_key.json content, made once (a .zkey's needs a pairing, ~0.4 s);
+        the same dict each time: do not change it."""
+        if self._vk_json is None:
+            self._vk_json = self._key.vk_json()
+        return self._vk_json
 
     def __getattr__(self, name: str) -> Any:
         if self._keep_host and (name in POINT_ARRAYS or name in CSR_ARRAYS):
@@ -140,6 +152,7 @@ class ProverState(WorkerPlugin):
         self._keys: OrderedDict[str, ResidentKey] = OrderedDict()
         self._hash_of_path: dict[str, str] = {}
         self._vks: dict[str, Any] = {}
+        self._infos: dict[str, KeyInfo] = {}
         self.max_proofs = DEFAULT_RESIDENT_PROOFS
         self._proofs: OrderedDict[str, ResidentProof] = OrderedDict()
         self._proofs_lock = threading.Lock()
@@ -174,6 +187,7 @@ class ProverState(WorkerPlugin):
         self._keys.clear()
         self._hash_of_path.clear()
         self._vks.clear()
+        self._infos.clear()
         with self._proofs_lock:
             self._proofs.clear()
 
@@ -198,6 +212,27 @@ class ProverState(WorkerPlugin):
         if key.content_hash not in self._vks:
             self._vks[key.content_hash] = read_vk(key.vk_json())
         return self._vks[key.content_hash]
+
+    def key_info(self, key: ResidentKey) -> KeyInfo:
+        """What the planner needs of a resident key (made once per content hash, so planning a
+        batch of a resident key costs a lookup)."""
+        info = self._infos.get(key.content_hash)
+        if info is None:
+            be = self.backend
+            widths = {w: be.window_width(key.domain_size if w == "H" else key.n_vars, msm_group(w)) for w in MSM_NAMES}
+            info = self._infos[key.content_hash] = KeyInfo(
+                path=key.path,
+                content_hash=key.content_hash,
+                n_vars=key.n_vars,
+                n_public=key.n_public,
+                domain_size=key.domain_size,
+                widths=widths,
+                backend=be.name,
+                native_fourstep=hasattr(be, "fourstep"),
+                vk=key.vk_json(),
+                points=dict(key.points),
+            )
+        return info
 
     @property
     def resident(self) -> list[str]:
@@ -254,6 +289,7 @@ class ProverState(WorkerPlugin):
         ):
             h, key = self._keys.popitem(last=False)
             self._vks.pop(h, None)
+            self._infos.pop(h, None)
             with self._proofs_lock:
                 self._proofs = OrderedDict((t, p) for t, p in self._proofs.items() if p.content_hash != h)
             self._hash_of_path = {p: v for p, v in self._hash_of_path.items() if v != h}
@@ -326,6 +362,8 @@ class Prepared:
     evals: np.ndarray | None
     seconds: dict[str, float] = field(default_factory=dict)
     token: str = ""
+    public: list[int] | None = None
+    """The public signals w[1..nPublic] (taken from the witness read here, for the reducer)."""
 
 
 @dataclass
@@ -340,6 +378,8 @@ class MsmPart:
     """The prepare task's stage seconds (carried by the A part only, so the reducer sees them once)."""
     token: str = ""
     """The token of the prepare result the sums came from (its reducer drops that cache entry)."""
+    public: list[int] | None = None
+    """The proof's public signals (carried with ``upstream``, so the reducer need not read the witness)."""
 
 
 @dataclass
@@ -357,22 +397,39 @@ class Outcome:
 
 
 def plan_key(path: str) -> KeyInfo:
-    """Open (and keep resident) a key on this worker and describe it for the planner."""
+    """Open (and keep resident) a key on this worker and describe it for the planner
+    (:meth:`ProverState.key_info`: cached while the key stays resident)."""
     st = state()
-    key = st.key(path)
-    widths = {w: st.backend.window_width(key.domain_size if w == "H" else key.n_vars, msm_group(w)) for w in MSM_NAMES}
-    return KeyInfo(
-        path=path,
-        content_hash=key.content_hash,
-        n_vars=key.n_vars,
-        n_public=key.n_public,
-        domain_size=key.domain_size,
-        widths=widths,
-        backend=st.backend.name,
-        native_fourstep=hasattr(st.backend, "fourstep"),
-        vk=key.vk_json(),
-        points=dict(key.points),
-    )
+    info = st.key_info(st.key(path))
+    return info if info.path == path else replace(info, path=path)  # the same key read from another path
+
+
+def _prepare_vectors(st: ProverState, key: ResidentKey, spec: ProofSpec, local_h: bool) -> tuple[Any, Any, list[int], dict[str, float]]:
+    """Read and load the witness, gather, and (``local_h``) compute the H scalars: (the backend's
+    witness, its H scalars or else the evaluations, the public signals, seconds of witness,
+    gather and ntt). A bad witness raises its FormatError (counted as a failed proof)."""
+    t0 = time.perf_counter()
+    be = st.backend
+    try:
+        loaded = be.load_witness_file(key, spec.witness)
+    except FormatError:
+        metrics.record_proof(key, False)
+        raise
+    public = bn254.ints_from_limbs(loaded.values[1 : 1 + key.n_public])  # values checked < r by the load
+    witness = loaded.vector
+    del loaded
+    t1 = time.perf_counter()
+    evals = be.gather(key, witness)
+    be.synchronize()
+    t2 = time.perf_counter()
+    seconds = {"witness": t1 - t0, "gather": t2 - t1}
+    if not local_h:
+        return witness, evals, public, seconds
+    hs = be.h_scalars(key, evals)
+    del evals
+    be.synchronize()
+    seconds["ntt"] = time.perf_counter() - t2
+    return witness, hs, public, seconds
 
 
 def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
@@ -382,36 +439,25 @@ def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
     proof's MSM tasks. ``host_h``: also download the H scalars into the result (split mode, where
     H tasks run on other workers); without it an MSM task elsewhere recomputes them from the
     witness. Without ``local_h`` the evaluations a, b, c are returned as a (3, n, 8) array for
-    the distributed four-step NTT.
+    the distributed four-step NTT. The stage seconds travel with the result (recorded in the
+    metrics once per proof, where it ends).
     """
-    t0 = time.perf_counter()
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
     be = st.backend
-    try:
-        witness = be.load_witness_file(key, spec.witness).vector
-    except FormatError:
-        metrics.record_proof(key, False)
-        raise
-    t1 = time.perf_counter()
+    witness, vectors, public, seconds = _prepare_vectors(st, key, spec, local_h)
     token = uuid.uuid4().hex
-    evals = be.gather(key, witness)
-    be.synchronize()
-    t2 = time.perf_counter()
-    seconds = {"witness": t1 - t0, "gather": t2 - t1}
     if local_h:
-        hs = be.h_scalars(key, evals)
-        del evals
-        st.keep_proof(token, key.content_hash, witness, hs)
-        host = be.to_host(hs) if host_h else None
-        be.synchronize()
-        seconds["ntt"] = time.perf_counter() - t2
-        metrics.record_timings(seconds)
-        return Prepared(host, None, seconds, token)
-    stacked = np.stack([be.to_host(v) for v in evals])
+        st.keep_proof(token, key.content_hash, witness, vectors)
+        if not host_h:
+            return Prepared(None, None, seconds, token, public)
+        t = time.perf_counter()
+        host = be.to_host(vectors)
+        seconds["ntt"] += time.perf_counter() - t  # the download, timed with the NTTs as before
+        return Prepared(host, None, seconds, token, public)
+    stacked = np.stack([be.to_host(v) for v in vectors])
     st.keep_proof(token, key.content_hash, witness, None)
-    metrics.record_timings(seconds)
-    return Prepared(None, stacked, seconds, token)
+    return Prepared(None, stacked, seconds, token, public)
 
 
 def _msm_scalars(st: ProverState, key: ResidentKey, spec: ProofSpec, which: str, source: Prepared | np.ndarray) -> Any:
@@ -443,9 +489,11 @@ def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: i
     key = st.key(spec.key_path, spec.content_hash)
     sums = st.backend.msm_windows(key, which, _msm_scalars(st, key, spec, which, source), c, lo, hi)
     prepared = isinstance(source, Prepared)
-    upstream = source.seconds if prepared and which == "A" and lo == 0 else {}
+    carrier = prepared and which == "A" and lo == 0  # the one part that carries the prepare's results
+    upstream = source.seconds if carrier else {}
     token = source.token if prepared else ""
-    return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0, dict(upstream), token)
+    public = source.public if carrier else None
+    return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0, dict(upstream), token, public)
 
 
 def msm_proof(spec: ProofSpec, source: Prepared, widths: Mapping[str, int]) -> list[MsmPart]:
@@ -455,17 +503,52 @@ def msm_proof(spec: ProofSpec, source: Prepared, widths: Mapping[str, int]) -> l
     One task instead of five saves four task round trips per proof; the parts carry no
     per-MSM seconds (the MSMs overlap), the first carries the prepare's stages and ``msm``.
     """
+    st = state()
+    key = st.key(spec.key_path, spec.content_hash)
+    return _msm_parts(
+        st, key, lambda which: _msm_scalars(st, key, spec, which, source), widths, source.seconds, source.token, source.public
+    )
+
+
+def _msm_parts(
+    st: ProverState,
+    key: ResidentKey,
+    scalars: Callable[[str], Any],
+    widths: Mapping[str, int],
+    upstream: Mapping[str, float],
+    token: str,
+    public: list[int] | None,
+) -> list[MsmPart]:
+    """The five MSMs whole, started together (:func:`distprove.prover.start_msms`), as one part
+    each; the first carries ``upstream`` seconds with ``msm`` added, and the public signals."""
     from distprove.prover import start_msms
 
     t0 = time.perf_counter()
-    st = state()
-    key = st.key(spec.key_path, spec.content_hash)
-    sums = start_msms(st.backend, key, lambda which: _msm_scalars(st, key, spec, which, source), widths)()
-    upstream = {**source.seconds, "msm": time.perf_counter() - t0}
+    sums = start_msms(st.backend, key, scalars, dict(widths))()
+    first = {**upstream, "msm": time.perf_counter() - t0}
     return [
-        MsmPart(which, widths[which], sums[which], 0.0, upstream if i == 0 else {}, source.token)
+        MsmPart(which, widths[which], sums[which], 0.0, first if i == 0 else {}, token, public if i == 0 else None)
         for i, which in enumerate(MSM_NAMES)
     ]
+
+
+def prove_whole(
+    spec: ProofSpec, widths: Mapping[str, int], assemble: bool = True, blinding: tuple[int, int] | None = None
+) -> Assembled | Collected:
+    """A small proof in one task (data mode below ``distprove.planner.fuse-below``): what the
+    prepare, msm-windows and reducer tasks do, without their round trips or the proof cache.
+
+    Returns the :class:`Assembled` proof for :func:`verify_write` (``assemble``), else the
+    :class:`Collected` window sums for the client's pool. Stage seconds: witness, gather, ntt,
+    msm, assemble. ``blinding`` = (r, s) is for tests.
+    """
+    st = state()
+    key = st.key(spec.key_path, spec.content_hash)
+    witness, hs, public, seconds = _prepare_vectors(st, key, spec, True)
+    parts = _msm_parts(st, key, lambda which: hs if which == "H" else witness, widths, seconds, "", public)
+    if not assemble:
+        return collect_parts(spec, parts)
+    return assemble_proof(spec, parts, key.points, key.n_public, blinding)
 
 
 @dataclass
@@ -488,20 +571,15 @@ def assemble_proof(
 ) -> Assembled:
     """Combine the window sums (Horner) and add the blinding: the proof, not yet checked.
 
-    ``points``: the key's alpha1, beta1, beta2, delta1, delta2. The public signals are read again
-    from the witness file (a few values of a memory map), so the prepare result never has to
-    travel. ``blinding`` = (r, s) is for tests.
+    ``points``: the key's alpha1, beta1, beta2, delta1, delta2. The public signals come with
+    the parts (taken where the witness was read), else they are read again from the witness
+    file (a few values of a memory map). ``blinding`` = (r, s) is for tests.
     """
     from distprove.prover import Proof
     from distprove.stages.assemble import assemble_windows, random_blinding
 
     t0 = time.perf_counter()
-    seconds: dict[str, float] = {}
-    for p in parts:
-        seconds.update(p.upstream)
-    for p in parts:
-        if p.seconds:
-            seconds[f"msm_{p.which}"] = seconds.get(f"msm_{p.which}", 0.0) + p.seconds
+    seconds = part_seconds(parts)
     if os.path.exists(spec.proof_path):  # an earlier run of this proof's tasks already finished the job
         return Assembled(spec, None, seconds, done_before=True)
     sums: dict[str, dict[int, bn254.Affine]] = {w: {} for w in MSM_NAMES}
@@ -511,9 +589,23 @@ def assemble_proof(
         widths[p.which] = p.c
     r, s = blinding if blinding is not None else random_blinding()
     pi_a, pi_b, pi_c = assemble_windows(points, sums, widths, r, s)
-    public = public_signals(spec.witness, n_public)
+    public = next((p.public for p in parts if p.public is not None), None)
+    if public is None:
+        public = public_signals(spec.witness, n_public)
     seconds["assemble"] = time.perf_counter() - t0
     return Assembled(spec, Proof(pi_a, pi_b, pi_c, public), seconds)
+
+
+def part_seconds(parts: Sequence[MsmPart]) -> dict[str, float]:
+    """A proof's stage seconds from its MSM parts: the upstream stages, then msm_X per MSM
+    summed over its window ranges (parts of one task for the five MSMs carry ``msm`` instead)."""
+    seconds: dict[str, float] = {}
+    for p in parts:
+        seconds.update(p.upstream)
+    for p in parts:
+        if p.seconds:
+            seconds[f"msm_{p.which}"] = seconds.get(f"msm_{p.which}", 0.0) + p.seconds
+    return seconds
 
 
 def public_signals(path: str, n_public: int) -> list[int]:
@@ -563,9 +655,11 @@ class Collected:
 
 def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]]) -> Collected:
     """The reducer task when the client's pool assembles and checks: just the window sums (the
-    proof's cached vectors on this worker are dropped)."""
+    proof's cached vectors on this worker are dropped). The proof's worker stages are recorded
+    in this worker's metrics here (with the checks on the workers, :func:`verify_write` does it)."""
     parts = flat_parts(parts)
     _drop_resident(parts)
+    metrics.record_timings(part_seconds(parts))
     return Collected(spec, list(parts))
 
 

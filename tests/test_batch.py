@@ -1,7 +1,8 @@
 """distprove.batch on a CPU LocalCluster of 3 single-threaded worker processes.
 
 A mixed batch (mini from a zarr key store, mul_chain_1k from its .zkey, one subfolder each, plus
-bad witnesses) proves in both planner modes; outputs appear while the batch runs, verify with
+bad witnesses) proves in both planner modes, data mode both fused (one prove-whole task per
+proof, the default for these small keys) and as prepare / MSM / reducer tasks; outputs appear while the batch runs, verify with
 distprove and snarkjs, and a rerun skips them; a killed worker loses nothing and duplicates
 nothing; ``batch(witness_dir)`` alone finds the key and writes to proofs/.
 """
@@ -100,11 +101,22 @@ class Watcher:
         return self.seen
 
 
-@pytest.fixture(scope="module", params=["data", "split"])
+GRAPHS = {
+    "fused": ("data", {}),  # the default fuse-below (2^18) is above both fixture keys' domains
+    "data": ("data", {"distprove.planner.fuse-below": None}),
+    "split": ("split", {}),
+}
+"""Each graph the fixture batch runs under: (planner mode, dask config)."""
+
+DATA_MODES = ["fused", "data"]
+
+
+@pytest.fixture(scope="module", params=list(GRAPHS))
 def proved(request, client, mini_store, tmp_path_factory):
-    """One mixed batch per planner mode (split also computes H by four-step on all workers)."""
-    mode = request.param
-    root = tmp_path_factory.mktemp(f"batch-{mode}")
+    """One mixed batch per graph (split also computes H by four-step on all workers)."""
+    graph = request.param
+    mode, settings = GRAPHS[graph]
+    root = tmp_path_factory.mktemp(f"batch-{graph}")
     wdir, out = root / "witnesses", root / "out"
     names = make_layout(wdir, mini_store)
     seen_during: list[tuple[str, bool, int]] = []
@@ -113,11 +125,12 @@ def proved(request, client, mini_store, tmp_path_factory):
         seen_during.append((res.name, Path(res.proof_path).exists(), len(seen_during)))
 
     watcher = Watcher(out)
-    report = distprove.batch(
-        wdir, out_dir=out, client=client, mode=mode, backend="cpu", fourstep_min_domain=1024, on_result=on_result, echo=None
-    )
+    with dask.config.set(settings):
+        report = distprove.batch(
+            wdir, out_dir=out, client=client, mode=mode, backend="cpu", fourstep_min_domain=1024, on_result=on_result, echo=None
+        )
     end = time.monotonic()
-    return {"mode": mode, "root": root, "wdir": wdir, "out": out, "names": names, "report": report,
+    return {"graph": graph, "mode": mode, "settings": settings, "root": root, "wdir": wdir, "out": out, "names": names, "report": report,
             "during": seen_during, "seen": watcher.stop(), "end": end}
 
 
@@ -132,11 +145,15 @@ def test_batch_proves_all_and_fails_bad_alone(proved) -> None:
     assert "no key store or .zkey" in reasons["orphan"]
     assert outputs(out) == expected_outputs(names)  # nothing written for the failures
     assert report.proofs_per_second > 0 and not report.ok
-    assert "msm-windows" in report.stage_seconds and "prove-prepare" in report.stage_seconds
+    graph = set(report.stage_seconds) - {"check-outputs", "plan-key"}
+    if proved["graph"] == "fused":  # one task per proof, then the grouped checks
+        assert graph == {"prove-whole", "verify-write"}
+    else:
+        assert {"prove-prepare", "msm-windows", "reduce", "verify-write"} <= graph and "prove-whole" not in graph
     if proved["mode"] == "split":
         assert "ntt-columns" in report.stage_seconds and "ntt-rows-forward" in report.stage_seconds
     assert "FAILED mini/unsatisfied" in report.summary()
-    msm = {"msm"} if proved["mode"] == "data" else {"msm_A", "msm_B2", "msm_H"}  # data: one task, MSMs overlapped
+    msm = {"msm", "ntt"} if proved["mode"] == "data" else {"msm_A", "msm_B2", "msm_H"}  # data: one task, MSMs overlapped
     stages = {"witness", "gather", "assemble", "verify", "write"} | msm
     assert all(stages <= set(r.seconds) for r in report.proved)
 
@@ -169,20 +186,23 @@ def test_rerun_skips_verified_outputs_and_keys_stay_resident(proved, client) -> 
     # One output damaged: that witness alone is proved again.
     victim = out / "mini" / "m03.proof.json"
     victim.write_text(json.dumps({"pi_a": "nonsense"}))
-    report = distprove.batch(proved["wdir"], out_dir=out, client=client, mode=proved["mode"], backend="cpu", echo=None)
+    with dask.config.set(proved["settings"]):
+        report = distprove.batch(proved["wdir"], out_dir=out, client=client, mode=proved["mode"], backend="cpu", echo=None)
     assert sorted(r.name for r in report.skipped) == sorted(set(names) - {"mini/m03"})
     assert [r.name for r in report.proved] == ["mini/m03"]
     assert {r.name for r in report.failed} == {"mini/unsatisfied", "mini/truncated", "orphan"}
     after = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.rglob("*.json")}
     assert {p for p in before if before[p] != after[p]} <= {victim, out / "mini" / "m03.public.json"}
     assert verify_many([(VK["mini"], out / "mini" / "m03.public.json", victim)]) == [True]
+    assert ("prove-whole" in report.stage_seconds) == (proved["graph"] == "fused")
     # The worker state was not re-registered: keys read in the first batch are still resident.
     again = client.run(lambda dask_worker: list(dask_worker.plugins[PLUGIN_NAME].resident))
     for addr, hashes in resident.items():
         assert set(hashes) <= set(again[addr])
 
 
-def test_killed_worker_leaves_every_proof_written_once(client, mini_store, tmp_path) -> None:
+@pytest.mark.parametrize("graph", DATA_MODES)
+def test_killed_worker_leaves_every_proof_written_once(client, mini_store, tmp_path, graph: str) -> None:
     wdir, out = tmp_path / "w", tmp_path / "out"
     names = make_layout(wdir, mini_store, n_mini=7, n_mul=2, bad=False)
     pids = client.run(os.getpid)
@@ -196,9 +216,11 @@ def test_killed_worker_leaves_every_proof_written_once(client, mini_store, tmp_p
             killed.append(victim)
 
     watcher = Watcher(out)
-    report = distprove.batch(wdir, out_dir=out, client=client, mode="data", backend="cpu", on_result=on_result, echo=None)
+    with dask.config.set(GRAPHS[graph][1]):
+        report = distprove.batch(wdir, out_dir=out, client=client, mode="data", backend="cpu", on_result=on_result, echo=None)
     seen = watcher.stop()
     assert killed
+    assert ("prove-whole" in report.stage_seconds) == (graph == "fused")
     assert sorted(r.name for r in report.proved) == sorted(names), report.summary()
     assert outputs(out) == expected_outputs(names)
     for p, (_, ino) in seen.items():
@@ -326,14 +348,18 @@ def test_bad_key_and_wrong_circuit_fail_alone(client, tmp_path) -> None:
     assert outputs(tmp_path / "proofs") == {"good/ok.proof.json", "good/ok.public.json"}
 
 
-def test_checks_in_the_client_pool(client, tmp_path) -> None:
+@pytest.mark.parametrize("graph", DATA_MODES)
+def test_checks_in_the_client_pool(client, tmp_path, graph: str) -> None:
     """verify_in="client": window sums are fetched, assembled, checked and written by a process pool of the client."""
     for i in range(4):
         shutil.copy(MINI_WTNS, tmp_path / f"m{i}.wtns")
     shutil.copy(BAD / "unsatisfied.wtns", tmp_path / "bad.wtns")
-    report = distprove.batch(
-        tmp_path, key=MINI_ZKEY, client=client, backend="cpu", verify_in="client", verify_processes=2, echo=None
-    )
+    with dask.config.set(GRAPHS[graph][1]):
+        report = distprove.batch(
+            tmp_path, key=MINI_ZKEY, client=client, backend="cpu", verify_in="client", verify_processes=2, echo=None
+        )
+    assert ("prove-whole" in report.stage_seconds) == (graph == "fused")
+    assert "verify-write" not in report.stage_seconds
     assert sorted(r.name for r in report.proved) == [f"m{i}" for i in range(4)]
     assert [(r.name, "does not verify" in r.reason) for r in report.failed] == [("bad", True)]
     assert all(r.worker.startswith("client pid ") for r in report.results)

@@ -1,0 +1,178 @@
+"""Small proofs in one task (issue #4's Dask overhead): ``worker.prove_whole`` and the planner's
+``distprove.planner.fuse-below``, and the per-batch and per-proof costs the data-mode path no
+longer pays (the key's description made once per resident key, public signals taken where the
+witness is read, each proof's stages recorded once in the metrics).
+
+The batches themselves (fused and not, failures, reruns, killed workers, the client's pool) run
+in tests/test_batch.py; these need no cluster.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dask
+import pytest
+from prometheus_client import REGISTRY
+
+import distprove
+from distprove import config, worker
+from distprove.errors import FormatError
+from distprove.formats.jsonio import read_public
+from distprove.graph import Plan
+from distprove.keystore import ZkeyKey, import_key
+from distprove.prover import prove
+from distprove.worker import Assembled, Collected, KeyInfo, ProofSpec, ProverState
+
+DATA = Path(__file__).parent / "data"
+MINI_ZKEY = DATA / "mini" / "mini_0001.zkey"
+MINI_WTNS = DATA / "mini" / "witness.wtns"
+MUL_ZKEY = DATA / "mul_chain_1k" / "circuit_final.zkey"
+BAD = DATA / "bad"
+BLINDING = (12345, 67890)
+
+
+class FakeWorker:
+    address = "local"
+
+
+@pytest.fixture
+def st(monkeypatch: pytest.MonkeyPatch) -> ProverState:
+    """A CPU ProverState that ``worker.state()`` returns (as if the task ran on its worker), counting uploads."""
+    state = ProverState("cpu")
+    state.setup(FakeWorker())
+    state.uploads = 0
+    load = state.backend.load_witness
+
+    def counted(key: Any, values: Any) -> Any:
+        state.uploads += 1
+        return load(key, values)
+
+    state.backend.load_witness = counted
+    monkeypatch.setattr(worker, "state", lambda: state)
+    return state
+
+
+def spec_for(tmp_path: Path, witness: Path = MINI_WTNS) -> ProofSpec:
+    key = distprove.open_key(MINI_ZKEY)
+    return ProofSpec("m", str(witness), str(MINI_ZKEY), key.content_hash, str(tmp_path / "m.proof.json"), str(tmp_path / "m.public.json"))
+
+
+def stage_count(stage: str) -> float:
+    return REGISTRY.get_sample_value("distprove_stage_seconds_count", {"stage": stage}) or 0.0
+
+
+# --- configuration and planner ---------------------------------------------------------------------
+
+
+def test_fuse_below_setting() -> None:
+    assert config.settings().fuse_below == 1 << 18
+    for null in (None, "null", "None"):
+        with dask.config.set({"distprove.planner.fuse-below": null}):
+            assert config.settings().fuse_below is None
+    for bad in (0, "lots", True):
+        with dask.config.set({"distprove.planner.fuse-below": bad}), pytest.raises(FormatError) as err:
+            config.settings()
+        assert str(err.value) == f"distprove.planner.fuse-below: must be an integer >= 1 or null (got {bad!r})"
+
+
+def test_plan_fuses_small_keys_in_data_mode_only() -> None:
+    info = KeyInfo("k", "h", 10, 1, 1 << 13, {}, "cpu", False)
+    assert Plan("data", ("w",), fuse_below=1 << 18).fuses(info)
+    assert not Plan("data", ("w",), fuse_below=1 << 13).fuses(info)  # below, not at
+    assert not Plan("data", ("w",), fuse_below=None).fuses(info)
+    assert not Plan("data", ("w",)).fuses(info)  # a Plan made without the setting never fuses
+    assert not Plan("split", ("w",), fuse_below=1 << 18).fuses(info)
+
+
+# --- the fused task ----------------------------------------------------------------------------
+
+
+def test_prove_whole_gives_the_proof_of_prove(st: ProverState, tmp_path: Path) -> None:
+    spec = spec_for(tmp_path)
+    info = worker.plan_key(str(MINI_ZKEY))
+    done = worker.prove_whole(spec, info.widths, True, BLINDING)
+    assert isinstance(done, Assembled) and not done.done_before
+    assert st.uploads == 1 and st.resident_proofs == []  # one upload; nothing left in the proof cache
+    assert done.proof == prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
+    assert done.proof.public == read_public(DATA / "mini" / "public.json")
+    assert {"witness", "gather", "ntt", "msm", "assemble"} <= set(done.seconds)
+    # For the client's pool: the window sums, which assemble to the same proof there.
+    collected = worker.prove_whole(spec, info.widths, False)
+    assert isinstance(collected, Collected) and st.resident_proofs == []
+    again = worker.assemble_proof(spec, collected.parts, info.points, info.n_public, BLINDING)
+    assert again.proof == done.proof
+    assert {"witness", "gather", "ntt", "msm", "assemble"} <= set(again.seconds)
+
+
+def test_prove_whole_after_the_proof_was_written_writes_nothing_new(st: ProverState, tmp_path: Path) -> None:
+    """A fused task run again (its worker died after the proof was written) reports the earlier write."""
+    spec = spec_for(tmp_path)
+    widths = worker.plan_key(str(MINI_ZKEY)).widths
+    first = worker.prove_whole(spec, widths, True, BLINDING)
+    assert worker.write_once(first.proof.to_json(), first.proof.public_json(), spec.proof_path, spec.public_path)
+    second = worker.prove_whole(spec, widths, True)
+    assert second.done_before and second.proof is None
+
+
+@pytest.mark.parametrize("name, words", [("truncated.wtns", "truncated"), ("value_ge_r.wtns", "witness value 3 is >= r")])
+def test_prove_whole_of_a_bad_witness_raises_its_one_line_error(st: ProverState, tmp_path: Path, name: str, words: str) -> None:
+    spec = spec_for(tmp_path, BAD / name)
+    label = {"key": "mini_0001.zkey"}
+    failed = REGISTRY.get_sample_value("distprove_proofs_failed_total", label) or 0.0
+    with pytest.raises(FormatError) as err:
+        worker.prove_whole(spec, worker.plan_key(str(MINI_ZKEY)).widths)
+    assert str(err.value).startswith(f"{BAD / name}: ") and words in str(err.value) and "\n" not in str(err.value)
+    assert REGISTRY.get_sample_value("distprove_proofs_failed_total", label) == failed + 1
+
+
+# --- per-batch and per-proof costs ------------------------------------------------------------------
+
+
+def test_plan_key_is_made_once_per_resident_key(st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = ZkeyKey.vk_json
+
+    def counted(self: ZkeyKey) -> dict:
+        calls.append(self.path)
+        return real(self)
+
+    monkeypatch.setattr(ZkeyKey, "vk_json", counted)
+    first = worker.plan_key(str(MINI_ZKEY))
+    assert worker.plan_key(str(MINI_ZKEY)) is first
+    assert st.vk(st.key(str(MINI_ZKEY))).n_public == first.n_public
+    assert len(calls) == 1  # the vk's pairing, once for the planner and the checks
+    # The same key read from another path: that path, the rest as made.
+    store = import_key(MINI_ZKEY, tmp_path / "mini.zarr").path
+    other = worker.plan_key(str(store))
+    assert other.path == str(store) and other.content_hash == first.content_hash and other.vk == first.vk
+    made = len(calls)  # (the import made the store's vk)
+    # An evicted key is described again when it comes back.
+    evicting = ProverState("cpu", max_keys=1)
+    evicting.setup(FakeWorker())
+    monkeypatch.setattr(worker, "state", lambda: evicting)
+    worker.plan_key(str(MINI_ZKEY))
+    worker.plan_key(str(MUL_ZKEY))
+    assert worker.plan_key(str(MINI_ZKEY)) == first and len(calls) == made + 3
+
+
+def test_public_signals_travel_with_the_parts(st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prepare task takes the public signals from the witness it read; the reducer does not read the file again."""
+    spec = spec_for(tmp_path)
+    prepared = worker.prepare(spec, True, host_h=False)
+    assert prepared.public == read_public(DATA / "mini" / "public.json")
+    parts = worker.msm_proof(spec, prepared, worker.plan_key(str(MINI_ZKEY)).widths)
+    monkeypatch.setattr(worker, "public_signals", lambda *a: pytest.fail("the reducer read the witness again"))
+    assert worker.reduce_assemble(spec, parts, BLINDING).proof == prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
+
+
+def test_stages_are_recorded_once_per_proof(st: ProverState, tmp_path: Path) -> None:
+    """The prepare task no longer records its stages: the proof's seconds reach verify-write (or,
+    with the client's pool, the reducer), which records every stage of the proof once."""
+    spec = spec_for(tmp_path)
+    before = {s: stage_count(s) for s in ("witness", "ntt", "msm")}
+    prepared = worker.prepare(spec, True, host_h=False)
+    assert {s: stage_count(s) for s in before} == before
+    worker.collect_parts(spec, worker.msm_proof(spec, prepared, worker.plan_key(str(MINI_ZKEY)).widths))
+    assert {s: stage_count(s) for s in before} == {s: n + 1 for s, n in before.items()}
