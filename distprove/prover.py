@@ -93,6 +93,8 @@ def msm_start(
 
 OVERLAP_ORDER = ("B2", "H", "A", "B1", "C")
 """Start order of the five MSMs when they overlap: the G2 MSM, the longest, first on its own stream."""
+WITNESS_ORDER = ("B2", "A", "B1", "C")
+"""Start order of the witness MSMs when H is computed beside them (``prove(overlap_h=True)``)."""
 
 
 def start_msms(
@@ -101,13 +103,14 @@ def start_msms(
     scalars: Callable[[str], Any],
     widths: dict[str, int],
     *,
+    names: tuple[str, ...] = OVERLAP_ORDER,
     constant_work: bool | None = None,
 ) -> Callable[[], dict[str, dict[int, bn254.Affine]]]:
-    """Start all windows of the five MSMs in :data:`OVERLAP_ORDER` (``scalars(which)``: that
-    MSM's scalars; ``widths``: its window width) and return a function that waits for every
-    one's window sums {which: {w: S_w}} (:meth:`Backend.msm_start_all`: the GPU recovers there
-    from running out of memory)."""
-    jobs = {which: MsmJob(scalars(which), widths[which], 0, num_windows(widths[which])) for which in OVERLAP_ORDER}
+    """Start all windows of the MSMs ``names`` (default: the five, in :data:`OVERLAP_ORDER`;
+    ``scalars(which)``: that MSM's scalars; ``widths``: its window width) and return a function
+    that waits for every one's window sums {which: {w: S_w}} (:meth:`Backend.msm_start_all`: the
+    GPU recovers there from running out of memory)."""
+    jobs = {which: MsmJob(scalars(which), widths[which], 0, num_windows(widths[which])) for which in names}
     wait = backend.msm_start_all(key, jobs, constant_work=constant_work)
     return lambda: {which: dict(enumerate(sums)) for which, sums in wait().items()}
 
@@ -120,6 +123,7 @@ def prove(
     blinding: tuple[int, int] | None = None,
     constant_work: bool | None = False,
     profile: bool = False,
+    overlap_h: bool = True,
 ) -> Proof:
     """Prove one witness.
 
@@ -129,10 +133,14 @@ def prove(
     constant-work mode (docs/CONSTANT_WORK.md; same proof); None = the config key
     ``distprove.msm.constant-work``.
 
+    ``overlap_h``: start the four witness MSMs before computing H, so that on a GPU the NTTs
+    run beside them, then the H MSM; otherwise H first, then the five MSMs together.
+
     ``Proof.timings`` holds seconds per stage: witness (read, check and load into the backend:
-    on a GPU the upload and the device range check), gather, ntt, msm (the five MSMs, which a
-    GPU overlaps: G2 on its own stream), assemble, total. ``profile=True`` runs the MSMs one at a
-    time instead and times each (msm_A ... msm_H): a breakdown, at some cost in latency.
+    on a GPU the upload and the device range check), gather, ntt (not with ``overlap_h``, where
+    msm includes it), msm (the five MSMs, which a GPU overlaps: G2 on its own stream), assemble,
+    total. ``profile=True`` runs H, then the MSMs one at a time, and times each (msm_A ...
+    msm_H): a breakdown, at some cost in latency.
     """
     t0 = time.perf_counter()
     k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key)
@@ -153,23 +161,32 @@ def prove(
     t = lap("witness", t0)
     evals = be.gather(k, w)
     t = lap("gather", t)
-    hs = be.h_scalars(k, evals)
-    del evals  # three domain-sized vectors the MSMs do not need (device memory)
-    t = lap("ntt", t)
-    def scalars(which: str) -> Any:
-        return hs if which == "H" else w
-
     sizes = {which: k.domain_size if which == "H" else k.n_vars for which in MSM_NAMES}
     widths = {which: be.window_width(sizes[which], msm_group(which)) for which in MSM_NAMES}
-    if profile:
-        sums = {}
-        for which in MSM_NAMES:
-            _, wait = msm_start(be, k, which, scalars(which), sizes[which], constant_work=constant_work)
-            sums[which] = wait()
-            t = lap(f"msm_{which}", t)
-    else:
-        sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
+    if overlap_h and not profile:
+        witness_msms = start_msms(be, k, lambda _: w, widths, names=WITNESS_ORDER, constant_work=constant_work)
+        hs = be.h_scalars(k, evals)
+        del evals  # three domain-sized vectors the MSMs do not need (device memory)
+        h_msm = start_msms(be, k, lambda _: hs, widths, names=("H",), constant_work=constant_work)
+        sums = {**witness_msms(), **h_msm()}
         t = lap("msm", t)
+    else:
+        hs = be.h_scalars(k, evals)
+        del evals
+        t = lap("ntt", t)
+
+        def scalars(which: str) -> Any:
+            return hs if which == "H" else w
+
+        if profile:
+            sums = {}
+            for which in MSM_NAMES:
+                _, wait = msm_start(be, k, which, scalars(which), sizes[which], constant_work=constant_work)
+                sums[which] = wait()
+                t = lap(f"msm_{which}", t)
+        else:
+            sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
+            t = lap("msm", t)
     r, s = blinding if blinding is not None else random_blinding()
     pi_a, pi_b, pi_c = assemble_windows(k.points, sums, widths, r, s)  # Horner combines + blinding
     lap("assemble", t)

@@ -431,7 +431,7 @@ def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
                                  cuda=types.SimpleNamespace(get_current_stream=lambda: None))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
-    monkeypatch.setattr(gm, "SLICE_LEN", 4)
+    monkeypatch.setattr(gm, "SLICE_LEN", {"G1": 4, "G2": 4})
     monkeypatch.setattr(gm, "FOLD_LEN", 4)
     monkeypatch.setattr(gm, "TREE_THREADS", 8)
     monkeypatch.setattr(gm, "REDUCE_SEG", 2)
@@ -484,3 +484,52 @@ def _emu_case(gm, group: bn254.Group, n: int, c: int, lo: int, hi: int, equal: b
 )
 def test_msm_pipeline_emulated(emulated_msm, group, n, c, lo, hi, equal) -> None:
     _emu_case(emulated_msm, group, n, c, lo, hi, equal, random.Random())
+
+
+class _EmuStream:
+    """A stand-in CUDA stream/event for the emulation: ordering is trivial on the host."""
+
+    def __enter__(self) -> "_EmuStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def wait_event(self, event: object) -> None:
+        return None
+
+    def record(self, stream: object = None) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("n,c,lo,hi", [(90, 6, 0, 43), (40, 4, 5, 20)])
+def test_shared_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n: int, c: int, lo: int, hi: int) -> None:
+    """One sort_digits serves MSMs over G1 and G2 bases with the same scalars (as a proof's A, B1
+    and B2 share it): each one's window sums equal its own msm_windows with a sort of its own."""
+    import sys
+
+    gm = emulated_msm
+    fake = sys.modules["cupy"]
+    monkeypatch.setattr(fake, "zeros", np.zeros, raising=False)
+    monkeypatch.setattr(fake.cuda, "get_current_stream", lambda: _EmuStream())
+    monkeypatch.setattr(fake.cuda, "Event", _EmuStream, raising=False)
+    rng = random.Random(n)
+    scal = [rng.choice([0, 1, R - 1, rng.randrange(R)]) for _ in range(n)]
+    limbs = bn254.limbs_from_ints(scal)
+    digits = gm.sort_digits(limbs, c, lo, hi, _EmuStream())
+    for group in (bn254.G1, bn254.G2, bn254.G1):
+        table = _points(group, rng, 8) + [None]
+        bases = bn254.points_to_limbs(group, [rng.choice(table) for _ in range(n)])
+        want = gm.msm_windows(group, bases, limbs, c, lo, hi, scratch=gm.MsmScratch())
+        wait = gm.msm_windows_start(group, bases, limbs, c, lo, hi, gm.MsmScratch(), _EmuStream(), digits=digits)
+        assert wait() == want
+    # the sort given is the one used: another scalar vector's sort (same shape) gives its sums
+    other = bn254.limbs_from_ints([rng.randrange(2, R) for _ in range(n)])
+    swapped = gm.msm_windows_start(group, bases, limbs, c, lo, hi, gm.MsmScratch(), _EmuStream(),
+                                   digits=gm.sort_digits(other, c, lo, hi, _EmuStream()))()
+    assert swapped[1:] == gm.msm_windows(group, bases, other, c, lo, hi, scratch=gm.MsmScratch())[1:]
+    with pytest.raises(ValueError, match="does not fit"):
+        gm.msm_windows_start(group, bases, limbs, c + 1, 0, 1, gm.MsmScratch(), _EmuStream(), digits=digits)

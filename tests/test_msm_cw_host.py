@@ -171,7 +171,7 @@ def emulated_cw(cw_lib, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "_cw_module", lambda: emu)
-    monkeypatch.setattr(gm, "SLICE_LEN", 4)
+    monkeypatch.setattr(gm, "SLICE_LEN", {"G1": 4, "G2": 4})
     monkeypatch.setattr(gm, "FOLD_LEN", 4)
     monkeypatch.setattr(gm, "TREE_THREADS", 8)
     monkeypatch.setattr(gm, "REDUCE_SEG", 2)

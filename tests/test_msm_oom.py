@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
+import dask
 import numpy as np
 import pytest
 
@@ -113,6 +114,8 @@ class _Device:
                  fits: Callable[[int, int], bool] = lambda nw, n: True) -> None:
         self.fail_start, self.fail_wait, self.fits = fail_start, fail_wait, fits
         self.starts: list[str] = []
+        self.sorts: list[tuple[int, int, int]] = []
+        self.digits: dict[str, int | None] = {}
         self.calls: list[tuple[str, int, int, int]] = []
         self.buffers: list[weakref.ref] = []
         self.scratches: list[_Scratch] = []
@@ -132,9 +135,18 @@ class _Device:
         monkeypatch.setattr(gpu_msm, "default_scratch", lambda: self.default)
         monkeypatch.setattr(gpu_msm, "msm_windows_start", self.start)
         monkeypatch.setattr(gpu_msm, "msm_windows", self.sync)
+        monkeypatch.setattr(gpu_msm, "sort_digits", self.sort)
 
-    def start(self, group, bases, scalars, c, lo, hi, scratch, stream, constant_work=False):  # noqa: ANN001, ANN201
+    def sort(self, scalars, c, lo, hi, stream):  # noqa: ANN001, ANN201
+        """A shared digit sort: a tracked device buffer."""
+        self.sorts.append((c, lo, hi))
+        buf = _Buffer()
+        self.buffers.append(weakref.ref(buf))
+        return buf
+
+    def start(self, group, bases, scalars, c, lo, hi, scratch, stream, constant_work=False, digits=None):  # noqa: ANN001, ANN201
         self.starts.append(group.name)
+        self.digits[f"{len(self.starts)}"] = None if digits is None else id(digits)  # not the object: it must be freed
         scratch.held = True
         if len(self.starts) == self.fail_start:
             raise _OOM("out of memory starting")
@@ -148,6 +160,7 @@ class _Device:
             return sums
 
         wait.buffer = buf  # alive as long as the waiter
+        wait.digits = digits  # as the real waiter holds a shared sort
         return wait
 
     def sync(self, group, bases, scalars, c, lo, hi, constant_work=False):  # noqa: ANN001, ANN201
@@ -201,9 +214,9 @@ def _jobs(key: Any, be: GpuBackend) -> dict[str, MsmJob]:
     return jobs
 
 
-def _reference(key: Any, jobs: dict[str, MsmJob]) -> dict[str, list]:
+def _reference(key: Any, jobs: dict[str, MsmJob], constant_work: bool = False) -> dict[str, list]:
     cpu = CpuBackend()
-    return {which: cpu.msm_windows(key, which, *jobs[which]) for which in MSM_NAMES}
+    return {which: cpu.msm_windows(key, which, *jobs[which], constant_work=constant_work) for which in MSM_NAMES}
 
 
 @pytest.mark.parametrize("fail", [1, 2, 3, 4, 5, "wait"])
@@ -228,6 +241,25 @@ def test_oom_in_the_overlapped_phase_redoes_it_one_msm_at_a_time(
     assert held["live_buffers"] == 0 and held["held_scratch"] == 0
     assert held["syncs"] >= 1 and held["frees"] >= 1
     assert "running its 5 MSMs one at a time" in caplog.text
+
+
+@pytest.mark.parametrize("constant_work", [False, True])
+def test_witness_msms_share_one_digit_sort(monkeypatch: pytest.MonkeyPatch, constant_work: bool) -> None:
+    """A, B1 and B2 over the same witness with one window width sort its digits once (the G2
+    lane's sort, B2 starting first, serves the G1 lane's A and B1); C and H sort their own, and
+    the constant-work mode never shares. The sums are the CPU's either way."""
+    device = _Device()
+    be = _backend(monkeypatch, device)
+    key = open_key(MINI_ZKEY)
+    jobs = {w: j._replace(c=7, hi=num_windows(7)) if w in ("A", "B1", "B2") else j for w, j in _jobs(key, be).items()}
+    with dask.config.set({"distprove.msm.constant-work": constant_work}):
+        assert be.msm_start_all(key, jobs)() == _reference(key, jobs, constant_work)
+    given = dict(zip(OVERLAP_ORDER, device.digits.values()))
+    if constant_work:
+        assert device.sorts == [] and set(given.values()) == {None}
+    else:
+        assert device.sorts == [(7, 0, num_windows(7))]
+        assert given["A"] == given["B1"] == given["B2"] is not None and given["C"] is None and given["H"] is None
 
 
 def test_no_oom_keeps_the_overlapped_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -316,7 +348,8 @@ def test_gpu_msm_alone_too_big_runs_in_parts(monkeypatch: pytest.MonkeyPatch, ca
 @pytest.mark.parametrize("fail", [None, 2])
 def test_proof_after_an_oom_is_the_no_oom_proof(monkeypatch: pytest.MonkeyPatch, fail: int | None) -> None:
     """prove() on the GPU backend's MSM logic, an OOM at the second start (the other key must
-    go, then one MSM at a time): the proof equals the CPU backend's with the same blinding."""
+    go, then the phase's MSMs one at a time): the proof equals the CPU backend's with the same
+    blinding."""
     key = open_key(MINI_ZKEY)
     device = _Device(fail_start=fail, fits=lambda nw, n: "other" not in be._states)
     be = _backend(monkeypatch, device)
@@ -326,4 +359,5 @@ def test_proof_after_an_oom_is_the_no_oom_proof(monkeypatch: pytest.MonkeyPatch,
     want = prove(key, w, backend="cpu", blinding=BLINDING)
     assert (got.pi_a, got.pi_b, got.pi_c) == (want.pi_a, want.pi_b, want.pi_c)
     assert ("other" in be._states) == (fail is None)
-    assert len(device.calls) == (0 if fail is None else 7)  # A: two failed tries, evict; then the five
+    # A: two failed tries, evict; then B1, B2, C: the witness MSMs' phase (H starts after them, in its own)
+    assert len(device.calls) == (0 if fail is None else 6)

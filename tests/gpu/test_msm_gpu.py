@@ -213,3 +213,30 @@ def test_started_msms_overlap_and_equal_the_synchronous_ones() -> None:
     got = [wait() for wait, *_ in jobs]
     for sums, (_, group, bases, scal, c) in zip(got, jobs):
         assert sums == msm_windows(group, bases, scal, c, 0, num_windows(c))
+
+
+@pytest.mark.parametrize("n,c,lo,hi", [((1 << 16) + 7, 13, 0, 20), (5000, 9, 4, 20), ((1 << 20) + 3, 16, 0, 16)])
+def test_shared_digit_sort_across_streams(n, c, lo, hi) -> None:
+    """One sort_digits on the G2 stream serves a G2 MSM there and two G1 MSMs on another stream
+    (a proof's B2, A, B1): each gives the known-dlog window sums of its own bases."""
+    from distprove.backends.gpu.msm import MsmScratch, msm_windows_start, sort_digits
+
+    rng = np.random.default_rng()
+    scal = _scalars(n, "mixed", rng)
+    dev_scal = cupy.asarray(scal)
+    s1, s2 = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+    ready = cupy.cuda.Event()
+    ready.record()
+    s1.wait_event(ready)
+    s2.wait_event(ready)
+    digits = sort_digits(dev_scal, c, lo, hi, s2)
+    plan, scratch = [], {"G1": MsmScratch(), "G2": MsmScratch()}
+    for group, stream in ((bn254.G2, s2), (bn254.G1, s1), (bn254.G1, s1)):
+        ks, table = _table(group)
+        idx = _indices(n, rng)
+        wait = msm_windows_start(group, cupy.asarray(table[idx]), dev_scal, c, lo, hi, scratch[group.name], stream,
+                                 digits=digits)
+        plan.append((group, ks, idx, wait))
+    del digits  # the waiters keep the shared buffers alive
+    for group, ks, idx, wait in plan:
+        assert wait() == _expected_windows(group, ks, idx, scal, c, lo, hi)

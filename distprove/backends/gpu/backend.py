@@ -6,7 +6,8 @@ resident. When the device runs out of memory (uploading, or in any stage), the M
 CuPy's cached blocks are freed and then the least recently used other keys are evicted, one at a
 time, retrying after each; an MSM that still does not fit runs in parts, and an overlapped MSM
 phase that runs out is dropped and run again one MSM at a time (:meth:`GpuBackend.msm_start_all`).
-Vectors stay on the device: gather gives Montgomery-form evaluations
+MSMs started together over the same witness with the same window width (A, B1, B2) sort its
+digits once. Vectors stay on the device: gather gives Montgomery-form evaluations
 (wrapped in :class:`MontVector`), h_scalars a standard-form ``(n, 8)`` array the H MSM takes
 directly; only window sums come back to the host.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 import numpy as np
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
+SORT_SHARING = ("A", "B1", "B2")
+"""MSMs over the whole witness: started together with equal widths they share one digit sort."""
 UPLOAD_ROWS_BYTES = 64 << 20
 """Host-to-device copies go in slices of about this many bytes (bounded host memory)."""
 
@@ -247,11 +250,16 @@ class GpuBackend(Backend):
         """
         oom = self.cp.cuda.memory.OutOfMemoryError
         started: dict[str, Callable[[], list[Affine]]] = {}
+        shares = Counter(self._sort_share(which, job, constant_work) for which, job in jobs.items())
+        sorts: dict[tuple, gpu_msm.DigitSort] = {}
         try:
             for which, job in jobs.items():
-                started[which] = self._start(key, which, job, constant_work)
+                share = self._sort_share(which, job, constant_work)
+                shared = share is not None and shares[share] > 1
+                started[which] = self._start(key, which, job, constant_work, sorts if shared else None)
         except oom:
             pass  # recovered below, outside the handler (its traceback holds the failed launch's buffers)
+        sorts.clear()  # the started MSMs' waiters hold what they share
         if len(started) < len(jobs):
             failed = next(w for w in jobs if w not in started)
             started.clear()
@@ -268,14 +276,32 @@ class GpuBackend(Backend):
 
         return wait
 
-    def _start(self, key: Any, which: str, job: MsmJob, constant_work: bool | None) -> Callable[[], list[Affine]]:
-        """Queue one MSM on its group's lane (after the current stream's work); its waiter."""
+    @staticmethod
+    def _sort_share(which: str, job: MsmJob, constant_work: bool | None) -> tuple | None:
+        """What makes two MSMs' digit sorts the same (None: never shared): the same scalars
+        object, width and windows, in the default mode. C reads a slice of the witness, H its
+        own scalars, so a proof's A, B1 and B2 share one sort whenever their widths agree."""
+        if which not in SORT_SHARING or resolve_constant_work(constant_work):
+            return None
+        return (id(job.scalars), job.c, job.lo, job.hi)
+
+    def _start(
+        self, key: Any, which: str, job: MsmJob, constant_work: bool | None, sorts: dict[tuple, Any] | None = None
+    ) -> Callable[[], list[Affine]]:
+        """Queue one MSM on its group's lane (after the current stream's work); its waiter. With
+        ``sorts``, the digit sort is taken from there, or made on this lane and left there."""
         group, bases, s, cw = self._msm_operands(key, which, job.scalars, constant_work)
         stream, scratch = self._lane(group)
         ready = self.cp.cuda.Event()
         ready.record()
         stream.wait_event(ready)
-        return gpu_msm.msm_windows_start(group, bases, s, job.c, job.lo, job.hi, scratch, stream, constant_work=cw)
+        digits = None
+        if sorts is not None:
+            share = self._sort_share(which, job, constant_work)
+            if share not in sorts:
+                sorts[share] = gpu_msm.sort_digits(s, job.c, job.lo, job.hi, stream)
+            digits = sorts[share]
+        return gpu_msm.msm_windows_start(group, bases, s, job.c, job.lo, job.hi, scratch, stream, constant_work=cw, digits=digits)
 
     def _one_at_a_time(
         self, key: Any, jobs: Mapping[str, MsmJob], constant_work: bool | None, where: str

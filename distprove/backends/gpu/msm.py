@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -28,8 +28,11 @@ from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
 if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
-SLICE_LEN = 32
-"""Entries per thread in the segmented accumulation (uniform work per thread)."""
+SLICE_LEN: dict[str, int] = {"G1": 128, "G2": 32}
+"""Entries per thread in the segmented accumulation (uniform work per thread), per group: the
+launch-parameter sweep (bench/results/2026-11-30_kernels-msm-tune_2xh200.json) put G1 at 128
+(2-3% faster than 32 at 2^20-2^22: fewer spills to fold) and left G2 at 32 (its 255-register
+threads need the parallelism)."""
 FOLD_LEN = 32
 """Spill slots per thread in each fold level (>= 4, so that every level shrinks the spill array)."""
 REDUCE_SEG = 16
@@ -177,13 +180,20 @@ def default_scratch() -> MsmScratch:
 def _check_inputs(group: Group, bases: "cupy.ndarray", scalars: "cupy.ndarray", c: int, lo: int, hi: int) -> int:
     if group is not bn254.G1 and group is not bn254.G2:
         raise ValueError(f"unknown group {group!r}")
-    if scalars.ndim != 2 or scalars.shape[1] != 8 or scalars.dtype != np.uint32:
-        raise ValueError(f"scalars must be (n, 8) uint32, got {scalars.shape} {scalars.dtype}")
-    n = scalars.shape[0]
+    n = _check_scalars(scalars, c, lo, hi)
     if bases.shape != (n, group.limbs) or bases.dtype != np.uint32:
         raise ValueError(f"bases must be ({n}, {group.limbs}) uint32, got {bases.shape} {bases.dtype}")
-    if not (bases.flags.c_contiguous and scalars.flags.c_contiguous):
+    if not bases.flags.c_contiguous:
         raise ValueError("bases and scalars must be C-contiguous")
+    return n
+
+
+def _check_scalars(scalars: "cupy.ndarray", c: int, lo: int, hi: int) -> int:
+    if scalars.ndim != 2 or scalars.shape[1] != 8 or scalars.dtype != np.uint32:
+        raise ValueError(f"scalars must be (n, 8) uint32, got {scalars.shape} {scalars.dtype}")
+    if not scalars.flags.c_contiguous:
+        raise ValueError("bases and scalars must be C-contiguous")
+    n = scalars.shape[0]
     w_count = num_windows(c)
     if not 0 <= lo < hi <= w_count:
         raise ValueError(f"window range [{lo}, {hi}) outside [0, {w_count}) for c={c}")
@@ -231,6 +241,7 @@ def msm_windows_start(
     scratch: MsmScratch,
     stream: "cupy.cuda.Stream",
     constant_work: bool = False,
+    digits: DigitSort | None = None,
 ) -> Callable[[], list[Affine]]:
     """Queue :func:`msm_windows` on ``stream`` and return a function that waits for its sums.
 
@@ -239,12 +250,64 @@ def msm_windows_start(
     back. The caller owns ``scratch`` until the last start that uses it has been waited for:
     starts on the same stream may share it (the stream orders them), starts on different streams
     must not. ``stream`` must already wait for whatever produced ``bases`` and ``scalars``.
+    ``digits``: the sort of these scalars for (c, lo, hi) by :func:`sort_digits` (on any stream),
+    used instead of sorting again (default mode only).
     """
     n = _check_inputs(group, bases, scalars, c, lo, hi)
     if n == 0:
         return lambda: [None] * (hi - lo)
+    if digits is not None and (constant_work or digits.key != (n, c, lo, hi)):
+        raise ValueError(f"digit sort of {digits.key} does not fit an MSM of {(n, c, lo, hi)}"
+                         f"{' in constant-work mode' if constant_work else ''}")
     with stream:
-        return _launch(group, bases, scalars, n, c, lo, hi, scratch, None, constant_work)
+        return _launch(group, bases, scalars, n, c, lo, hi, scratch, None, constant_work, digits)
+
+
+class DigitSort(NamedTuple):
+    """The counting sort of one scalar vector's signed digits (windows [lo, hi) of width c): what
+    the accumulation reads, in buffers of its own. MSMs of the same scalars, width and windows
+    share it (a proof's A, B1 and B2, whose bases differ); ``done`` is recorded after the scatter
+    on the stream that sorted, and the buffers live as long as any MSM's waiter holds them."""
+
+    key: tuple[int, int, int, int]
+    """(n, c, lo, hi)."""
+    counts: "cupy.ndarray"
+    cursor: "cupy.ndarray"
+    entries: "cupy.ndarray"
+    done: "cupy.cuda.Event"
+
+
+def sort_digits(scalars: "cupy.ndarray", c: int, lo: int, hi: int, stream: "cupy.cuda.Stream") -> DigitSort:
+    """Queue the digit sort of ``scalars`` (default mode) on ``stream`` for later
+    :func:`msm_windows_start` calls with ``digits=``; ``stream`` must wait for the scalars."""
+    import cupy
+
+    n = _check_scalars(scalars, c, lo, hi)
+    nw = hi - lo
+    rows = nw << (c - 1)
+    with stream:
+        counts = cupy.zeros(rows, dtype=cupy.uint32)
+        cursor = cupy.empty(rows, dtype=cupy.uint32)
+        entries = cupy.empty(2 * nw * max(n, 1), dtype=cupy.uint32)
+        if n:
+            _sort(_module(), scalars, n, c, lo, nw, counts, cursor, entries, False)
+        done = cupy.cuda.Event()
+        done.record(stream)
+    return DigitSort((n, c, lo, hi), counts, cursor, entries, done)
+
+
+def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
+          cursor: "cupy.ndarray", entries: "cupy.ndarray", constant_work: bool) -> None:
+    """Counting sort of (window, |digit|) rows on the current stream; ``counts`` must be zero."""
+    import cupy
+
+    u32 = np.uint32
+    cw = "_cw" if constant_work else ""
+    sort_grid = (-(-n // SORT_THREADS),)
+    args = (u32(n), u32(c), u32(lo), u32(nw), u32(1 << (c - 1))) + ((u32(DUMMY_ROWS),) if constant_work else ())
+    mod.get_function(f"msm_count{cw}")(sort_grid, (SORT_THREADS,), (scalars, counts) + args)
+    cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)
+    mod.get_function(f"msm_scatter{cw}")(sort_grid, (SORT_THREADS,), (scalars, cursor, entries) + args)
 
 
 def _launch(
@@ -258,8 +321,10 @@ def _launch(
     scratch: MsmScratch,
     phases: dict[str, float] | None,
     constant_work: bool = False,
+    digits: DigitSort | None = None,
 ) -> Callable[[], list[Affine]]:
-    """Queue every kernel of one window-range MSM on the current stream; return the waiter."""
+    """Queue every kernel of one window-range MSM on the current stream (the sort skipped when
+    ``digits`` has it); return the waiter."""
     import cupy
 
     if FOLD_LEN < 4:
@@ -277,22 +342,23 @@ def _launch(
     rows = nw * nb + (nw * DUMMY_ROWS if constant_work else 0)
     pw = _xyzz_words(group)
 
-    # Counting sort of (window, |digit|) rows.
-    counts = scratch.take("counts", rows)
-    counts.fill(0)
-    sort_grid = (-(-n // SORT_THREADS),)
-    args = (u32(n), u32(c), u32(lo), u32(nw), u32(nb)) + ((u32(DUMMY_ROWS),) if constant_work else ())
-    mod.get_function(f"msm_count{cw}")(sort_grid, (SORT_THREADS,), (scalars, counts) + args)
-    cursor = scratch.take("cursor", rows)
-    cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)
-    entries = scratch.take("entries", 2 * nw * n)
-    mod.get_function(f"msm_scatter{cw}")(sort_grid, (SORT_THREADS,), (scalars, cursor, entries) + args)
+    # Counting sort of (window, |digit|) rows, or the one these scalars already have.
+    if digits is not None:
+        cupy.cuda.get_current_stream().wait_event(digits.done)
+        counts, cursor, entries = digits.counts, digits.cursor, digits.entries
+    else:
+        counts = scratch.take("counts", rows)
+        counts.fill(0)
+        cursor = scratch.take("cursor", rows)
+        entries = scratch.take("entries", 2 * nw * n)
+        _sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, constant_work)
     timer.mark("sort")
 
     # Buckets: clear, accumulate slices, fold the spills.
     buckets = scratch.take("buckets", rows * pw)
     mod.get_function(f"msm_clear{cw}_{sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
-    slices = -(-(nw * n) // SLICE_LEN)
+    slice_len = SLICE_LEN[group.name]
+    slices = -(-(nw * n) // slice_len)
     m = 2 * slices
     fold_out = 2 * (-(-m // FOLD_LEN))
     spill = [
@@ -302,7 +368,7 @@ def _launch(
     mod.get_function(f"msm_accumulate_{sfx}")(
         (-(-slices // ACC_THREADS),),
         (ACC_THREADS,),
-        (entries, bases, cursor, counts, u32(rows), u32(SLICE_LEN), u32(slices), buckets) + spill[0],
+        (entries, bases, cursor, counts, u32(rows), u32(slice_len), u32(slices), buckets) + spill[0],
     )
     timer.mark("accumulate")
     fold = mod.get_function(f"msm_fold{cw}_{sfx}")
@@ -342,6 +408,8 @@ def _launch(
 
     def wait() -> list[Affine]:
         timer.finish()
+        if digits is not None:  # a shared sort's buffers live until every MSM reading them was waited for
+            digits.done.synchronize()
         host = cupy.asnumpy(out[: (nw + int(with_ones)) * pw], stream=stream).reshape(-1, pw)
         points = xyzz_to_affine(group, host)
         sums = points[:nw]
