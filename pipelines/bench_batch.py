@@ -138,6 +138,23 @@ def bare(key_path: Path, witnesses: list[Path], proofs: int, backend_name: str, 
     return result
 
 
+def idle_gaps(records: list[dict], t0: float, t1: float) -> dict[str, Any]:
+    """Where a batch's wall time [t0, t1] (time.time()) went on each worker, from the task stream:
+    seconds before its first task, in gaps between tasks (the largest too) and after its last."""
+    per: dict[str, list[tuple[float, float]]] = {}
+    for rec in records:
+        for ss in rec.get("startstops", ()):
+            if ss.get("action") == "compute":
+                per.setdefault(rec.get("worker", "?"), []).append((ss["start"], ss["stop"]))
+    out: dict[str, Any] = {}
+    for w, spans in per.items():
+        spans.sort()
+        gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:]) if b[0] > a[1]]
+        out[w] = {"tasks": len(spans), "busy_s": sum(b - a for a, b in spans), "before_first_s": spans[0][0] - t0,
+                  "between_s": sum(gaps), "largest_gap_s": max(gaps, default=0.0), "after_last_s": t1 - spans[-1][1]}
+    return out
+
+
 def run_batch(client: Any, key: Path, wdir: Path, mode: str, backend: str, verify: bool, verify_in: str = "workers") -> Any:
     import distprove
 
@@ -164,7 +181,7 @@ def bench(
 ) -> list[dict]:
     """Throughput and latency of distprove.batch on each worker count (``bare_rate``: the bare
     loop's proofs per second with the same pairing-check setting, for ``throughput_vs_bare``)."""
-    from distributed import Client
+    from distributed import Client, get_task_stream
 
     from distprove.cluster import local_cluster
 
@@ -174,8 +191,9 @@ def bench(
         with cluster, Client(cluster) as client:
             client.wait_for_workers(n)
             run_batch(client, key, stage(witnesses, n, workdir / "warm"), "data", backend, verify, verify_in)
-            t0 = time.perf_counter()
-            thr = run_batch(client, key, stage(witnesses, proofs, workdir / "thr"), "data", backend, verify, verify_in)
+            t0, wall0 = time.perf_counter(), time.time()
+            with get_task_stream(client) as stream:
+                thr = run_batch(client, key, stage(witnesses, proofs, workdir / "thr"), "data", backend, verify, verify_in)
             wall = time.perf_counter() - t0
             row: dict[str, Any] = {
                 "workers": n,
@@ -184,6 +202,7 @@ def bench(
                 "throughput_wall_s": wall,
                 "throughput_vs_bare": proofs / wall / (n * bare_rate),
                 "stage_seconds": thr.stage_seconds,
+                "worker_time": idle_gaps(stream.data, wall0, wall0 + wall),
             }
             for mode in ("data", "split"):
                 t0 = time.perf_counter()

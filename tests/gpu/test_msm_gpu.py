@@ -224,18 +224,21 @@ def test_shared_digit_sort_across_streams(n, c, lo, hi) -> None:
     rng = np.random.default_rng()
     scal = _scalars(n, "mixed", rng)
     dev_scal = cupy.asarray(scal)
-    s1, s2 = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
-    ready = cupy.cuda.Event()
-    ready.record()
-    s1.wait_event(ready)
-    s2.wait_event(ready)
-    digits = sort_digits(dev_scal, c, lo, hi, s2)
-    plan, scratch = [], {"G1": MsmScratch(), "G2": MsmScratch()}
-    for group, stream in ((bn254.G2, s2), (bn254.G1, s1), (bn254.G1, s1)):
+    lanes = ((bn254.G2, 1), (bn254.G1, 0), (bn254.G1, 0))
+    inputs = []
+    for group, _ in lanes:  # every upload before the streams' ready event: they do not wait for the null stream
         ks, table = _table(group)
         idx = _indices(n, rng)
-        wait = msm_windows_start(group, cupy.asarray(table[idx]), dev_scal, c, lo, hi, scratch[group.name], stream,
-                                 digits=digits)
+        inputs.append((ks, idx, cupy.asarray(table[idx])))
+    streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
+    ready = cupy.cuda.Event()
+    ready.record()
+    for s in streams:
+        s.wait_event(ready)
+    digits = sort_digits(dev_scal, c, lo, hi, streams[1])
+    plan, scratch = [], {"G1": MsmScratch(), "G2": MsmScratch()}
+    for (group, lane), (ks, idx, bases) in zip(lanes, inputs):
+        wait = msm_windows_start(group, bases, dev_scal, c, lo, hi, scratch[group.name], streams[lane], digits=digits)
         plan.append((group, ks, idx, wait))
     del digits  # the waiters keep the shared buffers alive
     for group, ks, idx, wait in plan:
