@@ -103,8 +103,10 @@ def stage_means(outcomes: list[Any]) -> dict[str, float]:
     return {k: v / len(outcomes) for k, v in totals.items()}
 
 
-def bare(key_path: Path, witnesses: list[Path], proofs: int, backend_name: str, workdir: Path) -> dict[str, Any]:
-    """The in-process baseline: ``proofs`` proofs in a plain loop, without and with the pairing check.
+def bare(key_path: Path, witnesses: list[Path], proofs: int, backend_name: str, workdir: Path,
+         checks: tuple[bool, ...] = (False, True)) -> dict[str, Any]:
+    """The in-process baseline: ``proofs`` proofs in a plain loop, without and/or with the pairing
+    check (``checks``).
 
     One backend and the key opened once (its per-key state stays resident in the backend), one
     warm-up proof (checked and written), then each measured loop from staging the witnesses to the
@@ -119,7 +121,8 @@ def bare(key_path: Path, witnesses: list[Path], proofs: int, backend_name: str, 
     vks = {key.content_hash: read_vk(key.vk_json())}
     prove_loop(key, backend, vks, stage(witnesses, 1, workdir / "bare-warm"), True)
     result: dict[str, Any] = {"backend": backend.name, "proofs": proofs}
-    for label, check in (("no_verify", False), ("verify", True)):
+    for check in checks:
+        label = "verify" if check else "no_verify"
         t0 = time.perf_counter()
         outcomes = prove_loop(key, backend, vks, stage(witnesses, proofs, workdir / "bare"), check)
         wall = time.perf_counter() - t0
@@ -257,7 +260,7 @@ def main() -> None:
             key, witnesses = synth_inputs(args.synth, args.log_n, workdir, witnesses=4)
             print(f"synthetic {args.synth} 2^{args.log_n} key and witnesses in {time.perf_counter() - t0:.1f} s", flush=True)
         workers = [int(w) for w in args.workers.split(",")]
-        base = bare(key, witnesses, args.proofs, args.backend, workdir)
+        base = bare(key, witnesses, args.proofs, args.backend, workdir, (False,) if args.no_verify else (False, True))
         bare_rate = base["no_verify" if args.no_verify else "verify"]["proofs_per_s"]
         rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate)
     result = {"key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
