@@ -18,7 +18,6 @@ from typing import Any
 import dask
 from distributed import Client, LocalCluster
 
-from distprove import config
 from distprove.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
@@ -45,27 +44,23 @@ def local_cluster(
     host: str = DEFAULT_HOST,
     dashboard_address: str | None = DEFAULT_DASHBOARD,
 ) -> Any:
-    """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable, else CPU worker
-    processes; its scheduler's worker saturation is ``distprove.local-cluster.worker-saturation``."""
-    saturation = config.get("local-cluster.worker-saturation", "inf")
-    settings = {} if saturation is None else {"distributed.scheduler.worker-saturation": saturation}
-    with dask.config.set(settings):  # read once, when the scheduler starts
-        if backend != "cpu" and visible_gpus() > 0:
-            from dask_cuda import LocalCUDACluster
+    """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable, else CPU worker processes."""
+    if backend != "cpu" and visible_gpus() > 0:
+        from dask_cuda import LocalCUDACluster
 
-            kwargs: dict[str, Any] = {}
-            if n_workers:
-                kwargs["n_workers"] = n_workers
-            return LocalCUDACluster(threads_per_worker=1, host=host, dashboard_address=dashboard_address, **kwargs)
-        if backend == "gpu":
-            raise BackendUnavailable("backend 'gpu' requested but dask-cuda sees no GPU (install distprove[gpu])")
-        return LocalCluster(
-            n_workers=n_workers or os.cpu_count() or 1,
-            threads_per_worker=1,
-            processes=True,
-            host=host,
-            dashboard_address=dashboard_address,
-        )
+        kwargs: dict[str, Any] = {}
+        if n_workers:
+            kwargs["n_workers"] = n_workers
+        return LocalCUDACluster(threads_per_worker=1, host=host, dashboard_address=dashboard_address, **kwargs)
+    if backend == "gpu":
+        raise BackendUnavailable("backend 'gpu' requested but dask-cuda sees no GPU (install distprove[gpu])")
+    return LocalCluster(
+        n_workers=n_workers or os.cpu_count() or 1,
+        threads_per_worker=1,
+        processes=True,
+        host=host,
+        dashboard_address=dashboard_address,
+    )
 
 
 @contextlib.contextmanager

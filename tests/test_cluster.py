@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import re
 import shlex
@@ -25,7 +24,6 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import dask
 import pytest
 import yaml
 
@@ -552,15 +550,3 @@ def test_readme_yaml_snippets_use_real_settings() -> None:
     defaults = _flat_keys({"distributed": dask.config.get("distributed")})
     assert _flat_keys(tls) <= defaults, _flat_keys(tls) - defaults
     assert any("scrape_configs" in d for d in docs)
-
-
-@pytest.mark.parametrize("setting, expected", [("inf", math.inf), (None, 1.1), (2.0, 2.0)])
-def test_local_cluster_worker_saturation(setting: object, expected: float) -> None:
-    """Clusters distprove starts take distprove.local-cluster.worker-saturation (default inf: the
-    prepare tasks are queued on the workers, no round trip between a proof's tasks); null keeps
-    distributed's default."""
-    from distprove.cluster import local_cluster
-
-    with dask.config.set({"distprove.local-cluster.worker-saturation": setting}):
-        with local_cluster("cpu", n_workers=1, dashboard_address=None) as cluster:
-            assert cluster.scheduler.WORKER_SATURATION == expected
