@@ -24,6 +24,7 @@ Outputs go to temporary folders that are emptied before each measured batch, so 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -47,6 +48,17 @@ def synth_inputs(kind: str, log_n: int, workdir: Path, witnesses: int) -> tuple[
     store = workdir / "key.zarr"
     dev_setup(cdir / "circuit.r1cs", store, seed=1, quiet=True)
     return store, [cdir / w for w in meta["witnesses"]]
+
+
+def gpu_names() -> list[str]:
+    """Names of the visible GPUs (empty without CuPy or a device)."""
+    try:
+        import cupy
+
+        names = [cupy.cuda.runtime.getDeviceProperties(i)["name"] for i in range(cupy.cuda.runtime.getDeviceCount())]
+    except Exception:  # no CuPy, no driver, no device: a CPU run
+        return []
+    return [n.decode() if isinstance(n, bytes) else n for n in names]
 
 
 def stage(witnesses: list[Path], count: int, folder: Path) -> Path:
@@ -263,7 +275,8 @@ def main() -> None:
         base = bare(key, witnesses, args.proofs, args.backend, workdir, (False,) if args.no_verify else (False, True))
         bare_rate = base["no_verify" if args.no_verify else "verify"]["proofs_per_s"]
         rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate)
-    result = {"key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpus": gpu_names(),
+              "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
               "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below, "rows": rows, "bare": base,
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}
     if args.json:
