@@ -97,3 +97,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason="no CUDA device visible to CuPy")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+def patched_wtns(tmp_path: Path, src: Path, bad: dict[int, int]) -> Path:
+    """A copy of the .wtns ``src`` whose witness values ``i`` are replaced by ``bad[i]`` (256-bit ints)."""
+    from distprove.formats.wtns import read_wtns
+
+    out = tmp_path / f"bad_{'_'.join(map(str, bad))}.wtns"
+    shutil.copy(src, out)
+    offset = read_wtns(src).offset
+    with open(out, "r+b") as f:
+        for i, v in bad.items():
+            f.seek(offset + 32 * i)
+            f.write(v.to_bytes(32, "little"))
+    return out

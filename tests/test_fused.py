@@ -10,7 +10,6 @@ in tests/test_batch.py; these need no cluster.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import dask
 import pytest
@@ -24,6 +23,7 @@ from distprove.graph import Plan
 from distprove.keystore import ZkeyKey, import_key
 from distprove.prover import prove
 from distprove.worker import Assembled, Collected, KeyInfo, ProofSpec, ProverState
+from test_worker_cache import FakeWorker, counting_state
 
 DATA = Path(__file__).parent / "data"
 MINI_ZKEY = DATA / "mini" / "mini_0001.zkey"
@@ -33,23 +33,10 @@ BAD = DATA / "bad"
 BLINDING = (12345, 67890)
 
 
-class FakeWorker:
-    address = "local"
-
-
 @pytest.fixture
 def st(monkeypatch: pytest.MonkeyPatch) -> ProverState:
     """A CPU ProverState that ``worker.state()`` returns (as if the task ran on its worker), counting uploads."""
-    state = ProverState("cpu")
-    state.setup(FakeWorker())
-    state.uploads = 0
-    load = state.backend.load_witness
-
-    def counted(key: Any, values: Any) -> Any:
-        state.uploads += 1
-        return load(key, values)
-
-    state.backend.load_witness = counted
+    state = counting_state()
     monkeypatch.setattr(worker, "state", lambda: state)
     return state
 

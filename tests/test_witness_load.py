@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import patched_wtns
 
 from distprove import bn254
 from distprove.backends.base import LoadedWitness
@@ -37,18 +38,6 @@ MINI_ZKEY = DATA / "mini" / "mini_0001.zkey"
 MINI_WTNS = DATA / "mini" / "witness.wtns"
 CHAIN_WTNS = DATA / "mul_chain_1k" / "witnesses" / "witness_0.wtns"  # 1023 values
 BAD_VALUES = {"r": R, "r+3": R + 3, "max": (1 << 256) - 1}
-
-
-def _patched(tmp_path: Path, src: Path, bad: dict[int, int]) -> Path:
-    """A copy of ``src`` whose witness values ``i`` are replaced by ``bad[i]`` (256-bit ints)."""
-    out = tmp_path / f"bad_{'_'.join(map(str, bad))}.wtns"
-    shutil.copy(src, out)
-    offset = read_wtns(src).offset
-    with open(out, "r+b") as f:
-        for i, v in bad.items():
-            f.seek(offset + 32 * i)
-            f.write(v.to_bytes(32, "little"))
-    return out
 
 
 def _value_message(path: Path, i: int) -> str:
@@ -102,7 +91,7 @@ def test_default_load_reads_and_checks() -> None:
 @pytest.mark.parametrize("kind", sorted(BAD_VALUES))
 @pytest.mark.parametrize("index", [0, 3, 5])
 def test_prove_names_the_first_bad_value(tmp_path: Path, index: int, kind: str) -> None:
-    bad = _patched(tmp_path, MINI_WTNS, {index: BAD_VALUES[kind], 5: R + 1} if index < 5 else {5: BAD_VALUES[kind]})
+    bad = patched_wtns(tmp_path, MINI_WTNS, {index: BAD_VALUES[kind], 5: R + 1} if index < 5 else {5: BAD_VALUES[kind]})
     with pytest.raises(FormatError) as e:
         prove(MINI_ZKEY, bad, backend="cpu")
     assert str(e.value) == _value_message(bad, index)
@@ -112,7 +101,7 @@ def test_prove_count_error_and_a_bad_value_first(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as e:
         prove(MINI_ZKEY, CHAIN_WTNS, backend="cpu")
     assert str(e.value) == f"{CHAIN_WTNS}: witness has 1023 values but the key mini_0001.zkey expects 6 (nVars)"
-    bad = _patched(tmp_path, CHAIN_WTNS, {700: R})
+    bad = patched_wtns(tmp_path, CHAIN_WTNS, {700: R})
     with pytest.raises(FormatError) as e:
         prove(MINI_ZKEY, bad, backend="cpu")
     assert str(e.value) == _value_message(bad, 700)
@@ -152,7 +141,7 @@ def test_gpu_override_loads_the_file(fake_gpu: Any) -> None:
 @pytest.mark.parametrize("kind", sorted(BAD_VALUES))
 @pytest.mark.parametrize("index", [0, 511, 1022])
 def test_gpu_override_errors_equal_the_host_read(fake_gpu: Any, tmp_path: Path, index: int, kind: str) -> None:
-    bad = _patched(tmp_path, CHAIN_WTNS, {index: BAD_VALUES[kind], 1022: R} if index < 1022 else {1022: BAD_VALUES[kind]})
+    bad = patched_wtns(tmp_path, CHAIN_WTNS, {index: BAD_VALUES[kind], 1022: R} if index < 1022 else {1022: BAD_VALUES[kind]})
     key = _key(1023)
     with pytest.raises(FormatError) as host:
         CpuBackend().load_witness_file(key, bad)
@@ -162,7 +151,7 @@ def test_gpu_override_errors_equal_the_host_read(fake_gpu: Any, tmp_path: Path, 
 
 
 def test_gpu_override_count_errors_equal_the_host_read(fake_gpu: Any, tmp_path: Path) -> None:
-    bad = _patched(tmp_path, CHAIN_WTNS, {9: R})
+    bad = patched_wtns(tmp_path, CHAIN_WTNS, {9: R})
     for path, key in ((CHAIN_WTNS, _key(1024)), (bad, _key(6))):
         with pytest.raises(FormatError) as host:
             CpuBackend().load_witness_file(key, path)

@@ -8,12 +8,12 @@ read's error (first bad index named), across chunk and block boundaries; and pro
 from __future__ import annotations
 
 import random
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import patched_wtns
 
 from distprove import bn254
 from distprove.backends.cpu import CpuBackend
@@ -56,17 +56,6 @@ def _key(n: int) -> SimpleNamespace:
     return SimpleNamespace(n_vars=n, path="/keys/big.zkey", content_hash="witness-test")
 
 
-def _patched(tmp_path: Path, src: Path, bad: dict[int, int]) -> Path:
-    out = tmp_path / "bad.wtns"
-    shutil.copy(src, out)
-    offset = read_wtns(src).offset
-    with open(out, "r+b") as f:
-        for i, v in bad.items():
-            f.seek(offset + 32 * i)
-            f.write(v.to_bytes(32, "little"))
-    return out
-
-
 def test_upload_equals_the_file(gpu, big: Path) -> None:
     import cupy
 
@@ -81,7 +70,7 @@ def test_upload_equals_the_file(gpu, big: Path) -> None:
 @pytest.mark.parametrize("index", [0, 2047, N // 2, N - 1])
 @pytest.mark.parametrize("value", [R, R + 3, (1 << 256) - 1], ids=["r", "r+3", "max"])
 def test_bad_value_error_equals_the_host_read(gpu, big: Path, tmp_path: Path, index: int, value: int) -> None:
-    bad = _patched(tmp_path, big, {index: value, N - 1: R} if index < N - 1 else {index: value})
+    bad = patched_wtns(tmp_path, big, {index: value, N - 1: R} if index < N - 1 else {index: value})
     with pytest.raises(FormatError) as host:
         CpuBackend().load_witness_file(_key(N), bad)
     with pytest.raises(FormatError) as dev:
@@ -90,7 +79,7 @@ def test_bad_value_error_equals_the_host_read(gpu, big: Path, tmp_path: Path, in
 
 
 def test_count_errors_equal_the_host_read(gpu, big: Path, tmp_path: Path) -> None:
-    bad = _patched(tmp_path, big, {77: R})
+    bad = patched_wtns(tmp_path, big, {77: R})
     for path, n in ((big, N + 1), (bad, 6)):
         with pytest.raises(FormatError) as host:
             CpuBackend().load_witness_file(_key(n), path)
@@ -107,7 +96,7 @@ def test_proof_from_path_equals_values_and_cpu(gpu, tmp_path: Path) -> None:
     on_cpu = prove(CHAIN_ZKEY, CHAIN_WTNS, backend="cpu", blinding=blinding)
     for p in (from_values, on_cpu):
         assert (from_path.pi_a, from_path.pi_b, from_path.pi_c, from_path.public) == (p.pi_a, p.pi_b, p.pi_c, p.public)
-    bad = _patched(tmp_path, CHAIN_WTNS, {500: R})
+    bad = patched_wtns(tmp_path, CHAIN_WTNS, {500: R})
     with pytest.raises(FormatError) as e:
         prove(CHAIN_ZKEY, bad, backend=gpu)
     assert str(e.value) == f"{bad}: witness value 500 is >= r (not reduced)"
