@@ -73,22 +73,13 @@ def load_witness(witness: WitnessLike, key: Any) -> tuple[np.ndarray, str]:
 def msm(
     backend: Backend, key: Any, which: str, scalars: Any, n: int, *, constant_work: bool | None = None
 ) -> bn254.Affine:
-    """One whole MSM through the backend's window-range entry point and the host Horner combine.
+    """One whole MSM of ``n`` points through :func:`start_msms` and the host Horner combine.
 
     ``constant_work``: see :meth:`Backend.msm_windows` (None = the config default).
     """
-    c, wait = msm_start(backend, key, which, scalars, n, constant_work=constant_work)
-    return combine(msm_group(which), wait(), c)
-
-
-def msm_start(
-    backend: Backend, key: Any, which: str, scalars: Any, n: int, *, constant_work: bool | None = None
-) -> tuple[int, Callable[[], dict[int, bn254.Affine]]]:
-    """Start all windows of one MSM (:meth:`Backend.msm_start`): its width c, and a function
-    that waits for the window sums {w: S_w}."""
     c = backend.window_width(n, msm_group(which))
-    wait = backend.msm_start(key, which, scalars, c, 0, num_windows(c), constant_work=constant_work)
-    return c, lambda: dict(enumerate(wait()))
+    sums = start_msms(backend, key, lambda _: scalars, {which: c}, names=(which,), constant_work=constant_work)()
+    return combine(msm_group(which), sums[which], c)
 
 
 OVERLAP_ORDER = ("B2", "H", "A", "B1", "C")
@@ -161,8 +152,7 @@ def prove(
     t = lap("witness", t0)
     evals = be.gather(k, w)
     t = lap("gather", t)
-    sizes = {which: k.domain_size if which == "H" else k.n_vars for which in MSM_NAMES}
-    widths = {which: be.window_width(sizes[which], msm_group(which)) for which in MSM_NAMES}
+    widths = {which: be.window_width(k.domain_size if which == "H" else k.n_vars, msm_group(which)) for which in MSM_NAMES}
     if overlap_h and not profile:
         witness_msms = start_msms(be, k, lambda _: w, widths, names=WITNESS_ORDER, constant_work=constant_work)
         hs = be.h_scalars(k, evals)
@@ -181,8 +171,7 @@ def prove(
         if profile:
             sums = {}
             for which in MSM_NAMES:
-                _, wait = msm_start(be, k, which, scalars(which), sizes[which], constant_work=constant_work)
-                sums[which] = wait()
+                sums.update(start_msms(be, k, scalars, widths, names=(which,), constant_work=constant_work)())
                 t = lap(f"msm_{which}", t)
         else:
             sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()

@@ -273,7 +273,7 @@ def test_no_oom_keeps_the_overlapped_path(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_single_msm_start_recovers_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    """msm_start (prove(profile=True), prover.msm) is the phase of one MSM."""
+    """msm_start is the phase of one MSM (as prove(profile=True) and prover.msm start them)."""
     device = _Device(fail_start=1)
     be = _backend(monkeypatch, device)
     key = open_key(MINI_ZKEY)

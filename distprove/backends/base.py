@@ -159,14 +159,10 @@ class Backend(ABC):
         *,
         constant_work: bool | None = None,
     ) -> Callable[[], list[Affine]]:
-        """Start :meth:`msm_windows` and return a function that waits for its window sums.
-
-        A backend that can overlap MSMs (the GPU: G1 and G2 on two streams) queues the work and
-        returns at once; the default computes now. Wait for every start before the scalars
-        change or the next proof begins.
-        """
-        sums = self.msm_windows(key, which, scalars, c, lo, hi, constant_work=constant_work)
-        return lambda: sums
+        """Start :meth:`msm_windows` and return a function that waits for its window sums: the
+        phase of :meth:`msm_start_all` with this one MSM (backends override that, not this)."""
+        wait = self.msm_start_all(key, {which: MsmJob(scalars, c, lo, hi)}, constant_work=constant_work)
+        return lambda: wait()[which]
 
     def msm_start_all(
         self, key: Any, jobs: Mapping[str, MsmJob], *, constant_work: bool | None = None
@@ -174,13 +170,13 @@ class Backend(ABC):
         """Start the MSMs ``jobs`` ({which: job}) in the mapping's order and return a function that
         waits for them all: {which: window sums}, collected in :data:`MSM_NAMES` order.
 
-        The default starts each with :meth:`msm_start`. The GPU overrides it to recover the whole
-        phase when the device runs out of memory with MSMs in flight.
+        A backend that can overlap MSMs (the GPU: G1 and G2 on two streams) queues the work and
+        returns at once, and recovers the whole phase when the device runs out of memory with
+        MSMs in flight; the default computes each now with :meth:`msm_windows`. Wait for every
+        start before the scalars change or the next proof begins.
         """
-        started = {
-            which: self.msm_start(key, which, *job, constant_work=constant_work) for which, job in jobs.items()
-        }
-        return lambda: {which: started[which]() for which in MSM_NAMES if which in started}
+        sums = {which: self.msm_windows(key, which, *job, constant_work=constant_work) for which, job in jobs.items()}
+        return lambda: {which: sums[which] for which in MSM_NAMES if which in sums}
 
     @abstractmethod
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:

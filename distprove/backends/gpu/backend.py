@@ -95,9 +95,7 @@ class GpuBackend(Backend):
             # outside the handler, whose traceback keeps the failed call's buffers alive
             if not freed:
                 freed = True
-                self._release_scratch()
-                self.engine.clear()  # NTT tables of every size seen so far; rebuilt on demand
-                self.cp.get_default_memory_pool().free_all_blocks()
+                self._free_rebuildable()
             else:
                 log.info("GPU memory short: evicting key %s", victims[0])
                 self.evict(victims[0])
@@ -125,6 +123,13 @@ class GpuBackend(Backend):
         if lane is None:
             lane = self._lanes[group.name] = (self.cp.cuda.Stream(non_blocking=True), gpu_msm.MsmScratch())
         return lane
+
+    def _free_rebuildable(self) -> None:
+        """Free what later work rebuilds on demand, the first answer to running out of memory: the
+        MSM scratch, the NTT engine's tables of every size seen so far, CuPy's cached blocks."""
+        self._release_scratch()
+        self.engine.clear()
+        self.cp.get_default_memory_pool().free_all_blocks()
 
     def _release_scratch(self) -> None:
         """Drop the MSM scratch buffers, the lanes' and the synchronous path's (freeing the blocks
@@ -220,22 +225,6 @@ class GpuBackend(Backend):
         oom = self.cp.cuda.memory.OutOfMemoryError
         return sums_in_parts(group, run, lo, hi, int(bases.shape[0]), oom, f"GPU MSM {which}")
 
-    def msm_start(
-        self,
-        key: Any,
-        which: str,
-        scalars: Any,
-        c: int,
-        lo: int,
-        hi: int,
-        *,
-        constant_work: bool | None = None,
-    ) -> Callable[[], list[Affine]]:
-        """Queue MSM ``which`` on its group's stream and return the waiter for its window sums
-        (:meth:`msm_start_all` with this one MSM)."""
-        wait = self.msm_start_all(key, {which: MsmJob(scalars, c, lo, hi)}, constant_work=constant_work)
-        return lambda: wait()[which]
-
     def msm_start_all(
         self, key: Any, jobs: Mapping[str, MsmJob], *, constant_work: bool | None = None
     ) -> Callable[[], dict[str, list[Affine]]]:
@@ -250,13 +239,13 @@ class GpuBackend(Backend):
         """
         oom = self.cp.cuda.memory.OutOfMemoryError
         started: dict[str, Callable[[], list[Affine]]] = {}
-        shares = Counter(self._sort_share(which, job, constant_work) for which, job in jobs.items())
+        share = {which: self._sort_share(which, job, constant_work) for which, job in jobs.items()}
+        uses = Counter(share.values())
         sorts: dict[tuple, gpu_msm.DigitSort] = {}
         try:
             for which, job in jobs.items():
-                share = self._sort_share(which, job, constant_work)
-                shared = share is not None and shares[share] > 1
-                started[which] = self._start(key, which, job, constant_work, sorts if shared else None)
+                shared = share[which] if share[which] is not None and uses[share[which]] > 1 else None
+                started[which] = self._start(key, which, job, constant_work, sorts, shared)
         except oom:
             pass  # recovered below, outside the handler (its traceback holds the failed launch's buffers)
         sorts.clear()  # the started MSMs' waiters hold what they share
@@ -286,18 +275,17 @@ class GpuBackend(Backend):
         return (id(job.scalars), job.c, job.lo, job.hi)
 
     def _start(
-        self, key: Any, which: str, job: MsmJob, constant_work: bool | None, sorts: dict[tuple, Any] | None = None
+        self, key: Any, which: str, job: MsmJob, constant_work: bool | None, sorts: dict[tuple, Any], share: tuple | None
     ) -> Callable[[], list[Affine]]:
-        """Queue one MSM on its group's lane (after the current stream's work); its waiter. With
-        ``sorts``, the digit sort is taken from there, or made on this lane and left there."""
+        """Queue one MSM on its group's lane (after the current stream's work); its waiter. With a
+        ``share`` key, the digit sort is taken from ``sorts``, or made on this lane and left there."""
         group, bases, s, cw = self._msm_operands(key, which, job.scalars, constant_work)
         stream, scratch = self._lane(group)
         ready = self.cp.cuda.Event()
         ready.record()
         stream.wait_event(ready)
         digits = None
-        if sorts is not None:
-            share = self._sort_share(which, job, constant_work)
+        if share is not None:
             if share not in sorts:
                 sorts[share] = gpu_msm.sort_digits(s, job.c, job.lo, job.hi, stream)
             digits = sorts[share]
@@ -307,13 +295,12 @@ class GpuBackend(Backend):
         self, key: Any, jobs: Mapping[str, MsmJob], constant_work: bool | None, where: str
     ) -> dict[str, list[Affine]]:
         """The MSM phase again, after running out of memory ``where``: wait for the device (the
-        started MSMs' waiters are already dropped), free the scratch and CuPy's cached blocks, then
-        each MSM alone through :meth:`msm_windows`."""
+        started MSMs' waiters are already dropped), free what can be rebuilt, then each MSM alone
+        through :meth:`msm_windows`."""
         log.info("GPU memory short %s: released the MSM phase's buffers, running its %d MSMs one at a time",
                  where, len(jobs))
         self.synchronize()
-        self._release_scratch()
-        self.cp.get_default_memory_pool().free_all_blocks()
+        self._free_rebuildable()
         return {
             which: self.msm_windows(key, which, *jobs[which], constant_work=constant_work)
             for which in MSM_NAMES
