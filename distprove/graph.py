@@ -145,23 +145,22 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     if fourstep:
         h_source, ntt_futs = submit_h_fourstep(client, name, prepared, info.domain_size, plan.workers, tag, priority)
         futures += ntt_futs
-    parts = []
-    slot = index
     if plan.mode == "data":  # one task for the five MSMs: they overlap on the device, four round trips fewer
-        parts.append(client.submit(msm_proof, spec, prepared, dict(info.widths), key=("msm-windows", name, "all", 0, tag), **common))
-    for which in MSM_NAMES if plan.mode != "data" else ():
-        c = info.widths[which]
-        for lo, hi in plan.window_ranges(num_windows(c)):
-            placement: dict[str, Any] = {}
-            if plan.mode == "split":
+        parts = [client.submit(msm_proof, spec, prepared, dict(info.widths), key=("msm-windows", name, "all", 0, tag), **common)]
+    else:  # split: window ranges pinned round-robin (loosely) to the workers
+        parts = []
+        slot = index
+        for which in MSM_NAMES:
+            c = info.widths[which]
+            src = h_source if which == "H" else prepared
+            for lo, hi in plan.window_ranges(num_windows(c)):
                 placement = {"workers": [plan.workers[slot % nw]], "allow_other_workers": True}
                 slot += 1
-            src = h_source if which == "H" else prepared
-            parts.append(
-                client.submit(
-                    msm_windows, spec, which, src, c, lo, hi, key=("msm-windows", name, which, lo, tag), **placement, **common
+                parts.append(
+                    client.submit(
+                        msm_windows, spec, which, src, c, lo, hi, key=("msm-windows", name, which, lo, tag), **placement, **common
+                    )
                 )
-            )
     futures += parts
     if plan.assemble_on_workers:
         reducer = client.submit(reduce_assemble, spec, parts, key=("reduce-assemble", name, tag), **common)
