@@ -47,6 +47,19 @@ def _table(group: Any) -> np.ndarray:
     return bn254.points_to_limbs(group, bn254.batch_to_affine(group, jac))
 
 
+def _inputs(groups: dict, max_log: int, seed: int) -> tuple[np.ndarray, Any, Any, dict]:
+    """2^max_log uniform scalars below r (host and device), random indices into the base tables,
+    and the tables of ``groups`` on the device."""
+    import cupy
+
+    rng = np.random.default_rng(seed)
+    host = rng.integers(0, 1 << 32, size=(1 << max_log, 8), dtype=np.uint32)
+    host[:, 7] %= 0x30644E72
+    idx = cupy.asarray(rng.integers(0, TABLE, size=1 << max_log))
+    tables = {name: cupy.asarray(_table(g)) for name, g in groups.items()}
+    return host, cupy.asarray(host), idx, tables
+
+
 def _time(fn: Any, reps: int) -> list[float]:
     import cupy
 
@@ -98,13 +111,7 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
     from distprove.stages.msm import num_windows
 
     groups = {"G1": bn254.G1, "G2": bn254.G2}
-    rng = np.random.default_rng(1)
-    tables = {name: cupy.asarray(_table(g)) for name, g in groups.items()}
-    max_log = max(lg for _, lg in CASES)
-    host = rng.integers(0, 1 << 32, size=(1 << max_log, 8), dtype=np.uint32)
-    host[:, 7] %= 0x30644E72
-    scalars_all = cupy.asarray(host)
-    idx_all = cupy.asarray(rng.integers(0, TABLE, size=1 << max_log))
+    host, scalars_all, idx_all, tables = _inputs(groups, max(lg for _, lg in CASES), 1)
     check_n, check_c = 1 << CHECK[0], CHECK[1]
 
     def check_sums(name: str) -> list:
@@ -152,20 +159,12 @@ def tune(results: dict, reps: int = 3) -> None:
     sums of the defaults; rows are named ``msm-tune`` with the parameters in ``params``."""
     import itertools
 
-    import cupy
-
     from distprove import bn254
     from distprove.backends.gpu import msm as gmsm
     from distprove.stages.msm import num_windows
 
     groups = {"G1": bn254.G1, "G2": bn254.G2}
-    rng = np.random.default_rng(5)
-    max_log = max(lg for _, lg in TUNE_CASES)
-    host = rng.integers(0, 1 << 32, size=(1 << max_log, 8), dtype=np.uint32)
-    host[:, 7] %= 0x30644E72
-    scalars = cupy.asarray(host)
-    idx = cupy.asarray(rng.integers(0, TABLE, size=1 << max_log))
-    tables = {name: cupy.asarray(_table(g)) for name, g in groups.items()}
+    _, scalars, idx, tables = _inputs(groups, max(lg for _, lg in TUNE_CASES), 5)
     defaults = {k: getattr(gmsm, k) for k in TUNE_GRID}
     default_params = {k: (v["G1"] if k == "SLICE_LEN" else v) for k, v in defaults.items()}
     combos = [dict(zip(TUNE_GRID, vals)) for vals in itertools.product(*TUNE_GRID.values())]
