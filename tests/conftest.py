@@ -14,7 +14,9 @@ import functools
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,3 +113,14 @@ def patched_wtns(tmp_path: Path, src: Path, bad: dict[int, int]) -> Path:
             f.seek(offset + 32 * i)
             f.write(v.to_bytes(32, "little"))
     return out
+
+
+def local_client(n_workers: int, processes: bool = True) -> Iterator[Any]:
+    """A distributed Client on a fresh CPU LocalCluster of ``n_workers`` one-thread workers, for a
+    module-scoped ``client`` fixture to ``yield from``; closed after."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=None) as cluster:
+        with Client(cluster) as c:
+            c.wait_for_workers(n_workers)
+            yield c

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import distprove
-from conftest import snarkjs_verify
+from conftest import local_client, snarkjs_verify
 from distprove.batching import discover
 from distprove.keystore import import_key
 from distprove.verifier import verify_many
@@ -39,12 +39,7 @@ VK = {"mini": DATA / "mini" / "verification_key.json", "mul": DATA / "mul_chain_
 
 @pytest.fixture(scope="module")
 def client():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as c:
-            c.wait_for_workers(3)
-            yield c
+    yield from local_client(3)
 
 
 @pytest.fixture(scope="module")

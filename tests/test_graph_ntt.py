@@ -10,6 +10,7 @@ import secrets
 
 import numpy as np
 import pytest
+from conftest import local_client
 
 from distprove import bn254
 from distprove.backends.base import Evals
@@ -110,12 +111,7 @@ def test_bad_shapes_raise() -> None:
 
 @pytest.fixture(scope="module")
 def client():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as c:
-            c.wait_for_workers(3)
-            yield c
+    yield from local_client(3)
 
 
 @pytest.mark.parametrize("k,count", [(7, 1), (8, 2)])

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import dask
 import numpy as np
 import pytest
+from conftest import local_client
 import zarr
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -498,12 +499,7 @@ def test_batch_refuses_an_empty_folder_before_starting_a_cluster(tmp_path: Path)
 
 @pytest.fixture(scope="module")
 def client():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as c:
-            c.wait_for_workers(2)
-            yield c
+    yield from local_client(2)
 
 
 def _outputs(out: Path) -> set[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import dask
 import pytest
+from conftest import local_client
 
 import distprove
 from distprove import config, worker
@@ -151,12 +152,7 @@ def test_public_signals_check_only_the_values_taken() -> None:
 
 @pytest.fixture(scope="module")
 def client():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        with Client(cluster) as c:
-            c.wait_for_workers(1)
-            yield c
+    yield from local_client(1, processes=False)
 
 
 def _count_uploads(dask_worker: Any) -> None:
