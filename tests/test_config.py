@@ -153,3 +153,23 @@ def test_msm_kernel_options() -> None:
         with dask.config.set({"distprove.msm.kernel-options": bad}), pytest.raises(FormatError) as err:
             msm.kernel_options()
         assert "kernel-options" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_msm_affine_rounds() -> None:
+    """distprove.msm.affine-rounds overrides AFFINE_ROUNDS: null keeps it, a number sets both groups,
+    a mapping each; anything else is a one-line FormatError naming the setting."""
+    from distprove import bn254
+    from distprove.backends.gpu import msm
+
+    def both() -> tuple[int, int]:
+        return msm.affine_rounds(bn254.G1), msm.affine_rounds(bn254.G2)
+
+    assert both() == (msm.AFFINE_ROUNDS["G1"], msm.AFFINE_ROUNDS["G2"])
+    with dask.config.set({"distprove.msm.affine-rounds": 2}):
+        assert both() == (2, 2)
+    with dask.config.set({"distprove.msm.affine-rounds": {"G2": 3}}):
+        assert both() == (msm.AFFINE_ROUNDS["G1"], 3)
+    for bad in (-1, True, "2", {"G3": 1}, {"G1": -2}, [1]):
+        with dask.config.set({"distprove.msm.affine-rounds": bad}), pytest.raises(FormatError) as err:
+            both()
+        assert "affine-rounds" in str(err.value) and "\n" not in str(err.value)

@@ -345,6 +345,7 @@ inline unsigned atomicSub(unsigned* p, unsigned v) { return __atomic_fetch_sub(p
 #include "field.cuh"
 #include "curve.cuh"
 #include "msm.cu"
+#include "msm_affine.cu"
 
 static void emu_launch(unsigned gx, unsigned gy, unsigned bx, bool sync, const std::function<void()>& body) {
     gridDim = {gx, gy, 1};
@@ -379,7 +380,10 @@ EMU(msm_scatter, false, (s, cur, e, n, c, lo, nw, nb), const u32* s, u32* cur, M
         u32 len, u32 g, Xyzz<F>* b, u32* orr, Xyzz<F>* op)                                                \
     EMU(msm_reduce_##G, true, (b, nb, seg, p), const Xyzz<F>* b, u32 nb, u32 seg, Xyzz<F>* p)             \
     EMU(msm_ones_##G, true, (s, bs, n, o), const u32* s, const Aff<F>* bs, u32 n, Xyzz<F>* o)            \
-    EMU(msm_sum_groups_##G, true, (i, cnt, o), const Xyzz<F>* i, u32 cnt, Xyzz<F>* o)
+    EMU(msm_sum_groups_##G, true, (i, cnt, o), const Xyzz<F>* i, u32 cnt, Xyzz<F>* o)                   \
+    EMU(msm_pairs_##G, false, (e, p, ci, cn, co, rows, k, eo, so), const MsmEntry* e, const Aff<F>* p,     \
+        const u32* ci, const u32* cn, const u32* co, u32 rows, u32 k, MsmEntry* eo, Aff<F>* so)
+EMU(msm_pair_counts, false, (ci, co, rows), const u32* ci, u32* co, u32 rows)
 EMU_GROUP(g1, Fq)
 EMU_GROUP(g2, Fq2)
 """
@@ -435,6 +439,8 @@ def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(gm, "FOLD_LEN", 4)
     monkeypatch.setattr(gm, "TREE_THREADS", 8)
     monkeypatch.setattr(gm, "REDUCE_SEG", 2)
+    monkeypatch.setattr(gm, "PAIR_THREADS", 4)
+    monkeypatch.setattr(gm, "_sm_count", lambda: 1)
     return gm
 
 
@@ -533,3 +539,161 @@ def test_shared_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatc
     assert swapped[1:] == gm.msm_windows(group, bases, other, c, lo, hi, scratch=gm.MsmScratch())[1:]
     with pytest.raises(ValueError, match="does not fit"):
         gm.msm_windows_start(group, bases, limbs, c + 1, 0, 1, gm.MsmScratch(), _EmuStream(), digits=digits)
+
+
+# --- batch-affine pair rounds (msm_affine.cu), emulated -------------------------------------
+
+# Rows of one pair round's input as (table index, negated) entries; table = [P, Q, S, None].
+# Covered: P + P (doubling), P + (-P), infinity on either side and on both, odd last entries
+# (negated too), empty rows, and a long row that K = 1..3 threads cut through.
+PAIR_ROWS = [
+    [],
+    [(0, False), (0, False)],
+    [(0, False), (0, True)],
+    [(3, False), (1, False)],
+    [(1, True), (3, False)],
+    [(3, False), (3, False)],
+    [(2, True)],
+    [],
+    [(0, False), (1, False), (2, True)],
+    [(1, True), (1, True), (1, False), (0, False), (0, False), (3, False), (2, False), (2, False), (1, False)],
+    [(2, False), (2, True), (2, False)],
+]
+
+
+def _point_sum(group: bn254.Group, pts: list) -> bn254.Affine:
+    acc = bn254.to_jacobian(group, None)
+    for p in pts:
+        acc = bn254.jac_add(group, acc, bn254.to_jacobian(group, p))
+    return bn254.to_affine(group, acc)
+
+
+@pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
+@pytest.mark.parametrize("k", [1, 2, 3, 16])
+def test_pair_rounds_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, group: bn254.Group, k: int) -> None:
+    """One round adds each row's entries two by two (the odd last one copied, negation applied)
+    into slots cursor_out[row] + o/2, with entries (row, slot << 1) and counts ceil(count / 2);
+    four rounds leave one point per row, its sum. Thread ranges of 2k entries cut through the rows."""
+    gm = emulated_msm
+    monkeypatch.setattr(gm, "PAIR_K", (k, k))
+    rng = random.Random(k)
+    table = _points(group, rng, 3) + [None]
+    points = bn254.points_to_limbs(group, table)
+    rows = len(PAIR_ROWS)
+    counts = np.array([len(r) for r in PAIR_ROWS], dtype=np.uint32)
+    cursor = (np.cumsum(counts) - counts).astype(np.uint32)
+    entries = np.array([[row, idx << 1 | neg] for row, items in enumerate(PAIR_ROWS) for idx, neg in items],
+                       dtype=np.uint32).reshape(-1)
+    inputs = [[bn254.neg(group, table[i]) if neg else table[i] for i, neg in items] for items in PAIR_ROWS]
+
+    scratch = gm.MsmScratch()
+    out = gm._pair_rounds(gm._module(), group, 1, entries, points, cursor, counts, rows, int(counts.sum()), scratch)
+    ent, pts, cur, cnt, bound = out
+    want_counts = [(len(r) + 1) // 2 for r in PAIR_ROWS]
+    assert cnt.tolist() == want_counts and cur.tolist() == (np.cumsum(want_counts) - want_counts).tolist()
+    assert bound >= sum(want_counts)
+    got = bn254.points_from_limbs(group, pts[: sum(want_counts) * group.limbs])
+    for row, items in enumerate(inputs):
+        slots = range(int(cur[row]), int(cur[row]) + want_counts[row])
+        assert ent.reshape(-1, 2)[list(slots)].tolist() == [[row, j << 1] for j in slots]
+        assert [got[j] for j in slots] == [_point_sum(group, items[o : o + 2]) for o in range(0, len(items), 2)]
+
+    ent, pts, cur, cnt, _ = gm._pair_rounds(gm._module(), group, 4, entries, points, cursor, counts, rows,
+                                            int(counts.sum()), gm.MsmScratch())
+    assert cnt.tolist() == [min(len(r), 1) for r in PAIR_ROWS]
+    got = bn254.points_from_limbs(group, pts[: int(cnt.sum()) * group.limbs])
+    for row, items in enumerate(inputs):
+        if items:
+            assert got[int(cur[row])] == _point_sum(group, items)
+
+
+def _affine_case(gm, group: bn254.Group, n: int, c: int, window_range: str, scalars: str,
+                 rng: random.Random) -> None:
+    """msm_windows with pair rounds against window sums from the digits (per table point), on
+    bases drawn from [P, Q, S, -P, infinity]: doublings, P + (-P) and infinity in the rounds."""
+    from distprove.stages.msm import combine, num_windows, signed_digits_array
+
+    pts = _points(group, rng, 3)
+    table = pts + [bn254.neg(group, pts[0]), None]
+    idx = [rng.randrange(len(table)) for _ in range(n)]
+    if scalars == "equal":
+        scal = [rng.randrange(2, R)] * n
+    elif scalars == "01":
+        scal = [rng.randrange(2) for _ in range(n)]
+    else:
+        scal = [rng.choice([0, 1, 2, R - 1, rng.randrange(R), rng.randrange(1 << 20)]) for _ in range(n)]
+    w_count = num_windows(c)
+    lo, hi = (0, w_count) if window_range == "full" else sorted(rng.sample(range(w_count + 1), 2))
+    limbs = bn254.limbs_from_ints(scal)
+    got = gm.msm_windows(group, bn254.points_to_limbs(group, [table[j] for j in idx]), limbs, c, lo, hi,
+                         scratch=gm.MsmScratch())
+    digits = signed_digits_array(limbs, c)
+    want = []
+    for w in range(lo, hi):
+        coef = [0] * len(table)
+        for i, j in enumerate(idx):
+            coef[j] += int(digits[i, w])
+        want.append(_point_sum(group, [bn254.mul(group, p, k % R) for p, k in zip(table, coef) if p is not None]))
+    assert got == want
+    if (lo, hi) == (0, w_count):
+        per = [0] * len(table)
+        for j, s in zip(idx, scal):
+            per[j] += s
+        expect = _point_sum(group, [bn254.mul(group, p, k % R) for p, k in zip(table, per) if p is not None])
+        assert combine(group, dict(enumerate(got)), c) == expect
+
+
+AFFINE_CASES = [
+    (bn254.G1, 1, 5, "full", "mixed"),
+    (bn254.G1, 2, 4, "full", "equal"),
+    (bn254.G1, 3, 3, "random", "mixed"),
+    (bn254.G1, 1000, 6, "random", "mixed"),
+    (bn254.G1, 777, 4, "full", "equal"),
+    (bn254.G1, 500, 7, "random", "01"),
+    (bn254.G2, 3, 5, "full", "mixed"),
+    (bn254.G2, 300, 6, "random", "equal"),
+    (bn254.G2, 333, 7, "random", "mixed"),
+]
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+@pytest.mark.parametrize("group,n,c,window_range,scalars", AFFINE_CASES,
+                         ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v))
+def test_msm_pipeline_affine_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, group, n, c, window_range,
+                                      scalars, rounds) -> None:
+    """The whole pipeline with 1-3 pair rounds (2 pairs per thread) gives the digits' window sums."""
+    monkeypatch.setattr(emulated_msm, "AFFINE_ROUNDS", {"G1": rounds, "G2": rounds})
+    monkeypatch.setattr(emulated_msm, "PAIR_K", (2, 2))
+    _affine_case(emulated_msm, group, n, c, window_range, scalars, random.Random(n * 10 + rounds))
+
+
+def test_affine_rounds_from_config_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """distprove.msm.affine-rounds reaches the pipeline (a mapping per group), and pair rounds
+    leave a shared digit sort's buffers as they were (other MSMs read them)."""
+    import sys
+
+    import dask
+
+    from distprove.stages.msm import num_windows
+
+    gm = emulated_msm
+    fake = sys.modules["cupy"]
+    monkeypatch.setattr(fake, "zeros", np.zeros, raising=False)
+    monkeypatch.setattr(fake.cuda, "get_current_stream", lambda: _EmuStream())
+    monkeypatch.setattr(fake.cuda, "Event", _EmuStream, raising=False)
+    rng = random.Random(7)
+    n, c = 200, 5
+    limbs = bn254.limbs_from_ints([rng.choice([0, 1, rng.randrange(R)]) for _ in range(n)])
+    digits = gm.sort_digits(limbs, c, 0, num_windows(c), _EmuStream())
+    before = [a.copy() for a in (digits.counts, digits.cursor, digits.entries)]
+    with dask.config.set({"distprove.msm.affine-rounds": {"G1": 2, "G2": 3}}):
+        assert (gm.affine_rounds(bn254.G1), gm.affine_rounds(bn254.G2)) == (2, 3)
+        for group in (bn254.G1, bn254.G2):
+            table = _points(group, rng, 4) + [None]
+            bases = bn254.points_to_limbs(group, [rng.choice(table) for _ in range(n)])
+            with_rounds = gm.msm_windows_start(group, bases, limbs, c, 0, num_windows(c), gm.MsmScratch(),
+                                               _EmuStream(), digits=digits)()
+            assert all(np.array_equal(a, b) for a, b in zip(before, (digits.counts, digits.cursor, digits.entries)))
+            with dask.config.set({"distprove.msm.affine-rounds": 0}):
+                assert with_rounds == gm.msm_windows(group, bases, limbs, c, 0, num_windows(c),
+                                                     scratch=gm.MsmScratch())

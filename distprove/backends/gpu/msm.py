@@ -1,7 +1,8 @@
 """GPU Pippenger window sums: the host side of ``distprove/kernels/msm.cu``.
 
 :func:`msm_windows` computes the window sums S_lo .. S_{hi-1} of DESIGN.md on the device (digits,
-counting sort into buckets, segmented accumulation, per-window reduction) and reads back one
+counting sort into buckets, optional batch-affine pair rounds that halve every bucket (msm_affine.cu,
+:data:`AFFINE_ROUNDS`), segmented accumulation, per-window reduction) and reads back one
 XYZZ point per window plus the sum of the scalar-1 bases, which it adds to S_0. The Horner
 combine stays on the host (:func:`distprove.stages.msm.combine`). With ``constant_work=True`` the
 same sums come from the kernels of ``msm_cw.cu`` (docs/CONSTANT_WORK.md): every scalar in every
@@ -13,6 +14,7 @@ buffers are reused, never trusted to hold zeros; the kernels clear what they rea
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
@@ -47,6 +49,17 @@ ONES_BLOCKS_MAX = 512
 DUMMY_ROWS = 32
 """Constant work: zero-digit rows per window (a power of two; scalar i uses row i mod DUMMY_ROWS),
 spreading the count/scatter atomics of the zero digits over that many counters."""
+AFFINE_ROUNDS: dict[str, int] = {"G1": 0, "G2": 0}
+"""Batch-affine pair rounds (msm_affine.cu) run before the XYZZ accumulation, per group; each halves
+every bucket with affine additions that share one inversion per thread. 0: none (the accumulation
+reads the bases, as before). Overridden by ``distprove.msm.affine-rounds``; default mode only."""
+PAIR_K: tuple[int, int] = (16, 256)
+"""Least and most pairs per thread in a pair round (one field inversion is amortised over them)."""
+PAIR_THREADS_PER_SM = 256
+"""A pair round gets k = clamp(pairs / (SMs * this), *PAIR_K) pairs per thread: the largest k that
+still leaves this many threads per SM, so small rounds keep the device busy."""
+PAIR_THREADS = 128
+"""Block size of the pair-round kernels."""
 
 
 def _xyzz_words(group: Group) -> int:
@@ -61,6 +74,21 @@ def kernel_options() -> tuple[str, ...]:
     if isinstance(extra, str) or not all(isinstance(o, str) for o in extra):
         raise FormatError("distprove.msm.kernel-options", f"must be a list of NVRTC option strings (got {extra!r})")
     return KERNEL_OPTIONS + tuple(extra)
+
+
+def affine_rounds(group: Group) -> int:
+    """Pair rounds for ``group``: :data:`AFFINE_ROUNDS`, or ``distprove.msm.affine-rounds`` when set
+    (an integer for both groups, or a mapping such as ``{"G1": 2, "G2": 1}``)."""
+    value = config.get("msm.affine-rounds", None)
+    if value is None:
+        return AFFINE_ROUNDS[group.name]
+    if isinstance(value, dict) and set(value) <= set(AFFINE_ROUNDS):
+        value = value.get(group.name, AFFINE_ROUNDS[group.name])
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise FormatError("distprove.msm.affine-rounds",
+                          f"must be null, an integer >= 0 or a mapping of G1/G2 to one "
+                          f"(got {config.get('msm.affine-rounds')!r})")
+    return value
 
 
 def _module() -> "cupy.RawModule":
@@ -218,7 +246,8 @@ def msm_windows(
     ``bases``: (n, 16) G1 or (n, 32) G2 uint32, Montgomery affine as in the key, all-zero rows
     are infinity. ``scalars``: (n, 8) uint32 standard form, each < r. The sum of the bases with
     scalar 1 is included in S_0 (only when lo == 0), as DESIGN.md specifies. ``phases``, if
-    given, receives the device milliseconds of each phase (sort, accumulate, fold, reduce, ones).
+    given, receives the device milliseconds of each phase (sort, pairs when :func:`affine_rounds`
+    is not 0, accumulate, fold, reduce, ones).
     ``constant_work``: the same sums by the kernels of msm_cw.cu (docs/CONSTANT_WORK.md): every
     scalar in every window, zero digits to discarded dummy rows, no ones path, complete
     projective formulas in fold and reduce.
@@ -354,11 +383,19 @@ def _launch(
         _sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, constant_work)
     timer.mark("sort")
 
+    # Batch-affine pair rounds: the accumulation then reads their sums instead of the bases.
+    points, bound = bases, nw * n
+    rounds = 0 if constant_work else affine_rounds(group)
+    if rounds:
+        entries, points, cursor, counts, bound = _pair_rounds(mod, group, rounds, entries, points, cursor, counts,
+                                                              rows, bound, scratch)
+        timer.mark("pairs")
+
     # Buckets: clear, accumulate slices, fold the spills.
     buckets = scratch.take("buckets", rows * pw)
     mod.get_function(f"msm_clear{cw}_{sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
     slice_len = SLICE_LEN[group.name]
-    slices = -(-(nw * n) // slice_len)
+    slices = -(-bound // slice_len)
     m = 2 * slices
     fold_out = 2 * (-(-m // FOLD_LEN))
     spill = [
@@ -368,7 +405,7 @@ def _launch(
     mod.get_function(f"msm_accumulate_{sfx}")(
         (-(-slices // ACC_THREADS),),
         (ACC_THREADS,),
-        (entries, bases, cursor, counts, u32(rows), u32(slice_len), u32(slices), buckets) + spill[0],
+        (entries, points, cursor, counts, u32(rows), u32(slice_len), u32(slices), buckets) + spill[0],
     )
     timer.mark("accumulate")
     fold = mod.get_function(f"msm_fold{cw}_{sfx}")
@@ -418,6 +455,56 @@ def _launch(
         return sums
 
     return wait
+
+
+def _pair_rounds(mod: Any, group: Group, rounds: int, entries: "cupy.ndarray", points: "cupy.ndarray",
+                 cursor: "cupy.ndarray", counts: "cupy.ndarray", rows: int, bound: int,
+                 scratch: MsmScratch) -> tuple[Any, Any, Any, Any, int]:
+    """Queue ``rounds`` pair rounds of msm_affine.cu on the current stream, after the sort.
+
+    Each round halves every bucket (counts_out = ceil(counts / 2)); ``bound`` caps the entries
+    of its input (nw * n for the sort's) and the output holds at most (bound + min(rows, bound))
+    / 2: an odd row leaves one entry unpaired. Returns the last round's (entries, points, cursor,
+    counts) and that bound. Only scratch buffers are written, two of each kind used in turn: the
+    sort's may be a :class:`DigitSort` that other MSMs read.
+    """
+    import cupy
+
+    u32 = np.uint32
+    pairs = mod.get_function(f"msm_pairs_{_suffix(group)}")
+    halve = mod.get_function("msm_pair_counts")
+    target_threads = _sm_count() * PAIR_THREADS_PER_SM
+    for r in range(rounds):
+        side = "ab"[r % 2]
+        out_bound = (bound + min(rows, bound)) // 2
+        counts_out = scratch.take(f"pair_counts_{side}", rows)
+        cursor_out = scratch.take(f"pair_cursor_{side}", rows)
+        entries_out = scratch.take(f"pair_entries_{side}", 2 * out_bound)
+        points_out = scratch.take(f"pair_points_{side}", out_bound * group.limbs)
+        halve((-(-rows // 256),), (256,), (counts, counts_out, u32(rows)))
+        cupy.cumsum(counts_out, dtype=cupy.uint32, out=cursor_out)
+        cursor_out -= counts_out  # exclusive: each row's first slot
+        k = min(max(bound // 2 // target_threads, PAIR_K[0]), PAIR_K[1])
+        threads = -(-bound // (2 * k))
+        pairs((-(-threads // PAIR_THREADS),), (PAIR_THREADS,),
+              (entries, points, cursor, counts, cursor_out, u32(rows), u32(k), entries_out, points_out))
+        entries, points, cursor, counts, bound = entries_out, points_out, cursor_out, counts_out, out_bound
+    return entries, points, cursor, counts, bound
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count_of(device: int) -> int:
+    import cupy
+
+    rt = cupy.cuda.runtime
+    return int(rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, device))
+
+
+def _sm_count() -> int:
+    """Streaming multiprocessors of the current device."""
+    import cupy
+
+    return _sm_count_of(cupy.cuda.runtime.getDevice())
 
 
 def xyzz_to_affine(group: Group, words: np.ndarray) -> list[Affine]:

@@ -1,0 +1,207 @@
+// msm_affine.cu - batch-affine pair rounds ahead of the XYZZ bucket accumulation. Needs
+// field.cuh, curve.cuh and msm.cu (MsmEntry).
+//
+// WHAT THIS FILE DECIDES, AND WHY (host side: _pair_rounds in distprove/backends/gpu/msm.py)
+// * The XYZZ accumulation costs 8M + 2S per entry and, on G2, 255 registers per thread. An
+//   affine addition whose slope denominator is inverted together with many others
+//   (Montgomery's trick: one inversion per thread, 3 products per element) costs 6 products
+//   and keeps one running product in registers. So before the accumulation the host runs R
+//   pair rounds: each adds the entries of every bucket two by two in affine coordinates,
+//   halving the bucket, and the unchanged msm_accumulate_* then reads the last round's points.
+// * A round maps (entries sorted by row, points, counts_in, cursor_in = each row's start) to
+//   counts_out[row] = ceil(counts_in[row] / 2) (msm_pair_counts), cursor_out = its exclusive
+//   prefix sum (the host), and slot j = cursor_out[row] + o/2 for the entry at offset o (even)
+//   of its row: entry (row, j << 1) and affine point sums[j], paired with the next entry when
+//   that is in the same row, copied (negation applied) when it is the row's odd last entry.
+//   Pairing is relative to the row's start, so no pair ever crosses a bucket and the output is
+//   sorted by row like the input. Output points have the bases' layout (infinity all zero) and
+//   output entries are never negated.
+// * Thread t owns the pairs whose FIRST entry lies in [2kt, 2k(t+1)) (at most k pairs: pairs
+//   are disjoint; reading the second entry past the range end is fine), so threads cut through
+//   buckets freely and no bucket serialises a round. k is the host's, per round: the inversion
+//   (about 330 Fq products) is amortised over k pairs, but a small round needs threads.
+// * Forward pass: each pair's denominator d enters the running product, and the product
+//   BEFORE it is parked in sums[j].x (the thread's own slot: no extra buffer). One Fermat
+//   inversion (4-bit windows; Fq2 through the norm, 1/(a + bu) = (a - bu) / (a^2 + b^2)).
+//   Backward pass: 1/d = inv * parked product, inv *= d, lambda = num / d,
+//   x3 = lambda^2 - x1 - x2, y3 = lambda (x1 - x3) - y1. The points are read again rather
+//   than kept: k pairs of G2 points would not fit in registers.
+// * Special cases go through the same chain with no second inversion: an infinity operand
+//   (the sum is the other) and q = -p (the sum is infinity) need no denominator and are
+//   written in the forward pass; p = q is a doubling, d = 2 y1 and num = 3 x1^2. No finite
+//   point has y = 0 (both groups have odd prime order), so d is never 0.
+// * Per-thread bodies are DP_INLINE functions of (arguments, thread index), so a host build
+//   runs them one thread after another (tests/test_kernels_host.py).
+
+#ifndef DP_MSM_AFFINE_CU
+#define DP_MSM_AFFINE_CU
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define DP_NO_UNROLL _Pragma("unroll 1")
+#else
+#define DP_NO_UNROLL
+#endif
+
+// a^(q-2) = 1/a in Fq (0 for a = 0): 4-bit fixed windows, 14 products for the table, 252
+// squarings and at most 63 products. The loop stays rolled: one inversion per thread.
+DP_INLINE Fq fq_inv_w4(Fq a) {
+    const u32 p[8] = DP_FQ_P;  // q - 2 differs from q only in limb 0 (its low nibble is 7)
+    Fq tab[16];
+    tab[0] = fq_one();
+    tab[1] = a;
+    for (int i = 2; i < 16; i++) tab[i] = fq_mul(tab[i - 1], a);
+    Fq r = tab[p[7] >> 28];
+    DP_NO_UNROLL
+    for (int i = 62; i >= 0; i--) {
+        u32 limb = p[i >> 3] - (i < 8 ? 2u : 0u);
+        u32 nib = (limb >> ((i & 7) * 4)) & 15u;
+        r = fq_sqr(fq_sqr(fq_sqr(fq_sqr(r))));
+        if (nib) r = fq_mul(r, tab[nib]);
+    }
+    return r;
+}
+
+DP_INLINE Fq ma_inv(Fq a) { return fq_inv_w4(a); }
+
+// (c0 + c1 u)^-1 = (c0 - c1 u) / (c0^2 + c1^2).
+DP_INLINE Fq2 ma_inv(Fq2 a) {
+    Fq t = fq_inv_w4(fq_add(fq_sqr(a.c0), fq_sqr(a.c1)));
+    Fq2 r;
+    r.c0 = fq_mul(a.c0, t);
+    r.c1 = fq_neg(fq_mul(a.c1, t));
+    return r;
+}
+
+// How a pair p + q is formed.
+#define DP_PAIR_COPY 0u  // an operand is infinity (the sum is the other) or q = -p (infinity)
+#define DP_PAIR_ADD 1u   // x_p != x_q: d = x_q - x_p, num = y_q - y_p
+#define DP_PAIR_DBL 2u   // p = q: d = 2 y_p, num = 3 x_p^2
+
+// The kind of p + q, and the slope's denominator d unless the kind is DP_PAIR_COPY.
+template <typename F> DP_INLINE u32 pair_kind(const Aff<F>& p, const Aff<F>& q, F& d) {
+    if (aff_is_inf_t(p) || aff_is_inf_t(q)) return DP_PAIR_COPY;
+    d = f_sub(q.x, p.x);
+    if (!f_is_zero(d)) return DP_PAIR_ADD;
+    if (!f_is_zero(f_sub(q.y, p.y))) return DP_PAIR_COPY;  // same x, other y: q = -p
+    d = f_add(p.y, p.y);
+    return DP_PAIR_DBL;
+}
+
+// p + q of kind DP_PAIR_COPY.
+template <typename F> DP_INLINE Aff<F> pair_copy_sum(const Aff<F>& p, const Aff<F>& q) {
+    if (aff_is_inf_t(p)) return q;
+    if (aff_is_inf_t(q)) return p;
+    Aff<F> z;
+    f_set_zero(z.x);
+    f_set_zero(z.y);
+    return z;
+}
+
+// p + q of kind DP_PAIR_ADD or DP_PAIR_DBL, given inv = 1/d.
+template <typename F> DP_INLINE Aff<F> pair_finish(const Aff<F>& p, const Aff<F>& q, u32 kind, F inv) {
+    F num;
+    if (kind == DP_PAIR_ADD) {
+        num = f_sub(q.y, p.y);
+    } else {
+        F x2 = f_sqr(p.x);
+        num = f_add(f_add(x2, x2), x2);
+    }
+    F lambda = f_mul(num, inv);
+    Aff<F> r;
+    r.x = f_sub(f_sub(f_sqr(lambda), p.x), q.x);
+    r.y = f_sub(f_mul(lambda, f_sub(p.x, r.x)), p.y);
+    return r;
+}
+
+// Point `pt` (index << 1 | negated) of a round's input.
+template <typename F> DP_INLINE Aff<F> pair_load(const Aff<F>* pts, u32 pt) {
+    Aff<F> q = pts[pt >> 1];
+    return (pt & 1u) ? aff_neg_t(q) : q;
+}
+
+// One pair round's arguments (see the banner).
+template <typename F> struct PairRound {
+    const MsmEntry* in;    // sorted by row
+    const Aff<F>* pts;     // the points `in` indexes
+    const u32* cursor_in;  // each row's first entry
+    const u32* counts_in;
+    const u32* cursor_out;  // each row's first output slot
+    u32 rows;
+    u32 k;  // pairs per thread
+    MsmEntry* out;
+    Aff<F>* sums;
+};
+
+// Thread t of a pair round: the pairs (and odd last entries) whose first entry lies in
+// [2kt, 2k(t+1)).
+template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t) {
+    u32 total = a.cursor_in[a.rows - 1u] + a.counts_in[a.rows - 1u];
+    u64 first = (u64)t * 2u * a.k;
+    if (first >= total) return;
+    u32 lo = (u32)first;
+    u32 hi = first + 2u * a.k < total ? (u32)(first + 2u * a.k) : total;
+    F acc;
+    f_set_one(acc);
+    bool any = false;
+    for (u32 i = lo; i < hi; i++) {
+        MsmEntry e = a.in[i];
+        u32 o = i - a.cursor_in[e.row];
+        if (o & 1u) continue;
+        u32 j = a.cursor_out[e.row] + (o >> 1);
+        MsmEntry oe;
+        oe.row = e.row;
+        oe.pt = j << 1;
+        a.out[j] = oe;
+        Aff<F> p = pair_load(a.pts, e.pt);
+        if (o + 1u >= a.counts_in[e.row]) {
+            a.sums[j] = p;
+            continue;
+        }
+        Aff<F> q = pair_load(a.pts, a.in[i + 1u].pt);
+        F d;
+        if (pair_kind(p, q, d) == DP_PAIR_COPY) {
+            a.sums[j] = pair_copy_sum(p, q);
+            continue;
+        }
+        a.sums[j].x = acc;
+        acc = f_mul(acc, d);
+        any = true;
+    }
+    if (!any) return;
+    F inv = ma_inv(acc);
+    for (u32 i = hi; i-- > lo;) {
+        MsmEntry e = a.in[i];
+        u32 o = i - a.cursor_in[e.row];
+        if ((o & 1u) || o + 1u >= a.counts_in[e.row]) continue;
+        Aff<F> p = pair_load(a.pts, e.pt);
+        Aff<F> q = pair_load(a.pts, a.in[i + 1u].pt);
+        F d;
+        u32 kind = pair_kind(p, q, d);
+        if (kind == DP_PAIR_COPY) continue;
+        u32 j = a.cursor_out[e.row] + (o >> 1);
+        F inv_d = f_mul(inv, a.sums[j].x);
+        inv = f_mul(inv, d);
+        a.sums[j] = pair_finish(p, q, kind, inv_d);
+    }
+}
+
+// counts_out[row] = ceil(counts_in[row] / 2).
+extern "C" __global__ void msm_pair_counts(const u32* counts_in, u32* counts_out, u32 rows) {
+    u32 r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < rows) counts_out[r] = (counts_in[r] >> 1) + (counts_in[r] & 1u);
+}
+
+#define DP_MSM_PAIRS(G, F)                                                                              \
+    extern "C" __global__ void msm_pairs_##G(const MsmEntry* in, const Aff<F>* pts, const u32* cursor_in, \
+                                             const u32* counts_in, const u32* cursor_out, u32 rows, u32 k, \
+                                             MsmEntry* out, Aff<F>* sums) {                              \
+        PairRound<F> a = {in, pts, cursor_in, counts_in, cursor_out, rows, k, out, sums};               \
+        msm_pairs_body(a, blockIdx.x * blockDim.x + threadIdx.x);                                       \
+    }
+
+DP_MSM_PAIRS(g1, Fq)
+DP_MSM_PAIRS(g2, Fq2)
+
+#undef DP_MSM_PAIRS
+
+#endif  // DP_MSM_AFFINE_CU
