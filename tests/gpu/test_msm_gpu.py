@@ -43,6 +43,16 @@ def _table(group: bn254.Group) -> tuple[list[int], np.ndarray]:
     return _tables[group.name]
 
 
+def _small_table(group: bn254.Group) -> tuple[list[int], np.ndarray]:
+    """(k_j, limb rows) for P, Q, S, -P and infinity: drawn at random, buckets see P + P and
+    P + (-P) all the time (the special cases of the pair rounds)."""
+    rng = random.Random()
+    ks = [rng.randrange(1, R) for _ in range(3)]
+    ks += [R - ks[0], 0]
+    pts = [bn254.mul(group, group.generator, k) for k in ks[:4]] + [None]
+    return ks, bn254.points_to_limbs(group, pts)
+
+
 R_LIMBS = bn254.limbs_from_ints([R - 1])[0]
 
 
@@ -64,15 +74,16 @@ def _scalars(n: int, pattern: str, rng: np.random.Generator) -> np.ndarray:
     return s
 
 
-def _indices(n: int, rng: np.random.Generator) -> np.ndarray:
-    idx = rng.integers(0, TABLE, size=n)
-    idx[rng.random(n) < 0.03] = TABLE  # infinity bases
+def _indices(n: int, rng: np.random.Generator, table: int = TABLE) -> np.ndarray:
+    """Random indices into a table of ``table`` points and its final infinity row (3% of them)."""
+    idx = rng.integers(0, table, size=n)
+    idx[rng.random(n) < 0.03] = table  # infinity bases
     return idx
 
 
 def _expected_windows(group, ks, idx, scal, c, lo, hi) -> list:
     digits = signed_digits_array(scal, c)[:, lo:hi].astype(np.int64)
-    per_base = np.zeros((TABLE + 1, hi - lo), dtype=np.int64)
+    per_base = np.zeros((len(ks), hi - lo), dtype=np.int64)
     np.add.at(per_base, idx, digits)
     out = []
     for w in range(hi - lo):
@@ -83,24 +94,24 @@ def _expected_windows(group, ks, idx, scal, c, lo, hi) -> list:
 
 
 def _expected_total(group, ks, idx, scal) -> bn254.Affine:
-    per = [0] * (TABLE + 1)
+    per = [0] * len(ks)
     for j, s in zip(idx.tolist(), bn254.ints_from_limbs(scal)):
         per[j] += s
     return bn254.mul(group, group.generator, sum(p * k for p, k in zip(per, ks)) % R)
 
 
-def _run_case(group, n, c, window_range, pattern, seed=None, scratch=None):
+def _run_case(group, n, c, window_range, pattern, seed=None, scratch=None, small=False):
     from distprove.backends.gpu.msm import msm_windows
 
     rng = np.random.default_rng(seed)
-    ks, table = _table(group)
+    ks, table = _small_table(group) if small else _table(group)
     scal = _scalars(n, pattern, rng)
     if n >= 2:
         scal[1] = R_LIMBS
     if n >= 3:
         scal[2] = 0
         scal[2, 0] = 1
-    idx = _indices(n, rng)
+    idx = _indices(n, rng, len(ks) - 1)
     w_count = num_windows(c)
     if window_range == "full":
         lo, hi = 0, w_count
@@ -152,6 +163,47 @@ def test_g1_window_sums(n, c, window_range, pattern) -> None:
 @pytest.mark.parametrize("n,c,window_range,pattern", G2_CASES)
 def test_g2_window_sums(n, c, window_range, pattern) -> None:
     _run_case(bn254.G2, n, c, window_range, pattern)
+
+
+AFFINE_CASES = [
+    (bn254.G1, 1, 5, "full", "random"),
+    (bn254.G1, 2, 4, "full", "equal"),
+    (bn254.G1, 3, 2, "full", "mixed"),
+    (bn254.G1, 1000, 8, "upper", "mixed"),
+    (bn254.G1, 1000, 3, "lower", "mixed"),
+    (bn254.G1, 1 << 16, 12, "full", "equal"),
+    (bn254.G1, (1 << 16) + 7, 13, "full", "mixed"),
+    (bn254.G2, 1, 5, "full", "random"),
+    (bn254.G2, 3, 2, "full", "mixed"),
+    (bn254.G2, 1000, 11, "upper", "mixed"),
+    (bn254.G2, 1 << 16, 12, "full", "equal"),
+    (bn254.G2, (1 << 16) + 7, 13, "full", "mixed"),
+]
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3])
+@pytest.mark.parametrize("small", [False, True], ids=["distinct", "small-table"])
+@pytest.mark.parametrize("group,n,c,window_range,pattern", AFFINE_CASES,
+                         ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v))
+def test_window_sums_with_pair_rounds(monkeypatch, group, n, c, window_range, pattern, small, rounds) -> None:
+    """1-3 batch-affine pair rounds before the accumulation: the same known-dlog window sums, on
+    512 distinct bases or on P, Q, S, -P and infinity (doublings and P + (-P) in the rounds)."""
+    from distprove.backends.gpu import msm as gmsm
+
+    monkeypatch.setattr(gmsm, "AFFINE_ROUNDS", {"G1": rounds, "G2": rounds})
+    _run_case(group, n, c, window_range, pattern, small=small)
+
+
+@pytest.mark.parametrize("k", [1, 2, 256])
+@pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
+def test_pair_rounds_any_pairs_per_thread(monkeypatch, group, k) -> None:
+    """Pairs per thread from 1 (thread ranges cut every bucket) to 256, two rounds."""
+    from distprove.backends.gpu import msm as gmsm
+
+    monkeypatch.setattr(gmsm, "AFFINE_ROUNDS", {"G1": 2, "G2": 2})
+    monkeypatch.setattr(gmsm, "PAIR_K", (k, k))
+    _run_case(group, (1 << 16) + 7, 13, "full", "mixed", small=True)
+    _run_case(group, 5000, 9, "upper", "equal")
 
 
 def test_scratch_reuse_with_dirty_buffers() -> None:
@@ -215,11 +267,16 @@ def test_started_msms_overlap_and_equal_the_synchronous_ones() -> None:
         assert sums == msm_windows(group, bases, scal, c, 0, num_windows(c))
 
 
+@pytest.mark.parametrize("rounds", [0, 2])
 @pytest.mark.parametrize("n,c,lo,hi", [((1 << 16) + 7, 13, 0, 20), (5000, 9, 4, 20), ((1 << 20) + 3, 16, 0, 16)])
-def test_shared_digit_sort_across_streams(n, c, lo, hi) -> None:
+def test_shared_digit_sort_across_streams(monkeypatch, n, c, lo, hi, rounds) -> None:
     """One sort_digits on the G2 stream serves a G2 MSM there and two G1 MSMs on another stream
-    (a proof's B2, A, B1): each gives the known-dlog window sums of its own bases."""
+    (a proof's B2, A, B1): each gives the known-dlog window sums of its own bases, also with pair
+    rounds (which must leave the shared sort's buffers to the others)."""
+    from distprove.backends.gpu import msm as gmsm
     from distprove.backends.gpu.msm import MsmScratch, msm_windows_start, sort_digits
+
+    monkeypatch.setattr(gmsm, "AFFINE_ROUNDS", {"G1": rounds, "G2": rounds})
 
     rng = np.random.default_rng()
     scal = _scalars(n, "mixed", rng)
