@@ -132,6 +132,20 @@ template <typename F> struct PairRound {
     Aff<F>* sums;
 };
 
+// The row a thread is in: its first input entry, entry count and first output slot, reloaded
+// only when the row changes (a thread's entries are sorted by row).
+struct PairRow {
+    u32 row, start, count, out;
+};
+
+template <typename F> DP_INLINE void pair_row(const PairRound<F>& a, u32 row, PairRow& r) {
+    if (row == r.row) return;
+    r.row = row;
+    r.start = a.cursor_in[row];
+    r.count = a.counts_in[row];
+    r.out = a.cursor_out[row];
+}
+
 // Thread t of a pair round: the pairs (and odd last entries) whose first entry lies in
 // [2kt, 2k(t+1)).
 template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t) {
@@ -143,17 +157,19 @@ template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t
     F acc;
     f_set_one(acc);
     bool any = false;
+    PairRow r = {DP_NO_ROW, 0u, 0u, 0u};
     for (u32 i = lo; i < hi; i++) {
         MsmEntry e = a.in[i];
-        u32 o = i - a.cursor_in[e.row];
+        pair_row(a, e.row, r);
+        u32 o = i - r.start;
         if (o & 1u) continue;
-        u32 j = a.cursor_out[e.row] + (o >> 1);
+        u32 j = r.out + (o >> 1);
         MsmEntry oe;
         oe.row = e.row;
         oe.pt = j << 1;
         a.out[j] = oe;
         Aff<F> p = pair_load(a.pts, e.pt);
-        if (o + 1u >= a.counts_in[e.row]) {
+        if (o + 1u >= r.count) {
             a.sums[j] = p;
             continue;
         }
@@ -171,14 +187,15 @@ template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t
     F inv = ma_inv(acc);
     for (u32 i = hi; i-- > lo;) {
         MsmEntry e = a.in[i];
-        u32 o = i - a.cursor_in[e.row];
-        if ((o & 1u) || o + 1u >= a.counts_in[e.row]) continue;
+        pair_row(a, e.row, r);
+        u32 o = i - r.start;
+        if ((o & 1u) || o + 1u >= r.count) continue;
         Aff<F> p = pair_load(a.pts, e.pt);
         Aff<F> q = pair_load(a.pts, a.in[i + 1u].pt);
         F d;
         u32 kind = pair_kind(p, q, d);
         if (kind == DP_PAIR_COPY) continue;
-        u32 j = a.cursor_out[e.row] + (o >> 1);
+        u32 j = r.out + (o >> 1);
         F inv_d = f_mul(inv, a.sums[j].x);
         inv = f_mul(inv, d);
         a.sums[j] = pair_finish(p, q, kind, inv_d);
