@@ -11,7 +11,7 @@
 #
 # Steps and their time limits (seconds; each step is cut at its limit and the next one runs):
 #   compile COMPILE_TIMEOUT=300 `distprove compile` of $COMPILE_MODULES (default: every module) in parallel processes, plus the
-#                              MSM builds with each option of $COMPILE_VARIANTS (default -DDP_PTX_MUL)
+#                              MSM builds with each option of $COMPILE_VARIANTS (default none; e.g. -DDP_PTX_MUL)
 #                              that the benchmarks try (cold: the slowest module, ~2 min); the cache
 #                              goes back as $OUT/kcache.tgz
 #   tests   TEST_TIMEOUT=300   python3 -m pytest -m gpu tests/gpu
@@ -67,7 +67,7 @@ step() {  # step NAME LIMIT CMD...: run with a time limit, log to $RES/NAME.log,
 if want compile; then
     # shellcheck disable=SC2016
     step compile "${COMPILE_TIMEOUT:-300}" bash -c 'python3 -m distprove.cli compile ${COMPILE_MODULES:-} & a=$!
-        for o in ${COMPILE_VARIANTS-"-DDP_PTX_MUL"}; do python3 -m distprove.cli compile msm --option="$o" & done
+        for o in ${COMPILE_VARIANTS:-}; do python3 -m distprove.cli compile msm --option="$o" & done
         wait $a && wait'
     tar czf "$OUT/kcache.tgz" -C "$DISTPROVE_CACHE_DIR" . 2>/dev/null
 fi
