@@ -1,5 +1,5 @@
 // msm_affine.cu - batch-affine pair rounds ahead of the XYZZ bucket accumulation. Needs
-// field.cuh, curve.cuh and msm.cu (MsmEntry).
+// field.cuh, curve.cuh and msm.cu (MsmEntry, DP_NO_ROW).
 //
 // WHAT THIS FILE DECIDES, AND WHY (host side: _pair_rounds in distprove/backends/gpu/msm.py)
 // * The XYZZ accumulation costs 8M + 2S per entry and, on G2, 255 registers per thread. An
