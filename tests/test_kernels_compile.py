@@ -5,12 +5,15 @@
 2. The NTT and gather kernel bodies, built as host C++ (g++) and run one block at a time with one
    "thread" (every kernel phase loops over its work with stride blockDim, so this is the same
    code), driven by the real planner in ``distprove/backends/gpu/ntt.py``, match the CPU
-   reference (``distprove/backends/cpu``) on fresh random inputs.
+   reference (``distprove/backends/cpu``) on fresh random inputs, for each NTT build variant
+   (``NTT_VARIANTS``) and pass plan (``PLANS``), and do as many Fr products as the planner's
+   count (``gntt.plan_products``) says.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import random
 import shutil
 import subprocess
@@ -54,11 +57,19 @@ HARNESS = r"""
 extern "C" void host_ntt_pass(u32 blocks, const u32* src, u32* dst, const u32* tw_sub,
                               const u32* tw_pass, const u32* pre, const u32* post_tab,
                               const u32* post, u32 m, u32 log_t, u32 log_c, u32 log_s,
-                              u32 last, u32 log_mp, u32 digits) {
-    static u32 sm[8 * NTT_E];
+                              u32 last, u32 log_mp, u32 digits, u32 log_e) {
+    static u32 sm[8u << NTT_BIG_LOG_E];
     NttPass a = {src, dst, tw_sub, tw_pass, pre, post_tab, post, m, log_t, log_c, log_s,
                  last, log_mp, digits};
-    for (u32 b = 0; b < blocks; b++) ntt_pass_body(a, b, 0, 1, sm);
+    for (u32 b = 0; b < blocks; b++) {
+        if (log_e == NTT_LOG_E) ntt_pass_body<NTT_LOG_E>(a, b, 0, 1, sm);
+        else ntt_pass_body<NTT_BIG_LOG_E>(a, b, 0, 1, sm);
+    }
+}
+extern "C" u64 host_ntt_mul_count(void) {  // products since the last call
+    u64 c = ntt_mul_count;
+    ntt_mul_count = 0;
+    return c;
 }
 extern "C" void host_pow_table(u32* out, const u32* pows, const u32* scale, u64 count, u32 mode,
                                u32 log_c, u32 width, u32 col0, u32 emask, u32 multiply) {
@@ -79,19 +90,35 @@ extern "C" void host_gather(const u32* a_ptr, const u32* a_sig, const u32* a_val
 """
 
 
+NTT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0")}
+"""Host builds of ntt.cu: the default and the layout/order before the product-count work."""
+PLANS = (9, 12)
+"""max_pass_log of the NttEngine plans tested: the default and the two-pass 2^24 plan."""
+
+
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ctypes.CDLL]:
+    """One host build per NTT variant (products counted: -DNTT_COUNT_MULS)."""
     cxx = shutil.which("g++")
     if cxx is None:
         pytest.skip("g++ not installed")
     d = tmp_path_factory.mktemp("hostkernels")
     src = d / "host.cpp"
     src.write_text(module_source(("field.cuh", "ntt.cu", "gather.cu")) + HARNESS)
-    so = d / "host.so"
-    res = subprocess.run([cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-o", str(so), str(src)],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return ctypes.CDLL(str(so))
+    out = {}
+    for name, opts in NTT_VARIANTS.items():
+        so = d / f"host-{name}.so"
+        res = subprocess.run([cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-DNTT_COUNT_MULS", *opts,
+                              "-o", str(so), str(src)], capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-4000:]
+        out[name] = ctypes.CDLL(str(so))
+        out[name].host_ntt_mul_count.restype = ctypes.c_uint64
+    return out
+
+
+@pytest.fixture(scope="module")
+def lib(libs: dict[str, ctypes.CDLL]) -> ctypes.CDLL:
+    return libs["default"]
 
 
 def _p(a: np.ndarray | None) -> Any:
@@ -117,7 +144,8 @@ class HostKernels:
         u = ctypes.c_uint32
         self.lib.host_ntt_pass(u(spec.blocks), _p(src), _p(dst), _p(tw_sub), _p(tw_pass), _p(pre),
                                _p(post_tab), _p(post), u(spec.m), u(spec.log_t), u(spec.log_c),
-                               u(spec.log_s), u(spec.last), u(spec.log_mp), u(spec.digits))
+                               u(spec.log_s), u(spec.last), u(spec.log_mp), u(spec.digits),
+                               u(spec.log_e))
 
     def pow_table(self, out, pows, scale, count, mode, log_c, width, col0, emask, multiply) -> None:
         u = ctypes.c_uint32
@@ -131,9 +159,10 @@ class HostKernels:
         self.lib.host_h_combine(_p(a), _p(b), _p(c), _p(out), ctypes.c_uint64(a.size // 8))
 
 
-@pytest.fixture()
-def engine(lib: ctypes.CDLL) -> gntt.NttEngine:
-    return gntt.NttEngine(HostKernels(lib))
+@pytest.fixture(params=[(v, p) for v in NTT_VARIANTS for p in PLANS], ids=lambda vp: f"{vp[0]}-plan{vp[1]}")
+def engine(request: pytest.FixtureRequest, libs: dict[str, ctypes.CDLL]) -> gntt.NttEngine:
+    variant, max_pass_log = request.param
+    return gntt.NttEngine(HostKernels(libs[variant]), max_pass_log)
 
 
 def rand_fr(n: int, rng: random.Random) -> list[int]:
@@ -172,13 +201,63 @@ def test_ntt_many_passes(engine: gntt.NttEngine, monkeypatch: pytest.MonkeyPatch
     assert from_mont(x) == cpu_ntt.ntt(vals)
 
 
-def test_ntt_standard_form(engine: gntt.NttEngine) -> None:
-    rng = random.Random(7)
-    vals = rand_fr(1 << 11, rng)
+@functools.lru_cache(maxsize=None)
+def _standard_case(log_n: int, inverse: bool) -> tuple[list[int], list[int]]:
+    """Random standard-form input of size 2^log_n and its CPU-reference NTT (shared by the engines)."""
+    vals = rand_fr(1 << log_n, random.Random(7000 + log_n))
+    return vals, cpu_ntt.ntt(vals, inverse)
+
+
+@pytest.mark.parametrize("log_n", range(1, 15))
+def test_ntt_standard_form(engine: gntt.NttEngine, log_n: int) -> None:
+    """pre (R^2, to Montgomery) on the first pass, post (1/n and/or out of Montgomery) on the last."""
     for inverse in (False, True):
+        vals, want = _standard_case(log_n, inverse)
         x = bn254.limbs_from_ints(vals)
         engine.ntt_standard(x, inverse)
-        assert bn254.ints_from_limbs(x) == cpu_ntt.ntt(vals, inverse)
+        assert bn254.ints_from_limbs(x) == want, f"inverse={inverse}"
+
+
+@pytest.mark.parametrize("log_n,max_pass_log", [(13, 12), (14, 12), (15, 8), (16, 12)])
+def test_ntt_big_tile_passes(libs: dict[str, ctypes.CDLL], monkeypatch: pytest.MonkeyPatch,
+                             log_n: int, max_pass_log: int) -> None:
+    """Multi-pass plans on 2^12 tiles (dp_ntt_pass_big) at sizes the host affords: with the
+    small tile taken as 2^6, passes of 7+ levels go to the big tile (2^24 in two passes of 12
+    runs this code with the same digit reversal and strided views)."""
+    monkeypatch.setattr(gntt, "LOG_E", 6)
+    specs = gntt.plan(log_n, max_pass_log=max_pass_log)
+    assert len(specs) == 2 and specs[0].log_e == gntt.BIG_LOG_E
+    for variant, lib in libs.items():
+        engine = gntt.NttEngine(HostKernels(lib), max_pass_log)
+        for inverse in (False, True):
+            vals, want = _standard_case(log_n, inverse)
+            x = bn254.limbs_from_ints(vals)
+            engine.ntt_standard(x, inverse)
+            assert bn254.ints_from_limbs(x) == want, f"{variant} inverse={inverse}"
+
+
+@pytest.mark.parametrize("variant", sorted(NTT_VARIANTS))
+@pytest.mark.parametrize("log_n,log_s,outer,max_pass_log,extras", [
+    (13, 0, 1, 9, ""), (13, 0, 1, 12, "pre post"), (12, 0, 1, 12, "post_tab"), (11, 2, 3, 9, "pre"),
+    (9, 0, 1, 3, "post"), (14, 0, 1, 5, "pre post_tab post"), (7, 1, 2, 4, ""), (5, 3, 1, 2, "post"),
+])
+def test_ntt_product_count(libs: dict[str, ctypes.CDLL], variant: str, log_n: int, log_s: int,
+                           outer: int, max_pass_log: int, extras: str) -> None:
+    """The kernels do exactly the Fr products gntt.plan_products counts (thread-level)."""
+    lib = libs[variant]
+    engine = gntt.NttEngine(HostKernels(lib), max_pass_log)
+    n = outer << (log_n + log_s)
+    x = to_mont([random.Random(n).randrange(R) for _ in range(n)])
+    tab = engine.coset_scale(log_n + log_s) if "post_tab" in extras else None
+    const = gntt.mont(5)
+    lib.host_ntt_mul_count()  # reset
+    engine.transform(x, log_n, log_s=log_s, outer=outer, pre=const if "pre" in extras.split() else None,
+                     post=const if "post" in extras.split() else None, post_tab=tab)
+    got = lib.host_ntt_mul_count()
+    want = gntt.plan_products(gntt.plan(log_n, log_s, outer, max_pass_log), lo_major=variant == "default",
+                              pre="pre" in extras.split(), post_tab=tab is not None,
+                              post="post" in extras.split())
+    assert got == want.thread
 
 
 def test_from_montgomery(engine: gntt.NttEngine) -> None:

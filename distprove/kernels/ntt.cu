@@ -38,11 +38,33 @@
 #ifndef DP_NTT_CU
 #define DP_NTT_CU
 
-#define NTT_LOG_E 10u
-#define NTT_E (1u << NTT_LOG_E)  // elements of one block's shared-memory tile
+#define NTT_LOG_E 10u      // dp_ntt_pass: tile of 2^10 elements (32 KiB static shared memory)
+#define NTT_E (1u << NTT_LOG_E)
+#define NTT_BIG_LOG_E 12u  // dp_ntt_pass_big: tile of 2^12 elements (128 KiB dynamic, opt-in)
+#define NTT_TW_LOG 12u     // tw_sub holds w_{2^12}^e, e < 2^11: sub-NTTs up to 2^12
 #define NTT_THREADS 256u
 #ifndef NTT_MIN_BLOCKS  // pass-kernel occupancy: 4 blocks/SM caps it at 64 registers (tiny spill)
 #define NTT_MIN_BLOCKS 4  // measured 3% faster at 2^24 than 3 blocks/SM at 78 registers
+#endif
+#ifndef NTT_BIG_THREADS  // one block per SM; the host passes the same number (CupyKernels)
+#define NTT_BIG_THREADS 1024
+#endif
+// Variants, both on by default; -DNTT_SWIZZLE=0 -DNTT_LO_MAJOR=0 is the layout and order of
+// commit b6f25e6 (the benchmark times all three builds).
+#ifndef NTT_SWIZZLE  // xor-swizzled shared-memory slots (no bank conflicts in any phase)
+#define NTT_SWIZZLE 1
+#endif
+#ifndef NTT_LO_MAJOR  // butterfly work items ordered by twiddle; trivial twiddles skipped
+#define NTT_LO_MAJOR 1
+#endif
+
+// The pass body's Fr products; a host build with NTT_COUNT_MULS counts them (the tests check
+// the planner's product count, gpu/ntt.py pass_products, against it).
+#ifdef NTT_COUNT_MULS
+static u64 ntt_mul_count = 0;
+#define NTT_MUL(x, y) (ntt_mul_count++, fr_mul((x), (y)))
+#else
+#define NTT_MUL(x, y) fr_mul((x), (y))
 #endif
 
 #ifdef __CUDA_ARCH__
@@ -60,16 +82,33 @@ DP_INLINE u32 ntt_brev(u32 x, u32 bits) {
     return r;
 }
 
+// Word offset of slot i's limb 0 (limb l at + l * 2^LOG_E). The swizzle xors the bank bits
+// (0-4) with bits 5-9 and a mix of bits 10-11 chosen by search so that no phase of any pass
+// shape (tile 2^10 or 2^12, m = 4 .. 12, both item orders' loads and stores) has a conflict.
+DP_INLINE u32 ntt_slot(u32 i) {
+#if NTT_SWIZZLE
+    u32 h = i >> 5;
+    u32 x = h ^ (((h >> 5) & 1u) * 11u) ^ (((h >> 6) & 1u) * 21u);
+    return i ^ (x & 31u);
+#else
+    return i;
+#endif
+}
+
+template <u32 LOG_E>
 DP_INLINE Fr ntt_sm_get(const u32* sm, u32 i) {
     Fr x;
+    const u32 p = ntt_slot(i);
     DP_UNROLL
-    for (int l = 0; l < 8; l++) x.v[l] = sm[l * NTT_E + i];
+    for (u32 l = 0; l < 8; l++) x.v[l] = sm[(l << LOG_E) + p];
     return x;
 }
 
+template <u32 LOG_E>
 DP_INLINE void ntt_sm_put(u32* sm, u32 i, Fr x) {
+    const u32 p = ntt_slot(i);
     DP_UNROLL
-    for (int l = 0; l < 8; l++) sm[l * NTT_E + i] = x.v[l];
+    for (u32 l = 0; l < 8; l++) sm[(l << LOG_E) + p] = x.v[l];
 }
 
 // Global element at word offset 8*pos, as two 16-byte accesses on the device.
@@ -142,6 +181,12 @@ DP_INLINE u64 ntt_pos(const NttPass& a, u32 g, u32 j, bool out) {
     return (((o << log_n) | mid) << a.log_s) | i;
 }
 
+// One pass over 2^LOG_E-element tiles (2^log_t lines of n = 2^m per block). Butterfly work
+// items: with NTT_LO_MAJOR they run in twiddle order (item q: lo = q >> (log_t + groups bits),
+// then line, then group), so lanes of a warp share lo: the twiddle load is a broadcast and,
+// where 32+ items share lo = 0 (whole warps), skipping the products by w^0 = 1 is free of
+// divergence. Otherwise (legacy order, lo fastest) those products are done by the table's 1.
+template <u32 LOG_E>
 DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* sm) {
     const u32 n = 1u << a.m, lines = 1u << a.log_t, cnt = lines << a.m;
     const u32 g0 = bid << a.log_t;
@@ -154,48 +199,62 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
         u32 t = jfast_in ? q >> a.m : q & (lines - 1u);
         u32 j = jfast_in ? q & (n - 1u) : q >> a.log_t;
         Fr x = ntt_gload(a.src, ntt_pos(a, g0 + t, j, false));
-        if (a.pre) x = fr_mul(x, pre);
-        ntt_sm_put(sm, (t << a.m) | ntt_brev(j, a.m), x);
+        if (a.pre) x = NTT_MUL(x, pre);
+        ntt_sm_put<LOG_E>(sm, (t << a.m) | ntt_brev(j, a.m), x);
     }
     DP_SYNC();
     // DIT over each line, two levels per barrier (radix-4 groups in registers), then one
     // radix-2 level if m is odd. Level s pairs slots i, i + 2^s with twiddle
-    // w_{2^{s+1}}^lo = w_{2^10}^{lo << (9 - s)}, lo = i mod 2^s (1 when lo = 0).
+    // w_{2^{s+1}}^lo = w_{2^12}^{lo << (11 - s)}, lo = i mod 2^s (1 when lo = 0).
     u32 s = 0;
     for (; s + 1u < a.m; s += 2u) {
         const u32 half = 1u << s;
         for (u32 q = tid; q < (cnt >> 2); q += nthr) {
-            u32 t = q >> (a.m - 2u), qq = q & ((n >> 2) - 1u);
-            u32 lo = qq & (half - 1u);
-            u32 i = (t << a.m) | ((qq >> s) << (s + 2u)) | lo;
-            Fr x0 = ntt_sm_get(sm, i), x1 = ntt_sm_get(sm, i + half);
-            Fr x2 = ntt_sm_get(sm, i + 2u * half), x3 = ntt_sm_get(sm, i + 3u * half);
-            if (s > 0u) {
-                Fr t1 = ntt_gload(a.tw_sub, (u64)(lo << (9u - s)));
-                x1 = fr_mul(x1, t1);
-                x3 = fr_mul(x3, t1);
+#if NTT_LO_MAJOR
+            const u32 lg = a.m - 2u - s, lip = a.log_t + lg;  // log2 groups per line, per lo
+            const u32 lo = q >> lip, r = q & ((1u << lip) - 1u);
+            const u32 i = ((r >> lg) << a.m) | ((r & ((1u << lg) - 1u)) << (s + 2u)) | lo;
+            const bool mul = lo != 0u;
+#else
+            const u32 t = q >> (a.m - 2u), qq = q & ((n >> 2) - 1u);
+            const u32 lo = qq & (half - 1u);
+            const u32 i = (t << a.m) | ((qq >> s) << (s + 2u)) | lo;
+            const bool mul = s > 0u;
+#endif
+            Fr x0 = ntt_sm_get<LOG_E>(sm, i), x1 = ntt_sm_get<LOG_E>(sm, i + half);
+            Fr x2 = ntt_sm_get<LOG_E>(sm, i + 2u * half), x3 = ntt_sm_get<LOG_E>(sm, i + 3u * half);
+            if (mul) {
+                Fr t1 = ntt_gload(a.tw_sub, (u64)(lo << (NTT_TW_LOG - 1u - s)));
+                x1 = NTT_MUL(x1, t1);
+                x3 = NTT_MUL(x3, t1);
             }
             Fr y0 = fr_add(x0, x1), y1 = fr_sub(x0, x1);
             Fr y2 = fr_add(x2, x3), y3 = fr_sub(x2, x3);
-            if (s > 0u) y2 = fr_mul(y2, ntt_gload(a.tw_sub, (u64)(lo << (8u - s))));
-            y3 = fr_mul(y3, ntt_gload(a.tw_sub, (u64)((lo + half) << (8u - s))));
-            ntt_sm_put(sm, i, fr_add(y0, y2));
-            ntt_sm_put(sm, i + 2u * half, fr_sub(y0, y2));
-            ntt_sm_put(sm, i + half, fr_add(y1, y3));
-            ntt_sm_put(sm, i + 3u * half, fr_sub(y1, y3));
+            if (mul) y2 = NTT_MUL(y2, ntt_gload(a.tw_sub, (u64)(lo << (NTT_TW_LOG - 2u - s))));
+            y3 = NTT_MUL(y3, ntt_gload(a.tw_sub, (u64)((lo + half) << (NTT_TW_LOG - 2u - s))));
+            ntt_sm_put<LOG_E>(sm, i, fr_add(y0, y2));
+            ntt_sm_put<LOG_E>(sm, i + 2u * half, fr_sub(y0, y2));
+            ntt_sm_put<LOG_E>(sm, i + half, fr_add(y1, y3));
+            ntt_sm_put<LOG_E>(sm, i + 3u * half, fr_sub(y1, y3));
         }
         DP_SYNC();
     }
-    if (s < a.m) {
+    if (s < a.m) {  // s = m - 1: one group per line
         const u32 half = 1u << s;
         for (u32 b = tid; b < (cnt >> 1); b += nthr) {
-            u32 t = b >> (a.m - 1u), bb = b & ((n >> 1) - 1u);
-            u32 lo = bb & (half - 1u);
-            u32 i = (t << a.m) | ((bb >> s) << (s + 1u)) | lo;
-            Fr u = ntt_sm_get(sm, i), v = ntt_sm_get(sm, i + half);
-            if (s > 0u) v = fr_mul(v, ntt_gload(a.tw_sub, (u64)(lo << (9u - s))));
-            ntt_sm_put(sm, i, fr_add(u, v));
-            ntt_sm_put(sm, i + half, fr_sub(u, v));
+#if NTT_LO_MAJOR
+            const u32 lo = b >> a.log_t, i = ((b & (lines - 1u)) << a.m) | lo;
+            const bool mul = lo != 0u;
+#else
+            const u32 t = b >> (a.m - 1u), bb = b & ((n >> 1) - 1u);
+            const u32 lo = bb & (half - 1u);
+            const u32 i = (t << a.m) | ((bb >> s) << (s + 1u)) | lo;
+            const bool mul = s > 0u;
+#endif
+            Fr u = ntt_sm_get<LOG_E>(sm, i), v = ntt_sm_get<LOG_E>(sm, i + half);
+            if (mul) v = NTT_MUL(v, ntt_gload(a.tw_sub, (u64)(lo << (NTT_TW_LOG - 1u - s))));
+            ntt_sm_put<LOG_E>(sm, i, fr_add(u, v));
+            ntt_sm_put<LOG_E>(sm, i + half, fr_sub(u, v));
         }
         DP_SYNC();
     }
@@ -206,17 +265,17 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
         u32 t = jfast_out ? q >> a.m : q & (lines - 1u);
         u32 k = jfast_out ? q & (n - 1u) : q >> a.log_t;
         u32 g = g0 + t;
-        Fr x = ntt_sm_get(sm, (t << a.m) | k);
+        Fr x = ntt_sm_get<LOG_E>(sm, (t << a.m) | k);
         u64 pos = ntt_pos(a, g, k, true);
         if (!a.last) {
             u32 col = (g & ((1u << a.log_c) - 1u)) >> a.log_s;
             if (a.tw_pass && k != 0u && col != 0u)
-                x = fr_mul(x, ntt_gload(a.tw_pass, ((u64)k << log_cols) | col));
+                x = NTT_MUL(x, ntt_gload(a.tw_pass, ((u64)k << log_cols) | col));
         } else if (a.post_tab) {
             u32 d = (g >> a.log_s) & ((1u << a.log_mp) - 1u);
-            x = fr_mul(x, ntt_gload(a.post_tab, ((u64)k << a.log_mp) | d));
+            x = NTT_MUL(x, ntt_gload(a.post_tab, ((u64)k << a.log_mp) | d));
         }
-        if (a.post) x = fr_mul(x, post);
+        if (a.post) x = NTT_MUL(x, post);
         ntt_gstore(a.dst, pos, x);
     }
 }
@@ -275,7 +334,19 @@ dp_ntt_pass(const u32* src, u32* dst, const u32* tw_sub, const u32* tw_pass, con
     __shared__ u32 sm[8 * NTT_E];
     NttPass a = {src, dst, tw_sub, tw_pass, pre, post_tab, post, m, log_t, log_c, log_s,
                  last, log_mp, digits};
-    ntt_pass_body(a, blockIdx.x, threadIdx.x, blockDim.x, sm);
+    ntt_pass_body<NTT_LOG_E>(a, blockIdx.x, threadIdx.x, blockDim.x, sm);
+}
+
+// The same pass on 2^12-element tiles (sub-NTTs up to 2^12): 128 KiB of dynamic shared memory,
+// so the launch opts in (cudaFuncAttributeMaxDynamicSharedMemorySize) and one block fills an SM.
+extern "C" __global__ void __launch_bounds__(NTT_BIG_THREADS, 1)
+dp_ntt_pass_big(const u32* src, u32* dst, const u32* tw_sub, const u32* tw_pass, const u32* pre,
+                const u32* post_tab, const u32* post, u32 m, u32 log_t, u32 log_c, u32 log_s,
+                u32 last, u32 log_mp, u32 digits) {
+    extern __shared__ u32 sm_big[];
+    NttPass a = {src, dst, tw_sub, tw_pass, pre, post_tab, post, m, log_t, log_c, log_s,
+                 last, log_mp, digits};
+    ntt_pass_body<NTT_BIG_LOG_E>(a, blockIdx.x, threadIdx.x, blockDim.x, sm_big);
 }
 
 // out[idx] (*)= scale * base^exponent(idx) for idx < count.

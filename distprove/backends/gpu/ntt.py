@@ -21,13 +21,20 @@ from distprove import bn254
 from distprove.bn254 import FR_MONT, R
 
 LOG_E = 10
-"""log2 of one block's shared-memory tile (NTT_LOG_E in ntt.cu); also the sub-twiddle table's root."""
+"""log2 of the ``dp_ntt_pass`` tile (NTT_LOG_E in ntt.cu): passes of up to 2^10 elements."""
+BIG_LOG_E = 12
+"""log2 of the ``dp_ntt_pass_big`` tile (NTT_BIG_LOG_E): passes of 2^11 and 2^12 elements."""
+TW_LOG = 12
+"""The sub-twiddle table holds powers of w_{2^TW_LOG} (NTT_TW_LOG)."""
 MAX_SINGLE_LOG = 10
-"""Sizes up to 2^MAX_SINGLE_LOG are one pass (one shared-memory tile)."""
+"""Sizes up to 2^max(MAX_SINGLE_LOG, max_pass_log) are one pass (one shared-memory tile)."""
 MAX_PASS_LOG = 9
-"""Larger sizes split into passes of at most this many levels (keeps >= 2 lines per block)."""
+"""Default plan: larger sizes split into passes of at most this many levels (keeps >= 2 lines
+per block). ``max_pass_log=12`` (NttEngine) is the two-pass 2^24 plan on 2^12 tiles."""
 THREADS = 256
-"""Threads per NTT pass block (NTT_THREADS in ntt.cu)."""
+"""Threads per ``dp_ntt_pass`` block (NTT_THREADS in ntt.cu)."""
+BIG_THREADS = 1024
+"""Threads per ``dp_ntt_pass_big`` block (NTT_BIG_THREADS; CupyKernels can build other counts)."""
 MAX_LOG_N = 28
 """Largest supported size (Fr's 2-adicity)."""
 
@@ -40,13 +47,17 @@ def log2_exact(n: int) -> int:
     return k
 
 
-def split(log_n: int) -> list[int]:
-    """Levels per pass for a transform of size 2^log_n (largest first, each <= 10)."""
+def split(log_n: int, max_pass_log: int | None = None) -> list[int]:
+    """Levels per pass for a transform of size 2^log_n (largest first, each <= max_pass_log,
+    default MAX_PASS_LOG; one pass up to 2^max(MAX_SINGLE_LOG, max_pass_log))."""
+    mp = MAX_PASS_LOG if max_pass_log is None else max_pass_log
+    if not 1 <= mp <= BIG_LOG_E:
+        raise ValueError(f"NTT pass size 2^{mp} outside 2^1 .. 2^{BIG_LOG_E}")
     if not 1 <= log_n <= MAX_LOG_N:
         raise ValueError(f"NTT size 2^{log_n} outside 2^1 .. 2^{MAX_LOG_N}")
-    if log_n <= MAX_SINGLE_LOG:
+    if log_n <= max(MAX_SINGLE_LOG, mp):
         return [log_n]
-    passes = -(-log_n // MAX_PASS_LOG)
+    passes = -(-log_n // mp)
     base, extra = divmod(log_n, passes)
     return [base + 1] * extra + [base] * (passes - extra)
 
@@ -64,31 +75,101 @@ class PassSpec:
     digits: int
     blocks: int
     table: tuple[int, int] | None  # (log N_p, log N_{p+1}) of the pass twiddle table, or None
+    log_e: int = LOG_E  # tile: LOG_E (dp_ntt_pass) or BIG_LOG_E (dp_ntt_pass_big)
 
 
-def plan(log_n: int, log_s: int = 0, outer: int = 1) -> list[PassSpec]:
+def plan(log_n: int, log_s: int = 0, outer: int = 1, max_pass_log: int | None = None) -> list[PassSpec]:
     """The passes of ``outer`` transforms of size 2^log_n along an axis of stride 2^log_s."""
-    ms = split(log_n)
+    ms = split(log_n, max_pass_log)
     specs = []
     done = 0
     total = outer << (log_n + log_s)
     for p, m in enumerate(ms):
         lines = total >> m
-        log_t = min(LOG_E - m, (lines & -lines).bit_length() - 1)
+        log_e = LOG_E if m <= LOG_E else BIG_LOG_E
+        log_t = min(log_e - m, (lines & -lines).bit_length() - 1)
         last = p == len(ms) - 1
         log_np = log_n - done
         if last:
             digits = len(ms) - 1
             for q, mq in enumerate(ms[:-1]):
                 digits |= mq << (3 + 5 * q)
-            spec = PassSpec(m, log_t, log_s, log_s, True, log_n - m, digits, lines >> log_t, None)
+            spec = PassSpec(m, log_t, log_s, log_s, True, log_n - m, digits, lines >> log_t, None,
+                            log_e)
         else:
             log_next = log_np - m
             spec = PassSpec(m, log_t, log_next + log_s, log_s, False, 0, 0, lines >> log_t,
-                            (log_np, log_next))
+                            (log_np, log_next), log_e)
         specs.append(spec)
         done += m
     return specs
+
+
+@dataclass(frozen=True)
+class Products:
+    """Fr products of NTT passes: ``thread`` sums every thread's ``fr_mul`` calls (what a host
+    build counts); ``warp`` is the device's cost, 32 per product a warp issues, so a lane that
+    skips a product its warp still does counts as doing it."""
+
+    thread: int
+    warp: int
+
+    def __add__(self, other: "Products") -> "Products":
+        return Products(self.thread + other.thread, self.warp + other.warp)
+
+
+def pass_products(spec: PassSpec, *, lo_major: bool = True, pre: bool = False,
+                  post_tab: bool = False, post: bool = False) -> Products:
+    """Fr products of one ``dp_ntt_pass`` as ntt.cu does them (``lo_major``: NTT_LO_MAJOR).
+
+    Butterflies: the first radix-4 level pair multiplies one element of four (by w_4), later
+    pairs all four, and the radix-2 level of an odd m half the elements; with ``lo_major`` a
+    group whose twiddles are w^0 = 1 (lo = 0, 2^-s of the groups at level s) skips them, which
+    the warp cost counts only where whole warps have lo = 0 (32+ items per twiddle). Non-last
+    passes multiply by the four-step twiddle except at k = 0 or column 0 (lane skips; whole
+    warps only where 32 lanes share them); the last pass by ``post_tab`` and ``post``; the
+    first by ``pre``. tests/test_kernels_compile.py checks ``thread`` against a counting build.
+    """
+    m, log_t = spec.m, spec.log_t
+    total = spec.blocks << (log_t + m)
+    thread = warp = total if pre else 0
+    s = 0
+    while s + 1 < m:  # radix-4 level pairs
+        if s == 0:
+            t = w = total // 4
+        elif lo_major:
+            t = total - 3 * (total >> (s + 2))
+            w = t if log_t + m - 2 - s >= 5 else total
+        else:
+            t = w = total
+        thread, warp, s = thread + t, warp + w, s + 2
+    if 0 < s < m:  # radix-2 level s = m - 1
+        half = total // 2
+        t = half - (half >> s) if lo_major else half
+        thread, warp = thread + t, warp + (t if lo_major and log_t >= 5 else half)
+    if spec.last:
+        extra = (total if post_tab else 0) + (total if post else 0)
+        return Products(thread + extra, warp + extra)
+    if spec.table is not None:
+        lines, n = total >> m, 1 << m
+        col0 = lines >> (spec.log_c - spec.log_s)  # lines of column 0
+        thread += (lines - col0) * (n - 1)
+        if log_t >= 5:  # a warp: one k, 32 lines
+            skipped = lines + (col0 * (n - 1) if spec.log_s >= 5 else 0)
+        else:  # a warp: every line of its block, several k
+            skipped = col0 * n if spec.log_s >= log_t else 0
+        warp += total - skipped
+    return Products(thread, warp)
+
+
+def plan_products(specs: list[PassSpec], *, lo_major: bool = True, pre: bool = False,
+                  post_tab: bool = False, post: bool = False) -> Products:
+    """:func:`pass_products` summed over a plan (``pre`` on its first pass, the rest on its last)."""
+    out = Products(0, 0)
+    for p, spec in enumerate(specs):
+        out += pass_products(spec, lo_major=lo_major, pre=pre and p == 0,
+                             post_tab=post_tab and spec.last, post=post and spec.last)
+    return out
 
 
 def mont(x: int) -> int:
@@ -139,10 +220,16 @@ class Kernels(Protocol):
 
 
 class NttEngine:
-    """Plans and runs NTTs through a kernel set; caches twiddle tables and constants per size."""
+    """Plans and runs NTTs through a kernel set; caches twiddle tables and constants per size.
 
-    def __init__(self, kernels: Kernels) -> None:
+    ``max_pass_log``: the largest sub-NTT of one pass (default MAX_PASS_LOG; 12 plans 2^24 as two
+    passes on 2^12 tiles). Every plan gives the same outputs, bit for bit.
+    """
+
+    def __init__(self, kernels: Kernels, max_pass_log: int | None = None) -> None:
         self.k = kernels
+        self.max_pass_log = MAX_PASS_LOG if max_pass_log is None else max_pass_log
+        split(1, self.max_pass_log)  # validates it
         self._cache: dict[tuple, Any] = {}
 
     # -- cached device constants and tables ---------------------------------------------
@@ -174,8 +261,8 @@ class NttEngine:
         return self._cache[key]
 
     def sub_twiddles(self, inverse: bool) -> Any:
-        """w_{2^10}^e for e < 512 (Montgomery), the sub-NTT twiddles of every pass."""
-        return self._pow_table(("sub", inverse), root(LOG_E, inverse), 1 << (LOG_E - 1), 0)
+        """w_{2^12}^e for e < 2^11 (Montgomery), the sub-NTT twiddles of every pass."""
+        return self._pow_table(("sub", inverse), root(TW_LOG, inverse), 1 << (TW_LOG - 1), 0)
 
     def pass_twiddles(self, log_np: int, log_next: int, inverse: bool) -> Any:
         """w_{N_p}^(k*c) at k*N_{p+1} + c: the four-step twiddles of a non-last pass."""
@@ -199,7 +286,7 @@ class NttEngine:
         every input/output; ``post_tab`` is a device table multiplied in by natural output index.
         ``scratch`` (same shape as x) is allocated when needed and not given. Returns x.
         """
-        specs = plan(log_n, log_s, outer)
+        specs = plan(log_n, log_s, outer, self.max_pass_log)
         tw_sub = self.sub_twiddles(inverse)
         pre_d = None if pre is None else self.const(pre)
         post_d = None if post is None else self.const(post)
@@ -238,7 +325,7 @@ class NttEngine:
         """
         log_n = log2_exact(a.shape[0])
         tab = self.coset_scale(log_n)
-        scratch = self.k.empty_like(a) if len(split(log_n)) > 1 else None
+        scratch = self.k.empty_like(a) if len(split(log_n, self.max_pass_log)) > 1 else None
         for v in (a, b, c):
             self.transform(v, log_n, inverse=True, post_tab=tab, scratch=scratch)
             self.transform(v, log_n, scratch=scratch)
@@ -290,17 +377,24 @@ def fourstep(engine: NttEngine, x: Any, transpose: Any, inverse: bool = False) -
 class CupyKernels:
     """:class:`Kernels` on the current CUDA device (CuPy + the NVRTC-compiled ntt module).
 
-    ``options``: extra NVRTC options (benchmark variants, e.g. ``("-DNTT_MIN_BLOCKS=1",)``).
+    ``options``: extra NVRTC options (benchmark variants, e.g. ``("-DNTT_MIN_BLOCKS=1",)``);
+    ``big_threads``: threads per ``dp_ntt_pass_big`` block (built into its launch bounds).
     """
 
-    def __init__(self, options: tuple[str, ...] = ()) -> None:
+    def __init__(self, options: tuple[str, ...] = (), big_threads: int = BIG_THREADS) -> None:
         import cupy
 
         from .compile import MODULES, load_module
 
         self.cp = cupy
+        if big_threads != BIG_THREADS:
+            options = (*options, f"-DNTT_BIG_THREADS={big_threads}")
+        self.big_threads = big_threads
         mod = load_module(MODULES["ntt"], "ntt", options)
         self._pass = mod.get_function("dp_ntt_pass")
+        self._pass_big = mod.get_function("dp_ntt_pass_big")
+        self._big_smem = 8 * 4 << BIG_LOG_E  # 128 KiB: above the 48 KiB default, so opt in
+        self._pass_big.max_dynamic_shared_size_bytes = self._big_smem
         self._pow = mod.get_function("dp_ntt_pow_table")
         self._hcomb = mod.get_function("dp_h_combine")
         self._scale = mod.get_function("dp_fr_scale")
@@ -322,10 +416,13 @@ class CupyKernels:
                  pre: Any, post_tab: Any, post: Any) -> None:
         u = np.uint32
         p = self._ptr
-        self._pass((spec.blocks,), (THREADS,),
-                   (src, dst, tw_sub, p(tw_pass), p(pre), p(post_tab), p(post), u(spec.m),
-                    u(spec.log_t), u(spec.log_c), u(spec.log_s), u(spec.last), u(spec.log_mp),
-                    u(spec.digits)))
+        args = (src, dst, tw_sub, p(tw_pass), p(pre), p(post_tab), p(post), u(spec.m),
+                u(spec.log_t), u(spec.log_c), u(spec.log_s), u(spec.last), u(spec.log_mp),
+                u(spec.digits))
+        if spec.log_e == LOG_E:
+            self._pass((spec.blocks,), (THREADS,), args)
+        else:
+            self._pass_big((spec.blocks,), (self.big_threads,), args, shared_mem=self._big_smem)
 
     def pow_table(self, out: Any, pows: Any, scale: Any, count: int, mode: int, log_c: int,
                   width: int, col0: int, emask: int, multiply: bool) -> None:
