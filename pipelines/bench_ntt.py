@@ -2,9 +2,13 @@
 
 Times are CUDA-event medians over >= 5 repetitions after warm-up. Each NTT row carries its floor:
 bytes moved (every pass reads and writes the vector once; non-last passes also read their
-twiddle table) over the copy bandwidth, and Fr multiplications (the butterflies' non-trivial
-twiddles, plus one four-step twiddle per element on non-last passes) over the Fr multiplication rate;
-the larger of the two is the floor.
+twiddle table) over the copy bandwidth, and Fr multiplications over the Fr multiplication rate
+(``fr_muls``: the products the passes' warps issue, gpu/ntt.py ``plan_products``; ``fr_muls_thread``
+leaves out lanes that skip a product their warp does); the larger of the two is the floor.
+
+The variant rows time every build of the pass kernel (``NTT_VARIANTS``) under both plans
+(``max_pass_log`` 9: 2^24 as three passes of 2^8; 12: two of 2^12 on the 2^12-tile kernel) at
+2^20, 2^22 and 2^24, forward and inverse, each checked equal to the default engine's output.
 """
 
 from __future__ import annotations
@@ -18,6 +22,14 @@ BANDWIDTH_BPS = 4.3e12
 """Device-to-device copy bandwidth of an H200 measured here (bytes read + written per second)."""
 FR_MUL_PER_S = 41e9
 """Fr Montgomery multiplications per second on an H200 (the project's planning figure)."""
+NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "legacy": (("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0"), False),
+    "swizzle": (("-DNTT_LO_MAJOR=0",), False),
+    "default": ((), True),
+}
+"""Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR)."""
+VARIANT_PLANS = (9, 12)
+"""max_pass_log of the plans each variant is timed with."""
 
 
 def time_ms(fn: Callable[[], Any], reps: int = 7, warmup: int = 2) -> list[float]:
@@ -38,17 +50,23 @@ def time_ms(fn: Callable[[], Any], reps: int = 7, warmup: int = 2) -> list[float
     return out
 
 
-def ntt_floor_ms(log_n: int) -> dict[str, float]:
-    """Memory and multiplication floors of one NTT of size 2^log_n as planned by gpu/ntt.py."""
-    from distprove.backends.gpu.ntt import plan
+def ntt_floor_ms(log_n: int, *, inverse: bool = False, max_pass_log: int | None = None,
+                 lo_major: bool = True, post_tab: bool = False) -> dict[str, float]:
+    """Memory and multiplication floors of one NTT of size 2^log_n as planned by gpu/ntt.py
+    (``NttEngine.ntt``: the inverse scales by 1/n on its last pass; ``post_tab``: the H step's
+    inverse, whose coset table carries 1/n)."""
+    from distprove.backends.gpu.ntt import plan, plan_products
 
     n = 1 << log_n
-    specs = plan(log_n)
-    nbytes = sum(2 * n * 32 + (n * 32 if not s.last else 0) for s in specs)
-    # radix-4 pairs of levels: the first pair needs n/4 multiplications, every later level n/2
-    muls = sum((n // 4 + (s.m - 2) * n // 2 if s.m >= 2 else 0) + (0 if s.last else n) for s in specs)
-    return {"floor_mem_ms": nbytes / BANDWIDTH_BPS * 1e3, "floor_mul_ms": muls / FR_MUL_PER_S * 1e3,
-            "bytes": nbytes, "fr_muls": muls, "passes": len(specs)}
+    specs = plan(log_n, max_pass_log=max_pass_log)
+    nbytes = sum(2 * n * 32 + (n * 32 if not s.last else 0) for s in specs) + (n * 32 if post_tab else 0)
+    pr = plan_products(specs, lo_major=lo_major, post=inverse and not post_tab, post_tab=post_tab)
+    return {"floor_mem_ms": nbytes / BANDWIDTH_BPS * 1e3, "floor_mul_ms": pr.warp / FR_MUL_PER_S * 1e3,
+            "bytes": nbytes, "fr_muls": pr.warp, "fr_muls_thread": pr.thread, "passes": len(specs)}
+
+
+def _floor(f: dict[str, float]) -> float:
+    return max(f["floor_mem_ms"], f["floor_mul_ms"])
 
 
 def random_mont(cp: Any, n: int, seed: int) -> Any:
@@ -66,12 +84,12 @@ def _row(results: dict, name: str, log_n: int, times: list[float], **extra: Any)
 
 
 def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int = 7) -> None:
-    """Time the NTT (forward, inverse), the H step, the staged four-step and the gather."""
+    """Time the NTT (forward, inverse), the H step, the staged four-step, the pass-kernel
+    variants and plans (run_variants, at the sizes among 2^20, 2^22, 2^24) and the gather."""
     import cupy as cp
 
     from distprove.backends.gpu import compile as gcompile
     from distprove.backends.gpu import ntt as gntt
-    from distprove.backends.gpu.gather import DeviceCsr, gather
 
     results["compile"] = [gcompile.measure_cold_warm(m) for m in ("ntt", "gather")]
     eng = gntt.engine()
@@ -79,19 +97,19 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
         n = 1 << log_n
         x = random_mont(cp, n, log_n)
         scratch = cp.empty_like(x)
-        floor = ntt_floor_ms(log_n)
-        fl = max(floor["floor_mem_ms"], floor["floor_mul_ms"])
+        fwd, inv = ntt_floor_ms(log_n), ntt_floor_ms(log_n, inverse=True)
         eng.ntt(x, scratch=scratch)  # builds the twiddle tables outside the timing
         eng.ntt(x, inverse=True, scratch=scratch)
         t = time_ms(lambda: eng.ntt(x, scratch=scratch), reps)
-        _row(results, "ntt_fwd", log_n, t, floor_ms=fl, **floor)
+        _row(results, "ntt_fwd", log_n, t, floor_ms=_floor(fwd), **fwd)
         t = time_ms(lambda: eng.ntt(x, inverse=True, scratch=scratch), reps)
-        _row(results, "ntt_inv", log_n, t, floor_ms=fl, **floor)
+        _row(results, "ntt_inv", log_n, t, floor_ms=_floor(inv), **inv)
         if log_n in (20, 24):
             a, b, c = (random_mont(cp, n, log_n + i) for i in range(3))
             eng.h_scalars(a, b, c)
             t = time_ms(lambda: eng.h_scalars(a, b, c), reps)
-            _row(results, "h_scalars(6 ntt + combine)", log_n, t, floor_ms=6 * fl)
+            h_inv = ntt_floor_ms(log_n, inverse=True, post_tab=True)
+            _row(results, "h_scalars(6 ntt + combine)", log_n, t, floor_ms=3 * _floor(fwd) + 3 * _floor(h_inv))
             del a, b, c
             l1, l2 = gntt.fourstep_split(log_n)
             z = x.reshape(1 << l1, 1 << l2, 8)
@@ -116,11 +134,55 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
         alt.ntt(got, scratch=scratch)
         same = bool(cp.array_equal(ref, got))
         t = time_ms(lambda: alt.ntt(x, scratch=scratch), reps)
-        fl = ntt_floor_ms(24)
-        _row(results, f"ntt_fwd[{opt[2:]}]", 24, t, equal_to_default=same,
-             floor_ms=max(fl["floor_mem_ms"], fl["floor_mul_ms"]))
+        _row(results, f"ntt_fwd[{opt[2:]}]", 24, t, equal_to_default=same, floor_ms=_floor(ntt_floor_ms(24)))
         del alt, x, scratch, ref, got
         cp.get_default_memory_pool().free_all_blocks()
+    run_variants(results, tuple(s for s in sizes if s in (20, 22, 24)), reps)
+    gather_rows(results, reps)
+
+
+def run_variants(results: dict, sizes: tuple[int, ...], reps: int = 7) -> None:
+    """Each pass-kernel build (NTT_VARIANTS) under each plan (VARIANT_PLANS), plus the 2^12-tile
+    kernel at 512 threads: forward and inverse, equal to the default engine, with product counts."""
+    import cupy as cp
+
+    from distprove.backends.gpu import ntt as gntt
+
+    if not sizes:
+        return
+    ref_eng = gntt.engine()
+    engines = [(f"{name},plan{mp}", gntt.NttEngine(gntt.CupyKernels(opts), mp), mp, lo_major)
+               for name, (opts, lo_major) in NTT_VARIANTS.items() for mp in VARIANT_PLANS]
+    engines.append(("default,plan12,big512", gntt.NttEngine(gntt.CupyKernels(big_threads=512), 12), 12, True))
+    for log_n in sizes:
+        x = random_mont(cp, 1 << log_n, 100 + log_n)
+        scratch = cp.empty_like(x)
+        for inverse in (False, True):
+            want = ref_eng.ntt(x.copy(), inverse, scratch)
+            for label, eng, mp, lo_major in engines:
+                got = eng.ntt(x.copy(), inverse, scratch)  # also builds its tables
+                same = bool(cp.array_equal(want, got))
+                del got
+                y = x.copy()
+                t = time_ms(lambda: eng.ntt(y, inverse, scratch), reps)
+                fl = ntt_floor_ms(log_n, inverse=inverse, max_pass_log=mp, lo_major=lo_major)
+                _row(results, f"ntt_{'inv' if inverse else 'fwd'}[{label}]", log_n, t,
+                     equal_to_default=same, max_pass_log=mp, floor_ms=_floor(fl), **fl)
+                del y
+            del want
+        for _, eng, _, _ in engines:
+            eng.clear()
+        ref_eng.clear()
+        del x, scratch
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def gather_rows(results: dict, reps: int = 7) -> None:
+    """The gather of a, b and c = a∘b from synthetic CSR matrices."""
+    import cupy as cp
+
+    from distprove.backends.gpu.gather import DeviceCsr, gather
+
     # gather: synthetic CSR shaped like circom keys (about half the rows empty, ~2 terms each)
     for log_n in (20, 24):
         n = 1 << log_n

@@ -4,6 +4,8 @@ Every size 2^1 .. 2^20 and 2^24: up to 2^12 the whole output equals distprove/ba
 above, (1) a sparse input's output is checked exactly at sampled indices (sum of a few a_j w^{jk}),
 (2) one output of a dense random input is evaluated by Horner in Python, (3) inverse(forward(x)) = x,
 (4) the staged four-step equals the plain NTT, (5) the coset H step equals the CPU one.
+The two-pass plan (max_pass_log 12, 2^12 tiles) and the legacy pass-kernel build match the CPU
+reference up to 2^12 and the default engine bit for bit above.
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ def engine(cp):
     from distprove.backends.gpu import ntt as gntt
 
     return gntt.engine()
+
+
+@pytest.fixture(scope="module")
+def alt_engines(cp) -> dict:
+    """The engines checked against the default: the 2^12-tile plan, and the legacy build (the
+    shared-memory layout and butterfly order before the product-count work) on both plans."""
+    from distprove.backends.gpu import ntt as gntt
+
+    legacy = gntt.CupyKernels(("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0"))
+    return {"default,plan12": gntt.NttEngine(gntt.CupyKernels(), 12),
+            "legacy,plan9": gntt.NttEngine(legacy, 9), "legacy,plan12": gntt.NttEngine(legacy, 12)}
 
 
 def random_limbs(n: int, seed: int) -> np.ndarray:
@@ -169,3 +182,43 @@ def test_montgomery_roundtrip_values(cp, engine) -> None:
     x = cp.asarray(bn254.limbs_from_ints([v * FR_MONT % R for v in bn254.ints_from_limbs(host)]))
     engine.from_montgomery(x)
     assert bn254.ints_from_limbs(cp.asnumpy(x)) == bn254.ints_from_limbs(host)
+
+
+@pytest.mark.parametrize("log_n", range(1, 13))
+def test_alt_engines_match_cpu_reference(cp, alt_engines, log_n: int) -> None:
+    host = random_limbs(1 << log_n, 500 + log_n)
+    vals = bn254.ints_from_limbs(host)
+    for inverse in (False, True):
+        want = cpu_ntt.ntt(vals, inverse)
+        for name, eng in alt_engines.items():
+            x = cp.asarray(host)
+            eng.ntt_standard(x, inverse)
+            assert bn254.ints_from_limbs(cp.asnumpy(x)) == want, f"{name} inverse={inverse}"
+
+
+@pytest.mark.parametrize("log_n", list(range(13, 21)) + [22, 24])
+def test_alt_engines_equal_default(cp, engine, alt_engines, log_n: int) -> None:
+    """Plain (both directions, Montgomery and standard form), H step and staged four-step."""
+    from distprove.backends.gpu import ntt as gntt
+
+    n = 1 << log_n
+    host = cp.asarray(random_limbs(n, 600 + log_n))
+    transpose = lambda z: cp.ascontiguousarray(z.transpose(1, 0, 2))  # noqa: E731
+    cases = {
+        "fwd": lambda e: e.ntt(host.copy()),
+        "inv": lambda e: e.ntt(host.copy(), inverse=True),
+        "standard": lambda e: e.ntt_standard(host.copy()),
+        "standard_inv": lambda e: e.ntt_standard(host.copy(), inverse=True),
+        "fourstep": lambda e: gntt.fourstep(e, host.copy(), transpose),
+        "fourstep_inv": lambda e: gntt.fourstep(e, host.copy(), transpose, inverse=True),
+    }
+    if log_n in (14, 20, 24):
+        cases["h_scalars"] = lambda e: e.h_scalars(host.copy(), host[::-1].copy(), cp.roll(host, 1, axis=0))
+    for case, fn in cases.items():
+        want = fn(engine)
+        for name, eng in alt_engines.items():
+            assert bool(cp.array_equal(fn(eng), want)), f"{name} {case}"
+        del want
+    for eng in alt_engines.values():
+        eng.clear()
+    cp.get_default_memory_pool().free_all_blocks()
