@@ -348,3 +348,54 @@ def test_gather_matches_cpu(lib: ctypes.CDLL) -> None:
     assert from_mont(out[0]) == ref["a"]
     assert from_mont(out[1]) == ref["b"]
     assert from_mont(out[2]) == cpu_gather.pointwise_product(ref["a"], ref["b"])
+
+
+# --- 3. shared-memory bank model of the pass kernel ---------------------------------------
+
+
+def _ntt_slot(i: int) -> int:
+    """ntt_slot in ntt.cu (the default build's swizzle)."""
+    h = i >> 5
+    x = h ^ (((h >> 5) & 1) * 11) ^ (((h >> 6) & 1) * 21)
+    return i ^ (x & 31)
+
+
+def _warp_slots(m: int, log_t: int) -> dict[str, list[list[int]]]:
+    """Per phase of a full-tile pass (default build), the shared-memory slots each access of each
+    warp touches: item q runs on lane q % 32 of warp q // 32, as ntt_pass_body assigns them."""
+    n, lines = 1 << m, 1 << log_t
+    cnt = lines << m
+    brev = lambda j: int(f"{j:0{m}b}"[::-1], 2)  # noqa: E731
+    phases: dict[str, tuple[int, Any]] = {
+        "load_unit": (cnt, lambda q: [((q >> m) << m) | brev(q & (n - 1))]),
+        "load_strided": (cnt, lambda q: [((q & (lines - 1)) << m) | brev(q >> log_t)]),
+        "store_unit": (cnt, lambda q: [q]),
+        "store_strided": (cnt, lambda q: [((q & (lines - 1)) << m) | (q >> log_t)]),
+    }
+    s = 0
+    while s + 1 < m:
+        def radix4(q: int, s: int = s, lg: int = m - 2 - s) -> list[int]:
+            lo, r = q >> (log_t + lg), q & ((1 << (log_t + lg)) - 1)
+            i = ((r >> lg) << m) | ((r & ((1 << lg) - 1)) << (s + 2)) | lo
+            return [i + h * (1 << s) for h in range(4)]
+        phases[f"radix4_s{s}"] = (cnt >> 2, radix4)
+        s += 2
+    if s < m:
+        phases[f"radix2_s{s}"] = (cnt >> 1, lambda q, s=s: [((q & (lines - 1)) << m) | (q >> log_t),
+                                                             (((q & (lines - 1)) << m) | (q >> log_t)) + (1 << s)])
+    out = {}
+    for name, (items, slots) in phases.items():
+        per_item = [slots(q) for q in range(items)]
+        out[name] = [[per_item[q][a] for q in range(w, w + 32)]
+                     for w in range(0, items, 32) for a in range(len(per_item[0]))]
+    return out
+
+
+@pytest.mark.parametrize("log_e", [gntt.LOG_E, gntt.BIG_LOG_E])
+def test_ntt_shared_memory_banks(log_e: int) -> None:
+    """No warp access of any phase hits a bank twice (limb l adds l << log_e: same bank)."""
+    for m in range(4, log_e + 1):
+        for name, accesses in _warp_slots(m, log_e - m).items():
+            for slots in accesses:
+                banks = [_ntt_slot(i) & 31 for i in slots]
+                assert len(set(banks)) == 32, f"tile 2^{log_e} m={m} {name}: {sorted(banks)}"

@@ -2,13 +2,16 @@
 //
 // WHAT THIS FILE DECIDES, AND WHY
 // * One transform of size N = 2^L is a chain of P passes (the four-step split applied
-//   recursively, N = n_1 * n_2 * ... * n_P, n_p = 2^m_p <= 2^10). Pass p does, for every row
+//   recursively, N = n_1 * n_2 * ... * n_P, n_p = 2^m_p <= 2^12). Pass p does, for every row
 //   and column of the current view, a sub-NTT of size n_p entirely in shared memory (all m_p
 //   butterfly levels in one launch), then multiplies by the four-step
 //   twiddle w_{N_p}^{c*k} read from a table laid out like the data (coalesced, no extra
 //   multiplications to make it). Global memory is touched twice per pass (read + write), so
-//   a 2^24 NTT is 3 passes, not 24. Inside a pass two butterfly levels are done per barrier
-//   on four elements held in registers (half the shared-memory traffic and barriers of radix 2).
+//   a 2^24 NTT is 3 passes (2^8 each; max_pass_log 12 in gpu/ntt.py: 2 of 2^12), not 24.
+//   Inside a pass two butterfly levels are done per barrier on four elements held in
+//   registers (half the shared-memory traffic and barriers of radix 2). Sub-NTTs up to 2^10
+//   run on 2^10-element tiles (dp_ntt_pass, 4 blocks/SM), 2^11 and 2^12 on 2^12-element
+//   tiles (dp_ntt_pass_big: 128 KiB of dynamic shared memory, one block per SM).
 // * Natural order out without a bit-reversal pass: passes 1..P-1 work in place; the last pass
 //   reads each row r and writes element k of it to digitrev(r) + M_P*k, which is where the
 //   recursive four-step puts it. Blocks take lines in output order so the writes are
@@ -21,10 +24,22 @@
 //   every input of the first pass: R^2 for to-Montgomery), `post_tab` (a per-output-index
 //   table on the last pass: g^i/n, the iNTT scale fused with the odd-coset shift) and
 //   `post` (one constant on the last pass: 1/n, or a raw 1/n to leave Montgomery form).
-// * Measured on an H200 (2026-11-30): 2^24 forward 7.2 ms against a 4.8 ms floor (197 M Fr
-//   multiplications at 41 G/s; the memory floor is 1.0 ms). Radix-2 and radix-4 levels timed
-//   the same (7.44 / 7.42 ms), so the pass is bound by Fr multiplication, not by shared memory
-//   or barriers: a faster fr_mul is what moves it.
+// * Fr products of a 2^24 forward NTT, n = 2^24 (gpu/ntt.py pass_products counts them for any
+//   plan; a counting host build checks it). Warp cost = 32 x the products warps issue.
+//   Legacy build (-DNTT_SWIZZLE=0 -DNTT_LO_MAJOR=0), 3 passes of 2^8 on 2^10 tiles:
+//     butterflies 3 x 3.25n = 163,577,856 (first level pair n/4, three more pairs n each), of
+//       which 12,386,304 multiply by a twiddle equal to 1 (lo = 0 groups: 63n/256 per pass);
+//     four-step twiddles 2 x n = 33,554,432 in warp cost (33,357,825 lanes: k = 0 and column
+//       0 lanes skip, never a whole warp); pre/post none (the inverse adds n for 1/n);
+//     total 197,132,288 = 11.75n: 4.81 ms at 41 G/s, 5.30 ms at the measured 37.2 G/s chain
+//     rate, against 7.0-7.2 ms measured (2026-11-30): ~28 G/s, so about 1.7 ms went to
+//     something else. Radix-2 and radix-4 levels timed the same (7.44 / 7.42 ms).
+//   Default build, same plan: the w^0 products skipped where whole warps have lo = 0 (level
+//     pair s = 2 on these tiles): 187,695,104 = 11.1875n (4.58 ms at 41 G/s). Every w^0 product
+//     skipped would give 11n + 1 (184,549,377), the radix-2 count for any pass split.
+//   Default build, 2 passes of 2^12 (one four-step twiddle pass fewer, but each pass's free
+//     first level pair saves n/4 once fewer; w^0 skips at s = 2 and 4): 185,069,568 = 11.03n
+//     (4.51 ms at 41 G/s; 4.97 ms at 37.2 G/s), and 2/3 of the memory traffic.
 // * Kernel bodies are DP_INLINE functions of (block, thread, threads): every phase loops
 //   over its work items with stride `threads`, so a host build that runs one "thread" per
 //   block executes the same code sequentially (tests/test_kernels_compile.py does that
@@ -32,8 +47,15 @@
 // * Twiddle and coset tables are made once per size on the device by dp_ntt_pow_table from a
 //   two-level power table (base^i and base^(i*2^14), built on the host): one multiplication
 //   per entry.
-// * Shared memory is structure-of-arrays (limb l of slot i at sm[l*NTT_E + i]) so a warp
-//   touching consecutive slots hits 32 distinct banks.
+// * Shared memory is structure-of-arrays (limb l of slot i at sm[(l << LOG_E) + slot(i)]).
+//   Without a swizzle (slot(i) = i, the legacy build) the loads into bit-reversed slots had
+//   8-way (unit stride) to 32-way (strided views: passes 1..P-1) bank conflicts, strided
+//   stores 4-way and the first butterfly pairs 2-4-way; ntt_slot xors the bank bits so every
+//   phase of every full-tile pass shape is conflict-free (2^10 and 2^12 tiles, m = 4 .. 12:
+//   tests/test_kernels_compile.py test_ntt_shared_memory_banks enumerates the warps' slots).
+// * Butterfly work items go in twiddle order (NTT_LO_MAJOR): the lanes of a warp share lo,
+//   so the twiddle load is one broadcast and the products by w^0 = 1 are skipped without
+//   divergence wherever a whole warp has lo = 0.
 
 #ifndef DP_NTT_CU
 #define DP_NTT_CU
