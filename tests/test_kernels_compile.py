@@ -188,12 +188,16 @@ def test_ntt_matches_cpu(engine: gntt.NttEngine, log_n: int) -> None:
         assert from_mont(x) == cpu_ntt.ntt(vals, inverse)
 
 
+@pytest.mark.parametrize("variant", sorted(NTT_VARIANTS))
 @pytest.mark.parametrize("log_n", [2, 7, 11, 12, 13])
-def test_ntt_many_passes(engine: gntt.NttEngine, monkeypatch: pytest.MonkeyPatch, log_n: int) -> None:
+def test_ntt_many_passes(libs: dict[str, ctypes.CDLL], monkeypatch: pytest.MonkeyPatch, variant: str,
+                         log_n: int) -> None:
     """Force 3-4 passes at small sizes: the digit-reversed last pass of 2^20+ transforms."""
     monkeypatch.setattr(gntt, "MAX_PASS_LOG", 4)
     monkeypatch.setattr(gntt, "MAX_SINGLE_LOG", 8)
     assert len(gntt.split(log_n)) == (1 if log_n <= 8 else -(-log_n // 4))
+    engine = gntt.NttEngine(HostKernels(libs[variant]))  # the patched default plan
+    assert len(gntt.plan(log_n, max_pass_log=engine.max_pass_log)) == len(gntt.split(log_n))
     rng = random.Random(2000 + log_n)
     vals = rand_fr(1 << log_n, rng)
     x = to_mont(vals)
