@@ -19,13 +19,14 @@ import logging
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from distprove import config
-from distprove.errors import FormatError
+from distprove.errors import FormatError, one_line
 from distprove.inputs import safe_witness_paths
 
 log = logging.getLogger(__name__)
@@ -275,12 +276,9 @@ def _reason(exc: BaseException) -> str:
     """One line for a failed proof's exception."""
     from distributed.scheduler import KilledWorker
 
-    if isinstance(exc, FormatError):
-        return str(exc)
     if isinstance(exc, KilledWorker):
         return "workers died while running its tasks too many times (KilledWorker); nothing written"
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    return one_line(exc)
 
 
 def _remove_outputs(job: Job) -> None:
@@ -317,7 +315,7 @@ def _label(key_path: str) -> str:
 def _collect(
     client: Any,
     plan: Any,
-    pending: dict[Any, tuple[Job, list[Any]]],
+    pending: dict[Any, list[tuple[Job, list[Any]]]],
     emit: Callable[..., None],
     verify_slots: int,
     group_size: int,
@@ -339,7 +337,7 @@ def _collect(
     from distprove import graph
     from distprove.worker import assemble_check_write_in_process
 
-    by_name = {job.name: (job, futs) for job, futs in pending.values()}
+    by_name = {job.name: (job, futs) for entries in pending.values() for job, futs in entries}
     computing = len(pending)
     ready: list[Any] = []
     ready_since = 0.0
@@ -349,7 +347,7 @@ def _collect(
 
     def flush() -> None:
         nonlocal groups, ready
-        due = len(ready) >= group_size or computing == 0 or time.monotonic() - ready_since >= max_wait
+        due = sum(len(pending[r]) for r in ready) >= group_size or computing == 0 or time.monotonic() - ready_since >= max_wait
         if not (ready and due and len(checking) < verify_slots):
             return
         if pool is None:
@@ -370,7 +368,8 @@ def _collect(
             outcomes = handle.result()
         except Exception as exc:
             for r in group:
-                finish(*pending.pop(r), FAILED, _reason(exc))
+                for entry in pending.pop(r):
+                    finish(*entry, FAILED, _reason(exc))
             return
         for r in group:
             del pending[r]
@@ -396,7 +395,8 @@ def _collect(
                     ready_since = time.monotonic()
                 ready.append(fut)
             else:
-                finish(*pending.pop(fut), FAILED, _reason(_exception_of(fut)))
+                for entry in pending.pop(fut):
+                    finish(*entry, FAILED, _reason(_exception_of(fut)))
         flush()
 
 
@@ -511,13 +511,25 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 tag,
                 assemble_on_workers=opts.verify_in == "workers",
                 fuse_below=settings.fuse_below,
+                max_proofs_per_task=settings.proofs_per_task,
             )
-            pending: dict[Any, tuple[Job, list[Any]]] = {}
-            for i, (job, info) in enumerate(planned):
-                Path(job.proof_path).parent.mkdir(parents=True, exist_ok=True)
-                spec = ProofSpec(job.name, job.witness, info.path, info.content_hash, job.proof_path, job.public_path)
-                reducer, futures = graph.submit_proof(client, spec, info, plan, i, priority=len(planned) - i)
-                pending[reducer] = (job, futures)
+            pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
+            per_key = Counter(j.key for j, _ in planned)
+            i = 0
+            while i < len(planned):
+                job, info = planned[i]
+                size = plan.proofs_per_task(info, per_key[job.key])
+                chunk = [j for j, inf in planned[i : i + size] if inf is info]
+                for j in chunk:
+                    Path(j.proof_path).parent.mkdir(parents=True, exist_ok=True)
+                specs = [ProofSpec(j.name, j.witness, info.path, info.content_hash, j.proof_path, j.public_path) for j in chunk]
+                if len(chunk) == 1:
+                    reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
+                else:
+                    reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i)
+                    futures = [reducer]
+                pending[reducer] = [(j, futures) for j in chunk]
+                i += len(chunk)
             if opts.verify_in == "client":
                 procs = opts.verify_processes or max(1, (os.cpu_count() or 2) // 2)
                 keys = {info.content_hash: info for _, info in planned}

@@ -58,6 +58,7 @@ class Settings:
     split_max_proofs_per_worker: int
     windows_per_task: int
     fuse_below: int | None
+    proofs_per_task: int
     out_dir: str
     proof_suffix: str
     public_suffix: str
@@ -164,6 +165,7 @@ def settings() -> Settings:
         split_max_proofs_per_worker=_int("planner.split-max-proofs-per-worker", 0),
         windows_per_task=_int("planner.windows-per-task", 1),
         fuse_below=_optional_int("planner.fuse-below", 1),
+        proofs_per_task=_int("planner.proofs-per-task", 1),
         out_dir=_text("output.dir"),
         proof_suffix=proof_suffix,
         public_suffix=public_suffix,

@@ -27,3 +27,12 @@ class InvalidProofError(DistproveError):
 
 class BackendUnavailable(DistproveError):
     """The requested backend (e.g. ``gpu``) cannot run on this machine."""
+
+
+def one_line(exc: BaseException) -> str:
+    """A failed item's reason on one line: a :class:`FormatError` as it reads ("<path>: <problem>"),
+    anything else as "<type>: <first line of its message>"."""
+    if isinstance(exc, FormatError):
+        return str(exc)
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Callable, Union
 
 import numpy as np
@@ -106,6 +107,76 @@ def start_msms(
     return lambda: {which: dict(enumerate(sums)) for which, sums in wait().items()}
 
 
+@dataclass
+class WindowSums:
+    """What a proof's MSMs produced, before the assembly: the witness values (for the public
+    signals), every MSM's window sums {which: {w: S_w}} and widths, and the stage seconds so far."""
+
+    values: np.ndarray
+    sums: dict[str, dict[int, bn254.Affine]]
+    widths: dict[str, int]
+    timings: dict[str, float]
+
+
+def window_sums(
+    k: KeyStore | ZkeyKey,
+    witness: WitnessLike,
+    be: Backend,
+    *,
+    constant_work: bool | None = False,
+    profile: bool = False,
+    overlap_h: bool = True,
+    widths: Mapping[str, int] | None = None,
+) -> WindowSums:
+    """Every stage of :func:`prove` up to the assembly, on an opened key and a backend (the
+    arguments mean what they mean there; ``widths``: each MSM's window width, by default the
+    backend's choice); the Dask path's one-task proofs run this too."""
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    def lap(stage: str, start: float) -> float:
+        be.synchronize()
+        now = time.perf_counter()
+        timings[stage] = now - start
+        return now
+
+    if isinstance(witness, (str, os.PathLike)):
+        values, w = be.load_witness_file(k, witness)
+    else:
+        values, _ = load_witness(witness, k)
+        w = be.load_witness(k, values)
+    t = lap("witness", t0)
+    evals = be.gather(k, w)
+    t = lap("gather", t)
+    if widths is None:
+        widths = {which: be.window_width(k.domain_size if which == "H" else k.n_vars, msm_group(which)) for which in MSM_NAMES}
+    widths = dict(widths)
+    if overlap_h and not profile:
+        witness_msms = start_msms(be, k, lambda _: w, widths, names=WITNESS_ORDER, constant_work=constant_work)
+        hs = be.h_scalars(k, evals)
+        del evals  # three domain-sized vectors the MSMs do not need (device memory)
+        h_msm = start_msms(be, k, lambda _: hs, widths, names=("H",), constant_work=constant_work)
+        sums = {**witness_msms(), **h_msm()}
+        lap("msm", t)
+    else:
+        hs = be.h_scalars(k, evals)
+        del evals
+        t = lap("ntt", t)
+
+        def scalars(which: str) -> Any:
+            return hs if which == "H" else w
+
+        if profile:
+            sums = {}
+            for which in MSM_NAMES:
+                sums.update(start_msms(be, k, scalars, widths, names=(which,), constant_work=constant_work)())
+                t = lap(f"msm_{which}", t)
+        else:
+            sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
+            lap("msm", t)
+    return WindowSums(values, sums, widths, timings)
+
+
 def prove(
     key: KeyLike,
     witness: WitnessLike,
@@ -136,50 +207,13 @@ def prove(
     t0 = time.perf_counter()
     k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key)
     be = get_backend(backend) if isinstance(backend, str) else backend
-    timings: dict[str, float] = {}
-
-    def lap(stage: str, start: float) -> float:
-        be.synchronize()
-        now = time.perf_counter()
-        timings[stage] = now - start
-        return now
-
-    if isinstance(witness, (str, os.PathLike)):
-        values, w = be.load_witness_file(k, witness)
-    else:
-        values, _ = load_witness(witness, k)
-        w = be.load_witness(k, values)
-    t = lap("witness", t0)
-    evals = be.gather(k, w)
-    t = lap("gather", t)
-    widths = {which: be.window_width(k.domain_size if which == "H" else k.n_vars, msm_group(which)) for which in MSM_NAMES}
-    if overlap_h and not profile:
-        witness_msms = start_msms(be, k, lambda _: w, widths, names=WITNESS_ORDER, constant_work=constant_work)
-        hs = be.h_scalars(k, evals)
-        del evals  # three domain-sized vectors the MSMs do not need (device memory)
-        h_msm = start_msms(be, k, lambda _: hs, widths, names=("H",), constant_work=constant_work)
-        sums = {**witness_msms(), **h_msm()}
-        t = lap("msm", t)
-    else:
-        hs = be.h_scalars(k, evals)
-        del evals
-        t = lap("ntt", t)
-
-        def scalars(which: str) -> Any:
-            return hs if which == "H" else w
-
-        if profile:
-            sums = {}
-            for which in MSM_NAMES:
-                sums.update(start_msms(be, k, scalars, widths, names=(which,), constant_work=constant_work)())
-                t = lap(f"msm_{which}", t)
-        else:
-            sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
-            t = lap("msm", t)
+    ws = window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h)
+    t = time.perf_counter()
     r, s = blinding if blinding is not None else random_blinding()
-    pi_a, pi_b, pi_c = assemble_windows(k.points, sums, widths, r, s)  # Horner combines + blinding
-    lap("assemble", t)
-    public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])
+    pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)  # Horner combines + blinding
+    timings = ws.timings
+    timings["assemble"] = time.perf_counter() - t
+    public = bn254.ints_from_limbs(ws.values[1 : 1 + k.n_public])
     timings["total"] = time.perf_counter() - t0
     log.debug("proved with %s backend in %.3f s", be.name, timings["total"])
     return Proof(pi_a, pi_b, pi_c, public, timings)

@@ -36,7 +36,7 @@ from distributed import WorkerPlugin, get_worker
 from distprove import bn254, config, metrics
 from distprove.backends.base import MSM_NAMES, msm_group
 from distprove.backends.cpu import fourstep as cpu_fourstep
-from distprove.errors import FormatError
+from distprove.errors import FormatError, one_line
 from distprove.formats.container import first_false, lt_bound
 from distprove.formats.jsonio import write_json_atomic
 from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
@@ -536,19 +536,59 @@ def prove_whole(
     spec: ProofSpec, widths: Mapping[str, int], assemble: bool = True, blinding: tuple[int, int] | None = None
 ) -> Assembled | Collected:
     """A small proof in one task (data mode below ``distprove.planner.fuse-below``): what the
-    prepare, msm-windows and reducer tasks do, without their round trips or the proof cache.
+    prepare, msm-windows and reducer tasks do, without their round trips or the proof cache, as
+    :func:`distprove.prover.prove` does it (H computed beside the witness MSMs).
 
     Returns the :class:`Assembled` proof for :func:`verify_write` (``assemble``), else the
-    :class:`Collected` window sums for the client's pool. Stage seconds: witness, gather, ntt,
-    msm, assemble. ``blinding`` = (r, s) is for tests.
+    :class:`Collected` window sums for the client's pool. Stage seconds: witness, gather, msm
+    (with the NTTs), assemble. ``blinding`` = (r, s) is for tests.
     """
+    from distprove.prover import window_sums
+
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
-    witness, hs, public, seconds = _prepare_vectors(st, key, spec, True)
-    parts = _msm_parts(st, key, lambda which: hs if which == "H" else witness, widths, seconds, "", public)
+    try:
+        ws = window_sums(key, spec.witness, st.backend, widths=widths)
+    except FormatError:
+        metrics.record_proof(key, False)
+        raise
+    public = bn254.ints_from_limbs(ws.values[1 : 1 + key.n_public])
+    parts = [
+        MsmPart(which, ws.widths[which], ws.sums[which], 0.0, ws.timings if i == 0 else {}, "", public if i == 0 else None)
+        for i, which in enumerate(MSM_NAMES)
+    ]
     if not assemble:
         return collect_parts(spec, parts)
     return assemble_proof(spec, parts, key.points, key.n_public, blinding)
+
+
+@dataclass
+class Failed:
+    """A proof of a :func:`prove_group` task that raised (the group's other proofs went on)."""
+
+    spec: ProofSpec
+    reason: str
+
+
+def prove_group(specs: Sequence[ProofSpec], widths: Mapping[str, int], assemble: bool = True) -> list[Assembled | Collected | Failed]:
+    """Several small proofs of one key in one task, one after the other (data mode, see
+    :meth:`distprove.graph.Plan.proofs_per_task`): :func:`prove_whole` each; a proof that raises
+    becomes a :class:`Failed` item with its one-line reason and the next one runs."""
+    out: list[Assembled | Collected | Failed] = []
+    for spec in specs:
+        try:
+            out.append(prove_whole(spec, widths, assemble))
+        except Exception as exc:  # one bad witness fails alone
+            out.append(Failed(spec, one_line(exc)))
+    return out
+
+
+def flat_results(items: Sequence[Any]) -> list[Any]:
+    """Reducer results as verify-write receives them: one per proof, or a prove-group's list."""
+    out: list[Any] = []
+    for it in items:
+        out.extend(it if isinstance(it, list) else [it])
+    return out
 
 
 @dataclass
@@ -709,10 +749,19 @@ def check_and_write(items: Sequence[Assembled], vks: Mapping[str, Any], check: b
     return out
 
 
-def verify_write(items: Sequence[Assembled], check: bool = True) -> list[Outcome]:
+def _failed_outcomes(items: Sequence[Any], where: str) -> tuple[list[Any], list[Outcome]]:
+    """Split reducer results into the proofs to check and the outcomes of :class:`Failed` items."""
+    flat = flat_results(items)
+    failed = [Outcome(f.spec.name, "failed", f.reason, {}, where) for f in flat if isinstance(f, Failed)]
+    return [it for it in flat if not isinstance(it, Failed)], failed
+
+
+def verify_write(items: Sequence[Assembled | list[Assembled | Failed]], check: bool = True) -> list[Outcome]:
     """The verify-write task: :func:`check_and_write` on this worker, with its resident keys' vks
-    (made only when checking: a .zkey's vk costs a pairing, ~0.4 s, on the first use per worker)."""
+    (made only when checking: a .zkey's vk costs a pairing, ~0.4 s, on the first use per worker).
+    ``items``: reducer results, a prove-group's list of them, or its :class:`Failed` items."""
     st = state()
+    items, failed = _failed_outcomes(items, get_worker().address)
     specs = {a.spec.content_hash: a.spec for a in items if not a.done_before} if check else {}
     vks = {h: st.vk(st.key(sp.key_path, h)) for h, sp in specs.items()}
     outcomes = check_and_write(items, vks, check, get_worker().address)
@@ -721,19 +770,23 @@ def verify_write(items: Sequence[Assembled], check: bool = True) -> list[Outcome
         if o.reason != "written by an earlier attempt":
             metrics.record_proof(by_name[o.name].key_path, o.status == "proved")
             metrics.record_timings(o.seconds)
-    return outcomes
+    return outcomes + failed
 
 
-def assemble_check_write_in_process(collected: Sequence[Collected], keys: Mapping[str, KeyInfo], check: bool) -> list[Outcome]:
+def assemble_check_write_in_process(
+    collected: Sequence[Collected | list[Collected | Failed]], keys: Mapping[str, KeyInfo], check: bool
+) -> list[Outcome]:
     """In a process of the client's pool: :func:`assemble_proof` then :func:`check_and_write`.
 
     ``keys`` maps content hash to the :class:`KeyInfo` (points, n_public, vk) of each key.
     """
     from distprove.formats.jsonio import read_vk
 
+    where = f"client pid {os.getpid()}"
+    collected, failed = _failed_outcomes(collected, where)
     items = [assemble_proof(c.spec, c.parts, keys[c.spec.content_hash].points, keys[c.spec.content_hash].n_public) for c in collected]
     vks = {h: read_vk(keys[h].vk) for h in {c.spec.content_hash for c in collected}}
-    return check_and_write(items, vks, check, f"client pid {os.getpid()}")
+    return check_and_write(items, vks, check, where) + failed
 
 
 def warm_up() -> None:

@@ -12,7 +12,8 @@ Then for each worker count: a warm-up batch (kernels compiled, key resident), th
 * latency: one witness in each planner mode -> seconds from submit to the verified proof on disk.
 
 Data mode proves a key whose domain is below ``distprove.planner.fuse-below`` in one task per
-proof; ``--fuse-below null`` measures the three-task graph instead (a number sets the threshold).
+proof, or several proofs per task (``--proofs-per-task``, see ``Plan.proofs_per_task``); ``--fuse-below
+null`` measures the three-task graph instead (a number sets the threshold).
 
 The key and witnesses come from ``--key``/``--witnesses``, or are made here with the synthetic
 circuit generator and the (insecure, benchmark-only) dev setup: ``--synth chain --log-n 16``.
@@ -246,6 +247,7 @@ def main() -> None:
     ap.add_argument("--no-verify", action="store_true", help="skip the pairing check before writing (measures proving alone)")
     ap.add_argument("--verify-in", default="workers", choices=("workers", "client"), help="where proofs are checked")
     ap.add_argument("--fuse-below", help="distprove.planner.fuse-below for the batches: a domain size, or null (never fuse)")
+    ap.add_argument("--proofs-per-task", type=int, help="distprove.planner.proofs-per-task for the batches (fused keys)")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
     if args.proofs < 1:
@@ -256,9 +258,13 @@ def main() -> None:
         if args.fuse_below != "null" and not args.fuse_below.isdigit():
             ap.error("--fuse-below must be a domain size or null")
         dask.config.set({"distprove.planner.fuse-below": None if args.fuse_below == "null" else int(args.fuse_below)})
+    if args.proofs_per_task is not None:
+        import dask.config
+
+        dask.config.set({"distprove.planner.proofs-per-task": args.proofs_per_task})
     from distprove import config
 
-    fuse_below = config.settings().fuse_below
+    fuse_below, per_task = config.settings().fuse_below, config.settings().proofs_per_task
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         workdir = Path(tmp)
         if args.key is not None:
@@ -277,7 +283,8 @@ def main() -> None:
         rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpus": gpu_names(),
               "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
-              "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below, "rows": rows, "bare": base,
+              "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below,
+              "proofs_per_task": per_task, "rows": rows, "bare": base,
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

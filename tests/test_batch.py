@@ -9,12 +9,14 @@ nothing; ``batch(witness_dir)`` alone finds the key and writes to proofs/.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import dask
@@ -22,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 import distprove
+import distprove.graph
 from conftest import local_client, snarkjs_verify
 from distprove.batching import discover
 from distprove.keystore import import_key
@@ -97,13 +100,34 @@ class Watcher:
 
 
 GRAPHS = {
-    "fused": ("data", {}),  # the default fuse-below (2^18) is above both fixture keys' domains
+    "fused": ("data", {"distprove.planner.proofs-per-task": 1}),  # fuse-below (2^18) is above both keys' domains
+    "grouped": ("data", {"distprove.planner.proofs-per-task": 3}),  # several fused proofs per task
     "data": ("data", {"distprove.planner.fuse-below": None}),
     "split": ("split", {}),
 }
 """Each graph the fixture batch runs under: (planner mode, dask config)."""
 
-DATA_MODES = ["fused", "data"]
+DATA_MODES = ["fused", "grouped", "data"]
+FUSED = {"fused", "grouped"}
+
+
+@contextlib.contextmanager
+def graph_config(graph: str) -> Iterator[list[list[str]]]:
+    """The configuration of ``graph``; "grouped" also lets a dozen witnesses on 3 workers form
+    groups (the planner keeps 8 tasks per worker otherwise). Yields the names of each
+    prove-group task submitted."""
+    groups: list[list[str]] = []
+    real = distprove.graph.submit_group
+
+    def recorded(client, specs, *args, **kw):
+        groups.append([sp.name for sp in specs])
+        return real(client, specs, *args, **kw)
+
+    with dask.config.set(GRAPHS[graph][1]), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(distprove.graph, "submit_group", recorded)
+        if graph == "grouped":
+            mp.setattr(distprove.graph, "TASKS_PER_WORKER", 1)
+        yield groups
 
 
 @pytest.fixture(scope="module", params=list(GRAPHS))
@@ -120,12 +144,12 @@ def proved(request, client, mini_store, tmp_path_factory):
         seen_during.append((res.name, Path(res.proof_path).exists(), len(seen_during)))
 
     watcher = Watcher(out)
-    with dask.config.set(settings):
+    with graph_config(graph) as groups:
         report = distprove.batch(
             wdir, out_dir=out, client=client, mode=mode, backend="cpu", fourstep_min_domain=1024, on_result=on_result, echo=None
         )
     end = time.monotonic()
-    return {"graph": graph, "mode": mode, "settings": settings, "root": root, "wdir": wdir, "out": out, "names": names, "report": report,
+    return {"graph": graph, "mode": mode, "settings": settings, "groups": groups, "root": root, "wdir": wdir, "out": out, "names": names, "report": report,
             "during": seen_during, "seen": watcher.stop(), "end": end}
 
 
@@ -141,14 +165,19 @@ def test_batch_proves_all_and_fails_bad_alone(proved) -> None:
     assert outputs(out) == expected_outputs(names)  # nothing written for the failures
     assert report.proofs_per_second > 0 and not report.ok
     graph = set(report.stage_seconds) - {"check-outputs", "plan-key"}
-    if proved["graph"] == "fused":  # one task per proof, then the grouped checks
+    if proved["graph"] in FUSED:  # one task per proof (or group), then the grouped checks
         assert graph == {"prove-whole", "verify-write"}
     else:
         assert {"prove-prepare", "msm-windows", "reduce", "verify-write"} <= graph and "prove-whole" not in graph
+    # grouped: the ten mini witnesses (two bad, failing alone inside their groups) in threes and
+    # a last one alone; mul's four make too few tasks to group (4 // 3 workers); else no groups
+    sizes = sorted(len(g) for g in proved["groups"])
+    assert sizes == ([3, 3, 3] if proved["graph"] == "grouped" else [])
     if proved["mode"] == "split":
         assert "ntt-columns" in report.stage_seconds and "ntt-rows-forward" in report.stage_seconds
     assert "FAILED mini/unsatisfied" in report.summary()
-    msm = {"msm", "ntt"} if proved["mode"] == "data" else {"msm_A", "msm_B2", "msm_H"}  # data: one task, MSMs overlapped
+    # data: the MSMs overlapped in one task (fused: H computed beside them, as prove() does)
+    msm = {"msm_A", "msm_B2", "msm_H"} if proved["mode"] == "split" else {"msm"} if proved["graph"] in FUSED else {"msm", "ntt"}
     stages = {"witness", "gather", "assemble", "verify", "write"} | msm
     assert all(stages <= set(r.seconds) for r in report.proved)
 
@@ -189,7 +218,7 @@ def test_rerun_skips_verified_outputs_and_keys_stay_resident(proved, client) -> 
     after = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.rglob("*.json")}
     assert {p for p in before if before[p] != after[p]} <= {victim, out / "mini" / "m03.public.json"}
     assert verify_many([(VK["mini"], out / "mini" / "m03.public.json", victim)]) == [True]
-    assert ("prove-whole" in report.stage_seconds) == (proved["graph"] == "fused")
+    assert ("prove-whole" in report.stage_seconds) == (proved["graph"] in FUSED)
     # The worker state was not re-registered: keys read in the first batch are still resident.
     again = client.run(lambda dask_worker: list(dask_worker.plugins[PLUGIN_NAME].resident))
     for addr, hashes in resident.items():
@@ -211,11 +240,11 @@ def test_killed_worker_leaves_every_proof_written_once(client, mini_store, tmp_p
             killed.append(victim)
 
     watcher = Watcher(out)
-    with dask.config.set(GRAPHS[graph][1]):
+    with graph_config(graph):
         report = distprove.batch(wdir, out_dir=out, client=client, mode="data", backend="cpu", on_result=on_result, echo=None)
     seen = watcher.stop()
     assert killed
-    assert ("prove-whole" in report.stage_seconds) == (graph == "fused")
+    assert ("prove-whole" in report.stage_seconds) == (graph in FUSED)
     assert sorted(r.name for r in report.proved) == sorted(names), report.summary()
     assert outputs(out) == expected_outputs(names)
     for p, (_, ino) in seen.items():
@@ -349,11 +378,11 @@ def test_checks_in_the_client_pool(client, tmp_path, graph: str) -> None:
     for i in range(4):
         shutil.copy(MINI_WTNS, tmp_path / f"m{i}.wtns")
     shutil.copy(BAD / "unsatisfied.wtns", tmp_path / "bad.wtns")
-    with dask.config.set(GRAPHS[graph][1]):
+    with graph_config(graph):
         report = distprove.batch(
             tmp_path, key=MINI_ZKEY, client=client, backend="cpu", verify_in="client", verify_processes=2, echo=None
         )
-    assert ("prove-whole" in report.stage_seconds) == (graph == "fused")
+    assert ("prove-whole" in report.stage_seconds) == (graph in FUSED)
     assert "verify-write" not in report.stage_seconds
     assert sorted(r.name for r in report.proved) == [f"m{i}" for i in range(4)]
     assert [(r.name, "does not verify" in r.reason) for r in report.failed] == [("bad", True)]
