@@ -322,8 +322,10 @@ def _collect(
     max_wait: float,
     pool: Any = None,
     keys: dict[str, Any] | None = None,
+    written: set[Any] = frozenset(),
 ) -> None:
-    """Gather the proofs as their reducers finish and check-and-write them in groups.
+    """Gather the proofs as their reducers finish and check-and-write them in groups; the
+    futures in ``written`` wrote their proofs themselves and return the outcomes.
 
     Ready proofs go to a check (one batched pairing check for the group) when a slot is free
     (fewer than ``verify_slots`` running) and either ``group_size`` proofs are ready, the oldest
@@ -363,7 +365,7 @@ def _collect(
             f.release()
 
     def checked(handle: Any) -> None:
-        group = checking.pop(handle)
+        group = [handle] if handle in written else checking.pop(handle)
         try:
             outcomes = handle.result()
         except Exception as exc:
@@ -390,7 +392,9 @@ def _collect(
                 checked(fut)
                 continue
             computing -= 1
-            if fut.status == "finished":
+            if fut in written and fut.status == "finished":
+                checked(fut)
+            elif fut.status == "finished":
                 if not ready:
                     ready_since = time.monotonic()
                 ready.append(fut)
@@ -514,6 +518,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 max_proofs_per_task=settings.proofs_per_task,
             )
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
+            written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
             per_key = Counter(j.key for j, _ in planned)
             i = 0
             while i < len(planned):
@@ -523,11 +528,13 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 for j in chunk:
                     Path(j.proof_path).parent.mkdir(parents=True, exist_ok=True)
                 specs = [ProofSpec(j.name, j.witness, info.path, info.content_hash, j.proof_path, j.public_path) for j in chunk]
-                if len(chunk) == 1:
-                    reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
-                else:
+                if plan.fuses(info):
                     reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i)
                     futures = [reducer]
+                    if plan.writes_in_task:
+                        written.add(reducer)
+                else:
+                    reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
                 pending[reducer] = [(j, futures) for j in chunk]
                 i += len(chunk)
             if opts.verify_in == "client":
@@ -536,7 +543,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 pool = verification_pool(procs)
                 _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, keys)
             else:
-                _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait)
+                _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait, written=written)
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):

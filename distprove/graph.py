@@ -31,9 +31,11 @@ tasks that run where their prepare ran upload nothing; the reducer drops them.
 Planner modes: ``data`` proves whole proofs per worker (one task for the five MSMs, started
 together as in :func:`distprove.prover.prove`; placement left to the scheduler's locality; best
 throughput when proofs >= workers). A key whose domain is below ``fuse_below``
-(``distprove.planner.fuse-below``, default 2^18; null: never) is proved in data mode by one
-prove-whole task per proof: a Dask task costs milliseconds, which a proof of a few tens of
-milliseconds cannot hide three times over. ``split`` cuts every MSM into
+(``distprove.planner.fuse-below``, default 2^23; null: never) is proved in data mode by
+prove-whole tasks running the in-process prover's pipeline (H beside the witness MSMs): a Dask
+task costs milliseconds around its body, which a proof of a few tens of milliseconds cannot hide
+three times over; small keys' proofs go several to a task (``Plan.proofs_per_task``), and with no
+pairing check the task writes its proofs itself (``Plan.writes_in_task``). ``split`` cuts every MSM into
 ranges of ``windows_per_task`` windows pinned round-robin (loosely, so a lost worker's share
 moves on) to the workers and, for domains of at least ``fourstep_min_domain``, computes H with
 the four-step NTT on all workers (meant for the latency of a few large proofs). Both give valid
@@ -65,7 +67,6 @@ from distprove.worker import (
     ntt_rows,
     prepare,
     prove_group,
-    prove_whole,
     reduce_assemble,
     verify_write,
 )
@@ -98,6 +99,13 @@ class Plan:
     def fuses(self, info: KeyInfo) -> bool:
         """Whether a proof of this key is one prove-whole task."""
         return self.mode == "data" and self.fuse_below is not None and info.domain_size < self.fuse_below
+
+    @property
+    def writes_in_task(self) -> bool:
+        """Whether a prove-whole task writes its proofs itself: with no pairing check to batch
+        (``verify`` off) and the proofs assembled on the workers, a verify-write task per group
+        would only write files (on 2 x H200 those tasks took 9 ms of worker time per proof)."""
+        return not self.verify and self.assemble_on_workers
 
     def proofs_per_task(self, info: KeyInfo, n_proofs: int) -> int:
         """How many of the batch's ``n_proofs`` proofs of this key one prove-whole task proves.
@@ -144,19 +152,15 @@ def choose_mode(
 
 
 def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, index: int, priority: int = 0) -> tuple[Future, list[Future]]:
-    """Submit one proof's tasks; returns (the reducer's future, every future of the proof).
+    """Submit one proof's prepare, MSM and reducer tasks (a fused key's proofs go through
+    :func:`submit_group`); returns (the reducer's future, every future of the proof).
 
     The reducer's result is an :class:`~distprove.worker.Assembled` proof for the verify-write
     tasks, or with ``plan.assemble_on_workers`` off the :class:`~distprove.worker.Collected`
-    window sums; a fused proof's one task returns the same."""
+    window sums."""
     name, tag = spec.name, plan.tag
     nw = len(plan.workers)
     common: dict[str, Any] = {"pure": False, "priority": priority}
-    if plan.fuses(info):
-        whole = client.submit(
-            prove_whole, spec, dict(info.widths), plan.assemble_on_workers, key=("prove-whole", name, tag), **common
-        )
-        return whole, [whole]
     fourstep = plan.uses_fourstep(info)
     # Split mode pins H tasks to other workers: they need the H scalars on the host. In data mode
     # they stay on the preparing worker's device (a task moved elsewhere recomputes them).
@@ -193,11 +197,15 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
 
 
 def submit_group(client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan: Plan, priority: int = 0) -> Future:
-    """One prove-whole task for several fused proofs of one key (a list of results, one per
-    proof, a failed proof as :class:`~distprove.worker.Failed`), keyed by the first proof's
-    name and the group's size."""
-    key = ("prove-whole", f"{specs[0].name}+{len(specs) - 1}", plan.tag)
-    return client.submit(prove_group, list(specs), dict(info.widths), plan.assemble_on_workers, key=key, pure=False, priority=priority)
+    """One prove-whole task for one or more fused proofs of one key, keyed by the first proof's
+    name (and the number after it). Its result is a list, one item per proof: with
+    :attr:`Plan.writes_in_task` the :class:`~distprove.worker.Outcome` (the task wrote the
+    proof), else what a reducer returns, a failed proof as :class:`~distprove.worker.Failed`."""
+    name = specs[0].name if len(specs) == 1 else f"{specs[0].name}+{len(specs) - 1}"
+    return client.submit(
+        prove_group, list(specs), dict(info.widths), plan.assemble_on_workers, plan.writes_in_task,
+        key=("prove-whole", name, plan.tag), pure=False, priority=priority,
+    )
 
 
 def submit_verify_write(client: Client, assembled: Sequence[Future], plan: Plan, group: int) -> Future:

@@ -570,17 +570,21 @@ class Failed:
     reason: str
 
 
-def prove_group(specs: Sequence[ProofSpec], widths: Mapping[str, int], assemble: bool = True) -> list[Assembled | Collected | Failed]:
-    """Several small proofs of one key in one task, one after the other (data mode, see
+def prove_group(
+    specs: Sequence[ProofSpec], widths: Mapping[str, int], assemble: bool = True, write: bool = False
+) -> list[Assembled | Collected | Failed] | list[Outcome]:
+    """Fused proofs of one key in one task, one after the other (data mode, see
     :meth:`distprove.graph.Plan.proofs_per_task`): :func:`prove_whole` each; a proof that raises
-    becomes a :class:`Failed` item with its one-line reason and the next one runs."""
+    becomes a :class:`Failed` item with its one-line reason and the next one runs. ``write``:
+    write the proofs here, unchecked, as :func:`verify_write` without the check would, and
+    return their outcomes."""
     out: list[Assembled | Collected | Failed] = []
     for spec in specs:
         try:
             out.append(prove_whole(spec, widths, assemble))
         except Exception as exc:  # one bad witness fails alone
             out.append(Failed(spec, one_line(exc)))
-    return out
+    return verify_write(out, check=False) if write else out
 
 
 def flat_results(items: Sequence[Any]) -> list[Any]:

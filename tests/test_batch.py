@@ -100,7 +100,7 @@ class Watcher:
 
 
 GRAPHS = {
-    "fused": ("data", {"distprove.planner.proofs-per-task": 1}),  # fuse-below (2^18) is above both keys' domains
+    "fused": ("data", {"distprove.planner.proofs-per-task": 1}),  # fuse-below (2^23) is above both keys' domains
     "grouped": ("data", {"distprove.planner.proofs-per-task": 3}),  # several fused proofs per task
     "data": ("data", {"distprove.planner.fuse-below": None}),
     "split": ("split", {}),
@@ -169,10 +169,11 @@ def test_batch_proves_all_and_fails_bad_alone(proved) -> None:
         assert graph == {"prove-whole", "verify-write"}
     else:
         assert {"prove-prepare", "msm-windows", "reduce", "verify-write"} <= graph and "prove-whole" not in graph
-    # grouped: the ten mini witnesses (two bad, failing alone inside their groups) in threes and
-    # a last one alone; mul's four make too few tasks to group (4 // 3 workers); else no groups
+    # fused: a prove-whole task per proof; grouped: the ten mini witnesses (two bad, failing
+    # alone inside their groups) in threes and a last one alone, mul's four alone (too few to
+    # group and balance on 3 workers)
     sizes = sorted(len(g) for g in proved["groups"])
-    assert sizes == ([3, 3, 3] if proved["graph"] == "grouped" else [])
+    assert sizes == {"fused": [1] * 14, "grouped": [1] * 5 + [3] * 3}.get(proved["graph"], [])
     if proved["mode"] == "split":
         assert "ntt-columns" in report.stage_seconds and "ntt-rows-forward" in report.stage_seconds
     assert "FAILED mini/unsatisfied" in report.summary()
@@ -370,6 +371,26 @@ def test_bad_key_and_wrong_circuit_fail_alone(client, tmp_path) -> None:
     assert "nVars" in reasons["good/other_circuit"]
     assert "half.zkey: " in reasons["badkey/w"] and "\n" not in reasons["badkey/w"]
     assert outputs(tmp_path / "proofs") == {"good/ok.proof.json", "good/ok.public.json"}
+
+
+@pytest.mark.parametrize("graph", sorted(FUSED))
+def test_unchecked_fused_proofs_are_written_by_their_own_tasks(client, tmp_path, graph: str) -> None:
+    """verify=False: a prove-whole task writes its proofs itself (no verify-write tasks); a bad
+    witness still fails alone with its one-line reason."""
+    for i in range(6):
+        shutil.copy(MINI_WTNS, tmp_path / f"m{i}.wtns")
+    shutil.copy(BAD / "truncated.wtns", tmp_path / "m3t.wtns")  # sorted among the good ones: inside a group
+    with graph_config(graph) as groups:
+        report = distprove.batch(tmp_path, key=MINI_ZKEY, client=client, backend="cpu", verify=False, echo=None)
+    assert set(report.stage_seconds) - {"check-outputs", "plan-key"} == {"prove-whole"}
+    assert sorted(r.name for r in report.proved) == [f"m{i}" for i in range(6)]
+    (failed,) = report.failed
+    assert failed.name == "m3t" and failed.reason.startswith(str(tmp_path / "m3t.wtns") + ": ") and "\n" not in failed.reason
+    assert sorted(len(g) for g in groups) == ([1, 2, 2, 2] if graph == "grouped" else [1] * 7)  # 7 // 3 workers
+    out = tmp_path / "proofs"
+    assert outputs(out) == {f"m{i}.{k}.json" for i in range(6) for k in ("proof", "public")}
+    assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(6)]) == [True] * 6
+    assert all({"witness", "msm", "assemble", "write"} <= set(r.seconds) and r.worker.startswith("tcp://") for r in report.proved)
 
 
 @pytest.mark.parametrize("graph", DATA_MODES)

@@ -54,7 +54,7 @@ def stage_count(stage: str) -> float:
 
 
 def test_fuse_below_setting() -> None:
-    assert config.settings().fuse_below == 1 << 18
+    assert config.settings().fuse_below == 1 << 23
     for null in (None, "null", "None"):
         with dask.config.set({"distprove.planner.fuse-below": null}):
             assert config.settings().fuse_below is None
