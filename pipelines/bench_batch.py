@@ -194,9 +194,11 @@ def bench(
     verify: bool,
     verify_in: str,
     bare_rate: float,
+    switch_interval: float | None = None,
 ) -> list[dict]:
     """Throughput and latency of distprove.batch on each worker count (``bare_rate``: the bare
-    loop's proofs per second with the same pairing-check setting, for ``throughput_vs_bare``)."""
+    loop's proofs per second with the same pairing-check setting, for ``throughput_vs_bare``;
+    ``switch_interval``: the workers' ``sys.setswitchinterval``, an experiment)."""
     from distributed import Client, get_task_stream
 
     from distprove.cluster import local_cluster
@@ -206,7 +208,10 @@ def bench(
         cluster = local_cluster(backend, n_workers=n, dashboard_address=None)
         with cluster, Client(cluster) as client:
             client.wait_for_workers(n)
-            run_batch(client, key, stage(witnesses, n, workdir / "warm"), "data", backend, verify, verify_in)
+            if switch_interval is not None:
+                client.run(sys.setswitchinterval, switch_interval)
+            # Enough warm-up proofs that every worker proves some (compiles, loads the key).
+            run_batch(client, key, stage(witnesses, 8 * n, workdir / "warm"), "data", backend, verify, verify_in)
             t0, wall0 = time.perf_counter(), time.time()
             with get_task_stream(client) as stream:
                 thr = run_batch(client, key, stage(witnesses, proofs, workdir / "thr"), "data", backend, verify, verify_in)
@@ -218,6 +223,7 @@ def bench(
                 "throughput_wall_s": wall,
                 "throughput_vs_bare": proofs / wall / (n * bare_rate),
                 "stage_seconds": thr.stage_seconds,
+                "proof_stage_mean_s": stage_means(thr.proved),
                 "worker_time": idle_gaps(stream.data, wall0, wall0 + wall),
             }
             for mode in ("data", "split"):
@@ -247,6 +253,7 @@ def main() -> None:
     ap.add_argument("--no-verify", action="store_true", help="skip the pairing check before writing (measures proving alone)")
     ap.add_argument("--verify-in", default="workers", choices=("workers", "client"), help="where proofs are checked")
     ap.add_argument("--fuse-below", help="distprove.planner.fuse-below for the batches: a domain size, or null (never fuse)")
+    ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval on the workers (seconds; an experiment)")
     ap.add_argument("--proofs-per-task", type=int, help="distprove.planner.proofs-per-task for the batches (fused keys)")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
@@ -280,11 +287,13 @@ def main() -> None:
         workers = [int(w) for w in args.workers.split(",")]
         base = bare(key, witnesses, args.proofs, args.backend, workdir, (False,) if args.no_verify else (False, True))
         bare_rate = base["no_verify" if args.no_verify else "verify"]["proofs_per_s"]
-        rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate)
+        rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate,
+                     args.switch_interval)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpus": gpu_names(),
               "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
               "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below,
-              "proofs_per_task": per_task, "rows": rows, "bare": base,
+              "proofs_per_task": per_task,
+              "switch_interval": args.switch_interval, "rows": rows, "bare": base,
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
