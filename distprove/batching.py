@@ -442,12 +442,15 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
     return done
 
 
-def _plan_keys(client: Any, groups: dict[str, list[Job]], done: set[str], tag: str, emit: Callable[..., None]) -> list[tuple[Job, Any]]:
-    """Open each key on a worker (KeyInfo: sizes, window widths, ...); the jobs of a key that
-    cannot be opened fail with the reason. Returns (job, KeyInfo) for every job left to prove."""
+def _plan_keys(
+    client: Any, groups: dict[str, list[Job]], done: set[str], tag: str, emit: Callable[..., None], with_vk: bool
+) -> list[tuple[Job, Any]]:
+    """Open each key on a worker (KeyInfo: sizes, window widths, ..., the verification key when
+    ``with_vk``); the jobs of a key that cannot be opened fail with the reason. Returns (job,
+    KeyInfo) for every job left to prove."""
     from distprove.worker import plan_key
 
-    infos = {kp: client.submit(plan_key, kp, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
+    infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
     planned: list[tuple[Job, Any]] = []
     for kp, group in groups.items():
         left = [j for j in group if j.name not in done]
@@ -496,7 +499,8 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 todo.append(job)
         groups = _group(todo)
         done = _skip_verified(client, groups, tag, emit)
-        planned = _plan_keys(client, groups, done, tag, emit)
+        check = settings.verify if opts.verify is None else opts.verify
+        planned = _plan_keys(client, groups, done, tag, emit, with_vk=check and opts.verify_in == "client")
         if planned:
             mode = graph.choose_mode(
                 opts.mode or settings.planner_mode,
@@ -511,7 +515,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 workers,
                 opts.fourstep_min_domain or graph.DEFAULT_FOURSTEP_MIN_DOMAIN,
                 opts.windows_per_task or settings.windows_per_task,
-                settings.verify if opts.verify is None else opts.verify,
+                check,
                 tag,
                 assemble_on_workers=opts.verify_in == "workers",
                 fuse_below=settings.fuse_below,

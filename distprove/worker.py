@@ -213,10 +213,12 @@ class ProverState(WorkerPlugin):
             self._vks[key.content_hash] = read_vk(key.vk_json())
         return self._vks[key.content_hash]
 
-    def key_info(self, key: ResidentKey) -> KeyInfo:
+    def key_info(self, key: ResidentKey, with_vk: bool = False) -> KeyInfo:
         """What the planner needs of a resident key (made once per content hash, so planning a
-        batch of a resident key costs a lookup)."""
+        batch of a resident key costs a lookup); ``with_vk`` adds the verification key to it."""
         info = self._infos.get(key.content_hash)
+        if info is not None and with_vk and not info.vk:
+            info = self._infos[key.content_hash] = replace(info, vk=key.vk_json())
         if info is None:
             be = self.backend
             widths = {w: be.window_width(key.domain_size if w == "H" else key.n_vars, msm_group(w)) for w in MSM_NAMES}
@@ -229,7 +231,7 @@ class ProverState(WorkerPlugin):
                 widths=widths,
                 backend=be.name,
                 native_fourstep=hasattr(be, "fourstep"),
-                vk=key.vk_json(),
+                vk=key.vk_json() if with_vk else {},
                 points=dict(key.points),
             )
         return info
@@ -396,11 +398,13 @@ class Outcome:
 # --- task bodies -------------------------------------------------------------------------------
 
 
-def plan_key(path: str) -> KeyInfo:
+def plan_key(path: str, with_vk: bool = False) -> KeyInfo:
     """Open (and keep resident) a key on this worker and describe it for the planner
-    (:meth:`ProverState.key_info`: cached while the key stays resident)."""
+    (:meth:`ProverState.key_info`: cached while the key stays resident). ``with_vk``: include the
+    verification key (checks made off the workers need it; a .zkey's costs a pairing, ~0.4 s,
+    on a worker's first use)."""
     st = state()
-    info = st.key_info(st.key(path))
+    info = st.key_info(st.key(path), with_vk)
     return info if info.path == path else replace(info, path=path)  # the same key read from another path
 
 
@@ -789,7 +793,7 @@ def assemble_check_write_in_process(
     where = f"client pid {os.getpid()}"
     collected, failed = _failed_outcomes(collected, where)
     items = [assemble_proof(c.spec, c.parts, keys[c.spec.content_hash].points, keys[c.spec.content_hash].n_public) for c in collected]
-    vks = {h: read_vk(keys[h].vk) for h in {c.spec.content_hash for c in collected}}
+    vks = {h: read_vk(keys[h].vk) for h in {c.spec.content_hash for c in collected}} if check else {}
     return check_and_write(items, vks, check, where) + failed
 
 

@@ -164,20 +164,23 @@ def test_plan_key_is_made_once_per_resident_key(st: ProverState, tmp_path: Path,
     monkeypatch.setattr(ZkeyKey, "vk_json", counted)
     first = worker.plan_key(str(MINI_ZKEY))
     assert worker.plan_key(str(MINI_ZKEY)) is first
+    assert first.vk == {} and calls == []  # the planner needs no vk: a .zkey's costs a pairing
+    with_vk = worker.plan_key(str(MINI_ZKEY), with_vk=True)  # for checks made off the workers
+    assert with_vk.vk["nPublic"] == first.n_public and worker.plan_key(str(MINI_ZKEY)) is with_vk
     assert st.vk(st.key(str(MINI_ZKEY))).n_public == first.n_public
     assert len(calls) == 1  # the vk's pairing, once for the planner and the checks
     # The same key read from another path: that path, the rest as made.
     store = import_key(MINI_ZKEY, tmp_path / "mini.zarr").path
     other = worker.plan_key(str(store))
-    assert other.path == str(store) and other.content_hash == first.content_hash and other.vk == first.vk
+    assert other.path == str(store) and other.content_hash == first.content_hash and other.vk == with_vk.vk
     made = len(calls)  # (the import made the store's vk)
     # An evicted key is described again when it comes back.
     evicting = ProverState("cpu", max_keys=1)
     evicting.setup(FakeWorker())
     monkeypatch.setattr(worker, "state", lambda: evicting)
     worker.plan_key(str(MINI_ZKEY))
-    worker.plan_key(str(MUL_ZKEY))
-    assert worker.plan_key(str(MINI_ZKEY)) == first and len(calls) == made + 3
+    worker.plan_key(str(MUL_ZKEY), with_vk=True)
+    assert worker.plan_key(str(MINI_ZKEY)) == first and len(calls) == made + 1
 
 
 def test_public_signals_travel_with_the_parts(st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
