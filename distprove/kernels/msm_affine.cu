@@ -32,6 +32,14 @@
 //   point has y = 0 (both groups have odd prime order), so d is never 0.
 // * Per-thread bodies are DP_INLINE functions of (arguments, thread index), so a host build
 //   runs them one thread after another (tests/test_kernels_host.py).
+// * Measured on an H200 (2026-11-30, bench/results/2026-11-30_kernels-msm-affine-rounds_h200.json):
+//   SLOWER than the XYZZ accumulation alone at every size, so rounds are off by default. G1 2^24:
+//   one round does its E/2 additions in 63.7 ms where the XYZZ pass did E in 83.3 (0.51 ns
+//   against 0.33 ns per addition; ~14 G products/s against ~30): a thread walks k = 256 pairs
+//   twice through global memory (parked products, both points read again), one dependent load
+//   after another, at 92 registers. G2 2^22 likewise (round 65.9 ms, accumulation 96.3 -> 48.7).
+//   What it would take: more pairs in flight per SM (prefetching the next pair's points,
+//   shorter k with the inversion shared by a warp), before it can pay.
 
 #ifndef DP_MSM_AFFINE_CU
 #define DP_MSM_AFFINE_CU
