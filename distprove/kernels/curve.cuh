@@ -58,6 +58,7 @@ DP_INLINE Fq f_sub(Fq a, Fq b) { return fq_sub(a, b); }
 DP_INLINE Fq f_mul(Fq a, Fq b) { return fq_mul(a, b); }
 DP_INLINE Fq f_sqr(Fq a) { return fq_sqr(a); }
 DP_INLINE Fq f_neg(Fq a) { return fq_neg(a); }
+DP_INLINE Fq f_inv(Fq a) { return fq_inv(a); }
 DP_INLINE bool f_is_zero(Fq a) { return fq_is_zero(a); }
 DP_INLINE void f_set_zero(Fq& a) { a = fq_zero(); }
 DP_INLINE void f_set_one(Fq& a) { a = fq_one(); }
@@ -66,6 +67,7 @@ DP_INLINE Fq2 f_sub(Fq2 a, Fq2 b) { return fq2_sub(a, b); }
 DP_INLINE Fq2 f_mul(Fq2 a, Fq2 b) { return fq2_mul(a, b); }
 DP_INLINE Fq2 f_sqr(Fq2 a) { return fq2_sqr(a); }
 DP_INLINE Fq2 f_neg(Fq2 a) { return fq2_neg(a); }
+DP_INLINE Fq2 f_inv(Fq2 a) { return fq2_inv(a); }
 DP_INLINE bool f_is_zero(Fq2 a) { return fq2_is_zero(a); }
 DP_INLINE void f_set_zero(Fq2& a) { a = fq2_zero(); }
 DP_INLINE void f_set_one(Fq2& a) { a = fq2_one(); }

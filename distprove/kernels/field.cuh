@@ -293,4 +293,42 @@ DP_INLINE Fq2 fq2_sqr(Fq2 a) {
 DP_INLINE Fq2 fq2_load(const u32* src) { Fq2 r; r.c0 = fq_load(src); r.c1 = fq_load(src + 8); return r; }
 DP_INLINE void fq2_store(u32* dst, Fq2 a) { fq_store(dst, a.c0); fq_store(dst + 8, a.c1); }
 
+// ---------------------------------------------------------------------------------------
+// Inversion (Fermat), for the few places that need one: one per thread or per batch.
+// ---------------------------------------------------------------------------------------
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define DP_NO_UNROLL _Pragma("unroll 1")
+#else
+#define DP_NO_UNROLL
+#endif
+
+// a^(q-2) = 1/a in Fq (0 for a = 0): 4-bit fixed windows, 14 products for the table, 252
+// squarings and at most 63 products. The loop stays rolled (code size; callers invert rarely).
+DP_INLINE Fq fq_inv(Fq a) {
+    const u32 p[8] = DP_FQ_P;  // q - 2 differs from q only in limb 0 (its low nibble is 7)
+    Fq tab[16];
+    tab[0] = fq_one();
+    tab[1] = a;
+    for (int i = 2; i < 16; i++) tab[i] = fq_mul(tab[i - 1], a);
+    Fq r = tab[p[7] >> 28];
+    DP_NO_UNROLL
+    for (int i = 62; i >= 0; i--) {
+        u32 limb = p[i >> 3] - (i < 8 ? 2u : 0u);
+        u32 nib = (limb >> ((i & 7) * 4)) & 15u;
+        r = fq_sqr(fq_sqr(fq_sqr(fq_sqr(r))));
+        if (nib) r = fq_mul(r, tab[nib]);
+    }
+    return r;
+}
+
+// (c0 + c1 u)^-1 = (c0 - c1 u) / (c0^2 + c1^2) (0 for 0).
+DP_INLINE Fq2 fq2_inv(Fq2 a) {
+    Fq t = fq_inv(fq_add(fq_sqr(a.c0), fq_sqr(a.c1)));
+    Fq2 r;
+    r.c0 = fq_mul(a.c0, t);
+    r.c1 = fq_neg(fq_mul(a.c1, t));
+    return r;
+}
+
 #endif  // DP_FIELD_CUH

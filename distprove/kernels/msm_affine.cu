@@ -44,42 +44,6 @@
 #ifndef DP_MSM_AFFINE_CU
 #define DP_MSM_AFFINE_CU
 
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-#define DP_NO_UNROLL _Pragma("unroll 1")
-#else
-#define DP_NO_UNROLL
-#endif
-
-// a^(q-2) = 1/a in Fq (0 for a = 0): 4-bit fixed windows, 14 products for the table, 252
-// squarings and at most 63 products. The loop stays rolled: one inversion per thread.
-DP_INLINE Fq fq_inv_w4(Fq a) {
-    const u32 p[8] = DP_FQ_P;  // q - 2 differs from q only in limb 0 (its low nibble is 7)
-    Fq tab[16];
-    tab[0] = fq_one();
-    tab[1] = a;
-    for (int i = 2; i < 16; i++) tab[i] = fq_mul(tab[i - 1], a);
-    Fq r = tab[p[7] >> 28];
-    DP_NO_UNROLL
-    for (int i = 62; i >= 0; i--) {
-        u32 limb = p[i >> 3] - (i < 8 ? 2u : 0u);
-        u32 nib = (limb >> ((i & 7) * 4)) & 15u;
-        r = fq_sqr(fq_sqr(fq_sqr(fq_sqr(r))));
-        if (nib) r = fq_mul(r, tab[nib]);
-    }
-    return r;
-}
-
-DP_INLINE Fq ma_inv(Fq a) { return fq_inv_w4(a); }
-
-// (c0 + c1 u)^-1 = (c0 - c1 u) / (c0^2 + c1^2).
-DP_INLINE Fq2 ma_inv(Fq2 a) {
-    Fq t = fq_inv_w4(fq_add(fq_sqr(a.c0), fq_sqr(a.c1)));
-    Fq2 r;
-    r.c0 = fq_mul(a.c0, t);
-    r.c1 = fq_neg(fq_mul(a.c1, t));
-    return r;
-}
-
 // How a pair p + q is formed.
 #define DP_PAIR_COPY 0u  // an operand is infinity (the sum is the other) or q = -p (infinity)
 #define DP_PAIR_ADD 1u   // x_p != x_q: d = x_q - x_p, num = y_q - y_p
@@ -192,7 +156,7 @@ template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t
         any = true;
     }
     if (!any) return;
-    F inv = ma_inv(acc);
+    F inv = f_inv(acc);
     for (u32 i = hi; i-- > lo;) {
         MsmEntry e = a.in[i];
         pair_row(a, e.row, r);
