@@ -60,14 +60,15 @@ SCALAR_BYTES = 32
 SUM_BYTES = {"G1": 64, "G2": 128}  # one affine window sum
 PTAU_POWER = 20
 INPUTS = {
-    "batch": "2026-11-30_batch-chain20-64-noverify-cache_2xh200.json",
+    "batch": "2026-11-30_batch-chain20-64-fused-s4run5_2xh200.json",
     "e2e": "2026-11-30_e2e_h200_run2.json",
     "ptau_levels": "2026-11-30_ptau-levels_2xh200.json",
     "ptau_prepare": "2026-11-30_ptau-prepare-p20-twiddlecache_2xh200.json",
 }
 """The newest measurement of each kind (2026-11-30): a 2^20 batch without the pairing check on 1
-and 2 GPUs (with its split-mode latency rows), e2e stage breakdowns at 2^20-2^24 of the same
-commit (4e44a27), ptau level costs, and the power-20 prepare on 1 and 2 GPUs."""
+and 2 GPUs (fused data mode, commit 702f6ed, with its split-mode latency rows), e2e stage
+breakdowns at 2^20-2^24 (commit 4e44a27: the one run with a 2^24 key), ptau level costs, and the
+power-20 prepare on 1 and 2 GPUs."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,9 @@ class Assumed:
     of the x2/x4/x8 machines are linked is not checked. Used only by the what-if rows."""
     scheduler_task_s: float = 1e-3
     """Scheduler cost per task ("each task suffers about 1ms of overhead", distributed docs)."""
-    tasks_per_proof: int = 8
-    """Data mode as measured: prepare, five MSM tasks, reducer, verify-write (one per group)."""
+    tasks_per_proof: int = 1
+    """Data mode as measured since session 4: one prove-whole task per proof, which writes it (no
+    pairing check)."""
 
 
 def load(path: Path) -> Any:
