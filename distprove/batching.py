@@ -19,9 +19,9 @@ import logging
 import os
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -523,24 +523,24 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             )
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
-            per_key = Counter(j.key for j, _ in planned)
-            i = 0
-            while i < len(planned):
-                job, info = planned[i]
-                size = plan.proofs_per_task(info, per_key[job.key])
-                chunk = [j for j, inf in planned[i : i + size] if inf is info]
-                for j in chunk:
-                    Path(j.proof_path).parent.mkdir(parents=True, exist_ok=True)
-                specs = [ProofSpec(j.name, j.witness, info.path, info.content_hash, j.proof_path, j.public_path) for j in chunk]
-                if plan.fuses(info):
-                    reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i)
-                    futures = [reducer]
-                    if plan.writes_in_task:
-                        written.add(reducer)
-                else:
-                    reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
-                pending[reducer] = [(j, futures) for j in chunk]
-                i += len(chunk)
+            i = 0  # planned index of a chunk's first proof: its priority and split-mode placement
+            for _, same_key in groupby(planned, key=lambda ji: ji[0].key):  # _plan_keys keeps a key's jobs together
+                key_jobs = [j for j, _ in same_key]
+                info = planned[i][1]
+                size = plan.proofs_per_task(info, len(key_jobs))
+                for chunk in (key_jobs[k : k + size] for k in range(0, len(key_jobs), size)):
+                    for j in chunk:
+                        Path(j.proof_path).parent.mkdir(parents=True, exist_ok=True)
+                    specs = [ProofSpec(j.name, j.witness, info.path, info.content_hash, j.proof_path, j.public_path) for j in chunk]
+                    if plan.fuses(info):
+                        reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i)
+                        futures = [reducer]
+                        if plan.writes_in_task:
+                            written.add(reducer)
+                    else:
+                        reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
+                    pending[reducer] = [(j, futures) for j in chunk]
+                    i += len(chunk)
             if opts.verify_in == "client":
                 procs = opts.verify_processes or max(1, (os.cpu_count() or 2) // 2)
                 keys = {info.content_hash: info for _, info in planned}

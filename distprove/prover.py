@@ -109,10 +109,10 @@ def start_msms(
 
 @dataclass
 class WindowSums:
-    """What a proof's MSMs produced, before the assembly: the witness values (for the public
-    signals), every MSM's window sums {which: {w: S_w}} and widths, and the stage seconds so far."""
+    """What a proof's MSMs produced, before the assembly: its public signals, every MSM's window
+    sums {which: {w: S_w}} and widths, and the stage seconds so far."""
 
-    values: np.ndarray
+    public: list[int]
     sums: dict[str, dict[int, bn254.Affine]]
     widths: dict[str, int]
     timings: dict[str, float]
@@ -174,7 +174,7 @@ def window_sums(
         else:
             sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
             lap("msm", t)
-    return WindowSums(values, sums, widths, timings)
+    return WindowSums(bn254.ints_from_limbs(values[1 : 1 + k.n_public]), sums, widths, timings)
 
 
 def prove(
@@ -213,7 +213,6 @@ def prove(
     pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)  # Horner combines + blinding
     timings = ws.timings
     timings["assemble"] = time.perf_counter() - t
-    public = bn254.ints_from_limbs(ws.values[1 : 1 + k.n_public])
     timings["total"] = time.perf_counter() - t0
     log.debug("proved with %s backend in %.3f s", be.name, timings["total"])
-    return Proof(pi_a, pi_b, pi_c, public, timings)
+    return Proof(pi_a, pi_b, pi_c, ws.public, timings)

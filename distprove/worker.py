@@ -529,9 +529,20 @@ def _msm_parts(
 
     t0 = time.perf_counter()
     sums = start_msms(st.backend, key, scalars, dict(widths))()
-    first = {**upstream, "msm": time.perf_counter() - t0}
+    return _whole_parts(sums, widths, {**upstream, "msm": time.perf_counter() - t0}, token, public)
+
+
+def _whole_parts(
+    sums: Mapping[str, dict[int, bn254.Affine]],
+    widths: Mapping[str, int],
+    seconds: dict[str, float],
+    token: str,
+    public: list[int] | None,
+) -> list[MsmPart]:
+    """Every window of the five MSMs as one part each; the first carries the proof's stage
+    ``seconds`` and its public signals."""
     return [
-        MsmPart(which, widths[which], sums[which], 0.0, first if i == 0 else {}, token, public if i == 0 else None)
+        MsmPart(which, widths[which], sums[which], 0.0, seconds if i == 0 else {}, token, public if i == 0 else None)
         for i, which in enumerate(MSM_NAMES)
     ]
 
@@ -556,11 +567,7 @@ def prove_whole(
     except FormatError:
         metrics.record_proof(key, False)
         raise
-    public = bn254.ints_from_limbs(ws.values[1 : 1 + key.n_public])
-    parts = [
-        MsmPart(which, ws.widths[which], ws.sums[which], 0.0, ws.timings if i == 0 else {}, "", public if i == 0 else None)
-        for i, which in enumerate(MSM_NAMES)
-    ]
+    parts = _whole_parts(ws.sums, ws.widths, ws.timings, "", ws.public)
     if not assemble:
         return collect_parts(spec, parts)
     return assemble_proof(spec, parts, key.points, key.n_public, blinding)
@@ -589,14 +596,6 @@ def prove_group(
         except Exception as exc:  # one bad witness fails alone
             out.append(Failed(spec, one_line(exc)))
     return verify_write(out, check=False) if write else out
-
-
-def flat_results(items: Sequence[Any]) -> list[Any]:
-    """Reducer results as verify-write receives them: one per proof, or a prove-group's list."""
-    out: list[Any] = []
-    for it in items:
-        out.extend(it if isinstance(it, list) else [it])
-    return out
 
 
 @dataclass
@@ -670,12 +669,13 @@ def public_signals(path: str, n_public: int) -> list[int]:
     return bn254.ints_from_limbs(values)
 
 
-def flat_parts(parts: Sequence[MsmPart | Sequence[MsmPart]]) -> list[MsmPart]:
-    """The MSM parts of a reducer's inputs: msm-windows results are one part (split mode) or the
-    list of a proof's five (data mode, :func:`msm_proof`)."""
-    out: list[MsmPart] = []
-    for p in parts:
-        out.extend([p] if isinstance(p, MsmPart) else p)
+def flatten(items: Sequence[Any]) -> list[Any]:
+    """Task results as a later task receives them, one level of lists undone: a reducer's MSM
+    parts (one per msm-windows task in split mode, :func:`msm_proof`'s list of five in data mode),
+    verify-write's proofs (one per reducer, a :func:`prove_group` task's list)."""
+    out: list[Any] = []
+    for it in items:
+        out.extend(it if isinstance(it, list) else [it])
     return out
 
 
@@ -687,7 +687,7 @@ def _drop_resident(parts: Sequence[MsmPart]) -> None:
 def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]], blinding: tuple[int, int] | None = None) -> Assembled:
     """The reducer task: :func:`assemble_proof` with this worker's resident key (for :func:`verify_write`);
     drops the proof's cached vectors on this worker first."""
-    parts = flat_parts(parts)
+    parts = flatten(parts)
     _drop_resident(parts)
     key = state().key(spec.key_path, spec.content_hash)
     return assemble_proof(spec, parts, key.points, key.n_public, blinding)
@@ -705,7 +705,7 @@ def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]])
     """The reducer task when the client's pool assembles and checks: just the window sums (the
     proof's cached vectors on this worker are dropped). The proof's worker stages are recorded
     in this worker's metrics here (with the checks on the workers, :func:`verify_write` does it)."""
-    parts = flat_parts(parts)
+    parts = flatten(parts)
     _drop_resident(parts)
     metrics.record_timings(part_seconds(parts))
     return Collected(spec, list(parts))
@@ -759,7 +759,7 @@ def check_and_write(items: Sequence[Assembled], vks: Mapping[str, Any], check: b
 
 def _failed_outcomes(items: Sequence[Any], where: str) -> tuple[list[Any], list[Outcome]]:
     """Split reducer results into the proofs to check and the outcomes of :class:`Failed` items."""
-    flat = flat_results(items)
+    flat = flatten(items)
     failed = [Outcome(f.spec.name, "failed", f.reason, {}, where) for f in flat if isinstance(f, Failed)]
     return [it for it in flat if not isinstance(it, Failed)], failed
 
@@ -769,10 +769,11 @@ def verify_write(items: Sequence[Assembled | list[Assembled | Failed]], check: b
     (made only when checking: a .zkey's vk costs a pairing, ~0.4 s, on the first use per worker).
     ``items``: reducer results, a prove-group's list of them, or its :class:`Failed` items."""
     st = state()
-    items, failed = _failed_outcomes(items, get_worker().address)
+    where = get_worker().address
+    items, failed = _failed_outcomes(items, where)
     specs = {a.spec.content_hash: a.spec for a in items if not a.done_before} if check else {}
     vks = {h: st.vk(st.key(sp.key_path, h)) for h, sp in specs.items()}
-    outcomes = check_and_write(items, vks, check, get_worker().address)
+    outcomes = check_and_write(items, vks, check, where)
     by_name = {a.spec.name: a.spec for a in items}
     for o in outcomes:
         if o.reason != "written by an earlier attempt":
