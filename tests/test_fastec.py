@@ -196,3 +196,45 @@ def test_assemble_windows_checks_inputs() -> None:
         assemble_windows(vk, sums, {k: v for k, v in widths.items() if k != "B2"}, 1, 2)
     with pytest.raises(ValueError, match="missing points"):
         assemble_windows({k: v for k, v in vk.items() if k != "delta2"}, sums, widths, 1, 2)
+
+
+def _rand_nonzero(group: bn254.Group, rng: random.Random):
+    if group is G1:
+        return rng.randrange(1, Q)
+    return (rng.randrange(Q), rng.randrange(1, Q))
+
+
+@pytest.mark.parametrize("group", [G1, G2], ids=["G1", "G2"])
+@pytest.mark.parametrize("montgomery", [False, True], ids=["std", "mont"])
+def test_xyzz_to_affine_equals_reference(group: bn254.Group, montgomery: bool, fq: int) -> None:
+    """Random Z per point, infinity rows (ZZ = 0) among them, coordinates in standard or
+    Montgomery form: the one-inversion conversion gives the reference's affine points."""
+    rng = random.Random()
+    f = group.f
+    pts = points(group, 6, rng)
+    pts[2:2] = [None]
+    pts.append(None)
+    mont = (lambda v: bn254.fq_to_mont(v)) if montgomery else (lambda v: v)
+    conv = (lambda v: mont(v)) if group is G1 else (lambda v: (mont(v[0]), mont(v[1])))
+    rows = []
+    for p in pts:
+        if p is None:
+            zero = 0 if group is G1 else (0, 0)
+            junk = _rand_nonzero(group, rng)
+            rows.append([junk, junk, zero, zero if rng.random() < 0.5 else junk])
+            continue
+        z = _rand_nonzero(group, rng)
+        z2 = f.mul(z, z)
+        z3 = f.mul(z2, z)
+        rows.append([conv(f.mul(p[0], z2)), conv(f.mul(p[1], z3)), conv(z2), conv(z3)])
+    assert _fastec.xyzz_to_affine(group, rows) == pts
+
+
+@pytest.mark.parametrize("group", [G1, G2], ids=["G1", "G2"])
+def test_add_equals_reference(group: bn254.Group, fq: int) -> None:
+    """Affine addition, with the doubling, cancelling and infinity cases."""
+    rng = random.Random()
+    p, q = points(group, 2, rng)
+    cases = [(p, q), (p, p), (p, bn254.neg(group, p)), (None, q), (p, None), (None, None)]
+    for a, b in cases:
+        assert _fastec.add(group, a, b) == bn254.add(group, a, b)

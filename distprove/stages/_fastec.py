@@ -357,6 +357,50 @@ def combination(
     return acc
 
 
+def xyzz_to_affine(group: Group, rows: Sequence[Sequence[int]], q: int | None = None) -> list[Affine]:
+    """Affine plain-int points of XYZZ rows (X, Y, ZZ, ZZZ), x = X/ZZ and y = Y/ZZZ, ZZ = 0 for
+    infinity, with one field inversion in all (Montgomery's trick over ZZ*ZZZ, whose inverse gives
+    1/ZZ = ZZZ/(ZZ*ZZZ) and 1/ZZZ = ZZ/(ZZ*ZZZ)).
+
+    G1 rows hold four Fq ints, G2 rows four (c0, c1) pairs. The coordinates may all be in
+    Montgomery form: the quotients cancel the factor, so the result is standard form either way.
+    """
+    q = default_modulus() if q is None else q
+    typ = type(q)
+    g1 = group is G1
+    if g1:
+        mul = lambda a, b: a * b % q  # noqa: E731
+        inv = _inverter(q)
+        cast = typ
+    else:
+        mul = lambda a, b: _m2(a, b, q)  # noqa: E731
+        inv_fq = _inverter(q)
+
+        def inv(a: tuple) -> tuple:
+            d = inv_fq((a[0] * a[0] + a[1] * a[1]) % q)
+            return (a[0] * d % q, (q - a[1]) * d % q)
+
+        def cast(a: tuple) -> tuple:
+            return (typ(a[0]), typ(a[1]))
+
+    rows = [tuple(cast(v) for v in r) for r in rows]
+    finite = [i for i, r in enumerate(rows) if (r[2] if g1 else (r[2][0] or r[2][1]))]
+    invs = _batch_inverse([mul(rows[i][2], rows[i][3]) for i in finite], mul, inv)
+    out: list[Affine] = [None] * len(rows)
+    for i, t in zip(finite, invs):
+        x, y, zz, zzz = rows[i]
+        out[i] = (mul(x, mul(zzz, t)), mul(y, mul(zz, t)))
+    return [_curve(group).to_int(p) for p in out]
+
+
+def add(group: Group, p: Affine, a: Affine, q: int | None = None) -> Affine:
+    """p + a for affine points (None = infinity), plain-int result; complete."""
+    q = default_modulus() if q is None else q
+    cv = _curve(group)
+    typ = type(q)
+    return to_affine(group, [cv.madd(cv.madd(None, cv.cast(p, typ), q), cv.cast(a, typ), q)], q)[0]
+
+
 def int_point(group: Group, p: Affine) -> Affine:
     """The affine point ``p`` with plain-int coordinates."""
     return _curve(group).to_int(p)

@@ -25,6 +25,7 @@ from distprove import bn254, config
 from distprove.backends.gpu.compile import get_module
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
+from distprove.stages import _fastec
 from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -451,7 +452,7 @@ def _launch(
         points = xyzz_to_affine(group, host)
         sums = points[:nw]
         if with_ones:
-            sums[0] = bn254.add(group, sums[0], points[nw])
+            sums[0] = _fastec.add(group, sums[0], points[nw])
         return sums
 
     return wait
@@ -508,19 +509,11 @@ def _sm_count() -> int:
 
 
 def xyzz_to_affine(group: Group, words: np.ndarray) -> list[Affine]:
-    """Convert (k, 32) G1 or (k, 64) G2 XYZZ Montgomery limb rows to affine points (ZZ = 0: None)."""
-    f = group.f
-    vals = [bn254.fq_from_mont(v) for v in bn254.ints_from_limbs(words.reshape(-1, 8))]
-    per = 4 if group is bn254.G1 else 8
-    out: list[Affine] = []
-    for i in range(words.shape[0]):
-        v = vals[per * i : per * (i + 1)]
-        if group is bn254.G1:
-            x, y, zz, zzz = v
-        else:
-            x, y, zz, zzz = ((v[0], v[1]), (v[2], v[3]), (v[4], v[5]), (v[6], v[7]))
-        if f.is_zero(zz):
-            out.append(None)
-        else:
-            out.append((f.mul(x, f.inv(zz)), f.mul(y, f.inv(zzz))))
-    return out
+    """Convert (k, 32) G1 or (k, 64) G2 XYZZ Montgomery limb rows to affine points (ZZ = 0: None),
+    with one field inversion in all (:func:`distprove.stages._fastec.xyzz_to_affine`)."""
+    vals = bn254.ints_from_limbs(words.reshape(-1, 8))
+    if group is bn254.G1:
+        rows = [vals[i : i + 4] for i in range(0, len(vals), 4)]
+    else:
+        rows = [[(vals[j], vals[j + 1]) for j in range(i, i + 8, 2)] for i in range(0, len(vals), 8)]
+    return _fastec.xyzz_to_affine(group, rows)
