@@ -24,7 +24,9 @@ import numpy as np
 FQ_MUL_PER_S = 41e9
 MADD_MULS = {"G1": 10, "G2": 30}
 TABLE = 1024
-CASES = [("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
+CASES = [("G1", 20), ("G1", 21), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 21), ("G2", 22)]
+SMALL_CASES = [("G1", 13), ("G2", 13), ("G1", 16), ("G2", 16)]
+"""Small MSMs (a fixture circuit's proof), timed in the default build only: latency, not throughput."""
 SWEEP = [("G1", 16, range(10, 17)), ("G1", 18, range(12, 18)), ("G1", 20, range(12, 18)),
          ("G1", 22, range(14, 19)), ("G1", 24, range(15, 20)), ("G2", 18, range(11, 17)),
          ("G2", 20, range(12, 18)), ("G2", 22, range(14, 18))]
@@ -79,10 +81,13 @@ def _time(fn: Any, reps: int) -> list[float]:
 VARIANTS = {
     "default": (),
     "ptx_mul": ("-DDP_PTX_MUL",),
-    "g2_inline": ("-DDP_G2_INLINE",),
+    "g2_unbounded": ("-DDP_G2_ACC_MIN_BLOCKS=0",),
+    "g2_tail3": ("-DDP_G2_TAIL_MIN_BLOCKS=3",),
+    "g1_acc6": ("-DDP_G1_ACC_MIN_BLOCKS=6",),
 }
-"""Builds of msm.cu (NVRTC options): the default, the PTX Montgomery product, and every G2 point
-operation inlined (the default inlines only the mixed addition)."""
+"""Builds of msm.cu (NVRTC options, beside the module's own): the default, the PTX Montgomery
+product, G2's accumulation without its register bound (the build before it), G2's fold and first
+reduction level held to 3 blocks of 128 threads per SM, G1's accumulation to 6 (msm.cu)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:
@@ -130,7 +135,8 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
                     same = check_sums(name) == want
                     results.setdefault("msm_variant_equal", {})[f"{variant} {name}"] = same
                     print(f"{variant} {name}: window sums equal to the default build: {same}", flush=True)
-            plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in CASES if name in groups_only]
+            cases = CASES + (SMALL_CASES if variant == "default" else [])
+            plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in cases if name in groups_only]
             if sweep and variant == "default":
                 plan += [(name, lg, c) for name, lg, widths in SWEEP for c in widths
                          if (name, lg, c) not in plan and name in groups_only]
@@ -192,8 +198,10 @@ def affine(results: dict, rounds: tuple[int, ...] = (0, 1, 2, 3), reps: int = 3,
 
 TUNE_CASES = [("G1", 20), ("G1", 21), ("G1", 22), ("G2", 20), ("G2", 21), ("G2", 22)]
 """(group, log2 size) of the launch-parameter sweep (the sizes of 1-3 M constraint proofs)."""
-TUNE_GRID = {"SLICE_LEN": (32, 64, 128, 256), "REDUCE_SEG": (8, 16, 32), "FOLD_LEN": (32, 64)}
-"""Host-side launch parameters of gpu/msm.py swept by :func:`tune` (no recompilation needed)."""
+TUNE_GRID = {"SLICE_LEN": (32, 64, 96, 128), "REDUCE_SEG": (8, 16), "FOLD_LEN": (32,)}
+"""Host-side launch parameters of gpu/msm.py swept by :func:`tune` (no recompilation needed).
+SLICE_LEN is the target that gpu_msm.slice_length fits to whole waves; FOLD_LEN 64 and REDUCE_SEG
+32 lost everywhere in the first sweep (bench/results/2026-11-30_kernels-msm-tune_2xh200.json)."""
 
 
 def tune(results: dict, reps: int = 3) -> None:

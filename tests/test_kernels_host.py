@@ -378,7 +378,10 @@ EMU(msm_scatter, false, (s, cur, e, n, c, lo, nw, nb), const u32* s, u32* cur, M
         Xyzz<F>* sp)                                                                                      \
     EMU(msm_fold_##G, false, (ir, ip, m, len, g, b, orr, op), const u32* ir, const Xyzz<F>* ip, u32 m,    \
         u32 len, u32 g, Xyzz<F>* b, u32* orr, Xyzz<F>* op)                                                \
-    EMU(msm_reduce_##G, true, (b, nb, seg, p), const Xyzz<F>* b, u32 nb, u32 seg, Xyzz<F>* p)             \
+    EMU(msm_reduce_seg_##G, false, (b, segs, seg, t, r), const Xyzz<F>* b, u32 segs, u32 seg, Xyzz<F>* t, \
+        Xyzz<F>* r)                                                                                       \
+    EMU(msm_reduce_win_##G, true, (t, r, nseg, sl, p), const Xyzz<F>* t, const Xyzz<F>* r, u32 nseg,       \
+        u32 sl, Xyzz<F>* p)                                                                               \
     EMU(msm_ones_##G, true, (s, bs, n, o), const u32* s, const Aff<F>* bs, u32 n, Xyzz<F>* o)            \
     EMU(msm_sum_groups_##G, true, (i, cnt, o), const Xyzz<F>* i, u32 cnt, Xyzz<F>* o)                   \
     EMU(msm_pairs_##G, false, (e, p, ci, cn, co, rows, k, eo, so), const MsmEntry* e, const Aff<F>* p,     \
@@ -437,6 +440,7 @@ def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "SLICE_LEN", {"G1": 4, "G2": 4})
     monkeypatch.setattr(gm, "FOLD_LEN", 4)
+    monkeypatch.setattr(gm, "FOLD_MIN", 4)
     monkeypatch.setattr(gm, "TREE_THREADS", 8)
     monkeypatch.setattr(gm, "REDUCE_SEG", 2)
     monkeypatch.setattr(gm, "PAIR_THREADS", 4)
@@ -485,11 +489,70 @@ def _emu_case(gm, group: bn254.Group, n: int, c: int, lo: int, hi: int, equal: b
         (bn254.G1, 120, 10, 0, 26, False),
         (bn254.G2, 30, 7, 0, 37, False),
         (bn254.G2, 50, 5, 2, 6, True),
+        (bn254.G2, 40, 9, 0, 29, False),
     ],
     ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v),
 )
 def test_msm_pipeline_emulated(emulated_msm, group, n, c, lo, hi, equal) -> None:
     _emu_case(emulated_msm, group, n, c, lo, hi, equal, random.Random())
+
+
+@pytest.mark.parametrize("group,n,c,lo,hi", [(bn254.G1, 120, 10, 0, 26), (bn254.G2, 70, 6, 0, 43)],
+                         ids=["G1", "G2"])
+def test_msm_pipeline_emulated_fitted(emulated_msm, monkeypatch: pytest.MonkeyPatch, group, n, c, lo, hi) -> None:
+    """With kernels that report a register count (as on a GPU), slices are fitted to waves and fold
+    levels take groups of varying length: the window sums stay the digits' sums."""
+    gm = emulated_msm
+    plain = gm._module()
+
+    class Reporting:
+        def get_function(self, name: str):
+            fn = plain.get_function(name)
+            fn.num_regs = 1024  # one block of 128 per SM: few resident threads, so fold lengths vary
+            return fn
+
+    monkeypatch.setattr(gm, "_module", lambda: Reporting())
+    monkeypatch.setattr(gm, "SLICE_MIN", 2)
+    monkeypatch.setattr(gm, "FOLD_LEN", 16)
+    lens: list[int] = []
+    real_fold = gm.fold_length
+    monkeypatch.setattr(gm, "fold_length", lambda m, k: lens.append(real_fold(m, k)) or lens[-1])
+    _emu_case(gm, group, n, c, lo, hi, False, random.Random())
+    assert len(set(lens)) > 1, lens
+
+
+def test_slice_and_fold_lengths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch arithmetic: slices fill whole waves of the resident threads (2 blocks of 128 per
+    SM at 255 registers, 3 at 168, 5 at 96) within [target / 2, 3 target / 2]; fold groups shrink
+    to fill the device, within [FOLD_MIN, FOLD_LEN], and so do the reduction's first-level segments
+    (down to 2 buckets); without a register count, the defaults."""
+    import types
+
+    import distprove.backends.gpu.msm as gm
+
+    monkeypatch.setattr(gm, "_sm_count", lambda: 132)
+    k = lambda regs: types.SimpleNamespace(num_regs=regs)  # noqa: E731
+    assert gm._resident_threads(k(255), 128) == 132 * 2 * 128
+    assert gm._resident_threads(k(168), 128) == 132 * 3 * 128
+    assert gm._resident_threads(k(96), 128) == 132 * 5 * 128
+    assert gm._resident_threads(types.SimpleNamespace(), 128) is None
+    for regs, bound, target in [(168, 16 * (1 << 21), 32), (168, 16 * (1 << 21), 64), (96, 18 << 20, 128),
+                                (255, 3 << 20, 32), (96, 17 * (1 << 24), 128)]:
+        resident = gm._resident_threads(k(regs), 128)
+        n = gm.slice_length(bound, target, k(regs))
+        waves = -(-(-(-bound // n)) // resident)
+        assert bound / resident >= 0.97 * waves * n  # the waves are nearly full
+        assert target // 2 <= n <= 3 * target // 2
+    assert gm.slice_length(200000, 32, k(168)) == 16  # under a wave: the shortest allowed
+    assert gm.slice_length(1000, 128, k(96)) == 64
+    assert gm.slice_length(1000, 128, object()) == 128
+    assert gm.reduce_geometry(1 << 15, 16, k(255)) == (16, 2048, 128, 4)  # 32 Ki threads: a full wave
+    assert gm.reduce_geometry(1 << 9, 26, k(255)) == (2, 256, 128, 2)  # small: shortest first-level chains
+    assert gm.reduce_geometry(1 << 9, 26) == (16, 32, 32, 1)
+    assert gm.reduce_geometry(2, 1, k(255)) == (2, 1, 1, 1)
+    assert gm.fold_length(2 << 20, k(255)) == gm.FOLD_LEN
+    assert gm.fold_length(1000, k(255)) == gm.FOLD_MIN
+    assert gm.fold_length(20 * 33792, k(255)) == 20
 
 
 class _EmuStream:

@@ -173,6 +173,7 @@ def emulated_cw(cw_lib, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(gm, "_cw_module", lambda: emu)
     monkeypatch.setattr(gm, "SLICE_LEN", {"G1": 4, "G2": 4})
     monkeypatch.setattr(gm, "FOLD_LEN", 4)
+    monkeypatch.setattr(gm, "FOLD_MIN", 4)
     monkeypatch.setattr(gm, "TREE_THREADS", 8)
     monkeypatch.setattr(gm, "REDUCE_SEG", 2)
     return gm

@@ -21,10 +21,13 @@
 // * Every bucket is cleared (ZZ = 0: the XYZZ identity) before accumulation, because device
 //   memory is not zeroed and empty rows are written by nobody else. Counts are zeroed by the
 //   host (memset) before msm_count.
-// * The window reduction sum_j (j+1) B_j runs on the device: each thread takes a contiguous
-//   segment [a, b) and forms T = sum (j-a+1) B_j and R = sum B_j by a reverse running sum,
-//   contributes T + a R, and a block tree leaves one partial per block; msm_sum_groups adds
-//   each window's partials (and the ones partials), so the host reads nw + 1 XYZZ points.
+// * The window reduction sum_j (j+1) B_j runs on the device in two levels of running sums:
+//   one thread per segment of seg buckets forms T = sum (j-a+1) B_j and R = sum B_j; then
+//   fewer threads per window combine the segments' (T, R) the same way (S = sum T + seg *
+//   sum s R_s), each with one small multiple s0 * R, and block trees leave partials that
+//   msm_sum_groups adds (with the ones partials), so the host reads nw + 1 XYZZ points.
+//   The multiples stay off the many level-1 threads: as a ladder there (the first design)
+//   they were as long as the running sum itself, on 255-register G2 threads that spilled.
 // * Kernels are templates over the field (Fq: G1, Fq2: G2) behind extern "C" wrappers.
 //   Launch geometry is the host's; the tree kernels need a power-of-two block of at most
 //   DP_TREE_MAX threads.
@@ -233,26 +236,55 @@ template <typename P> DP_INLINE void msm_block_tree(P* sh) {
     __syncthreads();
 }
 
-// grid (blocks_per_window, nw): block x of window y covers buckets
-// [x * blockDim * seg, (x+1) * blockDim * seg); thread segments of `seg` buckets.
+// Window reduction, level 1: one thread per segment of `seg` buckets, counted over all
+// windows at once (each window's nb buckets are contiguous and seg divides nb): segment i
+// leaves T_i = sum_j (j+1) B_{i*seg+j} and R_i = sum_j B_{i*seg+j}, by a reverse running sum.
 template <typename F>
-DP_INLINE void msm_reduce_impl(const Xyzz<F>* buckets, u32 nb, u32 seg, Xyzz<F>* partials, Xyzz<F>* sh) {
-    u32 w = blockIdx.y;
-    u32 a = (blockIdx.x * blockDim.x + threadIdx.x) * seg;
-    u32 b = a + seg < nb ? a + seg : nb;
-    Xyzz<F> mine = xyzz_zero_t<F>();
-    if (a < b) {
-        Xyzz<F> run = xyzz_zero_t<F>();
-        Xyzz<F> tot = xyzz_zero_t<F>();
-        for (u32 j = b; j > a; j--) {
-            run = pt_add(run, buckets[(u64)w * nb + j - 1u]);
-            tot = pt_add(tot, run);
-        }
-        mine = a ? pt_add(tot, pt_mul_u32(run, a)) : tot;
+DP_INLINE void msm_reduce_seg_impl(const Xyzz<F>* buckets, u32 segs, u32 seg, Xyzz<F>* t_out, Xyzz<F>* r_out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= segs) return;
+    const Xyzz<F>* b = buckets + (u64)i * seg;
+    Xyzz<F> run = b[seg - 1u];
+    Xyzz<F> tot = run;
+    for (u32 j = seg - 1u; j > 0u; j--) {
+        run = pt_add(run, b[j - 1u]);
+        tot = pt_add(tot, run);
     }
-    sh[threadIdx.x] = mine;
+    t_out[i] = tot;
+    r_out[i] = run;
+}
+
+// Level 2, grid (groups, nw): with bucket index s*seg + j, S_w = sum_s T_s + seg * sum_s s R_s
+// over window w's nseg segments. Thread k of the window's groups*blockDim threads takes
+// segments [s0, s0 + len), s0 = k * len, and contributes sum T + 2^seg_log (sum_k k R_{s0+k}
+// + s0 sum R) (the inner weighted sum by a running sum again, so only one small multiple,
+// s0 * sum R, per thread); a block tree leaves one partial per group, summed by
+// msm_sum_groups.
+template <typename F>
+DP_INLINE void msm_reduce_win_impl(const Xyzz<F>* t_in, const Xyzz<F>* r_in, u32 nseg, u32 seg_log,
+                                   Xyzz<F>* partials, Xyzz<F>* sh) {
+    u32 len = nseg / (gridDim.x * blockDim.x);
+    u32 s0 = (blockIdx.x * blockDim.x + threadIdx.x) * len;
+    u64 base = (u64)blockIdx.y * nseg + s0;
+    const Xyzz<F>* t = t_in + base;
+    const Xyzz<F>* r = r_in + base;
+    Xyzz<F> tsum = t[len - 1u];
+    Xyzz<F> run = r[len - 1u];
+    Xyzz<F> wsum = len > 1u ? run : xyzz_zero_t<F>();
+    for (u32 k = len - 1u; k > 1u; k--) {
+        tsum = pt_add(tsum, t[k - 1u]);
+        run = pt_add(run, r[k - 1u]);
+        wsum = pt_add(wsum, run);
+    }
+    if (len > 1u) {
+        tsum = pt_add(tsum, t[0]);
+        run = pt_add(run, r[0]);
+    }
+    if (s0) wsum = pt_add(wsum, pt_mul_u32(run, s0));
+    for (u32 d = 0; d < seg_log; d++) wsum = pt_dbl(wsum);
+    sh[threadIdx.x] = pt_add(tsum, wsum);
     msm_block_tree(sh);
-    if (threadIdx.x == 0u) partials[w * gridDim.x + blockIdx.x] = sh[0];
+    if (threadIdx.x == 0u) partials[blockIdx.y * gridDim.x + blockIdx.x] = sh[0];
 }
 
 // Sum of the bases whose scalar is exactly 1; block x writes out[x].
@@ -293,10 +325,10 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
 #define DP_MSM_DEFAULT_ONLY(...) __VA_ARGS__
 #endif
 
-#define DP_MSM_ENTRIES(G, F)                                                                          \
+#define DP_MSM_ENTRIES(G, F, ACC_BOUNDS, TAIL_BOUNDS)                                                 \
     DP_MSM_DEFAULT_ONLY(                                                                              \
     extern "C" __global__ void msm_clear_##G(Xyzz<F>* buckets, u32 rows) { msm_clear_impl<F>(buckets, rows); }) \
-    extern "C" __global__ void msm_accumulate_##G(const MsmEntry* entries, const Aff<F>* bases,          \
+    extern "C" __global__ void ACC_BOUNDS msm_accumulate_##G(const MsmEntry* entries, const Aff<F>* bases, \
                                                   const u32* cursor, const u32* counts, u32 rows, u32 len, \
                                                   u32 slices, Xyzz<F>* buckets, u32* spill_rows,        \
                                                   Xyzz<F>* spill_pts) {                                 \
@@ -304,14 +336,19 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
                                spill_pts);                                                              \
     }                                                                                                   \
     DP_MSM_DEFAULT_ONLY(                                                                              \
-    extern "C" __global__ void msm_fold_##G(const u32* in_rows, const Xyzz<F>* in_pts, u32 m, u32 len,  \
+    extern "C" __global__ void TAIL_BOUNDS msm_fold_##G(const u32* in_rows, const Xyzz<F>* in_pts, u32 m, u32 len,  \
                                             u32 groups, Xyzz<F>* buckets, u32* out_rows,                \
                                             Xyzz<F>* out_pts) {                                         \
         msm_fold_impl<F>(in_rows, in_pts, m, len, groups, buckets, out_rows, out_pts);                  \
     }                                                                                                   \
-    extern "C" __global__ void msm_reduce_##G(const Xyzz<F>* buckets, u32 nb, u32 seg, Xyzz<F>* partials) { \
+    extern "C" __global__ void TAIL_BOUNDS msm_reduce_seg_##G(const Xyzz<F>* buckets, u32 segs, u32 seg, Xyzz<F>* t_out, \
+                                                  Xyzz<F>* r_out) {                                     \
+        msm_reduce_seg_impl<F>(buckets, segs, seg, t_out, r_out);                                       \
+    }                                                                                                   \
+    extern "C" __global__ void msm_reduce_win_##G(const Xyzz<F>* t_in, const Xyzz<F>* r_in, u32 nseg,    \
+                                                  u32 seg_log, Xyzz<F>* partials) {                     \
         __shared__ Xyzz<F> sh[DP_TREE_MAX];                                                             \
-        msm_reduce_impl<F>(buckets, nb, seg, partials, sh);                                             \
+        msm_reduce_win_impl<F>(t_in, r_in, nseg, seg_log, partials, sh);                                \
     }                                                                                                   \
     extern "C" __global__ void msm_ones_##G(const u32* scalars, const Aff<F>* bases, u32 n, Xyzz<F>* out) { \
         __shared__ Xyzz<F> sh[DP_TREE_MAX];                                                             \
@@ -322,8 +359,40 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
         msm_sum_groups_impl<F>(in, count, out, sh);                                                     \
     })
 
-DP_MSM_ENTRIES(g1, Fq)
-DP_MSM_ENTRIES(g2, Fq2)
+// Registers per thread of the point kernels, through __launch_bounds__(128, k): k blocks of 128
+// threads per SM must fit, so ptxas keeps to 65536 / (128 k) registers and spills the rest
+// (the host launches these kernels with at most 128 threads). G2's accumulation took 255
+// registers (8 warps per SM) unbounded; held to 170 (k = 3) it ran 25-28% faster on an H200
+// (2^20-2^22, bench/results/2026-11-30_kernels-msm-bounds_h200.json), k = 4 (128) no faster
+// than unbounded. k = 0 leaves a kernel unbounded, as does the host C++ build of the tests.
+// DP_G2_TAIL_MIN_BLOCKS bounds G2's fold and first reduction level, DP_G1_ACC_MIN_BLOCKS G1's
+// accumulation (experiments of bench_msm.py).
+#ifndef DP_G1_ACC_MIN_BLOCKS
+#define DP_G1_ACC_MIN_BLOCKS 0
+#endif
+#ifndef DP_G2_ACC_MIN_BLOCKS
+#define DP_G2_ACC_MIN_BLOCKS 3
+#endif
+#ifndef DP_G2_TAIL_MIN_BLOCKS
+#define DP_G2_TAIL_MIN_BLOCKS 0
+#endif
+#if DP_G1_ACC_MIN_BLOCKS && defined(__CUDACC__)
+#define DP_G1_ACC_BOUNDS __launch_bounds__(128, DP_G1_ACC_MIN_BLOCKS)
+#else
+#define DP_G1_ACC_BOUNDS
+#endif
+#if DP_G2_ACC_MIN_BLOCKS && defined(__CUDACC__)
+#define DP_G2_ACC_BOUNDS __launch_bounds__(128, DP_G2_ACC_MIN_BLOCKS)
+#else
+#define DP_G2_ACC_BOUNDS
+#endif
+#if DP_G2_TAIL_MIN_BLOCKS && defined(__CUDACC__)
+#define DP_G2_TAIL_BOUNDS __launch_bounds__(128, DP_G2_TAIL_MIN_BLOCKS)
+#else
+#define DP_G2_TAIL_BOUNDS
+#endif
+DP_MSM_ENTRIES(g1, Fq, DP_G1_ACC_BOUNDS, )
+DP_MSM_ENTRIES(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_TAIL_BOUNDS)
 
 #undef DP_MSM_ENTRIES
 #undef DP_MSM_DEFAULT_ONLY

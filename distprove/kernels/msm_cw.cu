@@ -120,8 +120,9 @@ DP_INLINE void msm_fold_cw_impl(const u32* in_rows, const Xyzz<F>* in_pts, u32 m
     }
 }
 
-// msm_reduce_impl on the complete formulas; the segment offset `a` depends on the launch
-// geometry only, and a = 0 runs an empty ladder.
+// The window reduction in one level on the complete formulas: each thread a running sum over
+// seg buckets [a, a + seg) plus the multiple a * R; a depends on the launch geometry only,
+// and a = 0 runs an empty ladder.
 template <typename F>
 DP_INLINE void msm_reduce_cw_impl(const Xyzz<F>* buckets, u32 nb, u32 seg, Xyzz<F>* partials, Proj<F>* sh) {
     u32 w = blockIdx.y;

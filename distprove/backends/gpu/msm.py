@@ -32,20 +32,32 @@ if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
 SLICE_LEN: dict[str, int] = {"G1": 128, "G2": 32}
-"""Entries per thread in the segmented accumulation (uniform work per thread), per group: the
-launch-parameter sweep (bench/results/2026-11-30_kernels-msm-tune_2xh200.json) put G1 at 128
-(2-3% faster than 32 at 2^20-2^22: fewer spills to fold) and left G2 at 32 (its 255-register
-threads need the parallelism)."""
+"""Target entries per thread in the segmented accumulation (uniform work per thread), per group;
+:func:`slice_length` fits it to whole waves of the device. The launch-parameter sweep
+(bench/results/2026-11-30_kernels-msm-tune_2xh200.json, before the fitting) put G1 at 128 (2-3%
+faster than 32 at 2^20-2^22: fewer spills to fold) and G2 at 32."""
+SLICE_MIN = 8
+"""Fewest entries per accumulation thread: below a wave of work, slices shrink to this at most."""
 FOLD_LEN = 32
-"""Spill slots per thread in each fold level (>= 4, so that every level shrinks the spill array)."""
+"""Most spill slots per thread in a fold level (>= 4, so that every level shrinks the spill array)."""
+FOLD_MIN = 8
+"""Fewest spill slots per fold thread: a level with fewer slots than the device holds threads takes
+shorter groups (:func:`fold_length`), trading more levels for a shorter serial chain."""
 REDUCE_SEG = 16
-"""Buckets per thread in the window reduction's running sum."""
+"""Buckets per thread in the window reduction's first level (a power of two)."""
+REDUCE_THREADS = 128
+"""Block size of the reduction's first level."""
+REDUCE_GROUPS = 4
+"""Most blocks per window in the reduction's second level (each leaves a partial)."""
 TREE_THREADS = 128
 """Block size of the tree kernels (must equal DP_TREE_MAX in msm.cu or be a smaller power of 2)."""
 KERNEL_OPTIONS: tuple[str, ...] = ()
 """Extra NVRTC options for msm.cu (e.g. ("-DDP_PTX_MUL",) to try the PTX Montgomery product)."""
 SORT_THREADS = 256
 ACC_THREADS = 128
+BOUNDED_BLOCK = 128
+"""The block size msm.cu's __launch_bounds__ assume: accumulation, fold (ACC_THREADS) and the
+reduction's first level (REDUCE_THREADS) must launch at most this many threads."""
 ONES_BLOCKS_MAX = 512
 DUMMY_ROWS = 32
 """Constant work: zero-digit rows per window (a power of two; scalar i uses row i mod DUMMY_ROWS),
@@ -357,8 +369,10 @@ def _launch(
     ``digits`` has it); return the waiter."""
     import cupy
 
-    if FOLD_LEN < 4:
-        raise ValueError("FOLD_LEN must be at least 4")
+    if not 4 <= FOLD_MIN <= FOLD_LEN:
+        raise ValueError("need 4 <= FOLD_MIN <= FOLD_LEN")
+    if max(ACC_THREADS, REDUCE_THREADS) > BOUNDED_BLOCK:
+        raise ValueError(f"ACC_THREADS and REDUCE_THREADS must be at most {BOUNDED_BLOCK} (msm.cu's launch bounds)")
     if DUMMY_ROWS < 1 or DUMMY_ROWS & (DUMMY_ROWS - 1):
         raise ValueError("DUMMY_ROWS must be a power of two")
     nw = hi - lo
@@ -395,29 +409,31 @@ def _launch(
     # Buckets: clear, accumulate slices, fold the spills.
     buckets = scratch.take("buckets", rows * pw)
     mod.get_function(f"msm_clear{cw}_{sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
-    slice_len = SLICE_LEN[group.name]
+    accumulate = mod.get_function(f"msm_accumulate_{sfx}")
+    slice_len = slice_length(bound, SLICE_LEN[group.name], accumulate)
     slices = -(-bound // slice_len)
     m = 2 * slices
-    fold_out = 2 * (-(-m // FOLD_LEN))
+    fold = mod.get_function(f"msm_fold{cw}_{sfx}")
+    fold_out = 2 * (-(-m // fold_length(m, fold)))
     spill = [
         (scratch.take("spill_rows_a", m), scratch.take("spill_pts_a", m * pw)),
         (scratch.take("spill_rows_b", fold_out), scratch.take("spill_pts_b", fold_out * pw)),
     ]
-    mod.get_function(f"msm_accumulate_{sfx}")(
+    accumulate(
         (-(-slices // ACC_THREADS),),
         (ACC_THREADS,),
         (entries, points, cursor, counts, u32(rows), u32(slice_len), u32(slices), buckets) + spill[0],
     )
     timer.mark("accumulate")
-    fold = mod.get_function(f"msm_fold{cw}_{sfx}")
     src = 0
     while True:
-        groups = -(-m // FOLD_LEN)
+        flen = fold_length(m, fold)
+        groups = -(-m // flen)
         dst = 1 - src
         fold(
             (-(-groups // ACC_THREADS),),
             (ACC_THREADS,),
-            (spill[src][0], spill[src][1], u32(m), u32(FOLD_LEN), u32(groups), buckets) + spill[dst],
+            (spill[src][0], spill[src][1], u32(m), u32(flen), u32(groups), buckets) + spill[dst],
         )
         if groups == 1:
             break
@@ -425,15 +441,25 @@ def _launch(
         src = dst
 
     timer.mark("fold")
-    # Window reduction: per-block partials, then one point per window (+ the ones sum).
-    seg = min(REDUCE_SEG, nb)
-    threads = min(TREE_THREADS, nb // seg)
-    bpw = nb // (seg * threads)
-    partials = scratch.take("partials", nw * bpw * pw)
-    mod.get_function(f"msm_reduce{cw}_{sfx}")((bpw, nw), (threads,), (buckets, u32(nb), u32(seg), partials))
+    # Window reduction: one partial per group of bucket segments, then one point per window.
     out = cupy.empty((nw + 1) * pw, dtype=cupy.uint32)  # per call: queued MSMs each keep their own
     sum_groups = mod.get_function(f"msm_sum_groups{cw}_{sfx}")
-    sum_groups((nw,), (TREE_THREADS,), (partials, u32(bpw), out))
+    if constant_work:  # one segment of seg buckets per thread, each with its multiple a * R
+        seg = min(REDUCE_SEG, nb)
+        threads = min(TREE_THREADS, nb // seg)
+        groups = nb // (seg * threads)
+        partials = scratch.take("partials", nw * groups * pw)
+        mod.get_function(f"msm_reduce_cw_{sfx}")((groups, nw), (threads,), (buckets, u32(nb), u32(seg), partials))
+    else:
+        reduce_seg = mod.get_function(f"msm_reduce_seg_{sfx}")
+        seg, nseg, threads, groups = reduce_geometry(nb, nw, reduce_seg)
+        segs = nw * nseg
+        seg_t, seg_r = scratch.take("reduce_t", segs * pw), scratch.take("reduce_r", segs * pw)
+        partials = scratch.take("partials", nw * groups * pw)
+        reduce_seg((-(-segs // REDUCE_THREADS),), (REDUCE_THREADS,), (buckets, u32(segs), u32(seg), seg_t, seg_r))
+        mod.get_function(f"msm_reduce_win_{sfx}")((groups, nw), (threads,),
+                                                  (seg_t, seg_r, u32(nseg), u32(seg.bit_length() - 1), partials))
+    sum_groups((nw,), (TREE_THREADS,), (partials, u32(groups), out))
     timer.mark("reduce")
     with_ones = lo == 0 and not constant_work
     if with_ones:
@@ -456,6 +482,64 @@ def _launch(
         return sums
 
     return wait
+
+
+def slice_length(bound: int, target: int, kernel: Any) -> int:
+    """Entries per accumulation thread for ``bound`` entries: the length in [target / 2, 3 target / 2]
+    (at least :data:`SLICE_MIN`) that minimises waves * length, the time of the accumulation when
+    every thread's slice costs the same and a wave is what every SM holds at once at ``kernel``'s
+    register count (a last wave a tenth full costs as long as a full one); the longest on ties
+    (fewer spills to fold). The target itself where the register count is unknown (host emulation)."""
+    resident = _resident_threads(kernel, ACC_THREADS)
+    if resident is None:
+        return target
+    best, best_cost = target, None
+    for n in range(max(SLICE_MIN, target // 2), max(SLICE_MIN, 3 * target // 2) + 1):
+        cost = -(-(-(-bound // n)) // resident) * n
+        if best_cost is None or cost <= best_cost:
+            best, best_cost = n, cost
+    return best
+
+
+def fold_length(m: int, kernel: Any) -> int:
+    """Spill slots per thread in a fold level over ``m`` slots: :data:`FOLD_LEN`, or fewer (down to
+    :data:`FOLD_MIN`) when that leaves fewer groups than ``kernel`` has resident threads; each
+    level's groups then fill the device and each thread's chain of additions is shorter."""
+    resident = _resident_threads(kernel, ACC_THREADS)
+    if resident is None:
+        return FOLD_LEN
+    return min(FOLD_LEN, max(FOLD_MIN, -(-m // resident)))
+
+
+def _resident_threads(kernel: Any, block: int) -> int | None:
+    """Threads of ``kernel`` in blocks of ``block`` that the device holds at once, from its
+    register count (64 Ki registers and 2048 threads per SM, allocated per warp in units of 256;
+    the point kernels use no dynamic shared memory); None when the kernel does not say."""
+    regs = getattr(kernel, "num_regs", None)
+    if not isinstance(regs, int) or regs <= 0:
+        return None
+    per_warp = -(-regs * 32 // 256) * 256
+    warps = -(-block // 32)
+    blocks = min(65536 // (per_warp * warps), 2048 // block, 32)
+    return _sm_count() * max(blocks, 1) * block
+
+
+def reduce_geometry(nb: int, nw: int, kernel: Any = None) -> tuple[int, int, int, int]:
+    """(seg, nseg, threads, groups) of the window reduction over ``nw`` windows of ``nb`` buckets (a
+    power of two): seg buckets per first-level thread (nseg = nb / seg segments per window), then
+    groups blocks of threads per window in the second level, each thread over nseg / (groups *
+    threads) segments (every count a power of two, so each divides the next). seg is
+    :data:`REDUCE_SEG`, or smaller (down to 2) where the first level would not fill half the
+    device's resident threads of ``kernel`` (the first-level kernel; None: REDUCE_SEG): small MSMs
+    then wait on shorter serial chains."""
+    seg = min(REDUCE_SEG, nb)
+    resident = _resident_threads(kernel, REDUCE_THREADS) if kernel is not None else None
+    while resident is not None and seg > 2 and 2 * (nw * nb // seg) < resident:
+        seg //= 2
+    nseg = nb // seg
+    threads = min(TREE_THREADS, nseg)
+    groups = min(REDUCE_GROUPS, nseg // threads)
+    return seg, nseg, threads, groups
 
 
 def _pair_rounds(mod: Any, group: Group, rounds: int, entries: "cupy.ndarray", points: "cupy.ndarray",
