@@ -31,11 +31,12 @@ from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
 if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
-SLICE_LEN: dict[str, int] = {"G1": 128, "G2": 32}
+SLICE_LEN: dict[str, int] = {"G1": 128, "G2": 128}
 """Target entries per thread in the segmented accumulation (uniform work per thread), per group;
-:func:`slice_length` fits it to whole waves of the device. The launch-parameter sweep
-(bench/results/2026-11-30_kernels-msm-tune_2xh200.json, before the fitting) put G1 at 128 (2-3%
-faster than 32 at 2^20-2^22: fewer spills to fold) and G2 at 32."""
+:func:`slice_length` fits it to whole waves of the device. The launch-parameter sweep with the
+fitting and G2's register bound (bench/results/2026-11-30_kernels-msm-tune-fitted_h200.json) put
+G2 at 128 (2-5% faster than 32 at 2^20-2^22: a quarter of the spills to fold; unfitted and
+unbounded, 32 had won); G1 within 1-2% from 32 to 128."""
 SLICE_MIN = 8
 """Fewest entries per accumulation thread: below a wave of work, slices shrink to this at most."""
 FOLD_LEN = 32
