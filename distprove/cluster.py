@@ -44,7 +44,17 @@ def local_cluster(
     host: str = DEFAULT_HOST,
     dashboard_address: str | None = DEFAULT_DASHBOARD,
 ) -> Any:
-    """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable, else CPU worker processes."""
+    """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable, else CPU worker processes.
+
+    The workers' statistical profiler follows ``distprove.cluster.worker-profile`` (default off).
+    """
+    from distprove import config
+
+    with dask.config.set({"distributed.worker.profile.enabled": config.get_bool("cluster.worker-profile")}):
+        return _start_local(backend, n_workers, host, dashboard_address)
+
+
+def _start_local(backend: str, n_workers: int | None, host: str, dashboard_address: str | None) -> Any:
     if backend != "cpu" and visible_gpus() > 0:
         from dask_cuda import LocalCUDACluster
 

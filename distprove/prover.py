@@ -6,8 +6,8 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from collections.abc import Mapping
-from typing import Any, Callable, Union
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Callable, TypeVar, Union
 
 import numpy as np
 
@@ -130,7 +130,25 @@ def window_sums(
 ) -> WindowSums:
     """Every stage of :func:`prove` up to the assembly, on an opened key and a backend (the
     arguments mean what they mean there; ``widths``: each MSM's window width, by default the
-    backend's choice); the Dask path's one-task proofs run this too."""
+    backend's choice): :func:`start_window_sums`, then its wait."""
+    return start_window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h,
+                             widths=widths)()
+
+
+def start_window_sums(
+    k: KeyStore | ZkeyKey,
+    witness: WitnessLike,
+    be: Backend,
+    *,
+    constant_work: bool | None = False,
+    profile: bool = False,
+    overlap_h: bool = True,
+    widths: Mapping[str, int] | None = None,
+) -> Callable[[], WindowSums]:
+    """:func:`window_sums` in two steps: load the witness and queue the rest (a GPU returns as
+    soon as its MSMs are queued), then the returned function waits for the sums. The witness's
+    errors raise here, before anything is queued. With ``profile`` (or without ``overlap_h``)
+    everything runs here and the function only hands the result over."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -146,6 +164,7 @@ def window_sums(
         values, _ = load_witness(witness, k)
         w = be.load_witness(k, values)
     t = lap("witness", t0)
+    public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])
     evals = be.gather(k, w)
     t = lap("gather", t)
     if widths is None:
@@ -156,25 +175,81 @@ def window_sums(
         hs = be.h_scalars(k, evals)
         del evals  # three domain-sized vectors the MSMs do not need (device memory)
         h_msm = start_msms(be, k, lambda _: hs, widths, names=("H",), constant_work=constant_work)
-        sums = {**witness_msms(), **h_msm()}
-        lap("msm", t)
-    else:
-        hs = be.h_scalars(k, evals)
-        del evals
-        t = lap("ntt", t)
 
-        def scalars(which: str) -> Any:
-            return hs if which == "H" else w
-
-        if profile:
-            sums = {}
-            for which in MSM_NAMES:
-                sums.update(start_msms(be, k, scalars, widths, names=(which,), constant_work=constant_work)())
-                t = lap(f"msm_{which}", t)
-        else:
-            sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
+        def finish() -> WindowSums:
+            sums = {**witness_msms(), **h_msm()}
             lap("msm", t)
-    return WindowSums(bn254.ints_from_limbs(values[1 : 1 + k.n_public]), sums, widths, timings)
+            return WindowSums(public, sums, widths, timings)
+
+        return finish
+    hs = be.h_scalars(k, evals)
+    del evals
+    t = lap("ntt", t)
+
+    def scalars(which: str) -> Any:
+        return hs if which == "H" else w
+
+    if profile:
+        sums = {}
+        for which in MSM_NAMES:
+            sums.update(start_msms(be, k, scalars, widths, names=(which,), constant_work=constant_work)())
+            t = lap(f"msm_{which}", t)
+    else:
+        sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
+        lap("msm", t)
+    done = WindowSums(public, sums, widths, timings)
+    return lambda: done
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+U = TypeVar("U")
+
+
+def pipelined(
+    items: Iterable[T],
+    start: Callable[[T], Callable[[], R]],
+    finish: Callable[[T, R], U],
+    failed: Callable[[T, Exception], U],
+) -> Iterator[U]:
+    """Run items through a device and the host with one item of overlap, yielding in item order.
+
+    ``start(item)`` queues an item's device work and returns its waiter; ``finish(item, result)``
+    is the host work on what the waiter returned. Item i + 1 starts once item i's waiter has
+    returned (one item's device buffers and scratch at a time), and item i's finish runs while
+    item i + 1's device work proceeds. An exception in any step becomes ``failed(item, exc)``
+    (which may raise it again) and the next item goes on.
+    """
+
+    def finished(item: T, result: R) -> U:
+        try:
+            return finish(item, result)
+        except Exception as exc:
+            return failed(item, exc)
+
+    pending: tuple[T, R] | None = None
+    for item in items:
+        error: Exception | None = None
+        try:
+            wait: Callable[[], R] | None = start(item)
+        except Exception as exc:
+            wait, error = None, exc
+        if pending is not None:
+            yield finished(*pending)  # the host's part of the previous item, beside this one's device work
+            pending = None
+        if wait is None:
+            yield failed(item, error)  # type: ignore[arg-type]
+            continue
+        try:
+            result = wait()
+        except Exception as exc:
+            yield failed(item, exc)
+            continue
+        finally:
+            wait = None  # its device buffers go before the next item's are taken
+        pending = (item, result)
+    if pending is not None:
+        yield finished(*pending)
 
 
 def prove(
@@ -216,3 +291,37 @@ def prove(
     timings["total"] = time.perf_counter() - t0
     log.debug("proved with %s backend in %.3f s", be.name, timings["total"])
     return Proof(pi_a, pi_b, pi_c, ws.public, timings)
+
+
+def prove_many(
+    key: KeyLike,
+    witnesses: Iterable[WitnessLike],
+    backend: str | Backend = "auto",
+    *,
+    constant_work: bool | None = False,
+) -> Iterator[Proof]:
+    """Prove several witnesses of one key, yielding each :class:`Proof` in order: :func:`prove`'s
+    pipeline, with each proof's assembly on the host while the next proof's MSMs run on the
+    device (:func:`pipelined`). A bad witness raises, as in :func:`prove`, when its turn comes.
+    ``Proof.timings`` as in :func:`prove`; ``msm`` then includes the previous proof's assembly."""
+    k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key)
+    be = get_backend(backend) if isinstance(backend, str) else backend
+
+    def start(witness: WitnessLike) -> Callable[[], tuple[float, WindowSums]]:
+        t0 = time.perf_counter()
+        wait = start_window_sums(k, witness, be, constant_work=constant_work)
+        return lambda: (t0, wait())
+
+    def finish(_: WitnessLike, started: tuple[float, WindowSums]) -> Proof:
+        t0, ws = started
+        t = time.perf_counter()
+        r, s = random_blinding()
+        pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)
+        ws.timings["assemble"] = time.perf_counter() - t
+        ws.timings["total"] = time.perf_counter() - t0
+        return Proof(pi_a, pi_b, pi_c, ws.public, ws.timings)
+
+    def failed(_: WitnessLike, exc: Exception) -> Proof:
+        raise exc
+
+    return pipelined(witnesses, start, finish, failed)

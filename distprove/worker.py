@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from distributed import WorkerPlugin, get_worker
@@ -40,6 +40,9 @@ from distprove.errors import FormatError, one_line
 from distprove.formats.container import first_false, lt_bound
 from distprove.formats.jsonio import write_json_atomic
 from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distprove.prover import WindowSums
 
 log = logging.getLogger(__name__)
 
@@ -558,18 +561,31 @@ def prove_whole(
     :class:`Collected` window sums for the client's pool. Stage seconds: witness, gather, msm
     (with the NTTs), assemble. ``blinding`` = (r, s) is for tests.
     """
-    from distprove.prover import window_sums
+    return _finish_whole(spec, _start_whole(spec, widths)(), assemble, blinding)
+
+
+def _start_whole(spec: ProofSpec, widths: Mapping[str, int]) -> Callable[[], WindowSums]:
+    """:func:`prove_whole` up to its MSMs queued on the device; the waiter of their sums. A bad
+    witness raises here (and counts as a failed proof in the worker's metrics)."""
+    from distprove.prover import start_window_sums
 
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
     try:
-        ws = window_sums(key, spec.witness, st.backend, widths=widths)
+        return start_window_sums(key, spec.witness, st.backend, widths=widths)
     except FormatError:
         metrics.record_proof(key, False)
         raise
+
+
+def _finish_whole(
+    spec: ProofSpec, ws: WindowSums, assemble: bool, blinding: tuple[int, int] | None = None
+) -> Assembled | Collected:
+    """:func:`prove_whole` after its MSMs: the proof assembled here, or its sums collected."""
     parts = _whole_parts(ws.sums, ws.widths, ws.timings, "", ws.public)
     if not assemble:
         return collect_parts(spec, parts)
+    key = state().key(spec.key_path, spec.content_hash)
     return assemble_proof(spec, parts, key.points, key.n_public, blinding)
 
 
@@ -584,17 +600,19 @@ class Failed:
 def prove_group(
     specs: Sequence[ProofSpec], widths: Mapping[str, int], assemble: bool = True, write: bool = False
 ) -> list[Assembled | Collected | Failed] | list[Outcome]:
-    """Fused proofs of one key in one task, one after the other (data mode, see
-    :meth:`distprove.graph.Plan.proofs_per_task`): :func:`prove_whole` each; a proof that raises
-    becomes a :class:`Failed` item with its one-line reason and the next one runs. ``write``:
-    write the proofs here, unchecked, as :func:`verify_write` without the check would, and
-    return their outcomes."""
-    out: list[Assembled | Collected | Failed] = []
-    for spec in specs:
-        try:
-            out.append(prove_whole(spec, widths, assemble))
-        except Exception as exc:  # one bad witness fails alone
-            out.append(Failed(spec, one_line(exc)))
+    """Fused proofs of one key in one task (data mode, see
+    :meth:`distprove.graph.Plan.proofs_per_task`): :func:`prove_whole` each, pipelined
+    (:func:`distprove.prover.pipelined`: a proof's assembly on the host while the next proof's
+    MSMs run on the device); a proof that raises becomes a :class:`Failed` item with its
+    one-line reason and the next one runs. ``write``: write the proofs here, unchecked, as
+    :func:`verify_write` without the check would, and return their outcomes."""
+    from distprove.prover import pipelined
+
+    def failed(spec: ProofSpec, exc: Exception) -> Failed:  # one bad witness fails alone
+        return Failed(spec, one_line(exc))
+
+    out = list(pipelined(specs, lambda spec: _start_whole(spec, widths),
+                         lambda spec, ws: _finish_whole(spec, ws, assemble), failed))
     return verify_write(out, check=False) if write else out
 
 

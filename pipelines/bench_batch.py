@@ -3,12 +3,16 @@
 First a bare baseline in this process, without Dask: one backend, the key opened once, one warm-up
 proof, then the same ``--proofs`` witnesses proved in a plain loop with ``distprove.prove``, checked
 (in groups like the batch's, or not at all) and written with the batch's own helpers; proofs per
-second with and without the pairing check, and the mean seconds per stage (``Proof.timings``).
+second with and without the pairing check, and the mean seconds per stage (``Proof.timings``);
+and, unchecked, the same loop pipelined with ``distprove.prover.prove_many`` (each proof's host
+assembly beside the next proof's MSMs, as a worker's prove-whole task of several proofs runs).
 
 Then for each worker count: a warm-up batch (kernels compiled, key resident), then
 
 * throughput: ``--proofs`` witnesses in data mode -> proofs per second, and ``throughput_vs_bare`` =
-  that / (workers x the bare loop's proofs per second with the same pairing-check setting);
+  that / (workers x the bare loop's proofs per second with the same pairing-check setting), and
+  without the check ``throughput_vs_bare_pipelined`` against the pipelined loop (the same code
+  as the worker's, so this ratio is what Dask itself costs);
 * latency: one witness in each planner mode -> seconds from submit to the verified proof on disk.
 
 Data mode proves a key whose domain is below ``distprove.planner.fuse-below`` in one task per
@@ -76,8 +80,10 @@ def stage(witnesses: list[Path], count: int, folder: Path) -> Path:
     return folder
 
 
-def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: bool) -> list[Any]:
-    """Prove every witness of ``wdir`` in this process, one after the other, with ``distprove.prove``.
+def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: bool, pipelined: bool = False) -> list[Any]:
+    """Prove every witness of ``wdir`` in this process, one after the other, with ``distprove.prove``
+    (``pipelined``: with ``distprove.prover.prove_many``, each proof's assembly beside the next
+    proof's MSMs, as a worker's prove-whole task of several proofs does it).
 
     Proofs are checked (``check``) and written as the batch does it: ``worker.check_and_write``
     (one batched pairing check per group of ``BatchOptions.verify_group`` proofs, write-once
@@ -85,7 +91,7 @@ def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: b
     verify and write).
     """
     from distprove.batching import BatchOptions, discover
-    from distprove.prover import prove
+    from distprove.prover import prove, prove_many
     from distprove.worker import Assembled, ProofSpec, check_and_write
 
     out = wdir.parent / (wdir.name + "-out")
@@ -94,8 +100,9 @@ def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: b
     jobs = discover(wdir, key.path, out)
     outcomes: list[Any] = []
     ready: list[Any] = []
-    for i, job in enumerate(jobs):
-        proof = prove(key, job.witness, backend)
+    proofs = (prove_many(key, [job.witness for job in jobs], backend) if pipelined
+              else (prove(key, job.witness, backend) for job in jobs))
+    for i, (job, proof) in enumerate(zip(jobs, proofs)):
         spec = ProofSpec(job.name, job.witness, key.path, key.content_hash, job.proof_path, job.public_path)
         ready.append(Assembled(spec, proof, dict(proof.timings)))
         if len(ready) == BatchOptions.verify_group or i == len(jobs) - 1:
@@ -139,12 +146,12 @@ def bare(key_path: Path, witnesses: list[Path], proofs: int, backend_name: str, 
     vks = {key.content_hash: read_vk(key.vk_json())}
     prove_loop(key, backend, vks, stage(witnesses, 1, workdir / "bare-warm"), True)
     result: dict[str, Any] = {"backend": backend.name, "proofs": proofs}
-    for check in checks:
-        label = "verify" if check else "no_verify"
+    for check, pipelined in [(c, False) for c in checks] + [(False, True)]:
+        label = ("verify" if check else "no_verify") + ("_pipelined" if pipelined else "")
         loops = []
         for _ in range(1 if check else BARE_LOOPS):  # unchecked: the median of a few loops
             t0 = time.perf_counter()
-            outcomes = prove_loop(key, backend, vks, stage(witnesses, proofs, workdir / "bare"), check)
+            outcomes = prove_loop(key, backend, vks, stage(witnesses, proofs, workdir / "bare"), check, pipelined)
             loops.append((time.perf_counter() - t0, outcomes))
         loops.sort(key=lambda lo: lo[0])
         wall, outcomes = loops[len(loops) // 2]
@@ -154,7 +161,7 @@ def bare(key_path: Path, witnesses: list[Path], proofs: int, backend_name: str, 
         means["prove total"] = means.pop("total", 0.0)
         shown = ", ".join(f"{k} {v:.3f}" for k, v in means.items())
         print(
-            f"bare in-process ({backend.name}), pairing check {'on' if check else 'off'}: "
+            f"bare in-process ({backend.name}{', pipelined' if pipelined else ''}), pairing check {'on' if check else 'off'}: "
             f"{proofs / wall:.2f} proofs/s ({proofs} proofs in {wall:.1f} s); mean s/proof: {shown}",
             flush=True,
         )
@@ -205,9 +212,11 @@ def bench(
     verify_in: str,
     bare_rate: float,
     switch_interval: float | None = None,
+    pipelined_rate: float | None = None,
 ) -> list[dict]:
     """Throughput and latency of distprove.batch on each worker count (``bare_rate``: the bare
     loop's proofs per second with the same pairing-check setting, for ``throughput_vs_bare``;
+    ``pipelined_rate``: the pipelined bare loop's, unchecked, for ``throughput_vs_bare_pipelined``;
     ``switch_interval``: the workers' ``sys.setswitchinterval``, an experiment)."""
     from distributed import Client, get_task_stream
 
@@ -232,6 +241,7 @@ def bench(
                 "throughput_proofs_per_s": proofs / wall,
                 "throughput_wall_s": wall,
                 "throughput_vs_bare": proofs / wall / (n * bare_rate),
+                "throughput_vs_bare_pipelined": proofs / wall / (n * pipelined_rate) if pipelined_rate else None,
                 "stage_seconds": thr.stage_seconds,
                 "proof_stage_mean_s": stage_means(thr.proved),
                 "worker_time": idle_gaps(stream.data, wall0, wall0 + wall),
@@ -244,7 +254,9 @@ def bench(
             rows.append(row)
             print(
                 f"{n} workers: {row['throughput_proofs_per_s']:.2f} proofs/s ({proofs} proofs in {wall:.1f} s), "
-                f"{row['throughput_vs_bare']:.2f} of {n} x bare; "
+                f"{row['throughput_vs_bare']:.2f} of {n} x bare"
+                + (f", {row['throughput_vs_bare_pipelined']:.2f} of {n} x pipelined bare; "
+                   if row["throughput_vs_bare_pipelined"] else "; ") +
                 f"latency data {row['latency_data_s']:.2f} s, split {row['latency_split_s']:.2f} s",
                 flush=True,
             )
@@ -297,8 +309,9 @@ def main() -> None:
         workers = [int(w) for w in args.workers.split(",")]
         base = bare(key, witnesses, args.proofs, args.backend, workdir, (False,) if args.no_verify else (False, True))
         bare_rate = base["no_verify" if args.no_verify else "verify"]["proofs_per_s"]
+        pipelined_rate = base["no_verify_pipelined"]["proofs_per_s"] if args.no_verify else None
         rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate,
-                     args.switch_interval)
+                     args.switch_interval, pipelined_rate)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpus": gpu_names(),
               "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
               "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below,

@@ -550,3 +550,22 @@ def test_readme_yaml_snippets_use_real_settings() -> None:
     defaults = _flat_keys({"distributed": dask.config.get("distributed")})
     assert _flat_keys(tls) <= defaults, _flat_keys(tls) - defaults
     assert any("scrape_configs" in d for d in docs)
+
+
+@pytest.mark.parametrize("enabled", [False, True], ids=["profiler-off", "profiler-on"])
+def test_local_cluster_worker_profiler_follows_config(enabled: bool) -> None:
+    """distprove.cluster.worker-profile decides whether the local cluster's workers run Dask's
+    statistical profiler (it samples every thread's stack every 10 ms, taking the GIL)."""
+    import dask
+    from distributed import Client
+
+    from distprove.cluster import local_cluster
+
+    with dask.config.set({"distprove.cluster.worker-profile": enabled}):
+        cluster = local_cluster("cpu", n_workers=1, dashboard_address=None)
+    try:
+        with Client(cluster) as client:
+            got = client.run(lambda dask_worker: "profile" in dask_worker.periodic_callbacks)
+        assert list(got.values()) == [enabled]
+    finally:
+        cluster.close()

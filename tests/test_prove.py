@@ -97,3 +97,69 @@ def test_stage_orders_give_the_same_proof(stores: dict, mode: dict) -> None:
     assert (other.pi_a, other.pi_b, other.pi_c, other.public) == (default.pi_a, default.pi_b, default.pi_c, default.public)
     assert "ntt" not in default.timings and {"witness", "gather", "msm", "assemble"} <= set(default.timings)
     assert "ntt" in other.timings and ("msm_H" in other.timings) == ("profile" in mode)
+
+
+def test_pipelined_order_overlap_and_failures() -> None:
+    """pipelined(): item i's finish runs after item i + 1 has started and before item i + 1's
+    waiter; results come in item order; a failing start, waiter or finish fails its item alone;
+    a failed() that raises stops the run there."""
+    from distprove.prover import pipelined
+
+    log: list[str] = []
+
+    def start(i: int):
+        log.append(f"start {i}")
+        if i == 2:
+            raise ValueError("bad witness 2")
+
+        def wait() -> int:
+            log.append(f"wait {i}")
+            if i == 4:
+                raise RuntimeError("device 4")
+            return 10 * i
+
+        return wait
+
+    def finish(i: int, r: int) -> str:
+        log.append(f"finish {i}")
+        if i == 5:
+            raise KeyError("host 5")
+        return f"ok {i} {r}"
+
+    out = list(pipelined(range(7), start, finish, lambda i, e: f"failed {i}: {type(e).__name__}"))
+    assert out == ["ok 0 0", "ok 1 10", "failed 2: ValueError", "ok 3 30", "failed 4: RuntimeError",
+                   "failed 5: KeyError", "ok 6 60"]
+    assert log[:6] == ["start 0", "wait 0", "start 1", "finish 0", "wait 1", "start 2"]
+    for i in (1, 3, 5):  # the next item starts before this one's host work
+        assert log.index(f"start {i + 1}") < log.index(f"finish {i}")
+
+    def raising(i: int, e: Exception) -> str:
+        raise e
+
+    gen = pipelined(range(7), start, finish, raising)
+    assert [next(gen), next(gen)] == ["ok 0 0", "ok 1 10"]
+    with pytest.raises(ValueError, match="bad witness 2"):
+        next(gen)
+
+
+def test_prove_many_proves_each_witness_in_order(stores: dict, tmp_path: Path) -> None:
+    """prove_many: every witness's proof, in order, each verifying with its own public signals
+    and fresh blinding; a bad witness raises when its turn comes, after the ones before it."""
+    from distprove.prover import prove_many
+
+    key = stores["mul_chain_1k"]
+    witnesses = sorted((DATA / "mul_chain_1k" / "witnesses").glob("*.wtns"))
+    proofs = list(prove_many(key, witnesses + witnesses[:1], backend="cpu"))
+    assert len(proofs) == len(witnesses) + 1
+    assert verify_many([(key.vk_json(), p.public_json(), p.to_json()) for p in proofs]) == [True] * len(proofs)
+    assert [p.public for p in proofs] == [prove(key, w, backend="cpu").public for w in witnesses + witnesses[:1]]
+    assert proofs[0].pi_a != proofs[-1].pi_a
+    assert {"witness", "gather", "msm", "assemble", "total"} <= set(proofs[0].timings)
+
+    bad = tmp_path / "short.wtns"
+    bad.write_bytes(witnesses[0].read_bytes()[:-32])
+    gen = prove_many(key, [witnesses[0], bad, witnesses[1]], backend="cpu")
+    first = next(gen)
+    assert verify_many([(key.vk_json(), first.public_json(), first.to_json())]) == [True]
+    with pytest.raises(Exception, match="short.wtns"):
+        next(gen)
