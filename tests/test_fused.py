@@ -80,7 +80,8 @@ def test_proofs_per_task_groups_small_fused_proofs_and_leaves_tasks_to_balance()
     assert two.proofs_per_task(small, 64) == 4  # 64 proofs leave 8 tasks on each of 2 workers
     assert two.proofs_per_task(small, 1000) == 8  # at most the setting
     assert two.proofs_per_task(small, 20) == 1  # too few to group and still balance
-    assert two.proofs_per_task(big, 1000) == 1  # a group holds at most 2^17 domain points
+    assert two.proofs_per_task(big, 1000) == 2  # beyond 2^17 domain points: two, for the pipelining
+    assert two.proofs_per_task(big, 20) == 1
     assert Plan("data", ("a",), fuse_below=1 << 18, max_proofs_per_task=8).proofs_per_task(small, 64) == 8
     assert Plan("data", ("a",), fuse_below=1 << 12, max_proofs_per_task=8).proofs_per_task(small, 64) == 1  # not fused
     assert Plan("split", ("a",), fuse_below=1 << 18, max_proofs_per_task=8).proofs_per_task(small, 64) == 1
