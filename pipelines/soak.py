@@ -41,8 +41,8 @@ def _process_memory(dask_worker: Any = None) -> dict[str, Any]:
     import psutil
 
     gc.collect()
-    out: dict[str, Any] = {"pid": os.getpid(), "rss": psutil.Process().memory_info().rss}
-    try:
+    out: dict[str, Any] = {"pid": os.getpid()}
+    try:  # first: asking the device creates a CUDA context in this process (host and device memory)
         import cupy
 
         if cupy.cuda.runtime.getDeviceCount() > 0:
@@ -51,6 +51,7 @@ def _process_memory(dask_worker: Any = None) -> dict[str, Any]:
             out["gpu_pool"] = cupy.get_default_memory_pool().total_bytes()
     except Exception:  # no CuPy, no driver or no device: host memory only
         pass
+    out["rss"] = psutil.Process().memory_info().rss
     return out
 
 
@@ -123,6 +124,10 @@ def run_soak(
         client = Client(cluster)
     try:
         client.wait_for_workers(workers)
+        # A sample before the first round, discarded: its own side effects (the client's CUDA
+        # context, about 0.5 GB of device memory and 0.25 GB of RSS on an H200 host, made by the
+        # device query) must not land between the baseline and the next sample as "growth".
+        sample(client, 0, time.perf_counter())
         t0 = time.perf_counter()
         samples: list[dict[str, Any]] = []
         failed: list[str] = []

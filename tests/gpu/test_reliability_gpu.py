@@ -2,9 +2,9 @@
 a short soak whose device memory must stay flat. Written without a device; run with ``-m gpu``.
 
 The OOM test caps CuPy's default memory pool (``set_limit``: the pool then raises CuPy's own
-``OutOfMemoryError``, as a full device does) one byte below what a proof with the larger key
-measurably peaked at beside the smaller one: proving it again must evict the smaller key and give
-the CPU reference proof.
+``OutOfMemoryError``, as a full device does) at the least a proof with the larger key needs
+when the smaller key is resident and may be evicted (bisected in one process): there, proving
+must have evicted the smaller key, and the proof must equal the CPU reference.
 Where the memory runs out in the overlapped MSM phase, the backend drops the phase (started MSMs,
 scratch, cached blocks) and runs its MSMs one at a time, evicting the other key (issue 9).
 It runs in fresh processes, where the pool's byte counts belong to the scenario alone.
@@ -43,40 +43,45 @@ from distprove.prover import prove
 small, small_w, large, large_w = sys.argv[1:5]
 blinding = (12345, 67890)
 pool = cupy.get_default_memory_pool()
-peak = [0]
-
-
-def tracking_malloc(size):
-    mem = pool.malloc(size)
-    peak[0] = max(peak[0], pool.used_bytes())
-    return mem
-
-
-cupy.cuda.set_allocator(tracking_malloc)
 small_key, large_key = open_key(small), open_key(large)
 be = GpuBackend()
-prove(small_key, small_w, backend=be, blinding=blinding)
-be._free_rebuildable()
-resident = pool.used_bytes()  # the small key's arrays
-# the large proof beside the small key, uncapped: its peak; then back to the small key alone
-peak[0] = 0
-prove(large_key, large_w, backend=be, blinding=blinding)
-need = peak[0]
-be.evict(large_key.content_hash)
-be._free_rebuildable()
-before = list(be._states)
-pool.set_limit(size=need - 1)  # the same proof no longer fits beside the small key
-got = prove(large_key, large_w, backend=be, blinding=blinding)
-print(json.dumps({"before": before, "after": list(be._states), "small": small_key.content_hash,
-                  "large": large_key.content_hash, "resident": resident, "need": need,
-                  "proof": [got.pi_a, got.pi_b, got.pi_c]}, default=str))
+
+
+def attempt(cap):
+    # from the small key resident alone (scratch and tables freed), the large proof under `cap` bytes
+    pool.set_limit(size=0)
+    be.evict(large_key.content_hash)
+    if small_key.content_hash not in be._states:
+        prove(small_key, small_w, backend=be, blinding=blinding)
+    be._free_rebuildable()
+    before = list(be._states)
+    pool.set_limit(size=cap)
+    try:
+        got = prove(large_key, large_w, backend=be, blinding=blinding)
+    except cupy.cuda.memory.OutOfMemoryError:
+        return None
+    return {"before": before, "after": list(be._states), "proof": [got.pi_a, got.pi_b, got.pi_c]}
+
+
+# the smallest cap (to 64 KiB) under which the large proof succeeds from that state
+lo, hi = 0, 1 << 30
+best = attempt(hi)
+while hi - lo > 1 << 16:
+    mid = (lo + hi) // 2
+    got = attempt(mid)
+    if got is None:
+        lo = mid
+    else:
+        hi, best = mid, got
+print(json.dumps({**best, "cap": hi, "small": small_key.content_hash, "large": large_key.content_hash}, default=str))
 """
 
 
 def test_oom_evicts_the_other_key_and_the_proof_is_right() -> None:
-    """With the small key resident, the large proof's peak pool use is measured (a tracking
-    allocator), the large key dropped again and the pool capped one byte below that peak: the
-    same proof must now evict the small key, and it then fits in the bytes the small key held."""
+    """With the small key resident, the smallest pool cap under which the large proof still
+    succeeds (bisected in one process, each attempt from the same state) is one where the backend
+    had to evict the small key: its arrays are bytes the large proof does not need, and freeing
+    scratch and tables alone (the first answer to running out) did not make enough room."""
     pytest.importorskip("cupy")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     res = subprocess.run([sys.executable, "-c", SCENARIO, *(str(p) for p in (*SMALL, *LARGE))], capture_output=True,
