@@ -46,7 +46,7 @@ def local_cluster(
 ) -> Any:
     """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable, else CPU worker processes.
 
-    The workers' statistical profiler follows ``distprove.cluster.worker-profile`` (default off).
+    The workers' statistical profiler follows ``distprove.cluster.worker-profile`` (default on).
     """
     from distprove import config
 
