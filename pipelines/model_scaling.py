@@ -60,13 +60,13 @@ SCALAR_BYTES = 32
 SUM_BYTES = {"G1": 64, "G2": 128}  # one affine window sum
 PTAU_POWER = 20
 INPUTS = {
-    "batch": "2026-11-30_batch-chain20-64-fused-s4run5_2xh200.json",
+    "batch": "2026-11-30_batch-chain20-64-s5run3_2xh200.json",
     "e2e": "2026-11-30_e2e_h200_run2.json",
     "ptau_levels": "2026-11-30_ptau-levels_2xh200.json",
     "ptau_prepare": "2026-11-30_ptau-prepare-p20-twiddlecache_2xh200.json",
 }
 """The newest measurement of each kind (2026-11-30): a 2^20 batch without the pairing check on 1
-and 2 GPUs (fused data mode, commit 702f6ed, with its split-mode latency rows), e2e stage
+and 2 GPUs (fused data mode, pipelined pairs of proofs, commit 44ec498, with its split-mode latency rows), e2e stage
 breakdowns at 2^20-2^24 (commit 4e44a27: the one run with a 2^24 key), ptau level costs, and the
 power-20 prepare on 1 and 2 GPUs."""
 
