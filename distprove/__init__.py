@@ -5,6 +5,7 @@ Public API (imported lazily so ``import distprove`` stays light)::
     distprove.import_key(zkey, store)   # .zkey -> zarr key store
     distprove.open_key(path)            # key store or .zkey
     distprove.prove(key, witness)       # -> Proof (to_json(), public_json(), write())
+    distprove.prove_many(key, witnesses) # -> Proofs in order, each assembled beside the next's MSMs
     distprove.verify(vk, public, proof) # pairing check -> bool
 """
 
@@ -20,6 +21,7 @@ _EXPORTS = {
     "open_key": "distprove.keystore",
     "KeyStore": "distprove.keystore",
     "prove": "distprove.prover",
+    "prove_many": "distprove.prover",
     "Proof": "distprove.prover",
     "verify": "distprove.verifier",
     "verify_many": "distprove.verifier",

@@ -118,23 +118,6 @@ class WindowSums:
     timings: dict[str, float]
 
 
-def window_sums(
-    k: KeyStore | ZkeyKey,
-    witness: WitnessLike,
-    be: Backend,
-    *,
-    constant_work: bool | None = False,
-    profile: bool = False,
-    overlap_h: bool = True,
-    widths: Mapping[str, int] | None = None,
-) -> WindowSums:
-    """Every stage of :func:`prove` up to the assembly, on an opened key and a backend (the
-    arguments mean what they mean there; ``widths``: each MSM's window width, by default the
-    backend's choice): :func:`start_window_sums`, then its wait."""
-    return start_window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h,
-                             widths=widths)()
-
-
 def start_window_sums(
     k: KeyStore | ZkeyKey,
     witness: WitnessLike,
@@ -145,8 +128,10 @@ def start_window_sums(
     overlap_h: bool = True,
     widths: Mapping[str, int] | None = None,
 ) -> Callable[[], WindowSums]:
-    """:func:`window_sums` in two steps: load the witness and queue the rest (a GPU returns as
-    soon as its MSMs are queued), then the returned function waits for the sums. The witness's
+    """Every stage of :func:`prove` up to the assembly, on an opened key and a backend (the
+    arguments mean what they mean there; ``widths``: each MSM's window width, by default the
+    backend's choice), in two steps: load the witness and queue the rest (a GPU returns as soon as
+    its MSMs are queued), then the returned function waits for the sums. The witness's
     errors raise here, before anything is queued. With ``profile`` (or without ``overlap_h``)
     everything runs here and the function only hands the result over."""
     t0 = time.perf_counter()
@@ -282,7 +267,7 @@ def prove(
     t0 = time.perf_counter()
     k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key)
     be = get_backend(backend) if isinstance(backend, str) else backend
-    ws = window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h)
+    ws = start_window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h)()
     t = time.perf_counter()
     r, s = blinding if blinding is not None else random_blinding()
     pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)  # Horner combines + blinding
