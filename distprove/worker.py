@@ -604,16 +604,19 @@ def prove_group(
     :meth:`distprove.graph.Plan.proofs_per_task`): :func:`prove_whole` each, pipelined
     (:func:`distprove.prover.pipelined`: a proof's assembly on the host while the next proof's
     MSMs run on the device); a proof that raises becomes a :class:`Failed` item with its
-    one-line reason and the next one runs. ``write``: write the proofs here, unchecked, as
-    :func:`verify_write` without the check would, and return their outcomes."""
+    one-line reason and the next one runs. ``write``: write each proof here as it is assembled
+    (beside the next proof's MSMs), unchecked, as :func:`verify_write` without the check would,
+    and return their outcomes."""
     from distprove.prover import pipelined
 
     def failed(spec: ProofSpec, exc: Exception) -> Failed:  # one bad witness fails alone
         return Failed(spec, one_line(exc))
 
-    out = list(pipelined(specs, lambda spec: _start_whole(spec, widths),
-                         lambda spec, ws: _finish_whole(spec, ws, assemble), failed))
-    return verify_write(out, check=False) if write else out
+    proofs = pipelined(specs, lambda spec: _start_whole(spec, widths),
+                       lambda spec, ws: _finish_whole(spec, ws, assemble), failed)
+    if not write:
+        return list(proofs)
+    return [outcome for item in proofs for outcome in verify_write([item], check=False)]
 
 
 @dataclass

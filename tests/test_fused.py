@@ -113,6 +113,34 @@ def test_prove_group_fails_a_bad_witness_alone(st: ProverState, tmp_path: Path) 
 
 
 
+def test_prove_group_writes_each_proof_beside_the_next_ones_device_work(
+    st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``write``, a group writes each proof as soon as it is assembled: proof 1 is on disk
+    before proof 3 starts (it was written while proof 2's MSMs ran), and a bad witness between
+    them fails alone; the outcomes come in the group's order."""
+    good = spec_for(tmp_path)
+    bad = ProofSpec("t", str(BAD / "truncated.wtns"), good.key_path, good.content_hash, str(tmp_path / "t.proof.json"),
+                    str(tmp_path / "t.public.json"))
+    third = ProofSpec("m3", good.witness, good.key_path, good.content_hash, str(tmp_path / "m3.proof.json"),
+                      str(tmp_path / "m3.public.json"))
+    seen: dict[str, bool] = {}
+    start = worker._start_whole
+
+    def spy(spec: ProofSpec, widths: dict):
+        seen[spec.name] = Path(good.proof_path).exists()
+        return start(spec, widths)
+
+    monkeypatch.setattr(worker, "_start_whole", spy)
+    monkeypatch.setattr(worker, "get_worker", lambda: FakeWorker())
+    second = ProofSpec("m2", good.witness, good.key_path, good.content_hash, str(tmp_path / "m2.proof.json"),
+                       str(tmp_path / "m2.public.json"))
+    outcomes = worker.prove_group([good, second, bad, third], worker.plan_key(str(MINI_ZKEY)).widths, write=True)
+    assert [(o.name, o.status) for o in outcomes] == [("m", "proved"), ("m2", "proved"), ("t", "failed"), ("m3", "proved")]
+    assert seen == {"m": False, "m2": False, "t": True, "m3": True}
+    assert all(Path(sp.proof_path).exists() for sp in (good, second, third)) and not Path(bad.proof_path).exists()
+
+
 def test_prove_whole_gives_the_proof_of_prove(st: ProverState, tmp_path: Path) -> None:
     spec = spec_for(tmp_path)
     info = worker.plan_key(str(MINI_ZKEY))
