@@ -38,7 +38,8 @@ fitting and G2's register bound (bench/results/2026-11-30_kernels-msm-tune-fitte
 G2 at 128 (2-5% faster than 32 at 2^20-2^22: a quarter of the spills to fold; unfitted and
 unbounded, 32 had won); G1 within 1-2% from 32 to 128."""
 SLICE_MIN = 8
-"""Fewest entries per accumulation thread: below a wave of work, slices shrink to this at most."""
+"""Fewest entries per accumulation thread, whatever the target (:func:`slice_length` keeps to
+[target / 2, 3 target / 2] above it)."""
 FOLD_LEN = 32
 """Most spill slots per thread in a fold level (>= 4, so that every level shrinks the spill array)."""
 FOLD_MIN = 8
