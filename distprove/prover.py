@@ -265,17 +265,28 @@ def prove(
     msm_H): a breakdown, at some cost in latency.
     """
     t0 = time.perf_counter()
-    k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key)
-    be = get_backend(backend) if isinstance(backend, str) else backend
+    k, be = _opened(key, backend)
     ws = start_window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h)()
+    proof = _assembled(k, ws, t0, blinding)
+    log.debug("proved with %s backend in %.3f s", be.name, proof.timings["total"])
+    return proof
+
+
+def _opened(key: KeyLike, backend: str | Backend) -> tuple[KeyStore | ZkeyKey, Backend]:
+    """The key opened (unless it is) and the backend made (unless it is one)."""
+    k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key)
+    return k, get_backend(backend) if isinstance(backend, str) else backend
+
+
+def _assembled(k: KeyStore | ZkeyKey, ws: WindowSums, t0: float, blinding: tuple[int, int] | None = None) -> Proof:
+    """The proof from its window sums (Horner combines and blinding; fresh r, s unless
+    ``blinding``), its timings completed with assemble and total (from ``t0``)."""
     t = time.perf_counter()
     r, s = blinding if blinding is not None else random_blinding()
-    pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)  # Horner combines + blinding
-    timings = ws.timings
-    timings["assemble"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - t0
-    log.debug("proved with %s backend in %.3f s", be.name, timings["total"])
-    return Proof(pi_a, pi_b, pi_c, ws.public, timings)
+    pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)
+    ws.timings["assemble"] = time.perf_counter() - t
+    ws.timings["total"] = time.perf_counter() - t0
+    return Proof(pi_a, pi_b, pi_c, ws.public, ws.timings)
 
 
 def prove_many(
@@ -289,8 +300,7 @@ def prove_many(
     pipeline, with each proof's assembly on the host while the next proof's MSMs run on the
     device (:func:`pipelined`). A bad witness raises, as in :func:`prove`, when its turn comes.
     ``Proof.timings`` as in :func:`prove`; ``msm`` then includes the previous proof's assembly."""
-    k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key)
-    be = get_backend(backend) if isinstance(backend, str) else backend
+    k, be = _opened(key, backend)
 
     def start(witness: WitnessLike) -> Callable[[], tuple[float, WindowSums]]:
         t0 = time.perf_counter()
@@ -299,12 +309,7 @@ def prove_many(
 
     def finish(_: WitnessLike, started: tuple[float, WindowSums]) -> Proof:
         t0, ws = started
-        t = time.perf_counter()
-        r, s = random_blinding()
-        pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)
-        ws.timings["assemble"] = time.perf_counter() - t
-        ws.timings["total"] = time.perf_counter() - t0
-        return Proof(pi_a, pi_b, pi_c, ws.public, ws.timings)
+        return _assembled(k, ws, t0)
 
     def failed(_: WitnessLike, exc: Exception) -> Proof:
         raise exc
