@@ -6,13 +6,16 @@ proof, then the same ``--proofs`` witnesses proved in a plain loop with ``distpr
 second with and without the pairing check, and the mean seconds per stage (``Proof.timings``);
 and, unchecked, the same loop pipelined with ``distprove.prover.prove_many`` (each proof's host
 assembly beside the next proof's MSMs, as a worker's prove-whole task of several proofs runs).
+On GPUs, unchecked, that pipelined loop also runs in n processes at once (one per GPU, no Dask)
+for each worker count n > 1: what n independent provers get from this host.
 
 Then for each worker count: a warm-up batch (kernels compiled, key resident), then
 
 * throughput: ``--proofs`` witnesses in data mode -> proofs per second, and ``throughput_vs_bare`` =
   that / (workers x the bare loop's proofs per second with the same pairing-check setting), and
   without the check ``throughput_vs_bare_pipelined`` against the pipelined loop (the same code
-  as the worker's, so this ratio is what Dask itself costs);
+  as the worker's, so this ratio is what Dask itself costs) and ``throughput_vs_bare_parallel``
+  against the n bare processes at once (what Dask costs on n GPUs, host contention aside);
 * latency: one witness in each planner mode -> seconds from submit to the verified proof on disk.
 
 Data mode proves a key whose domain is below ``distprove.planner.fuse-below`` in one task per
@@ -171,6 +174,52 @@ def bare(key_path: Path, witnesses: list[Path], proofs: int, backend_name: str, 
     return result
 
 
+def _bare_child(gpu: int, backend_name: str, key_path: Path, witnesses: list[Path], proofs: int, folder: Path,
+                barrier: Any, results: Any) -> None:
+    """One process of :func:`bare_parallel`: the pipelined unchecked loop on GPU ``gpu`` alone."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)  # before CuPy is imported in this fresh process
+    from distprove.backends.select import get_backend
+    from distprove.formats.jsonio import read_vk
+    from distprove.keystore import open_key
+
+    backend = get_backend(backend_name)
+    key = open_key(key_path)
+    vks = {key.content_hash: read_vk(key.vk_json())}
+    prove_loop(key, backend, vks, stage(witnesses, 1, folder / "warm"), True)
+    wdir = stage(witnesses, proofs, folder / "run")
+    barrier.wait()
+    t0 = time.time()
+    outcomes = prove_loop(key, backend, vks, wdir, False, True)
+    results.put({"gpu": gpu, "start": t0, "stop": time.time(), "stage_mean_s": stage_means(outcomes),
+                 "cpus": len(os.sched_getaffinity(0))})
+
+
+def bare_parallel(key_path: Path, witnesses: list[Path], proofs: int, n: int, workdir: Path, backend_name: str = "gpu") -> dict[str, Any]:
+    """The pipelined bare loop in ``n`` processes at once, one per GPU, no Dask: what the host and
+    the GPUs give ``n`` independent provers (the Dask batch on ``n`` workers is compared with it).
+
+    Each process proves ``proofs`` proofs after its own warm-up; all start together (a barrier).
+    Throughput: n x proofs over the span from the first start to the last stop.
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_bare_child, args=(i, backend_name, key_path, witnesses, proofs, workdir / f"par{n}-{i}", barrier, results))
+             for i in range(n)]
+    for pr in procs:
+        pr.start()
+    got = [results.get(timeout=600) for _ in procs]
+    for pr in procs:
+        pr.join()
+    span = max(g["stop"] for g in got) - min(g["start"] for g in got)
+    each = [proofs / (g["stop"] - g["start"]) for g in got]
+    print(f"bare in-process ({backend_name}, pipelined) x {n} processes at once: {n * proofs / span:.2f} proofs/s; "
+          f"each {', '.join(f'{e:.1f}' for e in each)} proofs/s", flush=True)
+    return {"processes": n, "proofs_per_s": n * proofs / span, "wall_s": span, "each_proofs_per_s": each,
+            "stage_mean_s": [g["stage_mean_s"] for g in sorted(got, key=lambda g: g["gpu"])]}
+
+
 def idle_gaps(records: list[dict], t0: float, t1: float) -> dict[str, Any]:
     """Where a batch's wall time [t0, t1] (time.time()) went on each worker, from the task stream:
     seconds before its first task, in gaps between tasks (the largest too) and after its last."""
@@ -213,11 +262,14 @@ def bench(
     bare_rate: float,
     switch_interval: float | None = None,
     pipelined_rate: float | None = None,
+    parallel_rates: dict[int, float] | None = None,
 ) -> list[dict]:
     """Throughput and latency of distprove.batch on each worker count (``bare_rate``: the bare
     loop's proofs per second with the same pairing-check setting, for ``throughput_vs_bare``;
     ``pipelined_rate``: the pipelined bare loop's, unchecked, for ``throughput_vs_bare_pipelined``;
-    ``switch_interval``: the workers' ``sys.setswitchinterval``, an experiment)."""
+    ``parallel_rates``: n -> the pipelined loop's proofs per second in n processes at once, for
+    ``throughput_vs_bare_parallel``; ``switch_interval``: the workers' ``sys.setswitchinterval``,
+    an experiment)."""
     from distributed import Client, get_task_stream
 
     from distprove.cluster import local_cluster
@@ -242,6 +294,9 @@ def bench(
                 "throughput_wall_s": wall,
                 "throughput_vs_bare": proofs / wall / (n * bare_rate),
                 "throughput_vs_bare_pipelined": proofs / wall / (n * pipelined_rate) if pipelined_rate else None,
+                "throughput_vs_bare_parallel": (proofs / wall / parallel_rates[n]
+                                                if parallel_rates and n in parallel_rates else None),
+                "worker_cpus": client.run(lambda: len(os.sched_getaffinity(0))),
                 "stage_seconds": thr.stage_seconds,
                 "proof_stage_mean_s": stage_means(thr.proved),
                 "worker_time": idle_gaps(stream.data, wall0, wall0 + wall),
@@ -257,6 +312,8 @@ def bench(
                 f"{row['throughput_vs_bare']:.2f} of {n} x bare"
                 + (f", {row['throughput_vs_bare_pipelined']:.2f} of {n} x pipelined bare; "
                    if row["throughput_vs_bare_pipelined"] else "; ") +
+                (f"{row['throughput_vs_bare_parallel']:.2f} of {n} bare processes; "
+                 if row["throughput_vs_bare_parallel"] else "") +
                 f"latency data {row['latency_data_s']:.2f} s, split {row['latency_split_s']:.2f} s",
                 flush=True,
             )
@@ -277,6 +334,8 @@ def main() -> None:
     ap.add_argument("--fuse-below", help="distprove.planner.fuse-below for the batches: a domain size, or null (never fuse)")
     ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval on the workers (seconds; an experiment)")
     ap.add_argument("--proofs-per-task", type=int, help="distprove.planner.proofs-per-task for the batches (fused keys)")
+    ap.add_argument("--no-parallel", action="store_true",
+                    help="skip the pipelined bare loop in one process per GPU at once (GPU runs without the pairing check)")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
     if args.proofs < 1:
@@ -310,13 +369,17 @@ def main() -> None:
         base = bare(key, witnesses, args.proofs, args.backend, workdir, (False,) if args.no_verify else (False, True))
         bare_rate = base["no_verify" if args.no_verify else "verify"]["proofs_per_s"]
         pipelined_rate = base["no_verify_pipelined"]["proofs_per_s"] if args.no_verify else None
+        parallel = {}
+        if args.no_verify and args.backend == "gpu" and not args.no_parallel:
+            parallel = {n: bare_parallel(key, witnesses, args.proofs, n, workdir) for n in workers if n > 1}
         rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate,
-                     args.switch_interval, pipelined_rate)
+                     args.switch_interval, pipelined_rate, {n: p["proofs_per_s"] for n, p in parallel.items()})
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpus": gpu_names(),
               "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
               "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below,
               "proofs_per_task": per_task,
               "switch_interval": args.switch_interval, "rows": rows, "bare": base,
+              "bare_parallel": list(parallel.values()),
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
