@@ -73,8 +73,11 @@ from distprove.worker import (
 
 MODES = ("auto", "data", "split")
 DEFAULT_FOURSTEP_MIN_DOMAIN = 1 << 16
-GROUP_DOMAIN = 1 << 17
-"""A prove-whole task of several proofs holds at most this many domain points in all."""
+GROUP_DOMAIN = 1 << 22
+"""A prove-whole task of several proofs holds at most this many domain points in all (four proofs
+at 2^20, ~0.25 s of an H200). Each task loses about one proof's host tail (its assembly and write
+with the device idle) plus the task's round trip, ~7-10 ms on 2 x H200: 8 fixture proofs (2^13)
+or 2 proofs at 2^20 a task left the workers at 0.82 and 0.94 of the pipelined bare loop."""
 TASKS_PER_WORKER = 8
 """Grouped proofs leave at least this many tasks per worker, for the scheduler to balance."""
 
@@ -110,13 +113,13 @@ class Plan:
     def proofs_per_task(self, info: KeyInfo, n_proofs: int) -> int:
         """How many of the batch's ``n_proofs`` proofs of this key one prove-whole task proves.
 
-        A Dask task costs ~2 ms of worker time around its body (measured on 2 x H200), which a
-        fused proof of a few milliseconds pays again and again; grouping pays it once per task.
-        Groups stay below :data:`GROUP_DOMAIN` constraints of work (but hold two proofs of a larger
-        key: a group is pipelined, one proof's host assembly beside the next one's MSMs, worth 9%
-        at 2^20 on an H200), at most ``max_proofs_per_task``, and small enough that every worker
-        gets :data:`TASKS_PER_WORKER` tasks to balance (the last task of a worker is the batch's
-        tail)."""
+        A Dask task costs ~2 ms of worker time around its body (measured on 2 x H200), and a
+        group is pipelined (one proof's host assembly beside the next one's MSMs) except at its
+        ends, so every task boundary costs about one proof's host work with the device idle;
+        grouping pays it once per task. Groups stay below :data:`GROUP_DOMAIN` domain points (but
+        hold two proofs of a larger key), at most ``max_proofs_per_task``, and small enough that
+        every worker gets :data:`TASKS_PER_WORKER` tasks to balance (the last task of a worker is
+        the batch's tail)."""
         if not self.fuses(info):
             return 1
         balance = n_proofs // (TASKS_PER_WORKER * max(1, len(self.workers)))
