@@ -513,7 +513,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             plan = graph.Plan(
                 mode,
                 workers,
-                opts.fourstep_min_domain or graph.DEFAULT_FOURSTEP_MIN_DOMAIN,
+                opts.fourstep_min_domain,
                 opts.windows_per_task or settings.windows_per_task,
                 check,
                 tag,

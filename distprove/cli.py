@@ -320,11 +320,14 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
 @click.option("--verify-in", type=click.Choice(["workers", "client"]), default=None,
               help="Where proofs are assembled, checked and written: on the workers, or in a process pool here "
                    "(faster on GPUs; needs the witness and output folders here)  [default: distprove.verify-in, else workers]")
+@click.option("--fourstep-min-domain", type=click.IntRange(min=4), default=None,
+              help="Split mode: compute H as four-step NTT blocks across the workers for domains of at least this "
+                   "size  [default: 65536 on CPU workers, never on GPU workers]")
 @_friendly_errors
 def batch_cmd(
     key: str, witness_dir: str, out_dir: str | None, scheduler: str | None, backend: str | None,
     mode: str | None, n_workers: int | None, report_json: str | None, incremental: bool | None, retry_failed: bool,
-    verify_in: str | None,
+    verify_in: str | None, fourstep_min_domain: int | None,
 ) -> None:
     """Prove every .wtns under WITNESS_DIR with KEY on a Dask cluster; exit 1 if any failed."""
     from rich.console import Console
@@ -354,7 +357,8 @@ def batch_cmd(
 
         report = run(
             witness_dir, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
-            verify_in=verify_in, on_start=lambda n: progress.update(task, total=n), on_result=on_result, echo=None, **extra,
+            verify_in=verify_in, fourstep_min_domain=fourstep_min_domain,
+            on_start=lambda n: progress.update(task, total=n), on_result=on_result, echo=None, **extra,
         )
     click.echo(report.summary())
     if report_json:

@@ -37,8 +37,9 @@ task costs milliseconds around its body, which a proof of a few tens of millisec
 three times over; small keys' proofs go several to a task (``Plan.proofs_per_task``), and with no
 pairing check the task writes its proofs itself (``Plan.writes_in_task``). ``split`` cuts every MSM into
 ranges of ``windows_per_task`` windows pinned round-robin (loosely, so a lost worker's share
-moves on) to the workers and, for domains of at least ``fourstep_min_domain``, computes H with
-the four-step NTT on all workers (meant for the latency of a few large proofs). Both give valid
+moves on) to the workers and, for domains of at least ``fourstep_min_domain`` (CPU keys 2^16 by
+default, GPU keys only when it is given), computes H with the four-step NTT on all workers (meant
+for the latency of a few large proofs). Both give valid
 proofs of the same points (up to the blinding).
 """
 
@@ -88,7 +89,10 @@ class Plan:
 
     mode: str
     workers: tuple[str, ...]
-    fourstep_min_domain: int = DEFAULT_FOURSTEP_MIN_DOMAIN
+    fourstep_min_domain: int | None = None
+    """Split mode computes H as four-step blocks across the workers for domains of at least this
+    size. None: CPU keys from :data:`DEFAULT_FOURSTEP_MIN_DOMAIN`, GPU keys never (one GPU
+    computes H in milliseconds; the blocks cross workers through Dask as host arrays)."""
     windows_per_task: int = 4
     verify: bool = True
     tag: str = ""
@@ -133,10 +137,14 @@ class Plan:
 
     def uses_fourstep(self, info: KeyInfo) -> bool:
         """Whether H for this key runs as four-step blocks across workers."""
+        threshold = self.fourstep_min_domain
+        if threshold is None and info.backend == "cpu":
+            threshold = DEFAULT_FOURSTEP_MIN_DOMAIN
         return (
-            self.mode == "split"
+            threshold is not None
+            and self.mode == "split"
             and len(self.workers) > 1
-            and info.domain_size >= max(4, self.fourstep_min_domain)
+            and info.domain_size >= max(4, threshold)
             and (info.backend == "cpu" or info.native_fourstep)
         )
 

@@ -147,3 +147,21 @@ def test_distributed_h_equals_backend_h_scalars(client) -> None:
     assert len(placed) > 1  # the blocks really ran on several workers
     a, b, c = (bn254.ints_from_limbs(evals[i]) for i in range(3))
     assert np.array_equal(hs.result().reshape(n, 8), CpuBackend().h_scalars(None, Evals(a, b, c)))
+
+
+def test_plan_uses_fourstep_on_cpu_keys_by_default_and_on_gpu_keys_only_when_asked() -> None:
+    from distprove.graph import DEFAULT_FOURSTEP_MIN_DOMAIN, Plan
+    from distprove.worker import KeyInfo
+
+    def info(backend: str, domain: int, native: bool = True) -> KeyInfo:
+        return KeyInfo("k", "h", 10, 1, domain, {}, backend, native)
+
+    big = DEFAULT_FOURSTEP_MIN_DOMAIN
+    two = Plan("split", ("a", "b"))
+    assert two.uses_fourstep(info("cpu", big)) and not two.uses_fourstep(info("cpu", big // 2))
+    assert not two.uses_fourstep(info("gpu", 1 << 24))  # a GPU's H stays on one worker unless asked
+    asked = Plan("split", ("a", "b"), fourstep_min_domain=1 << 10)
+    assert asked.uses_fourstep(info("gpu", 1 << 10)) and not asked.uses_fourstep(info("gpu", 1 << 9))
+    assert not asked.uses_fourstep(info("gpu", 1 << 12, native=False))  # a backend without block functions
+    assert not Plan("split", ("a",), fourstep_min_domain=4).uses_fourstep(info("gpu", 1 << 12))  # one worker
+    assert not Plan("data", ("a", "b"), fourstep_min_domain=4).uses_fourstep(info("cpu", 1 << 12))

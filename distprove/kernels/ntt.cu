@@ -314,10 +314,13 @@ DP_INLINE Fr ntt_pow(const u32* pows, u64 e) {
 
 // Exponent of table entry idx: mode 0: idx; mode 1: (idx >> log_c) * (idx mod 2^log_c), the
 // four-step twiddle table of a pass; mode 2: ((idx / width + 0) * (idx % width + col0)) & emask,
-// the staged four-step twiddle of a column block.
+// the staged four-step twiddle of a column block; mode 3: (idx / width + col0) + ((idx % width)
+// << log_c), the natural index k1 + n1 k2 of entry [k1 - col0][k2] of a row block (the coset
+// power of the distributed H, n1 = 2^log_c).
 DP_INLINE u64 ntt_exponent(u64 idx, u32 mode, u32 log_c, u32 width, u32 col0, u32 emask) {
     if (mode == 0u) return idx;
     if (mode == 1u) return (idx >> log_c) * (idx & ((1u << log_c) - 1u));
+    if (mode == 3u) return (idx / width + col0) + ((idx % width) << log_c);
     return ((idx / width) * (idx % width + col0)) & emask;
 }
 

@@ -26,6 +26,7 @@ from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
 from distprove.stages.msm import sums_in_parts
 
+from . import fourstep as gpu_fourstep
 from . import msm as gpu_msm
 from . import ntt as gpu_ntt
 from .gather import DeviceCsr, gather
@@ -51,6 +52,8 @@ class GpuBackend(Backend):
     """Backend on the current CUDA device; per-key device state kept in an LRU."""
 
     name = "gpu"
+    fourstep = gpu_fourstep
+    """The four-step NTT block functions of the distributed H (see ``gpu/fourstep.py``)."""
 
     def __init__(self) -> None:
         import cupy
