@@ -248,14 +248,15 @@ def idle_gaps(records: list[dict], t0: float, t1: float) -> dict[str, Any]:
     return out
 
 
-def run_batch(client: Any, key: Path, wdir: Path, mode: str, backend: str, verify: bool, verify_in: str = "workers") -> Any:
+def run_batch(client: Any, key: Path, wdir: Path, mode: str, backend: str, verify: bool, verify_in: str = "workers",
+              fourstep_min_domain: int | None = None) -> Any:
     import distprove
 
     out = wdir.parent / (wdir.name + "-out")
     if out.exists():
         shutil.rmtree(out)
     report = distprove.batch(wdir, key=key, out_dir=out, client=client, mode=mode, backend=backend, verify=verify,
-                             verify_in=verify_in, echo=None)
+                             verify_in=verify_in, fourstep_min_domain=fourstep_min_domain, echo=None)
     if report.failed:
         raise SystemExit(f"bench batch failed:\n{report.summary()}")
     return report
@@ -274,11 +275,14 @@ def bench(
     switch_interval: float | None = None,
     pipelined_rate: float | None = None,
     parallel_rates: dict[int, float] | None = None,
+    fourstep_min_domain: int | None = None,
 ) -> list[dict]:
     """Throughput and latency of distprove.batch on each worker count (``bare_rate``: the bare
     loop's proofs per second with the same pairing-check setting, for ``throughput_vs_bare``;
     ``pipelined_rate``: the pipelined bare loop's, unchecked, for ``throughput_vs_bare_pipelined``;
-    ``parallel_rates``: n -> the pipelined loop's proofs per second in n processes at once, for
+    ``fourstep_min_domain``: also time one split-mode proof with H as four-step blocks across the
+    workers (``latency_split_fourstep_s``); ``parallel_rates``: n -> the pipelined loop's proofs
+    per second in n processes at once, for
     ``throughput_vs_bare_parallel``; ``switch_interval``: the workers' ``sys.setswitchinterval``,
     an experiment)."""
     from distributed import Client, get_task_stream
@@ -317,11 +321,15 @@ def bench(
                 "worker_time": idle_gaps(records, wall0, wall0 + wall),
                 "loops_proofs_per_s": [proofs / run[0] for run in runs],
             }
-            for mode in ("data", "split"):
+            latencies = [("data", "data", None), ("split", "split", None)]
+            if fourstep_min_domain is not None and n > 1:
+                latencies.append(("split_fourstep", "split", fourstep_min_domain))
+            for label, mode, threshold in latencies:
                 t0 = time.perf_counter()
-                lat = run_batch(client, key, stage(witnesses, 1, workdir / f"lat-{mode}"), mode, backend, verify, verify_in)
-                row[f"latency_{mode}_s"] = time.perf_counter() - t0
-                row[f"latency_{mode}_stages"] = lat.stage_seconds
+                lat = run_batch(client, key, stage(witnesses, 1, workdir / f"lat-{label}"), mode, backend, verify, verify_in,
+                                threshold)
+                row[f"latency_{label}_s"] = time.perf_counter() - t0
+                row[f"latency_{label}_stages"] = lat.stage_seconds
             rows.append(row)
             print(
                 f"{n} workers: {row['throughput_proofs_per_s']:.2f} proofs/s ({proofs} proofs in {wall:.1f} s; loops "
@@ -331,7 +339,8 @@ def bench(
                    if row["throughput_vs_bare_pipelined"] else "; ") +
                 (f"{row['throughput_vs_bare_parallel']:.2f} of {n} bare processes; "
                  if row["throughput_vs_bare_parallel"] else "") +
-                f"latency data {row['latency_data_s']:.2f} s, split {row['latency_split_s']:.2f} s",
+                f"latency data {row['latency_data_s']:.2f} s, split {row['latency_split_s']:.2f} s"
+                + (f", split with four-step H {row['latency_split_fourstep_s']:.2f} s" if "latency_split_fourstep_s" in row else ""),
                 flush=True,
             )
     return rows
@@ -351,6 +360,8 @@ def main() -> None:
     ap.add_argument("--fuse-below", help="distprove.planner.fuse-below for the batches: a domain size, or null (never fuse)")
     ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval on the workers (seconds; an experiment)")
     ap.add_argument("--proofs-per-task", type=int, help="distprove.planner.proofs-per-task for the batches (fused keys)")
+    ap.add_argument("--fourstep-min-domain", type=int,
+                    help="also time one split-mode proof with H as four-step blocks across the workers (this threshold)")
     ap.add_argument("--no-parallel", action="store_true",
                     help="skip the pipelined bare loop in one process per GPU at once (GPU runs without the pairing check)")
     ap.add_argument("--json", type=Path, help="write the results here")
@@ -390,7 +401,8 @@ def main() -> None:
         if args.no_verify and args.backend == "gpu" and not args.no_parallel:
             parallel = {n: bare_parallel(key, witnesses, args.proofs, n, workdir) for n in workers if n > 1}
         rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate,
-                     args.switch_interval, pipelined_rate, {n: p["proofs_per_s"] for n, p in parallel.items()})
+                     args.switch_interval, pipelined_rate, {n: p["proofs_per_s"] for n, p in parallel.items()},
+                     args.fourstep_min_domain)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpus": gpu_names(),
               "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
               "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below,
