@@ -12,7 +12,7 @@ from typing import Any, Callable, TypeVar, Union
 import numpy as np
 
 from . import bn254
-from .backends.base import Backend, MsmJob, msm_group
+from .backends.base import Backend, LoadedWitness, MsmJob, msm_group
 from .backends.select import get_backend
 from .keystore import KeyStore, ZkeyKey, open_key
 from .stages.assemble import assemble_windows, random_blinding
@@ -118,6 +118,26 @@ class WindowSums:
     timings: dict[str, float]
 
 
+@dataclass
+class Prefetched:
+    """A witness file already read, checked and loaded into the backend (:func:`prefetch_witness`),
+    and the seconds that took."""
+
+    loaded: LoadedWitness
+    seconds: float
+
+
+def prefetch_witness(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) -> WitnessLike | Prefetched:
+    """Load a witness file into the backend ahead of its proof (a GPU queues the upload and range
+    check on the current stream, beside MSMs running on their own streams); other witnesses are
+    returned as they are. A bad witness file raises its FormatError here."""
+    if not isinstance(witness, (str, os.PathLike)):
+        return witness
+    t0 = time.perf_counter()
+    loaded = be.load_witness_file(k, witness)
+    return Prefetched(loaded, time.perf_counter() - t0)
+
+
 def start_window_sums(
     k: KeyStore | ZkeyKey,
     witness: WitnessLike,
@@ -132,7 +152,8 @@ def start_window_sums(
     arguments mean what they mean there; ``widths``: each MSM's window width, by default the
     backend's choice), in two steps: load the witness and queue the rest (a GPU returns as soon as
     its MSMs are queued), then the returned function waits for the sums. The witness's
-    errors raise here, before anything is queued. With ``profile`` (or without ``overlap_h``)
+    errors raise here, before anything is queued (unless it comes :class:`Prefetched`: then its
+    stage seconds are the prefetch's). With ``profile`` (or without ``overlap_h``)
     everything runs here and the function only hands the result over."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
@@ -143,12 +164,16 @@ def start_window_sums(
         timings[stage] = now - start
         return now
 
-    if isinstance(witness, (str, os.PathLike)):
-        values, w = be.load_witness_file(k, witness)
+    if isinstance(witness, Prefetched):
+        (values, w), t = witness.loaded, t0
+        timings["witness"] = witness.seconds
     else:
-        values, _ = load_witness(witness, k)
-        w = be.load_witness(k, values)
-    t = lap("witness", t0)
+        if isinstance(witness, (str, os.PathLike)):
+            values, w = be.load_witness_file(k, witness)
+        else:
+            values, _ = load_witness(witness, k)
+            w = be.load_witness(k, values)
+        t = lap("witness", t0)
     public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])
     evals = be.gather(k, w)
     t = lap("gather", t)
@@ -189,20 +214,25 @@ def start_window_sums(
 T = TypeVar("T")
 R = TypeVar("R")
 U = TypeVar("U")
+_END = object()
 
 
 def pipelined(
     items: Iterable[T],
-    start: Callable[[T], Callable[[], R]],
+    start: Callable[[Any], Callable[[], R]],
     finish: Callable[[T, R], U],
     failed: Callable[[T, Exception], U],
+    prefetch: Callable[[T], Any] | None = None,
 ) -> Iterator[U]:
     """Run items through a device and the host with one item of overlap, yielding in item order.
 
     ``start(item)`` queues an item's device work and returns its waiter; ``finish(item, result)``
     is the host work on what the waiter returned. Item i + 1 starts once item i's waiter has
     returned (one item's device buffers and scratch at a time), and item i's finish runs while
-    item i + 1's device work proceeds. An exception in any step becomes ``failed(item, exc)``
+    item i + 1's device work proceeds. With ``prefetch``, ``start`` gets ``prefetch(item)``
+    instead of the item, and item i + 1's prefetch runs after item i's start and the finish (and
+    the consumer's handling) of item i - 1, while item i's device work proceeds (a witness read
+    and uploaded beside the MSMs before). An exception in any step becomes ``failed(item, exc)``
     (which may raise it again) and the next item goes on.
     """
 
@@ -212,16 +242,32 @@ def pipelined(
         except Exception as exc:
             return failed(item, exc)
 
-    pending: tuple[T, R] | None = None
-    for item in items:
-        error: Exception | None = None
+    def fetched(item: T) -> tuple[T, Any, Exception | None]:
+        if prefetch is None:
+            return item, item, None
         try:
-            wait: Callable[[], R] | None = start(item)
+            return item, prefetch(item), None
         except Exception as exc:
-            wait, error = None, exc
+            return item, None, exc
+
+    source = iter(items)
+    first = next(source, _END)
+    upcoming = None if first is _END else fetched(first)
+    pending: tuple[T, R] | None = None
+    while upcoming is not None:
+        item, ready, error = upcoming
+        wait: Callable[[], R] | None = None
+        if error is None:
+            try:
+                wait = start(ready)
+            except Exception as exc:
+                error = exc
+            ready = None  # start holds what it needs; a failed start's buffers go now
         if pending is not None:
             yield finished(*pending)  # the host's part of the previous item, beside this one's device work
             pending = None
+        following = next(source, _END)
+        upcoming = None if following is _END else fetched(following)  # beside this item's device work
         if wait is None:
             yield failed(item, error)  # type: ignore[arg-type]
             continue
@@ -302,8 +348,12 @@ def prove_many(
     ``Proof.timings`` as in :func:`prove`; ``msm`` then includes the previous proof's assembly."""
     k, be = _opened(key, backend)
 
-    def start(witness: WitnessLike) -> Callable[[], tuple[float, WindowSums]]:
+    def prefetch(witness: WitnessLike) -> tuple[float, WitnessLike | Prefetched]:
         t0 = time.perf_counter()
+        return t0, prefetch_witness(k, witness, be)
+
+    def start(ready: tuple[float, WitnessLike | Prefetched]) -> Callable[[], tuple[float, WindowSums]]:
+        t0, witness = ready
         wait = start_window_sums(k, witness, be, constant_work=constant_work)
         return lambda: (t0, wait())
 
@@ -314,4 +364,4 @@ def prove_many(
     def failed(_: WitnessLike, exc: Exception) -> Proof:
         raise exc
 
-    return pipelined(witnesses, start, finish, failed)
+    return pipelined(witnesses, start, finish, failed, prefetch)

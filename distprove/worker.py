@@ -564,15 +564,31 @@ def prove_whole(
     return _finish_whole(spec, _start_whole(spec, widths)(), assemble, blinding)
 
 
-def _start_whole(spec: ProofSpec, widths: Mapping[str, int]) -> Callable[[], WindowSums]:
-    """:func:`prove_whole` up to its MSMs queued on the device; the waiter of their sums. A bad
+def _start_whole(spec: ProofSpec, widths: Mapping[str, int], witness: Any = None) -> Callable[[], WindowSums]:
+    """:func:`prove_whole` up to its MSMs queued on the device; the waiter of their sums.
+    ``witness``: the spec's witness already loaded (:func:`_prefetch`), else read here. A bad
     witness raises here (and counts as a failed proof in the worker's metrics)."""
     from distprove.prover import start_window_sums
 
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
     try:
-        return start_window_sums(key, spec.witness, st.backend, widths=widths)
+        return start_window_sums(key, spec.witness if witness is None else witness, st.backend, widths=widths)
+    except FormatError:
+        metrics.record_proof(key, False)
+        raise
+
+
+def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
+    """The spec and its witness loaded into the backend (``prover.prefetch_witness``), for a
+    group's next proof while the current one's MSMs run. A bad witness raises here (counted as a
+    failed proof)."""
+    from distprove.prover import prefetch_witness
+
+    st = state()
+    key = st.key(spec.key_path, spec.content_hash)
+    try:
+        return spec, prefetch_witness(key, spec.witness, st.backend)
     except FormatError:
         metrics.record_proof(key, False)
         raise
@@ -602,9 +618,10 @@ def prove_group(
 ) -> list[Assembled | Collected | Failed] | list[Outcome]:
     """Fused proofs of one key in one task (data mode, see
     :meth:`distprove.graph.Plan.proofs_per_task`): :func:`prove_whole` each, pipelined
-    (:func:`distprove.prover.pipelined`: a proof's assembly on the host while the next proof's
-    MSMs run on the device); a proof that raises becomes a :class:`Failed` item with its
-    one-line reason and the next one runs. ``write``: write each proof here as it is assembled
+    (:func:`distprove.prover.pipelined`: while one proof's MSMs run on the device, the host
+    assembles the proof before it and loads the next one's witness); a proof that raises becomes
+    a :class:`Failed` item with its one-line reason and the next one runs. ``write``: write each
+    proof here as it is assembled
     (beside the next proof's MSMs), unchecked, as :func:`verify_write` without the check would,
     and return their outcomes."""
     from distprove.prover import pipelined
@@ -612,8 +629,8 @@ def prove_group(
     def failed(spec: ProofSpec, exc: Exception) -> Failed:  # one bad witness fails alone
         return Failed(spec, one_line(exc))
 
-    proofs = pipelined(specs, lambda spec: _start_whole(spec, widths),
-                       lambda spec, ws: _finish_whole(spec, ws, assemble), failed)
+    proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
+                       lambda spec, ws: _finish_whole(spec, ws, assemble), failed, _prefetch)
     if not write:
         return list(proofs)
     return [outcome for item in proofs for outcome in verify_write([item], check=False)]

@@ -142,6 +142,42 @@ def test_pipelined_order_overlap_and_failures() -> None:
         next(gen)
 
 
+def test_pipelined_prefetch_runs_beside_the_item_before_and_fails_its_item_alone() -> None:
+    """With prefetch: start gets prefetch(item); item i + 1's prefetch runs after item i's start
+    and item i - 1's finish (and the consumer's handling of it), before item i's waiter; a
+    prefetch that raises fails its own item, at its turn, and nothing else."""
+    from distprove.prover import pipelined
+
+    log: list[str] = []
+
+    def prefetch(i: int) -> str:
+        log.append(f"prefetch {i}")
+        if i == 3:
+            raise ValueError("bad witness 3")
+        return f"loaded {i}"
+
+    def start(ready: str):
+        log.append(f"start {ready}")
+        i = int(ready.split()[-1])
+        return lambda: (log.append(f"wait {i}"), 10 * i)[1]
+
+    def finish(i: int, r: int) -> str:
+        log.append(f"finish {i}")
+        return f"ok {i} {r}"
+
+    out = []
+    for res in pipelined(range(6), start, finish, lambda i, e: f"failed {i}: {e}", prefetch):
+        log.append(f"consumed {res.split()[1].rstrip(':')}")
+        out.append(res)
+    assert out == ["ok 0 0", "ok 1 10", "ok 2 20", "failed 3: bad witness 3", "ok 4 40", "ok 5 50"]
+    assert log[:8] == ["prefetch 0", "start loaded 0", "prefetch 1", "wait 0",
+                       "start loaded 1", "finish 0", "consumed 0", "prefetch 2"]
+    for i in (1, 2, 4):
+        assert log.index(f"start loaded {i}") < log.index(f"prefetch {i + 1}") < log.index(f"wait {i}")
+        assert log.index(f"consumed {i - 1}") < log.index(f"prefetch {i + 1}")
+    assert "start loaded 3" not in " ".join(log)
+
+
 def test_prove_many_proves_each_witness_in_order(stores: dict, tmp_path: Path) -> None:
     """prove_many: every witness's proof, in order, each verifying with its own public signals
     and fresh blinding; a bad witness raises when its turn comes, after the ones before it."""

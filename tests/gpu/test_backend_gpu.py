@@ -99,3 +99,27 @@ def test_resident_state_and_eviction(gpu, monkeypatch: pytest.MonkeyPatch) -> No
     gpu._array(k2, "b1")
     assert calls["n"] == 3
     assert list(gpu._states) == [k2.content_hash]
+
+
+@pytest.mark.parametrize("name", ["merkle_d20", "bits_k16"])
+def test_pipelined_proofs_with_prefetched_witnesses_verify(gpu, name: str) -> None:
+    """prove_many on the GPU: each next witness is uploaded while the MSMs of the one before run
+    (prover.pipelined's prefetch); every proof verifies with its own public signals, and a bad
+    witness in the middle raises at its turn after the proofs before it."""
+    pytest.importorskip("py_ecc")
+    from distprove.prover import prove_many
+    from distprove.verifier import verify_many
+
+    zkey = DATA / name / "circuit_final.zkey"
+    vk = DATA / name / "verification_key.json"
+    witnesses = sorted((DATA / name / "witnesses").glob("*.wtns"))
+    order = witnesses + witnesses[::-1]
+    proofs = list(prove_many(zkey, order, backend=gpu))
+    assert [p.public for p in proofs] == [prove(zkey, w, backend=gpu).public for w in order]
+    assert verify_many([(vk, p.public, (p.pi_a, p.pi_b, p.pi_c)) for p in proofs]) == [True] * len(order)
+    bad = DATA / "bad" / "truncated.wtns"
+    gen = prove_many(zkey, [witnesses[0], bad, witnesses[1]], backend=gpu)
+    first = next(gen)
+    assert verify_many([(vk, first.public, (first.pi_a, first.pi_b, first.pi_c))]) == [True]
+    with pytest.raises(Exception, match="truncated.wtns"):
+        next(gen)
