@@ -133,6 +133,7 @@ def prefetch_witness(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) -
     returned as they are. A bad witness file raises its FormatError here."""
     if not isinstance(witness, (str, os.PathLike)):
         return witness
+    be.settle()  # the previous proof's queued NTTs: the load would wait for them, not its own time
     t0 = time.perf_counter()
     loaded = be.load_witness_file(k, witness)
     return Prefetched(loaded, time.perf_counter() - t0)

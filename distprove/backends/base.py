@@ -116,6 +116,13 @@ class Backend(ABC):
         Default: nothing to wait for (synchronous backends).
         """
 
+    def settle(self) -> None:
+        """Wait for the work queued on the default stream (uploads, gather, NTTs) but not for MSMs
+        running on their own streams: a witness prefetched beside those MSMs is then timed alone.
+
+        Default: nothing to wait for (synchronous backends).
+        """
+
     @abstractmethod
     def gather(self, key: Any, witness: Any) -> Evals:
         """Step 1: a[i] = sum_row coef*w, b likewise, c = a*b, for rows i < domain_size.

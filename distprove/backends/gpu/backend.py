@@ -172,6 +172,9 @@ class GpuBackend(Backend):
     def synchronize(self) -> None:
         self.cp.cuda.Device().synchronize()  # every stream: started MSMs run on their own
 
+    def settle(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()  # not the MSM lanes (non-blocking streams)
+
     def window_width(self, n: int, group: Group) -> int:
         return gpu_msm.pick_window(n, group)
 
