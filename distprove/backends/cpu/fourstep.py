@@ -19,8 +19,10 @@ an inverse transform followed by a forward one needs no extra transpose in betwe
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from functools import lru_cache
+from types import ModuleType
 
 import numpy as np
 
@@ -205,19 +207,21 @@ def h_from_odd(block: np.ndarray) -> np.ndarray:
     return _to_limbs((a * b - c) % R)[None]
 
 
-def ntt(values: np.ndarray, inverse: bool = False, parts: int = 1) -> np.ndarray:
+def ntt(values: np.ndarray, inverse: bool = False, parts: int = 1, ops: ModuleType | None = None) -> np.ndarray:
     """The four-step NTT of (n, 8) standard-form values on one machine, in ``parts`` blocks per step.
 
     Equal to the plain radix-2 NTT; it is the local composition of the block functions that the
-    Dask graph distributes.
+    Dask graph distributes: this module's, or another backend's ``ops`` module (``column_step``
+    and ``row_ntts`` on its device).
     """
+    ops = ops or sys.modules[__name__]
     v = np.asarray(values, dtype="<u4").reshape(1, -1, 8)
     n = v.shape[1]
     n1, n2 = split_sizes(n)
     rows = block_ranges(n1, parts)
     cols = [
-        split_rows(column_step(take_columns(v, n1, n2, lo, hi), n, lo, inverse), rows)
+        split_rows(ops.column_step(take_columns(v, n1, n2, lo, hi), n, lo, inverse), rows)
         for lo, hi in block_ranges(n2, parts)
     ]
-    out = [row_ntts(join_columns([c[i] for c in cols]), n, inverse) for i in range(len(rows))]
+    out = [ops.row_ntts(join_columns([c[i] for c in cols]), n, inverse) for i in range(len(rows))]
     return natural_order(out)[0]

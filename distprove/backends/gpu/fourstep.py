@@ -20,11 +20,13 @@ Device steps, all through the NTT engine (``gpu/ntt.py``) and its kernels:
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
 from distprove import bn254
+from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.backends.cpu.fourstep import (  # noqa: F401  (re-exported: the steps without arithmetic)
     as_columns,
     block_ranges,
@@ -120,16 +122,7 @@ def h_from_odd(block: np.ndarray) -> np.ndarray:
 def ntt(values: np.ndarray, inverse: bool = False, parts: int = 1) -> np.ndarray:
     """The four-step NTT of (n, 8) standard-form values in ``parts`` blocks per step, on the GPU
     (the local composition the Dask graph distributes); equal to the plain NTT."""
-    v = np.asarray(values, dtype="<u4").reshape(1, -1, 8)
-    n = v.shape[1]
-    n1, n2 = split_sizes(n)
-    rows = block_ranges(n1, parts)
-    cols = [
-        split_rows(column_step(take_columns(v, n1, n2, lo, hi), n, lo, inverse), rows)
-        for lo, hi in block_ranges(n2, parts)
-    ]
-    out = [row_ntts(join_columns([c[i] for c in cols]), n, inverse) for i in range(len(rows))]
-    return natural_order(out)[0]
+    return cpu_fourstep.ntt(values, inverse, parts, ops=sys.modules[__name__])
 
 
 __all__ = [
