@@ -103,6 +103,21 @@ def test_example_command(tmp_path: Path) -> None:
     assert len(list((tmp_path / "ex").glob("*.proof.json"))) == 3
 
 
+def test_batch_fourstep_option_reaches_the_planner(tmp_path: Path) -> None:
+    """--fourstep-min-domain puts H of a split-mode proof on the four-step blocks (their tasks
+    show in the report); a threshold below 4 is a usage error."""
+    wdir = tmp_path / "w"
+    wdir.mkdir()
+    (wdir / "a.wtns").write_bytes(MINI_WTNS.read_bytes())
+    report = tmp_path / "report.json"
+    res = run("batch", MINI_KEY, wdir, "--out", tmp_path / "p", "--backend", "cpu", "--workers", "2", "--mode", "split",
+              "--fourstep-min-domain", "4", "--report", report)
+    assert res.returncode == 0, res.stderr
+    assert "ntt-rows-forward" in json.loads(report.read_text())["stage_seconds"]
+    res = run("batch", MINI_KEY, wdir, "--fourstep-min-domain", "2")
+    assert res.returncode == 2 and "--fourstep-min-domain" in res.stderr
+
+
 def test_batch_output_is_quiet_and_verbose_on_request(tmp_path: Path) -> None:
     """A local cluster's INFO chatter stays off the terminal unless -v asks for it."""
     wdir = tmp_path / "w"
