@@ -1,4 +1,5 @@
-"""Groth16 verification as ``snarkjs groth16 verify`` does it, on py_ecc's BN254 pairing.
+"""Groth16 verification as ``snarkjs groth16 verify`` does it, on the BN254 pairing of
+:mod:`distprove.pairing`.
 
 The check (SNARKJS_FORMATS.md §8): every public signal is in [0, r), pi_a / pi_b / pi_c lie on
 their curves (no subgroup check), cpub = IC[0] + Σ public[i]·IC[i+1], and
@@ -14,7 +15,7 @@ batch check equals the product of the individual checks raised to ρ_i even when
 the G2 subgroup (snarkjs accepts such points). Bilinearity in G1 is only used against key points,
 and only after checking that they lie in the G2 subgroup.
 
-Orientation and basis: py_ecc's ``pairing(Q, P)`` takes the G2 point first. snarkjs's
+The pairing values are those of py_ecc's optimal ate pairing (the tests compare them); snarkjs's
 (ffjavascript's) final exponentiation computes the reduced pairing raised to
 m = 2x(6x²+3x+1) (x the BN parameter), which does not change "== 1" since gcd(m, r) = 1, but
 does change the value of ``vk_alphabeta_12``; :func:`alphabeta_12` applies it.
@@ -27,9 +28,8 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from py_ecc.optimized_bn128 import FQ, FQ2, FQ12, final_exponentiate, pairing
-
 from distprove import bn254
+from distprove import pairing as pr
 from distprove.errors import FormatError
 from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk
 
@@ -73,26 +73,21 @@ def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Jacobian:
     return acc
 
 
-def _miller(p: bn254.Affine, q: bn254.Affine) -> FQ12:
-    """The Miller loop of py_ecc's optimal ate pairing e(p, q), p in G1, q in G2 (no final exponentiation)."""
-    if p is None or q is None:
-        return FQ12.one()
-    g1 = (FQ(p[0]), FQ(p[1]), FQ.one())
-    g2 = (FQ2(list(q[0])), FQ2(list(q[1])), FQ2.one())
-    return pairing(g2, g1, final_exponentiate=False)
+def _miller(p: bn254.Affine, q: bn254.Affine) -> pr.Fq12:
+    """The Miller loop of the optimal ate pairing e(p, q), p in G1, q in G2 (no final exponentiation)."""
+    return pr.miller_loop(p, q)
 
 
 def _check(key: VerificationKey, public: Sequence[int], proof: Proof) -> bool:
     """The pairing equation for one validated proof: four Miller loops, one final exponentiation."""
     pi_a, pi_b, pi_c = proof
     cpub = bn254.to_affine(bn254.G1, _cpub(key, public))
-    f = (
-        _miller(bn254.neg(bn254.G1, pi_a), pi_b)
-        * _miller(cpub, key.gamma2)
-        * _miller(pi_c, key.delta2)
-        * _miller(key.alpha1, key.beta2)
-    )
-    return final_exponentiate(f) == FQ12.one()
+    return pr.product_is_one([
+        _miller(bn254.neg(bn254.G1, pi_a), pi_b),
+        _miller(cpub, key.gamma2),
+        _miller(pi_c, key.delta2),
+        _miller(key.alpha1, key.beta2),
+    ])
 
 
 def verify(vk: Source, public: Source, proof: Source) -> bool:
@@ -146,12 +141,9 @@ def _batch_check(batch: Sequence[tuple[VerificationKey, list[int], Proof]]) -> b
             accumulate(key.gamma2, base, s)
         accumulate(key.beta2, key.alpha1, sc[0])
 
-    f = FQ12.one()
-    for q, p in by_g2.items():
-        f = f * _miller(bn254.to_affine(g1, p), q)
-    for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch):
-        f = f * _miller(bn254.neg(g1, pi_a), pi_b) ** r_i
-    return final_exponentiate(f) == FQ12.one()
+    factors = [_miller(bn254.to_affine(g1, p), q) for q, p in by_g2.items()]
+    factors += [pr.power(_miller(bn254.neg(g1, pi_a), pi_b), r_i) for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch)]
+    return pr.product_is_one(factors)
 
 
 def verify_many(items: Sequence[tuple[Source, Source, Source]]) -> list[bool]:
@@ -179,13 +171,7 @@ def alphabeta_12(alpha1: bn254.Affine, beta2: bn254.Affine) -> list[list[list[st
     """e(alpha1, beta2) as snarkjs writes ``vk_alphabeta_12`` in verification_key.json.
 
     The layout is [2][3][2] decimal strings: Fq12 = Fq6[w]/(w² - v), Fq6 = Fq2[v]/(v³ - ξ),
-    ξ = 9 + u, Fq2 = Fq[u]/(u² + 1), c0 first at every level. py_ecc's FQ12 is Fq[W]/(W¹² - 18W⁶ + 82):
-    with W = w (so W² = v) and W⁶ = ξ, u = W⁶ - 9, the coefficient of vⁱwʲ is
-    (p[2i+j] + 9·p[2i+j+6]) + p[2i+j+6]·u where p are py_ecc's coefficients.
+    ξ = 9 + u, Fq2 = Fq[u]/(u² + 1), c0 first at every level: :mod:`distprove.pairing`'s own tower.
     """
-    e = final_exponentiate(_miller(alpha1, beta2)) ** SNARKJS_FE_POWER
-    p = [int(c) for c in e.coeffs]
-    return [
-        [[str((p[2 * i + j] + 9 * p[2 * i + j + 6]) % bn254.Q), str(p[2 * i + j + 6] % bn254.Q)] for i in range(3)]
-        for j in range(2)
-    ]
+    e = pr.power(pr.final_exponentiation(_miller(alpha1, beta2)), SNARKJS_FE_POWER)
+    return [[[str(int(e[j][k][0])), str(int(e[j][k][1]))] for k in range(3)] for j in range(2)]
