@@ -142,7 +142,7 @@ def _batch_check(batch: Sequence[tuple[VerificationKey, list[int], Proof]]) -> b
         accumulate(key.beta2, key.alpha1, sc[0])
 
     factors = [_miller(bn254.to_affine(g1, p), q) for q, p in by_g2.items()]
-    factors += [pr.power(_miller(bn254.neg(g1, pi_a), pi_b), r_i) for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch)]
+    factors.append(pr.multi_power([(_miller(bn254.neg(g1, pi_a), pi_b), r_i) for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch)]))
     return pr.product_is_one(factors)
 
 

@@ -83,6 +83,16 @@ def test_bilinear_nondegenerate_and_infinity() -> None:
     assert pr.miller_loop(None, g2) == pr.ONE and pr.miller_loop(g1, None) == pr.ONE
 
 
+def test_multi_power_equals_the_product_of_powers() -> None:
+    rng = random.Random(11)
+    terms = [(pr.miller_loop(bn254.mul(bn254.G1, bn254.G1_GEN, rng.randrange(1, bn254.R)), bn254.G2_GEN),
+              rng.getrandbits(bits)) for bits in (128, 5, 1, 0, 127)]
+    expect = pr.ONE
+    for a, e in terms:
+        expect = pr.mul(expect, pr.power(a, e))
+    assert pr.multi_power(terms) == expect and pr.multi_power([]) == pr.ONE
+
+
 def test_degenerate_steps_fall_back_to_py_ecc(monkeypatch: pytest.MonkeyPatch) -> None:
     """A loop that meets a vertical line (only a small-order Q outside G2 can) is py_ecc's."""
     p, q = bn254.G1_GEN, bn254.G2_GEN
@@ -101,6 +111,7 @@ def test_tower_identities() -> None:
         return tuple(tuple((rng.randrange(Q), rng.randrange(Q)) for _ in range(3)) for _ in range(2))  # type: ignore[return-value]
 
     x, y = rand12(), rand12()
+    assert pr.frobenius2(x) == pr.power(x, Q * Q)
     assert pr.sqr(x) == pr.mul(x, x)
     assert pr.mul(x, pr.inv(x)) == pr.ONE
     assert pr.mul(pr.mul(x, y), pr.inv(y)) == x
