@@ -237,12 +237,25 @@ def miller_loop(p: bn254.Affine, q: bn254.Affine) -> Fq12:
     """The optimal ate Miller loop f(P, Q), P in G1 and Q on the twist (affine, None = infinity:
     then 1). Equal to py_ecc's after the final exponentiation; a Q whose multiples meet a vertical
     line (a small-order point outside G2, never an honest proof's) goes through py_ecc's loop."""
-    if p is None or q is None:
+    return multi_miller_loop([(p, q)])
+
+
+def multi_miller_loop(pairs: Sequence[tuple[bn254.Affine, bn254.Affine]]) -> Fq12:
+    """prod_i f(P_i, Q_i) with one squaring of the accumulator a step for all pairs (what a
+    product of pairings needs before its one final exponentiation)."""
+    live = [(p, q) for p, q in pairs if p is not None and q is not None]
+    if not live:
         return ONE
     try:
-        return _affine_loop(p, q)
-    except _Degenerate:
-        return _py_ecc_loop(p, q)
+        return _affine_loop(live)
+    except _Degenerate:  # some pair's Q is degenerate: each pair on its own, that one by py_ecc
+        out = ONE
+        for p, q in live:
+            try:
+                out = mul(out, _affine_loop([(p, q)]))
+            except _Degenerate:
+                out = mul(out, _py_ecc_loop(p, q))
+        return out
 
 
 def _py_ecc_loop(p: bn254.Affine, q: bn254.Affine) -> Fq12:
@@ -266,19 +279,23 @@ def from_py_ecc(coeffs: Sequence[Any]) -> Fq12:
     return ((at(0, 0), at(0, 1), at(0, 2)), (at(1, 0), at(1, 1), at(1, 2)))
 
 
-def _affine_loop(p: bn254.Affine, q: bn254.Affine) -> Fq12:
-    xp, yp = P.__class__(p[0]), P.__class__(p[1])
-    qq = ((P.__class__(q[0][0]), P.__class__(q[0][1])), (P.__class__(q[1][0]), P.__class__(q[1][1])))
-    f, t = ONE, qq
+def _affine_loop(pairs: Sequence[tuple[bn254.Affine, bn254.Affine]]) -> Fq12:
+    mpz = P.__class__
+    ps = [(mpz(p[0]), mpz(p[1])) for p, _ in pairs]
+    qs = [((mpz(q[0][0]), mpz(q[0][1])), (mpz(q[1][0]), mpz(q[1][1]))) for _, q in pairs]
+    f, ts = ONE, list(qs)
     for bit in bin(ATE_LOOP)[3:]:
-        f, t = _step(sqr(f), t, None, xp, yp)
+        f = sqr(f)
+        for i, (xp, yp) in enumerate(ps):
+            f, ts[i] = _step(f, ts[i], None, xp, yp)
         if bit == "1":
-            f, t = _step(f, t, qq, xp, yp)
-    q1 = _frobenius_twist(qq)
-    q2 = _frobenius_twist(q1)
-    nq2 = (q2[0], f2_neg(q2[1]))
-    f, t = _step(f, t, q1, xp, yp)
-    f, _ = _step(f, t, nq2, xp, yp)
+            for i, (xp, yp) in enumerate(ps):
+                f, ts[i] = _step(f, ts[i], qs[i], xp, yp)
+    for i, (xp, yp) in enumerate(ps):
+        q1 = _frobenius_twist(qs[i])
+        q2 = _frobenius_twist(q1)
+        f, t = _step(f, ts[i], q1, xp, yp)
+        f, _ = _step(f, t, (q2[0], f2_neg(q2[1])), xp, yp)
     return f
 
 

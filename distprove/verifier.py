@@ -83,12 +83,10 @@ def _check(key: VerificationKey, public: Sequence[int], proof: Proof) -> bool:
     """The pairing equation for one validated proof: four Miller loops, one final exponentiation."""
     pi_a, pi_b, pi_c = proof
     cpub = bn254.to_affine(bn254.G1, _cpub(key, public))
-    return pr.product_is_one([
-        _miller(bn254.neg(bn254.G1, pi_a), pi_b),
-        _miller(cpub, key.gamma2),
-        _miller(pi_c, key.delta2),
-        _miller(key.alpha1, key.beta2),
+    f = pr.multi_miller_loop([
+        (bn254.neg(bn254.G1, pi_a), pi_b), (cpub, key.gamma2), (pi_c, key.delta2), (key.alpha1, key.beta2),
     ])
+    return pr.final_exponentiation(f) == pr.ONE
 
 
 def verify(vk: Source, public: Source, proof: Source) -> bool:
@@ -142,7 +140,7 @@ def _batch_check(batch: Sequence[tuple[VerificationKey, list[int], Proof]]) -> b
         accumulate(key.beta2, key.alpha1, sc[0])
 
     sums = _fastec.to_affine(g1, [_fastec.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
-    factors = [_miller(p, q) for q, p in zip(by_g2, sums)]
+    factors = [pr.multi_miller_loop([(p, q) for q, p in zip(by_g2, sums)])]
     factors.append(pr.multi_power([(_miller(bn254.neg(g1, pi_a), pi_b), r_i) for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch)]))
     return pr.product_is_one(factors)
 

@@ -83,6 +83,16 @@ def test_bilinear_nondegenerate_and_infinity() -> None:
     assert pr.miller_loop(None, g2) == pr.ONE and pr.miller_loop(g1, None) == pr.ONE
 
 
+def test_multi_miller_loop_equals_the_product_of_loops() -> None:
+    rng = random.Random(5)
+    pairs = [(bn254.mul(bn254.G1, bn254.G1_GEN, rng.randrange(1, bn254.R)), bn254.mul(bn254.G2, bn254.G2_GEN, rng.randrange(1, bn254.R)))
+             for _ in range(3)] + [(None, bn254.G2_GEN), (bn254.G1_GEN, twist_point_outside_g2(rng))]
+    expect = pr.ONE
+    for p, q in pairs:
+        expect = pr.mul(expect, reference(p, q))
+    assert pr.final_exponentiation(pr.multi_miller_loop(pairs)) == expect
+
+
 def test_multi_power_equals_the_product_of_powers() -> None:
     rng = random.Random(11)
     terms = [(pr.miller_loop(bn254.mul(bn254.G1, bn254.G1_GEN, rng.randrange(1, bn254.R)), bn254.G2_GEN),
