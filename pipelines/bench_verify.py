@@ -15,24 +15,16 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_cpu_vs_snarkjs import timed as median_s  # noqa: E402  (median seconds of reps calls)
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
-
-
-def median_s(fn: Callable[[], Any], reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
