@@ -31,8 +31,8 @@ from typing import Any
 from distprove import bn254
 from distprove import pairing as pr
 from distprove.errors import FormatError
-from distprove.stages import _fastec
 from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk
+from distprove.stages import _fastec
 
 Proof = tuple[bn254.Affine, bn254.Affine, bn254.Affine]
 Source = Any
@@ -66,23 +66,16 @@ def _load(vk: Source, public: Source, proof: Source) -> tuple[VerificationKey, l
     return key, pub, prf
 
 
-def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Jacobian:
-    """IC[0] + Σ public[i]·IC[i+1] in Jacobian coordinates."""
-    acc = bn254.to_jacobian(bn254.G1, key.ic[0])
-    for s, base in zip(public, key.ic[1:]):
-        acc = bn254.jac_add(bn254.G1, acc, bn254.jac_mul(bn254.G1, bn254.to_jacobian(bn254.G1, base), s))
-    return acc
-
-
-def _miller(p: bn254.Affine, q: bn254.Affine) -> pr.Fq12:
-    """The Miller loop of the optimal ate pairing e(p, q), p in G1, q in G2 (no final exponentiation)."""
-    return pr.miller_loop(p, q)
+def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Affine:
+    """IC[0] + Σ public[i]·IC[i+1] (one doubling chain on gmpy2)."""
+    terms = [(1, key.ic[0]), *zip(public, key.ic[1:])]
+    return _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), terms)])[0]
 
 
 def _check(key: VerificationKey, public: Sequence[int], proof: Proof) -> bool:
     """The pairing equation for one validated proof: four Miller loops, one final exponentiation."""
     pi_a, pi_b, pi_c = proof
-    cpub = bn254.to_affine(bn254.G1, _cpub(key, public))
+    cpub = _cpub(key, public)
     f = pr.multi_miller_loop([
         (bn254.neg(bn254.G1, pi_a), pi_b), (cpub, key.gamma2), (pi_c, key.delta2), (key.alpha1, key.beta2),
     ])
@@ -141,7 +134,7 @@ def _batch_check(batch: Sequence[tuple[VerificationKey, list[int], Proof]]) -> b
 
     sums = _fastec.to_affine(g1, [_fastec.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
     factors = [pr.multi_miller_loop([(p, q) for q, p in zip(by_g2, sums)])]
-    factors.append(pr.multi_power([(_miller(bn254.neg(g1, pi_a), pi_b), r_i) for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch)]))
+    factors.append(pr.multi_power([(pr.miller_loop(bn254.neg(g1, pi_a), pi_b), r_i) for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch)]))
     return pr.product_is_one(factors)
 
 
@@ -172,5 +165,5 @@ def alphabeta_12(alpha1: bn254.Affine, beta2: bn254.Affine) -> list[list[list[st
     The layout is [2][3][2] decimal strings: Fq12 = Fq6[w]/(w² - v), Fq6 = Fq2[v]/(v³ - ξ),
     ξ = 9 + u, Fq2 = Fq[u]/(u² + 1), c0 first at every level: :mod:`distprove.pairing`'s own tower.
     """
-    e = pr.power(pr.final_exponentiation(_miller(alpha1, beta2)), SNARKJS_FE_POWER)
+    e = pr.power(pr.final_exponentiation(pr.miller_loop(alpha1, beta2)), SNARKJS_FE_POWER)
     return [[[str(int(e[j][k][0])), str(int(e[j][k][1]))] for k in range(3)] for j in range(2)]
