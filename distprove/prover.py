@@ -135,8 +135,17 @@ def prefetch_witness(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) -
         return witness
     be.settle()  # the previous proof's queued NTTs: the load would wait for them, not its own time
     t0 = time.perf_counter()
-    loaded = be.load_witness_file(k, witness)
+    loaded = _load(k, witness, be)
     return Prefetched(loaded, time.perf_counter() - t0)
+
+
+def _load(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) -> LoadedWitness:
+    """A witness checked against the key and loaded into the backend: a file by the backend's
+    own reader (a GPU's range check on the device), anything else through :func:`load_witness`."""
+    if isinstance(witness, (str, os.PathLike)):
+        return be.load_witness_file(k, witness)
+    values, _ = load_witness(witness, k)
+    return LoadedWitness(values, be.load_witness(k, values))
 
 
 def start_window_sums(
@@ -169,11 +178,7 @@ def start_window_sums(
         (values, w), t = witness.loaded, t0
         timings["witness"] = witness.seconds
     else:
-        if isinstance(witness, (str, os.PathLike)):
-            values, w = be.load_witness_file(k, witness)
-        else:
-            values, _ = load_witness(witness, k)
-            w = be.load_witness(k, values)
+        values, w = _load(k, witness, be)
         t = lap("witness", t0)
     public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])
     evals = be.gather(k, w)

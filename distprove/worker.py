@@ -564,19 +564,26 @@ def prove_whole(
     return _finish_whole(spec, _start_whole(spec, widths)(), assemble, blinding)
 
 
+def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any]) -> Any:
+    """``step(state, key)`` for the spec's resident key; a bad witness (FormatError) is counted as a
+    failed proof in the worker's metrics and raised."""
+    st = state()
+    key = st.key(spec.key_path, spec.content_hash)
+    try:
+        return step(st, key)
+    except FormatError:
+        metrics.record_proof(key, False)
+        raise
+
+
 def _start_whole(spec: ProofSpec, widths: Mapping[str, int], witness: Any = None) -> Callable[[], WindowSums]:
     """:func:`prove_whole` up to its MSMs queued on the device; the waiter of their sums.
     ``witness``: the spec's witness already loaded (:func:`_prefetch`), else read here. A bad
     witness raises here (and counts as a failed proof in the worker's metrics)."""
     from distprove.prover import start_window_sums
 
-    st = state()
-    key = st.key(spec.key_path, spec.content_hash)
-    try:
-        return start_window_sums(key, spec.witness if witness is None else witness, st.backend, widths=widths)
-    except FormatError:
-        metrics.record_proof(key, False)
-        raise
+    source = spec.witness if witness is None else witness
+    return _counting_bad_witness(spec, lambda st, key: start_window_sums(key, source, st.backend, widths=widths))
 
 
 def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
@@ -585,13 +592,7 @@ def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
     failed proof)."""
     from distprove.prover import prefetch_witness
 
-    st = state()
-    key = st.key(spec.key_path, spec.content_hash)
-    try:
-        return spec, prefetch_witness(key, spec.witness, st.backend)
-    except FormatError:
-        metrics.record_proof(key, False)
-        raise
+    return spec, _counting_bad_witness(spec, lambda st, key: prefetch_witness(key, spec.witness, st.backend))
 
 
 def _finish_whole(
