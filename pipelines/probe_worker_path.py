@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -61,6 +62,7 @@ def local_group_runner(key_path: Path, backend_name: str) -> Any:
 
     def run(wdir: Path) -> None:
         out = wdir.parent / (wdir.name + "-out")
+        shutil.rmtree(out, ignore_errors=True)  # as prove_loop does: nothing skipped as already written
         jobs = discover(wdir, key.path, out)
         specs = [worker.ProofSpec(j.name, j.witness, key.path, key.content_hash, j.proof_path, j.public_path) for j in jobs]
         for i in range(0, len(specs), per_task):
@@ -98,11 +100,6 @@ def main() -> None:
         for _ in range(args.rounds):
             for name in ("bare", "group"):
                 wdir = stage(witnesses, args.proofs, work / name)
-                out = wdir.parent / (wdir.name + "-out")
-                if out.exists():
-                    import shutil
-
-                    shutil.rmtree(out)
                 t0 = time.perf_counter()
                 if name == "bare":
                     prove_loop(key, backend, vks, wdir, False, True)
