@@ -84,6 +84,7 @@ VARIANTS = {
     "g2_unbounded": ("-DDP_G2_ACC_MIN_BLOCKS=0",),
     "g2_tail3": ("-DDP_G2_TAIL_MIN_BLOCKS=3",),
     "g1_acc6": ("-DDP_G1_ACC_MIN_BLOCKS=6",),
+    "acc_prefetch": ("-DDP_ACC_PREFETCH",),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default, the PTX Montgomery
 product, G2's accumulation without its register bound (the build before it), G2's fold and first
@@ -100,14 +101,26 @@ def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:
     results.setdefault("msm_module_load", {})[variant] = {"seconds": load_s, "how": how}
 
 
+def parse_cases(spec: str) -> list[tuple[str, int, int]]:
+    """``"G1:24:16-19,G2:20:15"`` -> [(group, log2 size, width), ...], a range of widths inclusive."""
+    out = []
+    for item in filter(None, spec.split(",")):
+        name, lg, widths = item.split(":")
+        lo, _, hi = widths.partition("-")
+        out += [(name, int(lg), c) for c in range(int(lo), int(hi or lo) + 1)]
+    return out
+
+
 def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS), sweep: bool = True,
-        constant_work: bool = True, groups_only: tuple[str, ...] = ("G1", "G2")) -> None:
+        constant_work: bool = True, groups_only: tuple[str, ...] = ("G1", "G2"),
+        cases: list[tuple[str, int, int]] | None = None) -> None:
     """Append one row per (variant, group, size, c) with median ms, floor ms and phase times.
 
     The default build runs every case (and the window-width sweep when ``sweep``, and the
     constant-work rows of :data:`CW_CASES` when ``constant_work``); each other variant first
     checks that its window sums equal the default build's on 2^18 points of each group, then
-    runs the main cases. ``groups_only`` keeps the cases of those groups.
+    runs the main cases. ``groups_only`` keeps the cases of those groups. ``cases`` (group, log2
+    size, width) replaces every build's plan: only those rows, no witness-like or constant-work rows.
     """
     import cupy
 
@@ -118,7 +131,7 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
     from distprove.stages.msm import num_windows
 
     groups = {"G1": bn254.G1, "G2": bn254.G2}
-    host, scalars_all, idx_all, tables = _inputs(groups, max(lg for _, lg in CASES), 1)
+    host, scalars_all, idx_all, tables = _inputs(groups, max([lg for _, lg, *_ in (cases or CASES)] + [CHECK[0]]), 1)
     check_n, check_c = 1 << CHECK[0], CHECK[1]
 
     def check_sums(name: str) -> list:
@@ -135,21 +148,23 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
                     same = check_sums(name) == want
                     results.setdefault("msm_variant_equal", {})[f"{variant} {name}"] = same
                     print(f"{variant} {name}: window sums equal to the default build: {same}", flush=True)
-            cases = CASES + (SMALL_CASES if variant == "default" else [])
-            plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in cases if name in groups_only]
-            if sweep and variant == "default":
+            main = CASES + (SMALL_CASES if variant == "default" else [])
+            plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in main if name in groups_only]
+            if cases:
+                plan = [case for case in cases if case[0] in groups_only]
+            elif sweep and variant == "default":
                 plan += [(name, lg, c) for name, lg, widths in SWEEP for c in widths
                          if (name, lg, c) not in plan and name in groups_only]
             for name, lg, c in plan:
                 _time_case(results, variant, groups[name], name, lg, c, tables[name][idx_all[: 1 << lg]],
                            scalars_all[: 1 << lg], reps)
-            if variant == "default":
+            if variant == "default" and not cases:
                 wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
                 for name, lg in [(n, lg) for n, lg in WITNESS_CASES if n in groups_only]:
                     _time_case(results, variant, groups[name], name, lg, pick_window(1 << lg, groups[name]),
                                tables[name][idx_all[: 1 << lg]], wit[: 1 << lg], reps, label="witness")
                 del wit
-            if constant_work and variant == "default":
+            if constant_work and variant == "default" and not cases:
                 _constant_work_rows(results, groups, tables, idx_all, host, reps)
     finally:
         gmsm.KERNEL_OPTIONS = VARIANTS["default"]
@@ -335,6 +350,7 @@ if __name__ == "__main__":
     ap.add_argument("--groups", default="G1,G2", help="groups whose cases run")
     ap.add_argument("--affine-rounds", default="",
                     help="comma list of pair-round counts, e.g. 0,1,2,3: time only the main cases with each")
+    ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     r: dict = {"rows": []}
@@ -342,7 +358,7 @@ if __name__ == "__main__":
         affine(r, rounds=tuple(int(x) for x in a.affine_rounds.split(",")), groups_only=tuple(a.groups.split(",")))
     else:
         run(r, variants=tuple(a.variants.split(",")), sweep=not a.no_sweep, constant_work=not a.no_constant_work,
-            groups_only=tuple(a.groups.split(",")))
+            groups_only=tuple(a.groups.split(",")), cases=parse_cases(a.cases) or None)
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(r, fh, indent=1, default=str)

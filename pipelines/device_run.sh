@@ -23,6 +23,9 @@
 #                              with PTAU_PREPARE=P, whole prepares of a dev ptau of power P in-process
 #                              and on local clusters of $PTAU_WORKERS (default 2) GPU workers
 #                              (PTAU_PREPARE_TIMEOUT=250)
+#   profile PROFILE_TIMEOUT=240 only with PROFILE_CASES set (e.g. g1-24,g2-20,ntt-24): Nsight Compute
+#                              (--clock-control none) over pipelines/profile_kernels.py's warm launches,
+#                              sections $PROFILE_SECTIONS -> ncu.txt
 #   batch   BATCH_TIMEOUT=150  pipelines/bench_batch.py, bare loop then 1 (and 2, if present) GPUs, on $BATCH_KEY
 #                              (default chain_k20) with $BATCH_ARGS (e.g. "--proofs 64")
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
@@ -98,6 +101,16 @@ if want ptau; then
         step ptau-prepare "${PTAU_PREPARE_TIMEOUT:-250}" python3 pipelines/bench_ptau.py --prepare-power "$PTAU_PREPARE" \
             --workers "${PTAU_WORKERS:-2}" --json "$RES/bench_ptau_prepare.json"
     fi
+fi
+if [ -n "${PROFILE_CASES:-}" ] && want profile; then
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    sections=""
+    for s in ${PROFILE_SECTIONS:-SpeedOfLight Occupancy LaunchStats WarpStateStats ComputeWorkloadAnalysis MemoryWorkloadAnalysis}; do
+        sections="$sections --section $s"
+    done
+    # shellcheck disable=SC2086
+    step profile "${PROFILE_TIMEOUT:-240}" bash -c "\"$NCU\" --clock-control none --profile-from-start off $sections \
+        python3 pipelines/profile_kernels.py --cases $PROFILE_CASES > $RES/ncu.txt 2>&1; tail -5 $RES/ncu.txt"
 fi
 if want batch && [ "$NGPU" -ge 1 ]; then
     k=$KEYS/${BATCH_KEY:-chain_k20}

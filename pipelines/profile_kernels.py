@@ -1,0 +1,87 @@
+"""One warm run of each heavy kernel inside a profiler range, for Nsight Compute on the GPU machine.
+
+Each case runs once untimed (compile, tables, allocations) and then once between
+``cudaProfilerStart`` and ``cudaProfilerStop``, so ``ncu --profile-from-start off`` sees only the
+warm launches::
+
+    ncu --clock-control none --profile-from-start off --section SpeedOfLight \
+        --section WarpStateStats python3 pipelines/profile_kernels.py --cases g1-24,g2-20,ntt-24
+
+Cases: ``g1-N`` / ``g2-N`` (window sums of every window of 2^N uniform scalars on bench_msm's
+random-access bases, at pick_window's width; suffixes ``-cC`` for width C, ``-rR`` for R batch-affine
+pair rounds), ``ntt-N`` (forward NTT of 2^N random Montgomery values). Nothing is checked here: the GPU tests check these kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int) -> "tuple[object, object]":
+    """(warm-up, profiled) callables of one MSM case."""
+    import bench_msm
+    import dask
+    from distprove import bn254
+    from distprove.backends.gpu.msm import msm_windows, pick_window
+    from distprove.stages.msm import num_windows
+
+    group = bn254.G1 if group_name == "g1" else bn254.G2
+    _, scalars, idx, tables = bench_msm._inputs({group_name: group}, log_n, 1)
+    bases = tables[group_name][idx]
+    width = c or pick_window(1 << log_n, group)
+    print(f"{group_name} 2^{log_n}: c = {width}, pair rounds {rounds}", flush=True)
+
+    def run() -> None:
+        with dask.config.set({"distprove.msm.affine-rounds": rounds}):
+            msm_windows(group, bases, scalars, width, 0, num_windows(width))
+
+    return run, run
+
+
+def _ntt_case(log_n: int) -> "tuple[object, object]":
+    import bench_ntt
+    import cupy
+
+    from distprove.backends.gpu import ntt as gntt
+
+    eng = gntt.engine()
+    x = bench_ntt.random_mont(cupy, 1 << log_n, log_n)
+    scratch = cupy.empty_like(x)
+
+    def run() -> None:
+        eng.ntt(x, scratch=scratch)
+
+    return run, run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="g1-24,g2-20,ntt-24")
+    args = ap.parse_args()
+    import cupy
+
+    for case in args.cases.split(","):
+        parts = case.split("-")
+        if parts[0] == "ntt":
+            warm, prof = _ntt_case(int(parts[1]))
+        else:
+            opts = {p[0]: int(p[1:]) for p in parts[2:]}
+            warm, prof = _msm_case(parts[0], int(parts[1]), opts.get("c"), opts.get("r", 0))
+        warm()
+        cupy.cuda.Device().synchronize()
+        cupy.cuda.profiler.start()
+        prof()
+        cupy.cuda.Device().synchronize()
+        cupy.cuda.profiler.stop()
+        print(f"profiled {case}", flush=True)
+        del warm, prof
+        cupy.get_default_memory_pool().free_all_blocks()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
