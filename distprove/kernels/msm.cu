@@ -153,8 +153,21 @@ DP_INLINE void msm_accumulate_impl(const MsmEntry* entries, const Aff<F>* bases,
     u32 cur = entries[a].row;
     bool first = true;
     Xyzz<F> acc = xyzz_zero_t<F>();
+#ifdef DP_ACC_PREFETCH
+    MsmEntry next = entries[a];
+    Aff<F> qnext = bases[next.pt >> 1];
+#endif
     for (u32 i = a; i < b; i++) {
+#ifdef DP_ACC_PREFETCH
+        MsmEntry e = next;
+        Aff<F> q = qnext;
+        if (i + 1u < b) {
+            next = entries[i + 1u];
+            qnext = bases[next.pt >> 1];
+        }
+#else
         MsmEntry e = entries[i];
+#endif
         if (e.row != cur) {
             if (first) {
                 spill_rows[2u * k] = cur;
@@ -166,7 +179,9 @@ DP_INLINE void msm_accumulate_impl(const MsmEntry* entries, const Aff<F>* bases,
             acc = xyzz_zero_t<F>();
             cur = e.row;
         }
+#ifndef DP_ACC_PREFETCH
         Aff<F> q = bases[e.pt >> 1];
+#endif
         if (e.pt & 1u) q = aff_neg_t(q);
         acc = pt_madd(acc, q);
     }
