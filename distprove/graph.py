@@ -34,8 +34,8 @@ throughput when proofs >= workers). A key whose domain is below ``fuse_below``
 (``distprove.planner.fuse-below``, default 2^23; null: never) is proved in data mode by
 prove-whole tasks running the in-process prover's pipeline (H beside the witness MSMs): a Dask
 task costs milliseconds around its body, which a proof of a few tens of milliseconds cannot hide
-three times over; small keys' proofs go several to a task (``Plan.proofs_per_task``), and with no
-pairing check the task writes its proofs itself (``Plan.writes_in_task``). ``split`` cuts every MSM into
+three times over; small keys' proofs go several to a task (``Plan.proofs_per_task``), and the task
+checks (one batched pairing check per group) and writes its proofs itself (``Plan.writes_in_task``). ``split`` cuts every MSM into
 ranges of ``windows_per_task`` windows pinned round-robin (loosely, so a lost worker's share
 moves on) to the workers and, for domains of at least ``fourstep_min_domain`` (CPU keys 2^16 by
 default, GPU keys only when it is given), computes H with the four-step NTT on all workers (meant
@@ -109,10 +109,12 @@ class Plan:
 
     @property
     def writes_in_task(self) -> bool:
-        """Whether a prove-whole task writes its proofs itself: with no pairing check to batch
-        (``verify`` off) and the proofs assembled on the workers, a verify-write task per group
-        would only write files (on 2 x H200 those tasks took 9 ms of worker time per proof)."""
-        return not self.verify and self.assemble_on_workers
+        """Whether a prove-whole task checks (``verify``) and writes its proofs itself: whenever the
+        proofs are assembled on the workers. A separate verify-write task per group held the GPU
+        idle for the group's whole check (9 ms of worker time per proof on 2 x H200 only to
+        write files); in the task, each proof's Miller loop runs beside the next proof's MSMs
+        and the group pays one final exponentiation (worker.prove_group)."""
+        return self.assemble_on_workers
 
     def proofs_per_task(self, info: KeyInfo, n_proofs: int) -> int:
         """How many of the batch's ``n_proofs`` proofs of this key one prove-whole task proves.
@@ -216,7 +218,7 @@ def submit_group(client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan
     proof), else what a reducer returns, a failed proof as :class:`~distprove.worker.Failed`."""
     name = specs[0].name if len(specs) == 1 else f"{specs[0].name}+{len(specs) - 1}"
     return client.submit(
-        prove_group, list(specs), dict(info.widths), plan.assemble_on_workers, plan.writes_in_task,
+        prove_group, list(specs), dict(info.widths), plan.assemble_on_workers, plan.writes_in_task, plan.verify,
         key=("prove-whole", name, plan.tag), pure=False, priority=priority,
     )
 

@@ -35,6 +35,11 @@ class Proof:
     public: list[int]
     timings: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
+    @property
+    def points(self) -> tuple[bn254.Affine, bn254.Affine, bn254.Affine]:
+        """(pi_a, pi_b, pi_c), as the verifier takes them."""
+        return self.pi_a, self.pi_b, self.pi_c
+
     def to_json(self) -> dict:
         """proof.json content in snarkjs's layout."""
         from .formats.jsonio import proof_to_json

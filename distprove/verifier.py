@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,60 +104,89 @@ def _key_id(key: VerificationKey) -> tuple:
     return (key.alpha1, key.beta2, key.gamma2, key.delta2, tuple(key.ic))
 
 
-def _batch_check(batch: Sequence[tuple[VerificationKey, list[int], Proof]]) -> bool:
-    """One random-linear-combination check of validated proofs whose key G2 points are in the subgroup.
+class BatchCheck:
+    """:func:`verify_many` fed one proof at a time, so each proof's own pairing work (validation
+    and its Miller loop e(-pi_a, pi_b), the largest per-proof share) runs when the proof arrives,
+    e.g. beside the next proof's MSMs on a GPU worker; :meth:`results` does the rest (one G1 sum
+    per distinct G2 point of the keys, their Miller loops, one final exponentiation).
 
-    With secret ρ_i, checks Π_i [e(-pi_a_i, pi_b_i)^ρ_i] · e(Σρ_i·cpub_i, γ₂) · e(Σρ_i·pi_c_i, δ₂)
-    · e((Σρ_i)·α₁, β₂) == 1, the G1 sums taken per distinct G2 point of the keys. Σρ_i·cpub_i is
-    formed from per-key scalars Σρ_i and Σρ_i·public_i[j], so it costs nPublic+1 multiplications per key.
+    The batch equation, with secret ρ_i: Π_i [e(-pi_a_i, pi_b_i)^ρ_i] · e(Σρ_i·cpub_i, γ₂) ·
+    e(Σρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1. Σρ_i·cpub_i comes from per-key scalars Σρ_i and
+    Σρ_i·public_i[j] (nPublic+1 multiplications per key). Proofs of keys whose G2 points are not
+    all in the G2 subgroup, and every proof of a batch that fails, are checked on their own.
     """
-    g1 = bn254.G1
-    rho = [1 + secrets.randbelow((1 << RHO_BITS) - 1) for _ in batch]
-    by_g2: dict[bn254.Affine, list[tuple[int, bn254.Affine]]] = {}
 
-    def accumulate(q: bn254.Affine, p: bn254.Affine, k: int) -> None:
-        by_g2.setdefault(q, []).append((k, p))
+    def __init__(self) -> None:
+        self.add_seconds = 0.0
+        """Time spent in :meth:`add` so far."""
+        self._loaded: list[tuple[VerificationKey, list[int], Proof]] = []
+        self._terms: list[tuple[int, Any] | None] = []  # (ρ_i, Miller loop of -pi_a_i, pi_b_i), None: alone
+        self._subgroup_ok: dict[tuple, bool] = {}
 
-    keys: dict[tuple, VerificationKey] = {}
-    scalars: dict[tuple, list[int]] = {}
-    for r_i, (key, public, (_, _, pi_c)) in zip(rho, batch):
+    def add(self, vk: Source, public: Source, proof: Source) -> None:
+        """Validate one (vk, public, proof) triple and do its share of the pairing work; raises
+        :class:`FormatError` on a malformed input (nothing is added then)."""
+        t0 = time.perf_counter()
+        key, public_, proof_ = _load(vk, public, proof)
         kid = _key_id(key)
-        keys.setdefault(kid, key)
-        sc = scalars.setdefault(kid, [0] * (key.n_public + 1))
-        for j, s in enumerate([1, *public]):
-            sc[j] = (sc[j] + r_i * s) % bn254.R
-        accumulate(key.delta2, pi_c, r_i)
-    for kid, key in keys.items():
-        sc = scalars[kid]
-        for s, base in zip(sc, key.ic):
-            accumulate(key.gamma2, base, s)
-        accumulate(key.beta2, key.alpha1, sc[0])
+        if kid not in self._subgroup_ok:
+            self._subgroup_ok[kid] = all(_in_g2_subgroup(q) for q in (key.beta2, key.gamma2, key.delta2))
+        term = None
+        if self._subgroup_ok[kid]:
+            pi_a, pi_b, _ = proof_
+            term = (1 + secrets.randbelow((1 << RHO_BITS) - 1), pr.miller_loop(bn254.neg(bn254.G1, pi_a), pi_b))
+        self._loaded.append((key, public_, proof_))
+        self._terms.append(term)
+        self.add_seconds += time.perf_counter() - t0
 
-    sums = _fastec.to_affine(g1, [_fastec.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
-    factors = [pr.multi_miller_loop([(p, q) for q, p in zip(by_g2, sums)])]
-    factors.append(pr.multi_power([(pr.miller_loop(bn254.neg(g1, pi_a), pi_b), r_i) for r_i, (_, _, (pi_a, pi_b, _)) in zip(rho, batch)]))
-    return pr.product_is_one(factors)
+    def __len__(self) -> int:
+        return len(self._loaded)
+
+    def results(self) -> list[bool]:
+        """Result i is what ``verify`` returns for the i-th proof added."""
+        batched = [i for i, t in enumerate(self._terms) if t is not None]
+        ok: list[bool | None] = [None] * len(self._loaded)
+        if len(batched) > 1 and self._batch_holds(batched):
+            for i in batched:
+                ok[i] = True
+        return [v if v is not None else _check(*self._loaded[i]) for i, v in enumerate(ok)]
+
+    def _batch_holds(self, batched: Sequence[int]) -> bool:
+        g1 = bn254.G1
+        by_g2: dict[bn254.Affine, list[tuple[int, bn254.Affine]]] = {}
+        keys: dict[tuple, VerificationKey] = {}
+        scalars: dict[tuple, list[int]] = {}
+        powers = []
+        for i in batched:
+            key, public, (_, _, pi_c) = self._loaded[i]
+            rho, miller = self._terms[i]
+            powers.append((miller, rho))
+            kid = _key_id(key)
+            keys.setdefault(kid, key)
+            sc = scalars.setdefault(kid, [0] * (key.n_public + 1))
+            for j, s in enumerate([1, *public]):
+                sc[j] = (sc[j] + rho * s) % bn254.R
+            by_g2.setdefault(key.delta2, []).append((rho, pi_c))
+        for kid, key in keys.items():
+            sc = scalars[kid]
+            by_g2.setdefault(key.gamma2, []).extend(zip(sc, key.ic))
+            by_g2.setdefault(key.beta2, []).append((sc[0], key.alpha1))
+        sums = _fastec.to_affine(g1, [_fastec.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
+        factors = [pr.multi_miller_loop([(p, q) for q, p in zip(by_g2, sums)]), pr.multi_power(powers)]
+        return pr.product_is_one(factors)
 
 
 def verify_many(items: Sequence[tuple[Source, Source, Source]]) -> list[bool]:
     """Check many (vk, public, proof) triples; result i is what ``verify(*items[i])`` returns.
 
     All proofs whose key G2 points lie in the G2 subgroup are checked together with one final
-    exponentiation; if that batch check fails, each of them is checked on its own so the failing
-    ones are named. Raises :class:`FormatError` on the first malformed input.
+    exponentiation (:class:`BatchCheck`); if that batch check fails, each of them is checked on its
+    own so the failing ones are named. Raises :class:`FormatError` on the first malformed input.
     """
-    loaded = [_load(*item) for item in items]
-    subgroup_ok: dict[tuple, bool] = {}
-    for key, _, _ in loaded:
-        kid = _key_id(key)
-        if kid not in subgroup_ok:
-            subgroup_ok[kid] = all(_in_g2_subgroup(q) for q in (key.beta2, key.gamma2, key.delta2))
-    batched = [i for i, (key, _, _) in enumerate(loaded) if subgroup_ok[_key_id(key)]]
-    results: list[bool | None] = [None] * len(loaded)
-    if len(batched) > 1 and _batch_check([loaded[i] for i in batched]):
-        for i in batched:
-            results[i] = True
-    return [ok if ok is not None else _check(*loaded[i]) for i, ok in enumerate(results)]
+    batch = BatchCheck()
+    for item in items:
+        batch.add(*item)
+    return batch.results()
 
 
 def alphabeta_12(alpha1: bn254.Affine, beta2: bn254.Affine) -> list[list[list[str]]]:

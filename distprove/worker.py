@@ -43,6 +43,7 @@ from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from distprove.prover import WindowSums
+    from distprove.verifier import BatchCheck
 
 log = logging.getLogger(__name__)
 
@@ -615,17 +616,24 @@ class Failed:
 
 
 def prove_group(
-    specs: Sequence[ProofSpec], widths: Mapping[str, int], assemble: bool = True, write: bool = False
+    specs: Sequence[ProofSpec], widths: Mapping[str, int], assemble: bool = True, write: bool = False,
+    check: bool = False,
 ) -> list[Assembled | Collected | Failed] | list[Outcome]:
     """Fused proofs of one key in one task (data mode, see
     :meth:`distprove.graph.Plan.proofs_per_task`): :func:`prove_whole` each, pipelined
     (:func:`distprove.prover.pipelined`: while one proof's MSMs run on the device, the host
     assembles the proof before it and loads the next one's witness); a proof that raises becomes
-    a :class:`Failed` item with its one-line reason and the next one runs. ``write``: write each
-    proof here as it is assembled
-    (beside the next proof's MSMs), unchecked, as :func:`verify_write` without the check would,
-    and return their outcomes."""
+    a :class:`Failed` item with its one-line reason and the next one runs.
+
+    ``write``: the task checks and writes its proofs itself and returns their outcomes, as a
+    verify-write task would. Unchecked, each proof is written as it is assembled (beside the next
+    proof's MSMs). With ``check``, each proof's own share of the batched pairing check (its
+    Miller loop, :class:`distprove.verifier.BatchCheck`) runs as it is assembled, beside the next
+    proof's MSMs, and the group is checked with one final exponentiation at its end, before
+    anything is written; a proof that fails is not written.
+    """
     from distprove.prover import pipelined
+    from distprove.verifier import BatchCheck
 
     def failed(spec: ProofSpec, exc: Exception) -> Failed:  # one bad witness fails alone
         return Failed(spec, one_line(exc))
@@ -634,7 +642,16 @@ def prove_group(
                        lambda spec, ws: _finish_whole(spec, ws, assemble), failed, _prefetch)
     if not write:
         return list(proofs)
-    return [outcome for item in proofs for outcome in verify_write([item], check=False)]
+    if not check:
+        return [outcome for item in proofs for outcome in verify_write([item], check=False)]
+    st = state()
+    batch = BatchCheck()
+    items = []
+    for item in proofs:
+        items.append(item)
+        if isinstance(item, Assembled) and not item.done_before:
+            batch.add(st.vk(st.key(item.spec.key_path, item.spec.content_hash)), item.proof.public, item.proof.points)
+    return verify_write(items, batch=batch)
 
 
 @dataclass
@@ -753,25 +770,32 @@ def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]])
 NOT_VALID = "does not verify (is the witness satisfying the circuit?); nothing written"
 
 
-def check_and_write(items: Sequence[Assembled], vks: Mapping[str, Any], check: bool, where: str) -> list[Outcome]:
+def check_and_write(
+    items: Sequence[Assembled], vks: Mapping[str, Any], check: bool, where: str, batch: "BatchCheck | None" = None
+) -> list[Outcome]:
     """Check proofs with one batched pairing check (``verify_many``) and write those that pass, once each.
 
     ``vks`` maps a key's content hash to its parsed verification key (not read without
     ``check``). A proof that fails is reported as failed and never written. Runs wherever it is
     called (a worker, or a process of the client's verification pool); ``where`` names that place
-    in the outcomes.
+    in the outcomes. ``batch``: the proofs of ``items`` not done before, already added in order
+    to this :class:`~distprove.verifier.BatchCheck` (its results are the check; ``vks`` unused).
     """
     from distprove.verifier import verify, verify_many
 
     t0 = time.perf_counter()
     todo = [a for a in items if not a.done_before]
-    triples = [(vks[a.spec.content_hash], a.proof.public, (a.proof.pi_a, a.proof.pi_b, a.proof.pi_c)) for a in todo] if check else []
-    if not check or not triples:
+    if batch is not None:
+        if len(batch) != len(todo):
+            raise ValueError(f"batch check of {len(batch)} proofs for {len(todo)} to write")
+        checked = batch.results()
+        t0 -= batch.add_seconds
+    elif not check or not todo:
         checked = [True] * len(todo)
-    elif len(triples) == 1:  # verify_many's batch set-up does not pay off for one proof
-        checked = [verify(*triples[0])]
+    elif len(todo) == 1:  # verify_many's batch set-up does not pay off for one proof
+        checked = [verify(vks[todo[0].spec.content_hash], todo[0].proof.public, todo[0].proof.points)]
     else:
-        checked = verify_many(triples)
+        checked = verify_many([(vks[a.spec.content_hash], a.proof.public, a.proof.points) for a in todo])
     valid = dict(zip((a.spec.name for a in todo), checked))
     share = (time.perf_counter() - t0) / max(1, len(todo))
     out = []
@@ -803,16 +827,19 @@ def _failed_outcomes(items: Sequence[Any], where: str) -> tuple[list[Any], list[
     return [it for it in flat if not isinstance(it, Failed)], failed
 
 
-def verify_write(items: Sequence[Assembled | list[Assembled | Failed]], check: bool = True) -> list[Outcome]:
+def verify_write(
+    items: Sequence[Assembled | list[Assembled | Failed]], check: bool = True, batch: "BatchCheck | None" = None
+) -> list[Outcome]:
     """The verify-write task: :func:`check_and_write` on this worker, with its resident keys' vks
     (made only when checking: a .zkey's vk costs a pairing, ~0.4 s, on the first use per worker).
-    ``items``: reducer results, a prove-group's list of them, or its :class:`Failed` items."""
+    ``items``: reducer results, a prove-group's list of them, or its :class:`Failed` items;
+    ``batch``: their proofs already added to a batch check (:func:`prove_group`)."""
     st = state()
     where = get_worker().address
     items, failed = _failed_outcomes(items, where)
-    specs = {a.spec.content_hash: a.spec for a in items if not a.done_before} if check else {}
+    specs = {a.spec.content_hash: a.spec for a in items if not a.done_before} if check and batch is None else {}
     vks = {h: st.vk(st.key(sp.key_path, h)) for h, sp in specs.items()}
-    outcomes = check_and_write(items, vks, check, where)
+    outcomes = check_and_write(items, vks, check, where, batch)
     by_name = {a.spec.name: a.spec for a in items}
     for o in outcomes:
         if o.reason != "written by an earlier attempt":

@@ -142,6 +142,47 @@ def test_prove_group_writes_each_proof_beside_the_next_ones_device_work(
     assert all(Path(sp.proof_path).exists() for sp in (good, second, third)) and not Path(bad.proof_path).exists()
 
 
+def test_checked_group_runs_each_miller_loop_beside_the_next_proof(
+    st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``write`` and ``check``, each proof's share of the batched check is added as it is
+    assembled (proof 1's before proof 3 starts), the group is checked once at its end (no proof
+    alone when all hold), and nothing is written before the check: an unsatisfied witness fails
+    with "does not verify" and only then is each proof checked alone; a truncated one fails alone."""
+    from distprove import verifier
+
+    good = spec_for(tmp_path)
+
+    def named(name: str, witness: Path = MINI_WTNS) -> ProofSpec:
+        return ProofSpec(name, str(witness), good.key_path, good.content_hash, str(tmp_path / f"{name}.proof.json"),
+                         str(tmp_path / f"{name}.public.json"))
+
+    added: list[int] = []
+    started: dict[str, tuple[int, bool]] = {}
+    alone: list[object] = []
+    add, start, check_alone = verifier.BatchCheck.add, worker._start_whole, verifier._check
+    monkeypatch.setattr(verifier.BatchCheck, "add", lambda self, *a: added.append(1) or add(self, *a))
+    monkeypatch.setattr(worker, "_start_whole", lambda spec, *a: started.setdefault(
+        spec.name, (len(added), Path(good.proof_path).exists())) and start(spec, *a))
+    monkeypatch.setattr(verifier, "_check", lambda *a: alone.append(a) or check_alone(*a))
+    monkeypatch.setattr(worker, "get_worker", lambda: FakeWorker())
+    widths = worker.plan_key(str(MINI_ZKEY)).widths
+    outcomes = worker.prove_group([good, named("m2"), named("m3")], widths, write=True, check=True)
+    assert [(o.name, o.status) for o in outcomes] == [("m", "proved"), ("m2", "proved"), ("m3", "proved")]
+    assert started["m3"] == (1, False)  # proof 1 added to the check, not written, before proof 3 starts
+    assert alone == [] and all("verify" in o.seconds and "write" in o.seconds for o in outcomes)
+    assert verifier.verify_many([(st.vk(st.key(str(MINI_ZKEY))), tmp_path / f"{n}.public.json", tmp_path / f"{n}.proof.json")
+                                 for n in ("m", "m2", "m3")]) == [True] * 3
+    for p in tmp_path.glob("*.json"):
+        p.unlink()
+    group = [good, named("u", BAD / "unsatisfied.wtns"), named("t", BAD / "truncated.wtns"), named("m4")]
+    outcomes = {o.name: o for o in worker.prove_group(group, widths, write=True, check=True)}
+    assert {n: o.status for n, o in outcomes.items()} == {"m": "proved", "u": "failed", "t": "failed", "m4": "proved"}
+    assert outcomes["u"].reason == worker.NOT_VALID and outcomes["t"].reason.startswith(f"{BAD / 'truncated.wtns'}: ")
+    assert len(alone) == 3  # the batch failed: each assembled proof checked on its own
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["m.proof.json", "m.public.json", "m4.proof.json", "m4.public.json"]
+
+
 def test_prove_whole_gives_the_proof_of_prove(st: ProverState, tmp_path: Path) -> None:
     spec = spec_for(tmp_path)
     info = worker.plan_key(str(MINI_ZKEY))

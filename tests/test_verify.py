@@ -170,12 +170,34 @@ def test_verify_many_valid_batch_needs_no_individual_check(monkeypatch: pytest.M
     assert calls == []
 
 
+def _batch_holds(triples: list) -> bool:
+    batch = verify_mod.BatchCheck()
+    for t in triples:
+        batch.add(*t)
+    return batch._batch_holds(range(len(triples)))
+
+
 def test_batch_check_fails_when_any_proof_is_bad() -> None:
     loaded = [verify_mod._load(*t) for t in TRIPLES[:4]]
-    assert verify_mod._batch_check(loaded) is True
+    assert _batch_holds(loaded) is True
     key, public, proof = loaded[2]
-    assert verify_mod._batch_check(loaded[:2] + [(key, _tamper_public(public), proof)] + loaded[3:]) is False
-    assert verify_mod._batch_check(loaded[:2] + [(key, public, _tamper_pi_a(proof))] + loaded[3:]) is False
+    assert _batch_holds(loaded[:2] + [(key, _tamper_public(public), proof)] + loaded[3:]) is False
+    assert _batch_holds(loaded[:2] + [(key, public, _tamper_pi_a(proof))] + loaded[3:]) is False
+
+
+def test_batch_check_streams_and_keeps_bad_inputs_out() -> None:
+    """Proofs added one at a time give verify_many's results; a malformed one raises in add and
+    leaves the batch as it was."""
+    items, expected = _mixed_batch()
+    batch = verify_mod.BatchCheck()
+    for i, item in enumerate(items):
+        batch.add(*item)
+        if i == 1:
+            vk, public, proof = item
+            with pytest.raises(FormatError):
+                batch.add(vk, [0] * (len(read_public(public)) + 1), proof)
+    assert len(batch) == len(items)
+    assert batch.results() == expected
 
 
 def test_verify_many_edge_sizes() -> None:
