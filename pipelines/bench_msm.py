@@ -84,7 +84,8 @@ VARIANTS = {
     "g2_unbounded": ("-DDP_G2_ACC_MIN_BLOCKS=0",),
     "g2_tail3": ("-DDP_G2_TAIL_MIN_BLOCKS=3",),
     "g1_acc6": ("-DDP_G1_ACC_MIN_BLOCKS=6",),
-    "acc_prefetch": ("-DDP_ACC_PREFETCH",),
+    "g1_mul_call": ("-DDP_G1_MUL_CALL",),
+    "g1_mul_call_ptx": ("-DDP_G1_MUL_CALL", "-DDP_PTX_MUL"),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default, the PTX Montgomery
 product, G2's accumulation without its register bound (the build before it), G2's fold and first
@@ -353,7 +354,12 @@ if __name__ == "__main__":
     ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
-    r: dict = {"rows": []}
+    import datetime
+
+    from bench_kernels import device_info, git_commit
+
+    r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
+               **device_info(), "rows": []}
     if a.affine_rounds:
         affine(r, rounds=tuple(int(x) for x in a.affine_rounds.split(",")), groups_only=tuple(a.groups.split(",")))
     else:

@@ -25,7 +25,7 @@
 #                              (PTAU_PREPARE_TIMEOUT=250)
 #   profile PROFILE_TIMEOUT=240 only with PROFILE_CASES set (e.g. g1-24,g2-20,ntt-24): Nsight Compute
 #                              (--clock-control none) over pipelines/profile_kernels.py's warm launches,
-#                              sections $PROFILE_SECTIONS -> ncu.txt
+#                              sections $PROFILE_SECTIONS and every warp-stall reason -> ncu.txt
 #   batch   BATCH_TIMEOUT=150  pipelines/bench_batch.py, bare loop then 1 (and 2, if present) GPUs, on $BATCH_KEY
 #                              (default chain_k20) with $BATCH_ARGS (e.g. "--proofs 64")
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
@@ -108,8 +108,9 @@ if [ -n "${PROFILE_CASES:-}" ] && want profile; then
     for s in ${PROFILE_SECTIONS:-SpeedOfLight Occupancy LaunchStats WarpStateStats ComputeWorkloadAnalysis MemoryWorkloadAnalysis}; do
         sections="$sections --section $s"
     done
+    stalls='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
     # shellcheck disable=SC2086
-    step profile "${PROFILE_TIMEOUT:-240}" bash -c "\"$NCU\" --clock-control none --profile-from-start off $sections \
+    step profile "${PROFILE_TIMEOUT:-240}" bash -c "\"$NCU\" --clock-control none --profile-from-start off $sections --metrics '$stalls' \
         python3 pipelines/profile_kernels.py --cases $PROFILE_CASES > $RES/ncu.txt 2>&1; tail -5 $RES/ncu.txt"
 fi
 if want batch && [ "$NGPU" -ge 1 ]; then

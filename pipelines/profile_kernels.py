@@ -9,7 +9,8 @@ warm launches::
 
 Cases: ``g1-N`` / ``g2-N`` (window sums of every window of 2^N uniform scalars on bench_msm's
 random-access bases, at pick_window's width; suffixes ``-cC`` for width C, ``-rR`` for R batch-affine
-pair rounds), ``ntt-N`` (forward NTT of 2^N random Montgomery values). Nothing is checked here: the GPU tests check these kernels.
+pair rounds, ``@variant`` for one of bench_msm's builds), ``ntt-N`` (forward NTT of 2^N random
+Montgomery values). Nothing is checked here: the GPU tests check these kernels.
 """
 
 from __future__ import annotations
@@ -21,10 +22,14 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 
-def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int) -> "tuple[object, object]":
+def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int, variant: str) -> "tuple[object, object]":
     """(warm-up, profiled) callables of one MSM case."""
     import bench_msm
     import dask
+
+    from distprove.backends.gpu import msm as gmsm
+
+    gmsm.KERNEL_OPTIONS = bench_msm.VARIANTS[variant]
     from distprove import bn254
     from distprove.backends.gpu.msm import msm_windows, pick_window
     from distprove.stages.msm import num_windows
@@ -33,7 +38,7 @@ def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int) -> "tuple
     _, scalars, idx, tables = bench_msm._inputs({group_name: group}, log_n, 1)
     bases = tables[group_name][idx]
     width = c or pick_window(1 << log_n, group)
-    print(f"{group_name} 2^{log_n}: c = {width}, pair rounds {rounds}", flush=True)
+    print(f"{group_name} 2^{log_n}: c = {width}, pair rounds {rounds}, build {variant}", flush=True)
 
     def run() -> None:
         with dask.config.set({"distprove.msm.affine-rounds": rounds}):
@@ -65,19 +70,20 @@ def main() -> int:
     import cupy
 
     for case in args.cases.split(","):
+        case, _, variant = case.partition("@")
         parts = case.split("-")
         if parts[0] == "ntt":
             warm, prof = _ntt_case(int(parts[1]))
         else:
             opts = {p[0]: int(p[1:]) for p in parts[2:]}
-            warm, prof = _msm_case(parts[0], int(parts[1]), opts.get("c"), opts.get("r", 0))
+            warm, prof = _msm_case(parts[0], int(parts[1]), opts.get("c"), opts.get("r", 0), variant or "default")
         warm()
         cupy.cuda.Device().synchronize()
         cupy.cuda.profiler.start()
         prof()
         cupy.cuda.Device().synchronize()
         cupy.cuda.profiler.stop()
-        print(f"profiled {case}", flush=True)
+        print(f"profiled {case} {variant}", flush=True)
         del warm, prof
         cupy.get_default_memory_pool().free_all_blocks()
     return 0

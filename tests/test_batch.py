@@ -127,6 +127,7 @@ def graph_config(graph: str) -> Iterator[list[list[str]]]:
         mp.setattr(distprove.graph, "submit_group", recorded)
         if graph == "grouped":
             mp.setattr(distprove.graph, "TASKS_PER_WORKER", 1)
+            mp.setattr(distprove.graph, "CHECKED_TASKS_PER_WORKER", 1)
         yield groups
 
 

@@ -76,13 +76,20 @@ def test_plan_fuses_small_keys_in_data_mode_only() -> None:
 def test_proofs_per_task_groups_small_fused_proofs_and_leaves_tasks_to_balance() -> None:
     assert config.settings().proofs_per_task == 32
     small, mid, big = (KeyInfo("k", "h", 10, 1, d, {}, "cpu", False) for d in (1 << 13, 1 << 20, 1 << 22))
-    two = Plan("data", ("a", "b"), fuse_below=1 << 23, max_proofs_per_task=8)
+    two = Plan("data", ("a", "b"), verify=False, fuse_below=1 << 23, max_proofs_per_task=8)
     assert two.proofs_per_task(small, 64) == 4  # 64 proofs leave 8 tasks on each of 2 workers
     assert two.proofs_per_task(small, 1000) == 8  # at most the setting
     assert two.proofs_per_task(small, 20) == 1  # too few to group and still balance
     assert two.proofs_per_task(mid, 1000) == 4  # 2^22 domain points a group
     assert two.proofs_per_task(big, 1000) == 2  # beyond them: two, for the pipelining
     assert two.proofs_per_task(big, 20) == 1
+    # Checked in the task: a group's end also pays the batched check, so groups go larger.
+    checked = Plan("data", ("a", "b"), fuse_below=1 << 23, max_proofs_per_task=32)
+    assert checked.writes_in_task and checked.verify
+    assert checked.proofs_per_task(mid, 64) == 8  # 4 tasks a worker, up to 2^24 domain points
+    assert checked.proofs_per_task(mid, 1000) == 16 and checked.proofs_per_task(big, 1000) == 4
+    pooled = Plan("data", ("a", "b"), assemble_on_workers=False, fuse_below=1 << 23, max_proofs_per_task=32)
+    assert pooled.proofs_per_task(mid, 64) == 4  # checked in the client's pool: task ends stay cheap
     assert Plan("data", ("a",), fuse_below=1 << 18, max_proofs_per_task=8).proofs_per_task(small, 64) == 8
     assert Plan("data", ("a",), fuse_below=1 << 12, max_proofs_per_task=8).proofs_per_task(small, 64) == 1  # not fused
     assert Plan("split", ("a",), fuse_below=1 << 18, max_proofs_per_task=8).proofs_per_task(small, 64) == 1
