@@ -55,12 +55,12 @@ DP_G2_OPS XyzzG2 pt_dbl(const XyzzG2& p);
 // Field dispatch for the templates.
 DP_INLINE Fq f_add(Fq a, Fq b) { return fq_add(a, b); }
 DP_INLINE Fq f_sub(Fq a, Fq b) { return fq_sub(a, b); }
-#if defined(__CUDA_ARCH__) && defined(DP_G1_MUL_CALL)
-// Experiment (bench_msm variant g1_mul_call): G1's Fq products as calls to one out-of-line copy.
-// Inline, a G1 mixed addition is ten unrolled CIOS products, a loop body far larger than the
-// instruction cache: Nsight Compute put 44% of the G1 accumulation's stall cycles on
-// instruction fetch (H200, 2^24).
-__device__ __noinline__ Fq fq_mul_call(Fq a, Fq b) { return fq_mul(a, b); }
+// G1's Fq products are calls to one out-of-line copy on the device (DP_G1_MUL_INLINE: inline).
+// Inline, a G1 mixed addition is ten unrolled CIOS products, a loop body larger than the
+// instruction cache: Nsight Compute put 44% of the 2^24 accumulation's stall cycles on
+// instruction fetch; as calls that accumulation went 83.2 -> 74.2 ms and G1 MSMs 9-13% faster
+// (H200, bench/results/2026-11-30_kernels-msm-mulcall-s7_h200.json).
+#if defined(__CUDA_ARCH__) && !defined(DP_G1_MUL_INLINE)
 DP_INLINE Fq f_mul(Fq a, Fq b) { return fq_mul_call(a, b); }
 DP_INLINE Fq f_sqr(Fq a) { return fq_mul_call(a, a); }
 #else

@@ -257,6 +257,20 @@ DP_DEFINE_FIELD(fq, Fq, DP_FQ_P, DP_FQ_NP, DP_FQ_ONE, DP_FQ_R2)
 
 #undef DP_DEFINE_FIELD
 
+// One out-of-line copy of the Fq product on the device, for point code whose inlined products
+// would overflow the instruction cache (curve.cuh). Fq2's products call it under
+// DP_FQ2_MUL_CALL (an experiment of bench_msm.py), else they inline fq_mul.
+#if defined(__CUDA_ARCH__)
+static __device__ __noinline__ Fq fq_mul_call(Fq a, Fq b) { return fq_mul(a, b); }
+#else
+DP_INLINE Fq fq_mul_call(Fq a, Fq b) { return fq_mul(a, b); }
+#endif
+#ifdef DP_FQ2_MUL_CALL
+#define DP_FQ2_BASE_MUL fq_mul_call
+#else
+#define DP_FQ2_BASE_MUL fq_mul
+#endif
+
 // ---------------------------------------------------------------------------------------
 // Fq2 = Fq[u] / (u^2 + 1), c0 + c1 u.
 // ---------------------------------------------------------------------------------------
@@ -272,9 +286,9 @@ DP_INLINE bool fq2_eq(Fq2 a, Fq2 b) { return fq_eq(a.c0, b.c0) && fq_eq(a.c1, b.
 
 // Karatsuba: 3 Fq products.
 DP_INLINE Fq2 fq2_mul(Fq2 a, Fq2 b) {
-    Fq t0 = fq_mul(a.c0, b.c0);
-    Fq t1 = fq_mul(a.c1, b.c1);
-    Fq t2 = fq_mul(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1));
+    Fq t0 = DP_FQ2_BASE_MUL(a.c0, b.c0);
+    Fq t1 = DP_FQ2_BASE_MUL(a.c1, b.c1);
+    Fq t2 = DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1));
     Fq2 r;
     r.c0 = fq_sub(t0, t1);
     r.c1 = fq_sub(t2, fq_add(t0, t1));
@@ -284,8 +298,8 @@ DP_INLINE Fq2 fq2_mul(Fq2 a, Fq2 b) {
 // (c0 + c1)(c0 - c1) + 2 c0 c1 u: 2 Fq products.
 DP_INLINE Fq2 fq2_sqr(Fq2 a) {
     Fq2 r;
-    r.c0 = fq_mul(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1));
-    Fq t = fq_mul(a.c0, a.c1);
+    r.c0 = DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1));
+    Fq t = DP_FQ2_BASE_MUL(a.c0, a.c1);
     r.c1 = fq_add(t, t);
     return r;
 }

@@ -11,9 +11,10 @@
 // * Bucketing is a counting sort with 32-bit atomics only: msm_count histograms rows, the
 //   host takes an inclusive prefix sum (cupy.cumsum) into `cursor`, msm_scatter claims slots
 //   with atomicSub from each row's end, leaving cursor[row] = the row's start. Entries of all
-//   windows form one array sorted by row; no atomic ever touches a point. A thread walks its
-//   scalar's digits 16 windows at a time and has all of a chunk's claims in flight together
-//   (claimed one by one, the scatter waited on them 96% of the time).
+//   windows form one array sorted by row; no atomic ever touches a point. The scatter is ~85%
+//   of the sort (H200, 2^24: 13.7 of 16.2 ms), bound by the returning atomics' rate (~17 G/s
+//   against ~100 G/s for the count's fire-and-forget ones): a thread claiming 16 windows' slots
+//   at once measured no faster (14.5 ms), so each digit claims its own.
 // * Accumulation is segmented: one thread per fixed-length slice of the entry array, so no
 //   bucket (e.g. all-equal scalars) can serialise a window. Runs wholly inside a slice are
 //   written straight to their bucket; a slice's first and last runs go to two tagged spill
@@ -79,49 +80,25 @@ DP_UNROLL
     return (u32)(pair >> sh) & ((1u << c) - 1u);
 }
 
-// Walks the signed digits of windows [0, lo + nw) DP_DIGIT_CHUNK windows at a time and calls
-// emit(rows, negs) once per chunk: rows[k] = row_of(w - lo, |d|) for window w = chunk start + k
-// in [lo, lo + nw) (row_of may answer DP_NO_ROW), else DP_NO_ROW; bit k of negs = (d < 0). The
-// chunk is unrolled, so its rows stay in registers and emit can put all their atomics in flight
-// at once (sc_bits reads zeros past the top limb).
-#define DP_DIGIT_CHUNK 16
-template <typename RowOf, typename Emit>
-DP_INLINE void sc_digit_chunks(const u32 s[8], u32 c, u32 lo, u32 nw, RowOf row_of, Emit emit) {
+// Walks the signed digits of windows [0, lo + nw) and calls emit(row, neg) for each nonzero
+// digit of window lo..lo+nw-1.
+template <typename Emit>
+DP_INLINE void sc_for_each_digit(const u32 s[8], u32 c, u32 lo, u32 nw, u32 nb, Emit emit) {
     u32 carry = 0u;
     u32 half = 1u << (c - 1u);
     u32 full = 1u << c;
-    for (u32 w0 = 0; w0 < lo + nw; w0 += DP_DIGIT_CHUNK) {
-        u32 rows[DP_DIGIT_CHUNK];
-        u32 negs = 0u;
-DP_UNROLL
-        for (u32 k = 0; k < DP_DIGIT_CHUNK; k++) {
-            u32 w = w0 + k;
-            u32 d = sc_bits(s, w * c, c) + carry;
-            bool neg = d >= half;
-            carry = neg ? 1u : 0u;
-            u32 mag = neg ? full - d : d;
-            rows[k] = (w >= lo && w < lo + nw) ? row_of(w - lo, mag) : DP_NO_ROW;
-            negs |= (neg ? 1u : 0u) << k;
-        }
-        emit(rows, negs);
+    for (u32 w = 0; w < lo + nw; w++) {
+        u32 d = sc_bits(s, w * c, c) + carry;
+        bool neg = d >= half;
+        carry = neg ? 1u : 0u;
+        u32 mag = neg ? full - d : d;
+        if (w >= lo && mag != 0u) emit((w - lo) * nb + mag - 1u, neg);
     }
 }
-
-// The default mode's row of a digit: (w - lo) * nb + |d| - 1, none for 0.
-struct DigitRow {
-    u32 nb;
-    DP_INLINE u32 operator()(u32 wi, u32 mag) const { return mag != 0u ? wi * nb + mag - 1u : DP_NO_ROW; }
-};
 
 // ---------------------------------------------------------------------------------------
 // Counting sort.
 // ---------------------------------------------------------------------------------------
-
-DP_INLINE void msm_count_rows(u32* counts, const u32 rows[DP_DIGIT_CHUNK]) {
-DP_UNROLL
-    for (u32 k = 0; k < DP_DIGIT_CHUNK; k++)
-        if (rows[k] != DP_NO_ROW) atomicAdd(&counts[rows[k]], 1u);
-}
 
 extern "C" __global__ void msm_count(const u32* scalars, u32* counts, u32 n, u32 c, u32 lo, u32 nw, u32 nb) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -129,26 +106,16 @@ extern "C" __global__ void msm_count(const u32* scalars, u32* counts, u32 n, u32
     u32 s[8];
     sc_load(scalars, i, s);
     if (sc_is_zero_or_one(s)) return;
-    sc_digit_chunks(s, c, lo, nw, DigitRow{nb}, [&](const u32* rows, u32) { msm_count_rows(counts, rows); });
+    sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool) { atomicAdd(&counts[row], 1u); });
 }
 
-// Claim the next free slot of each row of a chunk (counting down from the row's end) for point
-// i, then write the entries. All the claims are issued before any result is used: one atomic
-// round trip per chunk, not per digit (one claim at a time, the scatter spent 96% of its warp
-// cycles waiting on them: 13.7 of a 2^24 G1 MSM's 16.2 ms sort, Nsight Compute on an H200).
-DP_INLINE void msm_put_entries(u32* cursor, MsmEntry* entries, const u32 rows[DP_DIGIT_CHUNK], u32 negs, u32 i) {
-    u32 slot[DP_DIGIT_CHUNK];
-DP_UNROLL
-    for (u32 k = 0; k < DP_DIGIT_CHUNK; k++)
-        if (rows[k] != DP_NO_ROW) slot[k] = atomicSub(&cursor[rows[k]], 1u) - 1u;
-DP_UNROLL
-    for (u32 k = 0; k < DP_DIGIT_CHUNK; k++) {
-        if (rows[k] == DP_NO_ROW) continue;
-        MsmEntry e;
-        e.row = rows[k];
-        e.pt = (i << 1) | ((negs >> k) & 1u);
-        entries[slot[k]] = e;
-    }
+// Claim the next free slot of `row` (counting down from its end) for point i, negated or not.
+DP_INLINE void msm_put_entry(u32* cursor, MsmEntry* entries, u32 row, u32 i, bool neg) {
+    u32 slot = atomicSub(&cursor[row], 1u) - 1u;
+    MsmEntry e;
+    e.row = row;
+    e.pt = (i << 1) | (neg ? 1u : 0u);
+    entries[slot] = e;
 }
 
 // `cursor` holds the inclusive prefix sum of counts (each row's end) and is left at each
@@ -160,8 +127,7 @@ extern "C" __global__ void msm_scatter(const u32* scalars, u32* cursor, MsmEntry
     u32 s[8];
     sc_load(scalars, i, s);
     if (sc_is_zero_or_one(s)) return;
-    sc_digit_chunks(s, c, lo, nw, DigitRow{nb},
-                    [&](const u32* rows, u32 negs) { msm_put_entries(cursor, entries, rows, negs, i); });
+    sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool neg) { msm_put_entry(cursor, entries, row, i, neg); });
 }
 
 // ---------------------------------------------------------------------------------------

@@ -25,14 +25,25 @@
 #ifndef DP_MSM_CW_CU
 #define DP_MSM_CW_CU
 
-// The row of every digit of window lo + wi, zero digits included: those go to scalar i's dummy
-// row of the window (spread = i mod dummy, so no one dummy row takes every zero).
-struct CwRow {
-    u32 nb, nw, dummy, spread;
-    DP_INLINE u32 operator()(u32 wi, u32 mag) const {
-        return mag != 0u ? wi * nb + mag - 1u : nw * nb + wi * dummy + spread;
+// Walks the signed digits of windows [0, lo + nw) and calls emit(row) for every window of
+// lo..lo+nw-1, zero digits included (to scalar i's dummy row), with the sign.
+template <typename Emit>
+DP_INLINE void sc_for_each_window_cw(const u32 s[8], u32 i, u32 c, u32 lo, u32 nw, u32 nb, u32 dummy, Emit emit) {
+    u32 carry = 0u;
+    u32 half = 1u << (c - 1u);
+    u32 full = 1u << c;
+    u32 spread = i & (dummy - 1u);
+    for (u32 w = 0; w < lo + nw; w++) {
+        u32 d = sc_bits(s, w * c, c) + carry;
+        bool neg = d >= half;
+        carry = neg ? 1u : 0u;
+        u32 mag = neg ? full - d : d;
+        if (w < lo) continue;
+        u32 wi = w - lo;
+        u32 row = mag != 0u ? wi * nb + mag - 1u : nw * nb + wi * dummy + spread;
+        emit(row, neg);
     }
-};
+}
 
 extern "C" __global__ void msm_count_cw(const u32* scalars, u32* counts, u32 n, u32 c, u32 lo, u32 nw, u32 nb,
                                         u32 dummy) {
@@ -40,8 +51,7 @@ extern "C" __global__ void msm_count_cw(const u32* scalars, u32* counts, u32 n, 
     if (i >= n) return;
     u32 s[8];
     sc_load(scalars, i, s);
-    sc_digit_chunks(s, c, lo, nw, CwRow{nb, nw, dummy, i & (dummy - 1u)},
-                    [&](const u32* rows, u32) { msm_count_rows(counts, rows); });
+    sc_for_each_window_cw(s, i, c, lo, nw, nb, dummy, [&](u32 row, bool) { atomicAdd(&counts[row], 1u); });
 }
 
 // As msm_scatter: `cursor` holds each row's end and is left at each row's start.
@@ -51,8 +61,8 @@ extern "C" __global__ void msm_scatter_cw(const u32* scalars, u32* cursor, MsmEn
     if (i >= n) return;
     u32 s[8];
     sc_load(scalars, i, s);
-    sc_digit_chunks(s, c, lo, nw, CwRow{nb, nw, dummy, i & (dummy - 1u)},
-                    [&](const u32* rows, u32 negs) { msm_put_entries(cursor, entries, rows, negs, i); });
+    sc_for_each_window_cw(s, i, c, lo, nw, nb, dummy,
+                          [&](u32 row, bool neg) { msm_put_entry(cursor, entries, row, i, neg); });
 }
 
 template <typename F> DP_INLINE void msm_clear_cw_impl(Xyzz<F>* buckets, u32 rows) {
