@@ -507,7 +507,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 len(planned),
                 len(workers),
                 max(info.domain_size for _, info in planned),
-                settings.split_min_domain,
+                settings.gpu_split_min_domain if planned[0][1].backend == "gpu" else settings.split_min_domain,
                 settings.split_max_proofs_per_worker,
             )
             plan = graph.Plan(

@@ -55,6 +55,7 @@ class Settings:
     key: str | None
     planner_mode: str
     split_min_domain: int
+    gpu_split_min_domain: int | None
     split_max_proofs_per_worker: int
     windows_per_task: int
     fuse_below: int | None
@@ -162,6 +163,7 @@ def settings() -> Settings:
         key=_optional_text("key"),
         planner_mode=_choice("planner.mode", PLANNER_MODES),
         split_min_domain=_int("planner.split-min-domain", 1),
+        gpu_split_min_domain=_optional_int("planner.gpu-split-min-domain", 1),
         split_max_proofs_per_worker=_int("planner.split-max-proofs-per-worker", 0),
         windows_per_task=_int("planner.windows-per-task", 1),
         fuse_below=_optional_int("planner.fuse-below", 1),

@@ -162,16 +162,18 @@ class Plan:
 
 
 def choose_mode(
-    mode: str, n_proofs: int, n_workers: int, max_domain: int, split_min_domain: int, split_max_proofs_per_worker: int
+    mode: str, n_proofs: int, n_workers: int, max_domain: int, split_min_domain: int | None, split_max_proofs_per_worker: int
 ) -> str:
     """The batch's mode; ``auto`` is ``split`` when the largest key's domain is at least
-    ``split_min_domain`` and there are fewer than ``split_max_proofs_per_worker`` proofs per worker
-    (a few large proofs: latency), else ``data`` (``distprove.planner`` in the configuration)."""
+    ``split_min_domain`` (None: never) and there are fewer than ``split_max_proofs_per_worker``
+    proofs per worker (a few large proofs: latency), else ``data`` (``distprove.planner`` in the
+    configuration: ``split-min-domain`` for CPU workers, ``gpu-split-min-domain`` for GPU ones)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (choose one of {', '.join(MODES)})")
     if mode != "auto":
         return mode
-    if n_workers > 1 and max_domain >= split_min_domain and n_proofs < split_max_proofs_per_worker * n_workers:
+    if (n_workers > 1 and split_min_domain is not None and max_domain >= split_min_domain
+            and n_proofs < split_max_proofs_per_worker * n_workers):
         return "split"
     return "data"
 

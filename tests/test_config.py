@@ -55,6 +55,7 @@ def test_defaults_registered(fresh_config) -> None:
     assert (s.backend, s.planner_mode, s.verify) == (DEFAULTS["backend"], DEFAULTS["planner"]["mode"], DEFAULTS["verify"])
     assert s.state_file == DEFAULTS["incremental"]["state-file"]
     assert s.key_cache_count == DEFAULTS["key-cache"]["count"]
+    assert (s.split_min_domain, s.gpu_split_min_domain) == (1 << 22, None)
 
 
 def test_defaults_load_on_import_in_a_new_process(tmp_path: Path) -> None:
@@ -114,6 +115,7 @@ def test_env_beats_yaml_file(fresh_config, monkeypatch: pytest.MonkeyPatch) -> N
         ("distprove.backend", "tpu", ["distprove.backend", "tpu"]),
         ("distprove.planner.mode", "both", ["distprove.planner.mode", "both"]),
         ("distprove.planner.windows-per-task", 0, ["windows-per-task", ">= 1"]),
+        ("distprove.planner.gpu-split-min-domain", "big", ["gpu-split-min-domain", "big"]),
         ("distprove.key-cache.count", "two", ["key-cache.count"]),
         ("distprove.key-cache.gpu-bytes", "lots", ["gpu-bytes", "lots"]),
         ("distprove.verify", "maybe", ["distprove.verify", "maybe"]),

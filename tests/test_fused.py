@@ -95,6 +95,17 @@ def test_proofs_per_task_groups_small_fused_proofs_and_leaves_tasks_to_balance()
     assert Plan("split", ("a",), fuse_below=1 << 18, max_proofs_per_task=8).proofs_per_task(small, 64) == 1
 
 
+def test_auto_mode_splits_only_large_keys_with_few_proofs() -> None:
+    from distprove.graph import choose_mode
+
+    assert choose_mode("auto", 1, 4, 1 << 24, 1 << 22, 1) == "split"  # one large proof, several workers
+    assert choose_mode("auto", 4, 4, 1 << 24, 1 << 22, 1) == "data"  # a proof per worker
+    assert choose_mode("auto", 1, 1, 1 << 24, 1 << 22, 1) == "data"  # nothing to split over
+    assert choose_mode("auto", 1, 4, 1 << 20, 1 << 22, 1) == "data"  # small key
+    assert choose_mode("auto", 1, 4, 1 << 24, None, 1) == "data"  # GPU workers by default: never
+    assert choose_mode("split", 64, 4, 1 << 10, None, 1) == "split"
+
+
 # --- the fused task ----------------------------------------------------------------------------
 
 

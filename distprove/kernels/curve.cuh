@@ -11,9 +11,10 @@
 //   and data-dependent, so divergence costs little in bucket accumulation.
 // * The formulas are written once as templates over the field; the field is picked through
 //   f_* overloads. The public point operations are plain overloads per group so that G2's
-//   can be made out-of-line: G2 kernels that inline every Fq2 product become huge and
-//   ptxas time grows superlinearly with function size. DP_G2_OPS controls that (noinline by
-//   default on the device; inline on the host); the mixed addition, the hot one, is inline.
+//   can be made out-of-line: DP_G2_OPS controls that (noinline by default on the device,
+//   inline with DP_G2_INLINE and on the host); the mixed addition, the hot one, is inline. The
+//   Fq products inside them are calls to one out-of-line copy (field.cuh's fq_mul_call) on the
+//   device: inlined, they overflowed the instruction cache.
 // * Everything compiles as host C++ too, for tests/test_kernels_host.py.
 
 #ifndef DP_CURVE_CUH
@@ -37,7 +38,8 @@ typedef Xyzz<Fq2> XyzzG2;
 // The G2 mixed addition is the per-entry step of bucket accumulation, so it stays inline: as a
 // call it kept a 432-byte stack frame per entry, and inlining it made G2 MSMs 3-4% faster
 // (H200, 2^20 and 2^22) at no extra compile time. Inlining every G2 operation (DP_G2_INLINE,
-// which the msm module sets) gained 2-3% more for twice its compile time.
+// which the msm module sets) gained 2-3% more (measured with the Fq products inline, when it
+// doubled the compile time; with them out of line the msm module compiles in about a minute).
 #define DP_G2_MADD DP_INLINE
 // G1's general addition and doubling serve only the fold, the reductions and the trees, never
 // the per-entry loop (that is pt_madd), so they are out of line too: one copy each in the module.
@@ -56,10 +58,8 @@ DP_G2_OPS XyzzG2 pt_dbl(const XyzzG2& p);
 DP_INLINE Fq f_add(Fq a, Fq b) { return fq_add(a, b); }
 DP_INLINE Fq f_sub(Fq a, Fq b) { return fq_sub(a, b); }
 // G1's Fq products are calls to one out-of-line copy on the device (DP_G1_MUL_INLINE: inline).
-// Inline, a G1 mixed addition is ten unrolled CIOS products, a loop body larger than the
-// instruction cache: Nsight Compute put 44% of the 2^24 accumulation's stall cycles on
-// instruction fetch; as calls that accumulation went 83.2 -> 74.2 ms and G1 MSMs 9-13% faster
-// (H200, bench/results/2026-11-30_kernels-msm-mulcall-s7_h200.json).
+// Inline, Nsight Compute put 44% of the 2^24 G1 accumulation's stall cycles on instruction
+// fetch; as calls that accumulation went 83.2 -> 74.2 ms (H200).
 #if defined(__CUDA_ARCH__) && !defined(DP_G1_MUL_INLINE)
 DP_INLINE Fq f_mul(Fq a, Fq b) { return fq_mul_call(a, b); }
 DP_INLINE Fq f_sqr(Fq a) { return fq_mul_call(a, a); }

@@ -10,6 +10,11 @@
 // * Every function is DP_INLINE = __host__ __device__ __forceinline__ under a CUDA compiler
 //   and plain `inline` under a host C++ compiler, so tests/test_kernels_host.py builds this
 //   file with g++/nvcc on a machine without a GPU and checks it against distprove/bn254.py.
+//   One exception on the device: fq_mul_call, the Fq product out of line, which point code
+//   calls (Fq2's products here, G1's in curve.cuh). A point addition of ten (G1) or thirty
+//   (G2) unrolled CIOS products is a loop body larger than the instruction cache; as calls,
+//   G1 MSMs ran 9-13% and G2 MSMs 13% faster on an H200 and the msm module compiles in under
+//   a minute instead of ~7 (bench/results/2026-11-30_kernels-msm-{mulcall,g2call}-s7_h200.json).
 //   Device-only fast paths (inline PTX carry chains) live under `#ifdef __CUDA_ARCH__` and
 //   always have the portable C version beside them; define DP_PORTABLE to force it, and
 //   DP_PTX_MUL to use the PTX Montgomery product as well.
@@ -257,18 +262,17 @@ DP_DEFINE_FIELD(fq, Fq, DP_FQ_P, DP_FQ_NP, DP_FQ_ONE, DP_FQ_R2)
 
 #undef DP_DEFINE_FIELD
 
-// One out-of-line copy of the Fq product on the device, for point code whose inlined products
-// would overflow the instruction cache (curve.cuh). Fq2's products call it under
-// DP_FQ2_MUL_CALL (an experiment of bench_msm.py), else they inline fq_mul.
+// One out-of-line copy of the Fq product on the device (see the banner). Fq2's products call it
+// unless DP_FQ2_MUL_INLINE is defined (bench_msm.py's g2_mul_inline build).
 #if defined(__CUDA_ARCH__)
 static __device__ __noinline__ Fq fq_mul_call(Fq a, Fq b) { return fq_mul(a, b); }
 #else
 DP_INLINE Fq fq_mul_call(Fq a, Fq b) { return fq_mul(a, b); }
 #endif
-#ifdef DP_FQ2_MUL_CALL
-#define DP_FQ2_BASE_MUL fq_mul_call
-#else
+#ifdef DP_FQ2_MUL_INLINE
 #define DP_FQ2_BASE_MUL fq_mul
+#else
+#define DP_FQ2_BASE_MUL fq_mul_call
 #endif
 
 // ---------------------------------------------------------------------------------------
