@@ -81,7 +81,7 @@ def _time(fn: Any, reps: int) -> list[float]:
 VARIANTS = {
     "default": (),
     "ptx_mul": ("-DDP_PTX_MUL",),
-    "g2_unbounded": ("-DDP_G2_ACC_MIN_BLOCKS=0",),
+    "g2_acc3": ("-DDP_G2_ACC_MIN_BLOCKS=3",),
     "g2_acc4": ("-DDP_G2_ACC_MIN_BLOCKS=4",),
     "g2_tail3": ("-DDP_G2_TAIL_MIN_BLOCKS=3",),
     "g1_acc6": ("-DDP_G1_ACC_MIN_BLOCKS=6",),
@@ -89,7 +89,7 @@ VARIANTS = {
     "g2_mul_inline": ("-DDP_FQ2_MUL_INLINE",),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default, the PTX Montgomery
-product, G2's accumulation without its register bound (the build before it) or held to 4 blocks, G2's fold and first
+product, G2's accumulation held to 3 blocks of 128 threads per SM (the build before it) or 4, G2's fold and first
 reduction level held to 3 blocks of 128 threads per SM, G1's accumulation to 6 (msm.cu), G1's Fq
 products inline and Fq2's products inline (each the build before they became calls to the
 out-of-line Fq product, curve.cuh and field.cuh)."""
