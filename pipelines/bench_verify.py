@@ -49,6 +49,7 @@ def main() -> None:
                           "py_ecc": median_s(lambda: pairing(g2, g1, final_exponentiate=False), max(1, args.reps // 2))},
         "final_exponentiation_s": {"distprove": median_s(lambda: pr.final_exponentiation(f_ours), args.reps),
                                    "py_ecc": median_s(lambda: final_exponentiate(f_ref), args.reps)},
+        "final_exponentiation_fast_s": median_s(lambda: pr.final_exponentiation_fast(f_ours), args.reps),
     }
     fx = DATA / args.fixture
     vk = json.loads((fx / "verification_key.json").read_text())

@@ -114,6 +114,21 @@ def test_degenerate_steps_fall_back_to_py_ecc(monkeypatch: pytest.MonkeyPatch) -
     assert pr.final_exponentiation(pr.miller_loop(p, q)) == reference(p, q)
 
 
+def test_fast_final_exponentiation_is_the_exact_one_to_a_fixed_power() -> None:
+    """final_exponentiation_fast(f) == final_exponentiation(f)^(2x(6x^2+3x+1)) for pairing values,
+    values of a Q outside G2, and arbitrary Fq12 elements; and both say "== 1" alike."""
+    rng = random.Random(17)
+    values = [pr.miller_loop(bn254.mul(bn254.G1, bn254.G1_GEN, rng.randrange(1, bn254.R)), bn254.G2_GEN),
+              pr.miller_loop(bn254.G1_GEN, twist_point_outside_g2(rng)),
+              tuple(tuple((rng.randrange(Q), rng.randrange(Q)) for _ in range(3)) for _ in range(2))]
+    for f in values:
+        assert pr.final_exponentiation_fast(f) == pr.power(pr.final_exponentiation(f), pr.FAST_FE_POWER)
+    g1, g2 = bn254.G1_GEN, bn254.G2_GEN
+    one = pr.mul(pr.miller_loop(bn254.neg(bn254.G1, g1), g2), pr.miller_loop(g1, g2))
+    assert pr.final_exponentiation(one) == pr.ONE and pr.final_exponentiation_fast(one) == pr.ONE
+    assert pr.final_exponentiation_fast(pr.miller_loop(g1, g2)) != pr.ONE
+
+
 def test_tower_identities() -> None:
     rng = random.Random(3)
 
@@ -121,7 +136,7 @@ def test_tower_identities() -> None:
         return tuple(tuple((rng.randrange(Q), rng.randrange(Q)) for _ in range(3)) for _ in range(2))  # type: ignore[return-value]
 
     x, y = rand12(), rand12()
-    assert pr.frobenius2(x) == pr.power(x, Q * Q)
+    assert pr.frobenius(x) == pr.power(x, Q) and pr.frobenius2(x) == pr.power(x, Q * Q)
     assert pr.sqr(x) == pr.mul(x, x)
     assert pr.mul(x, pr.inv(x)) == pr.ONE
     assert pr.mul(pr.mul(x, y), pr.inv(y)) == x
