@@ -18,21 +18,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 
-def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int, variant: str) -> "tuple[object, object]":
-    """(warm-up, profiled) callables of one MSM case."""
+def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int, variant: str) -> Callable[[], None]:
+    """One MSM case: run once to warm up, once profiled."""
     import bench_msm
     import dask
 
-    from distprove.backends.gpu import msm as gmsm
-
-    gmsm.KERNEL_OPTIONS = bench_msm.VARIANTS[variant]
     from distprove import bn254
+    from distprove.backends.gpu import msm as gmsm
     from distprove.backends.gpu.msm import msm_windows, pick_window
     from distprove.stages.msm import num_windows
+
+    gmsm.KERNEL_OPTIONS = bench_msm.VARIANTS[variant]
 
     group = bn254.G1 if group_name == "g1" else bn254.G2
     _, scalars, idx, tables = bench_msm._inputs({group_name: group}, log_n, 1)
@@ -44,10 +45,11 @@ def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int, variant: 
         with dask.config.set({"distprove.msm.affine-rounds": rounds}):
             msm_windows(group, bases, scalars, width, 0, num_windows(width))
 
-    return run, run
+    return run
 
 
-def _ntt_case(log_n: int) -> "tuple[object, object]":
+def _ntt_case(log_n: int) -> Callable[[], None]:
+    """One forward NTT case: run once to warm up, once profiled."""
     import bench_ntt
     import cupy
 
@@ -60,12 +62,12 @@ def _ntt_case(log_n: int) -> "tuple[object, object]":
     def run() -> None:
         eng.ntt(x, scratch=scratch)
 
-    return run, run
+    return run
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default="g1-24,g2-20,ntt-24")
+    ap.add_argument("--cases", default="g1-24,g2-20,ntt-24", help="comma list of cases (see the module doc)")
     args = ap.parse_args()
     import cupy
 
@@ -73,18 +75,18 @@ def main() -> int:
         case, _, variant = case.partition("@")
         parts = case.split("-")
         if parts[0] == "ntt":
-            warm, prof = _ntt_case(int(parts[1]))
+            run = _ntt_case(int(parts[1]))
         else:
             opts = {p[0]: int(p[1:]) for p in parts[2:]}
-            warm, prof = _msm_case(parts[0], int(parts[1]), opts.get("c"), opts.get("r", 0), variant or "default")
-        warm()
+            run = _msm_case(parts[0], int(parts[1]), opts.get("c"), opts.get("r", 0), variant or "default")
+        run()  # compile, tables, allocations
         cupy.cuda.Device().synchronize()
         cupy.cuda.profiler.start()
-        prof()
+        run()
         cupy.cuda.Device().synchronize()
         cupy.cuda.profiler.stop()
         print(f"profiled {case} {variant}", flush=True)
-        del warm, prof
+        del run
         cupy.get_default_memory_pool().free_all_blocks()
     return 0
 
