@@ -646,11 +646,14 @@ def prove_group(
         return [outcome for item in proofs for outcome in verify_write([item], check=False)]
     st = state()
     batch = BatchCheck()
-    items = []
+    items: list[Assembled | Failed] = []
     for item in proofs:
-        items.append(item)
         if isinstance(item, Assembled) and not item.done_before:
-            batch.add(st.vk(st.key(item.spec.key_path, item.spec.content_hash)), item.proof.public, item.proof.points)
+            try:
+                batch.add(st.vk(st.key(item.spec.key_path, item.spec.content_hash)), item.proof.public, item.proof.points)
+            except FormatError as exc:  # this proof fails alone; the batch check goes on without it
+                item = failed(item.spec, exc)
+        items.append(item)
     return verify_write(items, batch=batch)
 
 

@@ -199,6 +199,23 @@ def test_checked_group_runs_each_miller_loop_beside_the_next_proof(
     assert outcomes["u"].reason == worker.NOT_VALID and outcomes["t"].reason.startswith(f"{BAD / 'truncated.wtns'}: ")
     assert len(alone) == 3  # the batch failed: each assembled proof checked on its own
     assert sorted(p.name for p in tmp_path.glob("*.json")) == ["m.proof.json", "m.public.json", "m4.proof.json", "m4.public.json"]
+    # A proof the check cannot even read (FormatError in add) fails alone too.
+    for p in tmp_path.glob("*.json"):
+        p.unlink()
+
+    calls: list[int] = []
+
+    def add_or_refuse(self, vk, public, points):
+        calls.append(1)
+        if len(calls) == 2:
+            raise FormatError("<proof>", "pi_a is not on the G1 curve")
+        return add(self, vk, public, points)
+
+    monkeypatch.setattr(verifier.BatchCheck, "add", add_or_refuse)
+    outcomes = {o.name: o for o in worker.prove_group([good, named("m2"), named("m3")], widths, write=True, check=True)}
+    assert {n: o.status for n, o in outcomes.items()} == {"m": "proved", "m2": "failed", "m3": "proved"}
+    assert outcomes["m2"].reason == "<proof>: pi_a is not on the G1 curve"
+    assert not (tmp_path / "m2.proof.json").exists() and (tmp_path / "m3.proof.json").exists()
 
 
 def test_prove_whole_gives_the_proof_of_prove(st: ProverState, tmp_path: Path) -> None:
