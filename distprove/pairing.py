@@ -32,8 +32,10 @@ from distprove.stages._fastec import _inverter, default_modulus
 
 P = default_modulus()
 """The base field modulus in the arithmetic's integer type (gmpy2.mpz when installed)."""
-ATE_LOOP = 29793968203157093288
-"""6x + 2 for the BN parameter x = 4965661367192848881."""
+BN_X = 4965661367192848881
+"""The BN parameter x (p = 36x^4 + 36x^3 + 24x^2 + 6x + 1)."""
+ATE_LOOP = 6 * BN_X + 2
+"""The optimal ate pairing's loop count."""
 
 Fq2 = tuple[Any, Any]
 Fq6 = tuple[Fq2, Fq2, Fq2]
@@ -335,8 +337,6 @@ def frobenius2(f: Fq12) -> Fq12:
 # f^p: Fq2 coefficients conjugated, and the coefficient of W^i (W = w, v = W^2) scaled by
 # W^(i(p - 1)) = xi^(i(p - 1)/6).
 _FROB1 = [f2_pow(_XI, i * (int(P) - 1) // 6) for i in range(6)]
-BN_X = 4965661367192848881
-"""The BN parameter x (p = 36x^4 + 36x^3 + 24x^2 + 6x + 1)."""
 FAST_FE_POWER = 2 * BN_X * (6 * BN_X * BN_X + 3 * BN_X + 1)
 """:func:`final_exponentiation_fast` is the exact one raised to this power (what ffjavascript's
 final exponentiation computes, so snarkjs's ``vk_alphabeta_12`` is its value)."""

@@ -70,13 +70,15 @@ def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Affine:
     return _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), terms)])[0]
 
 
-def _check(key: VerificationKey, public: Sequence[int], proof: Proof) -> bool:
-    """The pairing equation for one validated proof: four Miller loops, one final exponentiation."""
+def _check(key: VerificationKey, public: Sequence[int], proof: Proof, miller_ab: pr.Fq12 | None = None) -> bool:
+    """The pairing equation for one validated proof: four Miller loops, one final exponentiation.
+    ``miller_ab``: the Miller loop of (-pi_a, pi_b) already computed (:class:`BatchCheck`)."""
     pi_a, pi_b, pi_c = proof
-    cpub = _cpub(key, public)
-    f = pr.multi_miller_loop([
-        (bn254.neg(bn254.G1, pi_a), pi_b), (cpub, key.gamma2), (pi_c, key.delta2), (key.alpha1, key.beta2),
-    ])
+    pairs = [(_cpub(key, public), key.gamma2), (pi_c, key.delta2), (key.alpha1, key.beta2)]
+    if miller_ab is None:
+        f = pr.multi_miller_loop([(bn254.neg(bn254.G1, pi_a), pi_b), *pairs])
+    else:
+        f = pr.mul(miller_ab, pr.multi_miller_loop(pairs))
     return pr.final_exponentiation_fast(f) == pr.ONE
 
 
@@ -146,7 +148,8 @@ class BatchCheck:
         if len(batched) > 1 and self._batch_holds(batched):
             for i in batched:
                 ok[i] = True
-        return [v if v is not None else _check(*self._loaded[i]) for i, v in enumerate(ok)]
+        return [v if v is not None else _check(*self._loaded[i], self._terms[i] and self._terms[i][1])
+                for i, v in enumerate(ok)]
 
     def _batch_holds(self, batched: Sequence[int]) -> bool:
         g1 = bn254.G1

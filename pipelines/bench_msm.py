@@ -152,13 +152,14 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
                     same = check_sums(name) == want
                     results.setdefault("msm_variant_equal", {})[f"{variant} {name}"] = same
                     print(f"{variant} {name}: window sums equal to the default build: {same}", flush=True)
-            main = CASES + (SMALL_CASES if variant == "default" else [])
-            plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in main if name in groups_only]
             if cases:
                 plan = [case for case in cases if case[0] in groups_only]
-            elif sweep and variant == "default":
-                plan += [(name, lg, c) for name, lg, widths in SWEEP for c in widths
-                         if (name, lg, c) not in plan and name in groups_only]
+            else:
+                main = CASES + (SMALL_CASES if variant == "default" else [])
+                plan = [(name, lg, pick_window(1 << lg, groups[name])) for name, lg in main if name in groups_only]
+                if sweep and variant == "default":
+                    plan += [(name, lg, c) for name, lg, widths in SWEEP for c in widths
+                             if (name, lg, c) not in plan and name in groups_only]
             for name, lg, c in plan:
                 _time_case(results, variant, groups[name], name, lg, c, tables[name][idx_all[: 1 << lg]],
                            scalars_all[: 1 << lg], reps)
