@@ -24,6 +24,7 @@ m = 2x(6x²+3x+1) (x the BN parameter), as snarkjs's (ffjavascript's) does: that
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import time
@@ -94,6 +95,7 @@ def verify(vk: Source, public: Source, proof: Source) -> bool:
     return _check(*_load(vk, public, proof))
 
 
+@functools.lru_cache(maxsize=256)
 def _in_g2_subgroup(q: bn254.Affine) -> bool:
     """True when r·q is infinity (checked as (r-1)·q == -q, since bn254.mul reduces k mod r)."""
     return q is None or bn254.mul(bn254.G2, q, bn254.R - 1) == bn254.neg(bn254.G2, q)
@@ -120,18 +122,14 @@ class BatchCheck:
         """Time spent in :meth:`add` so far."""
         self._loaded: list[tuple[VerificationKey, list[int], Proof]] = []
         self._terms: list[tuple[int, Any] | None] = []  # (ρ_i, Miller loop of -pi_a_i, pi_b_i), None: alone
-        self._subgroup_ok: dict[tuple, bool] = {}
 
     def add(self, vk: Source, public: Source, proof: Source) -> None:
         """Validate one (vk, public, proof) triple and do its share of the pairing work; raises
         :class:`FormatError` on a malformed input (nothing is added then)."""
         t0 = time.perf_counter()
         key, public_, proof_ = _load(vk, public, proof)
-        kid = _key_id(key)
-        if kid not in self._subgroup_ok:
-            self._subgroup_ok[kid] = all(_in_g2_subgroup(q) for q in (key.beta2, key.gamma2, key.delta2))
         term = None
-        if self._subgroup_ok[kid]:
+        if all(_in_g2_subgroup(q) for q in (key.beta2, key.gamma2, key.delta2)):
             pi_a, pi_b, _ = proof_
             term = (1 + secrets.randbelow((1 << RHO_BITS) - 1), pr.miller_loop(bn254.neg(bn254.G1, pi_a), pi_b))
         self._loaded.append((key, public_, proof_))
