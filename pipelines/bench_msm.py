@@ -8,9 +8,10 @@ median of a few repetitions after a warm-up, and gives the floor: n * W mixed ad
 of 41 G Fq mul/s. A window-width sweep at the largest G1 size checks pick_window. The
 constant-work rows (docs/CONSTANT_WORK.md) time ``constant_work=True`` against the default mode
 on uniform and on witness-like scalars (45% zero, 45% one, 10% uniform), after checking that
-both modes give the same window sums. ``--affine-rounds 0,1,2,3`` times only the main cases with
-each number of batch-affine pair rounds (``distprove.msm.affine-rounds``; rows tagged ``affine-R``,
-phases with ``pairs``), after checking that each gives the window sums of R = 0.
+both modes give the same window sums. ``--affine-rounds table,0,1,2,3`` times only the main cases
+with each number of batch-affine pair rounds (``distprove.msm.affine-rounds``; "table" is the
+built-in plan; rows tagged ``affine-R`` with the rounds that ran, phases with ``pairs``), after
+checking that each gives the window sums of R = 0, and the witness-like cases with table and 0.
 """
 
 from __future__ import annotations
@@ -175,45 +176,60 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
         gmsm.KERNEL_OPTIONS = VARIANTS["default"]
 
 
-def affine(results: dict, rounds: tuple[int, ...] = (0, 1, 2, 3), reps: int = 3,
+def affine(results: dict, rounds: tuple[int | str, ...] = ("table", 0, 1, 2, 3), reps: int = 3,
            groups_only: tuple[str, ...] = ("G1", "G2")) -> None:
     """Time :data:`CASES` (uniform scalars, the measured window width) with each number of pair
-    rounds in ``rounds`` for both groups, one row per (case, R) tagged ``affine-R``; before timing a
-    case, its window sums with every R are checked equal to R = 0's (``msm_affine_equal``)."""
+    rounds in ``rounds`` ("table": AFFINE_ROUNDS' plan, which the device may cut; an integer: that
+    many, always run), one row per (case, R) tagged ``affine-R`` with the rounds that ran; before
+    timing a case, its window sums with every R are checked equal to R = 0's (``msm_affine_equal``).
+    Then :data:`WITNESS_CASES` on witness-like scalars with "table" against 0."""
     import cupy
     import dask
 
     from distprove import bn254
-    from distprove.backends.gpu.msm import msm_windows, pick_window
+    from distprove.backends.gpu.msm import default_scratch, msm_windows, pick_window
     from distprove.stages.msm import num_windows
 
     groups = {"G1": bn254.G1, "G2": bn254.G2}
-    _, scalars_all, idx_all, tables = _inputs(groups, max(lg for _, lg in CASES), 1)
-    for name, lg in [(name, lg) for name, lg in CASES if name in groups_only]:
+    host, scalars_all, idx_all, tables = _inputs(groups, max(lg for _, lg in CASES), 1)
+
+    def setting(r: int | str) -> dict:
+        return {"distprove.msm.affine-rounds": None if r == "table" else r}
+
+    def case(name: str, lg: int, scalars: Any, label: str, rs: tuple) -> None:
         g, n = groups[name], 1 << lg
         c = pick_window(n, g)
-        bases, scalars = tables[name][idx_all[:n]], scalars_all[:n]
+        bases = tables[name][idx_all[:n]]
 
-        def sums(r: int) -> list:
-            with dask.config.set({"distprove.msm.affine-rounds": r}):
-                return msm_windows(g, bases, scalars, c, 0, num_windows(c))
+        def sums(r: int | str) -> list:
+            with dask.config.set(setting(r)):
+                return msm_windows(g, bases, scalars[:n], c, 0, num_windows(c))
 
         want = sums(0)
-        for r in rounds:
+        for r in rs:
             try:
                 same = sums(r) == want
             except cupy.cuda.memory.OutOfMemoryError as exc:
                 print(f"{name} 2^{lg} affine-{r}: out of memory ({exc})", flush=True)
                 continue
-            results.setdefault("msm_affine_equal", {})[f"{name} 2^{lg} R={r}"] = same
+            results.setdefault("msm_affine_equal", {})[f"{name} 2^{lg} {label or 'uniform'} R={r}"] = same
             if not same:
                 print(f"{name} 2^{lg} affine-{r}: window sums DIFFER from R = 0", flush=True)
                 continue
             before = len(results["rows"])
-            with dask.config.set({"distprove.msm.affine-rounds": r}):
-                _time_case(results, f"affine-{r}", g, name, lg, c, bases, scalars, reps)
+            with dask.config.set(setting(r)):
+                _time_case(results, f"affine-{r}", g, name, lg, c, bases, scalars[:n], reps, label=label)
+            ran = int(default_scratch().take("pair_plan", 1)[0])
             for row in results["rows"][before:]:
                 row["affine_rounds"] = r
+                row["rounds_ran"] = ran if "pairs" in row["phases_ms"] else 0
+                print(f"  rounds run: {row['rounds_ran']}", flush=True)
+
+    for name, lg in [(name, lg) for name, lg in CASES if name in groups_only]:
+        case(name, lg, scalars_all, "", rounds)
+    wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
+    for name, lg in [(name, lg) for name, lg in WITNESS_CASES if name in groups_only]:
+        case(name, lg, wit, "witness", ("table", 0))
 
 
 TUNE_CASES = [("G1", 20), ("G1", 21), ("G1", 22), ("G2", 20), ("G2", 21), ("G2", 22)]
@@ -354,7 +370,8 @@ if __name__ == "__main__":
     ap.add_argument("--no-constant-work", action="store_true", help="skip the constant-work rows")
     ap.add_argument("--groups", default="G1,G2", help="groups whose cases run")
     ap.add_argument("--affine-rounds", default="",
-                    help="comma list of pair-round counts, e.g. 0,1,2,3: time only the main cases with each")
+                    help="comma list of pair-round counts, e.g. table,0,1,2,3 (table: the built-in plan): "
+                         "time only the main cases with each, and the witness-like ones with table and 0")
     ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
@@ -365,7 +382,8 @@ if __name__ == "__main__":
     r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
                **device_info(), "rows": []}
     if a.affine_rounds:
-        affine(r, rounds=tuple(int(x) for x in a.affine_rounds.split(",")), groups_only=tuple(a.groups.split(",")))
+        affine(r, rounds=tuple(x if x == "table" else int(x) for x in a.affine_rounds.split(",")),
+               groups_only=tuple(a.groups.split(",")))
     else:
         run(r, variants=tuple(a.variants.split(",")), sweep=not a.no_sweep, constant_work=not a.no_constant_work,
             groups_only=tuple(a.groups.split(",")), cases=parse_cases(a.cases) or None)

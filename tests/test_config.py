@@ -158,19 +158,29 @@ def test_msm_kernel_options() -> None:
 
 
 def test_msm_affine_rounds() -> None:
-    """distprove.msm.affine-rounds overrides AFFINE_ROUNDS: null keeps it, a number sets both groups,
-    a mapping each; anything else is a one-line FormatError naming the setting."""
+    """distprove.msm.affine-rounds overrides AFFINE_ROUNDS: null keeps its size steps, a number sets
+    both groups, a mapping each; anything else is a one-line FormatError naming the setting."""
     from distprove import bn254
     from distprove.backends.gpu import msm
 
-    def both() -> tuple[int, int]:
-        return msm.affine_rounds(bn254.G1), msm.affine_rounds(bn254.G2)
+    def both(n: int = 1 << 24) -> tuple[int, int]:
+        return msm.affine_rounds(bn254.G1, n), msm.affine_rounds(bn254.G2, n)
 
-    assert both() == (msm.AFFINE_ROUNDS["G1"], msm.AFFINE_ROUNDS["G2"])
-    with dask.config.set({"distprove.msm.affine-rounds": 2}):
-        assert both() == (2, 2)
-    with dask.config.set({"distprove.msm.affine-rounds": {"G2": 3}}):
-        assert both() == (msm.AFFINE_ROUNDS["G1"], 3)
+    steps = {"G1": ((20, 1), (22, 3)), "G2": ((21, 2),)}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(msm, "AFFINE_ROUNDS", steps)
+        q20, q21, q22 = (3 << 18), (3 << 19), (3 << 20)  # 3/4 of 2^20, 2^21, 2^22
+        assert [both(n) for n in (1, q20 - 1, q20, q21, q22, 1 << 30)] == [
+            (0, 0), (0, 0), (1, 0), (1, 2), (3, 2), (3, 2)]
+        assert msm.round_thresholds(bn254.G1, 1 << 22) == [q20, q22, q22]
+        assert msm.round_thresholds(bn254.G2, 1 << 22) == [q21, q21]
+        with dask.config.set({"distprove.msm.affine-rounds": 2}):
+            assert both(1) == both() == (2, 2)
+            assert msm.round_thresholds(bn254.G1, 1) == [0, 0]
+        with dask.config.set({"distprove.msm.affine-rounds": {"G2": 3}}):
+            assert both() == (3, 3) and both(1 << 20) == (1, 3)
+        with dask.config.set({"distprove.msm.affine-rounds": {"G1": 0}}):
+            assert both() == (0, 2)
     for bad in (-1, True, "2", {"G3": 1}, {"G1": -2}, [1]):
         with dask.config.set({"distprove.msm.affine-rounds": bad}), pytest.raises(FormatError) as err:
             both()

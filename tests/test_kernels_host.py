@@ -384,9 +384,16 @@ EMU(msm_scatter, false, (s, cur, e, n, c, lo, nw, nb), const u32* s, u32* cur, M
         u32 sl, Xyzz<F>* p)                                                                               \
     EMU(msm_ones_##G, true, (s, bs, n, o), const u32* s, const Aff<F>* bs, u32 n, Xyzz<F>* o)            \
     EMU(msm_sum_groups_##G, true, (i, cnt, o), const Xyzz<F>* i, u32 cnt, Xyzz<F>* o)                   \
-    EMU(msm_pairs_##G, false, (e, p, ci, cn, co, rows, k, eo, so), const MsmEntry* e, const Aff<F>* p,     \
-        const u32* ci, const u32* cn, const u32* co, u32 rows, u32 k, MsmEntry* eo, Aff<F>* so)
-EMU(msm_pair_counts, false, (ci, co, rows), const u32* ci, u32* co, u32 rows)
+    EMU(msm_pairs_##G, false, (pl, r, j, p, co, cn, rows, res, k0, k1, so), const u32* pl, u32 r,        \
+        const PairJob* j, const Aff<F>* p, const u32* co, const u32* cn, u32 rows, u32 res, u32 k0, u32 k1, \
+        Aff<F>* so)                                                                                       \
+    EMU(msm_accumulate_sel_##G, false, (pl, s, rows, len, sl, b, sr, sp), const u32* pl, const PairSet* s, \
+        u32 rows, u32 len, u32 sl, Xyzz<F>* b, u32* sr, Xyzz<F>* sp)
+EMU(msm_pair_plan, false, (cu, cn, rows, mt, r, pl), const u32* cu, const u32* cn, u32 rows, const u32* mt, u32 r,
+    u32* pl)
+EMU(msm_pair_counts, false, (pl, r, ci, co, rows), const u32* pl, u32 r, const u32* ci, u32* co, u32 rows)
+EMU(msm_pair_jobs, false, (pl, r, e, ci, cn, co, rows, j, eo), const u32* pl, u32 r, const MsmEntry* e,
+    const u32* ci, const u32* cn, const u32* co, u32 rows, PairJob* j, MsmEntry* eo)
 EMU_GROUP(g1, Fq)
 EMU_GROUP(g2, Fq2)
 """
@@ -636,9 +643,10 @@ def _point_sum(group: bn254.Group, pts: list) -> bn254.Affine:
 def test_pair_rounds_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, group: bn254.Group, k: int) -> None:
     """One round adds each row's entries two by two (the odd last one copied, negation applied)
     into slots cursor_out[row] + o/2, with entries (row, slot << 1) and counts ceil(count / 2);
-    four rounds leave one point per row, its sum. Thread ranges of 2k entries cut through the rows."""
+    four rounds leave one point per row, its sum. One-thread blocks of k strided jobs cut through the rows."""
     gm = emulated_msm
     monkeypatch.setattr(gm, "PAIR_K", (k, k))
+    monkeypatch.setattr(gm, "PAIR_THREADS", 1)
     rng = random.Random(k)
     table = _points(group, rng, 3) + [None]
     points = bn254.points_to_limbs(group, table)
@@ -649,25 +657,60 @@ def test_pair_rounds_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, gro
                        dtype=np.uint32).reshape(-1)
     inputs = [[bn254.neg(group, table[i]) if neg else table[i] for i, neg in items] for items in PAIR_ROWS]
 
+    total = int(counts.sum())
     scratch = gm.MsmScratch()
-    out = gm._pair_rounds(gm._module(), group, 1, entries, points, cursor, counts, rows, int(counts.sum()), scratch)
-    ent, pts, cur, cnt, bound = out
+    plan, sets = gm._pair_rounds(gm._module(), group, [0], entries, points, cursor, counts, rows, total, scratch)
+    ent, pts, cur, cnt = _round_output(gm, scratch, group, rows, 0, plan, sets)
     want_counts = [(len(r) + 1) // 2 for r in PAIR_ROWS]
     assert cnt.tolist() == want_counts and cur.tolist() == (np.cumsum(want_counts) - want_counts).tolist()
-    assert bound >= sum(want_counts)
     got = bn254.points_from_limbs(group, pts[: sum(want_counts) * group.limbs])
     for row, items in enumerate(inputs):
         slots = range(int(cur[row]), int(cur[row]) + want_counts[row])
         assert ent.reshape(-1, 2)[list(slots)].tolist() == [[row, j << 1] for j in slots]
         assert [got[j] for j in slots] == [_point_sum(group, items[o : o + 2]) for o in range(0, len(items), 2)]
 
-    ent, pts, cur, cnt, _ = gm._pair_rounds(gm._module(), group, 4, entries, points, cursor, counts, rows,
-                                            int(counts.sum()), gm.MsmScratch())
+    scratch = gm.MsmScratch()
+    plan, sets = gm._pair_rounds(gm._module(), group, [0] * 4, entries, points, cursor, counts, rows, total, scratch)
+    ent, pts, cur, cnt = _round_output(gm, scratch, group, rows, 3, plan, sets)
     assert cnt.tolist() == [min(len(r), 1) for r in PAIR_ROWS]
     got = bn254.points_from_limbs(group, pts[: int(cnt.sum()) * group.limbs])
     for row, items in enumerate(inputs):
         if items:
             assert got[int(cur[row])] == _point_sum(group, items)
+
+
+def _round_output(gm, scratch, group: bn254.Group, rows: int, r: int, plan, sets) -> tuple:
+    """Round r's (entries, points, cursor, counts) from its scratch buffers, after checking that the
+    plan ran rounds 0..r and that the accumulation's last pointer set names these buffers."""
+    side = "ab"[r % 2]
+    bufs = {k: scratch._bufs[f"pair_{k}_{side}"] for k in ("entries", "points", "cursor", "counts")}
+    assert int(plan[0]) == r + 1 and len(sets) == 4 * (r + 2)
+    assert sets[4 * (r + 1) :].tolist() == [b.ctypes.data for b in bufs.values()]
+    return tuple(b.view(np.uint32) for b in bufs.values())
+
+
+@pytest.mark.parametrize("need,ran", [([5], 0), ([0, 0, 10**6], 2), ([2, 3, 4], 3)])
+def test_pair_plan_emulated(emulated_msm, need: list[int], ran: int) -> None:
+    """msm_pair_plan runs the rounds whose threshold the sort's entry count (here 4) reaches, in
+    order; skipped rounds write nothing, and the accumulation's set is the last round that ran."""
+    gm = emulated_msm
+    group = bn254.G1
+    pts = bn254.points_to_limbs(group, _points(group, random.Random(1), 2))
+    counts = np.array([3, 1], dtype=np.uint32)
+    cursor = np.array([0, 3], dtype=np.uint32)
+    entries = np.array([0, 0, 0, 2, 0, 3, 1, 0], dtype=np.uint32)
+    scratch = gm.MsmScratch()
+    for side in "ab":  # poison the round buffers: a skipped round must leave them alone
+        scratch.take(f"pair_counts_{side}", 2).fill(0xDEAD)
+    plan, sets = gm._pair_rounds(gm._module(), group, need, entries, pts, cursor, counts, 2, 4, scratch)
+    assert int(plan[0]) == ran
+    start = 4 * ran
+    if ran == 0:
+        assert sets[:4].tolist() == [a.ctypes.data for a in (entries, pts, cursor, counts)]
+    else:
+        assert sets[start + 3] == scratch._bufs[f"pair_counts_{'ab'[(ran - 1) % 2]}"].ctypes.data
+    for side in "ab"[ran:]:
+        assert (scratch._bufs[f"pair_counts_{side}"].view(np.uint32)[:2] == 0xDEAD).all()
 
 
 def _affine_case(gm, group: bn254.Group, n: int, c: int, window_range: str, scalars: str,
@@ -725,7 +768,7 @@ AFFINE_CASES = [
 def test_msm_pipeline_affine_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, group, n, c, window_range,
                                       scalars, rounds) -> None:
     """The whole pipeline with 1-3 pair rounds (2 pairs per thread) gives the digits' window sums."""
-    monkeypatch.setattr(emulated_msm, "AFFINE_ROUNDS", {"G1": rounds, "G2": rounds})
+    monkeypatch.setattr(emulated_msm, "AFFINE_ROUNDS", {"G1": ((0, rounds),), "G2": ((0, rounds),)})
     monkeypatch.setattr(emulated_msm, "PAIR_K", (2, 2))
     _affine_case(emulated_msm, group, n, c, window_range, scalars, random.Random(n * 10 + rounds))
 
@@ -750,7 +793,7 @@ def test_affine_rounds_from_config_emulated(emulated_msm, monkeypatch: pytest.Mo
     digits = gm.sort_digits(limbs, c, 0, num_windows(c), _EmuStream())
     before = [a.copy() for a in (digits.counts, digits.cursor, digits.entries)]
     with dask.config.set({"distprove.msm.affine-rounds": {"G1": 2, "G2": 3}}):
-        assert (gm.affine_rounds(bn254.G1), gm.affine_rounds(bn254.G2)) == (2, 3)
+        assert (gm.affine_rounds(bn254.G1, n), gm.affine_rounds(bn254.G2, n)) == (2, 3)
         for group in (bn254.G1, bn254.G2):
             table = _points(group, rng, 4) + [None]
             bases = bn254.points_to_limbs(group, [rng.choice(table) for _ in range(n)])

@@ -2,44 +2,45 @@
 // field.cuh, curve.cuh and msm.cu (MsmEntry, DP_NO_ROW).
 //
 // WHAT THIS FILE DECIDES, AND WHY (host side: _pair_rounds in distprove/backends/gpu/msm.py)
-// * The XYZZ accumulation costs 8M + 2S per entry and, on G2, 255 registers per thread. An
-//   affine addition whose slope denominator is inverted together with many others
-//   (Montgomery's trick: one inversion per thread, 3 products per element) costs 6 products
-//   and keeps one running product in registers. So before the accumulation the host runs R
-//   pair rounds: each adds the entries of every bucket two by two in affine coordinates,
-//   halving the bucket, and the unchanged msm_accumulate_* then reads the last round's points.
+// * The XYZZ accumulation costs 8M + 2S per entry. An affine addition whose slope denominator
+//   is inverted together with many others (Montgomery's trick) costs ~6.6 products: 1 forward,
+//   5 backward, the thread's one inversion (~320 Fq products) spread over up to 512 jobs. So
+//   before the accumulation R pair rounds each add every bucket's entries two by two in affine
+//   coordinates, halving the bucket; the accumulation then reads the last round's points.
 // * A round maps (entries sorted by row, points, counts_in, cursor_in = each row's start) to
 //   counts_out[row] = ceil(counts_in[row] / 2) (msm_pair_counts), cursor_out = its exclusive
-//   prefix sum (the host), and slot j = cursor_out[row] + o/2 for the entry at offset o (even)
-//   of its row: entry (row, j << 1) and affine point sums[j], paired with the next entry when
-//   that is in the same row, copied (negation applied) when it is the row's odd last entry.
-//   Pairing is relative to the row's start, so no pair ever crosses a bucket and the output is
-//   sorted by row like the input. Output points have the bases' layout (infinity all zero) and
-//   output entries are never negated.
-// * Thread t owns the pairs whose FIRST entry lies in [2kt, 2k(t+1)) (at most k pairs: pairs
-//   are disjoint; reading the second entry past the range end is fine), so threads cut through
-//   buckets freely and no bucket serialises a round. k is the host's, per round: the inversion
-//   (about 330 Fq products) is amortised over k pairs, but a small round needs threads.
-// * Forward pass: each pair's denominator d enters the running product, and the product
-//   BEFORE it is parked in sums[j].x (the thread's own slot: no extra buffer). One Fermat
-//   inversion (4-bit windows; Fq2 through the norm, 1/(a + bu) = (a - bu) / (a^2 + b^2)).
-//   Backward pass: 1/d = inv * parked product, inv *= d, lambda = num / d,
-//   x3 = lambda^2 - x1 - x2, y3 = lambda (x1 - x3) - y1. The points are read again rather
-//   than kept: k pairs of G2 points would not fit in registers.
-// * Special cases go through the same chain with no second inversion: an infinity operand
-//   (the sum is the other) and q = -p (the sum is infinity) need no denominator and are
-//   written in the forward pass; p = q is a doubling, d = 2 y1 and num = 3 x1^2. No finite
-//   point has y = 0 (both groups have odd prime order), so d is never 0.
+//   prefix sum (the host), and job j = cursor_out[row] + o/2 for the entry at offset o (even)
+//   of its row (msm_pair_jobs): output entry (row, j << 1) and point sums[j], the pair (o, o+1)
+//   or the row's odd last entry alone (copied, negation applied). No pair crosses a bucket and
+//   the output is sorted by row like the input; points keep the bases' layout (infinity 0).
+// * Jobs, not entries, are what threads walk: thread t of `stride` takes jobs t, t + stride, ...
+//   so every lane of a warp has a job at every step (session 4 walked entries and skipped the
+//   odd ones: 17 of 32 lanes active, Nsight Compute) and neighbouring lanes read neighbouring
+//   descriptors, parked products and (after round 1) points. The forward pass needs only the x:
+//   x = 0 only at infinity (3 is not a square in Fq, nor b' in Fq2), y only when the x are equal.
+//   Descriptors are fetched two jobs ahead and operands one ahead, so the forward pass's one
+//   product per job does not wait on the descriptor -> point chain of loads.
+// * Forward: each denominator d enters the running product, the product BEFORE it parked in
+//   sums[j].x (the thread's own slot). One Fermat inversion (Fq2 through the norm). Backward:
+//   1/d = inv * parked, inv *= d, lambda = num / d, x3 = lambda^2 - x1 - x2,
+//   y3 = lambda (x1 - x3) - y1; the points are read again (k pairs would not fit in registers).
+// * Special cases need no second inversion: an infinity operand (the sum is the other) and
+//   q = -p (infinity) have no denominator; p = q is a doubling, d = 2 y1, num = 3 x1^2. No
+//   finite point has y = 0 (odd prime order), so d is never 0.
+// * Jobs per thread are chosen on the device from the real job count (pair_stride): the fewest
+//   whole waves of resident threads at <= kmax jobs each. The host knows only a bound (every
+//   scalar in every window): witness-like scalars fill a tenth of it, and a bound-sized grid
+//   left each thread a tenth of its jobs per inversion.
+// * Whether rounds run at all is the device's call too (msm_pair_plan, from the sort's entry
+//   count against the host's per-round thresholds), so nothing waits on the host: skipped
+//   rounds return at once and msm_accumulate_sel reads the last set that was written.
+// * Measured on an H200 (bench/results/2026-11-30_kernels-msm-affine-s8_h200.json): a round at
+//   G1 2^24 does its E/2 additions in ~31 ms where they cost ~36 in the XYZZ pass (session 4:
+//   63.7), and three rounds take G1 2^24 from 93.2 to 82.9 ms, G2 2^22 from 73.9 to 58.6. On
+//   witness-like scalars (45% zero, 45% one) they lose (G1 2^24 18.4 -> 20.8 ms forced), so the
+//   plan skips them there.
 // * Per-thread bodies are DP_INLINE functions of (arguments, thread index), so a host build
 //   runs them one thread after another (tests/test_kernels_host.py).
-// * Measured on an H200 (2026-11-30, bench/results/2026-11-30_kernels-msm-affine-rounds_h200.json):
-//   SLOWER than the XYZZ accumulation alone at every size, so rounds are off by default. G1 2^24:
-//   one round does its E/2 additions in 63.7 ms where the XYZZ pass did E in 83.3 (0.51 ns
-//   against 0.33 ns per addition; ~14 G products/s against ~30): a thread walks k = 256 pairs
-//   twice through global memory (parked products, both points read again), one dependent load
-//   after another, at 92 registers. G2 2^22 likewise (round 65.9 ms, accumulation 96.3 -> 48.7).
-//   What it would take: more pairs in flight per SM (prefetching the next pair's points,
-//   shorter k with the inversion shared by a warp), before it can pay.
 
 #ifndef DP_MSM_AFFINE_CU
 #define DP_MSM_AFFINE_CU
@@ -48,26 +49,6 @@
 #define DP_PAIR_COPY 0u  // an operand is infinity (the sum is the other) or q = -p (infinity)
 #define DP_PAIR_ADD 1u   // x_p != x_q: d = x_q - x_p, num = y_q - y_p
 #define DP_PAIR_DBL 2u   // p = q: d = 2 y_p, num = 3 x_p^2
-
-// The kind of p + q, and the slope's denominator d unless the kind is DP_PAIR_COPY.
-template <typename F> DP_INLINE u32 pair_kind(const Aff<F>& p, const Aff<F>& q, F& d) {
-    if (aff_is_inf_t(p) || aff_is_inf_t(q)) return DP_PAIR_COPY;
-    d = f_sub(q.x, p.x);
-    if (!f_is_zero(d)) return DP_PAIR_ADD;
-    if (!f_is_zero(f_sub(q.y, p.y))) return DP_PAIR_COPY;  // same x, other y: q = -p
-    d = f_add(p.y, p.y);
-    return DP_PAIR_DBL;
-}
-
-// p + q of kind DP_PAIR_COPY.
-template <typename F> DP_INLINE Aff<F> pair_copy_sum(const Aff<F>& p, const Aff<F>& q) {
-    if (aff_is_inf_t(p)) return q;
-    if (aff_is_inf_t(q)) return p;
-    Aff<F> z;
-    f_set_zero(z.x);
-    f_set_zero(z.y);
-    return z;
-}
 
 // p + q of kind DP_PAIR_ADD or DP_PAIR_DBL, given inv = 1/d.
 template <typename F> DP_INLINE Aff<F> pair_finish(const Aff<F>& p, const Aff<F>& q, u32 kind, F inv) {
@@ -91,105 +72,217 @@ template <typename F> DP_INLINE Aff<F> pair_load(const Aff<F>* pts, u32 pt) {
     return (pt & 1u) ? aff_neg_t(q) : q;
 }
 
-// One pair round's arguments (see the banner).
-template <typename F> struct PairRound {
-    const MsmEntry* in;    // sorted by row
-    const Aff<F>* pts;     // the points `in` indexes
-    const u32* cursor_in;  // each row's first entry
-    const u32* counts_in;
-    const u32* cursor_out;  // each row's first output slot
-    u32 rows;
-    u32 k;  // pairs per thread
-    MsmEntry* out;
-    Aff<F>* sums;
+// Job j of a round: the points it adds (index << 1 | negated); q = DP_NO_PT for a row's odd
+// last entry, which is copied.
+#define DP_NO_PT 0xffffffffu
+struct alignas(8) PairJob {
+    u32 p, q;
 };
 
-// The row a thread is in: its first input entry, entry count and first output slot, reloaded
-// only when the row changes (a thread's entries are sorted by row).
-struct PairRow {
-    u32 row, start, count, out;
-};
-
-template <typename F> DP_INLINE void pair_row(const PairRound<F>& a, u32 row, PairRow& r) {
-    if (row == r.row) return;
-    r.row = row;
-    r.start = a.cursor_in[row];
-    r.count = a.counts_in[row];
-    r.out = a.cursor_out[row];
+// Entry i of a round's input: when it opens a pair (even offset in its row), job j =
+// cursor_out[row] + offset / 2 and the output entry (row, j << 1).
+DP_INLINE void msm_pair_jobs_body(const MsmEntry* in, const u32* cursor_in, const u32* counts_in,
+                                  const u32* cursor_out, u32 rows, PairJob* jobs, MsmEntry* out, u32 i) {
+    if (i >= cursor_in[rows - 1u] + counts_in[rows - 1u]) return;
+    MsmEntry e = in[i];
+    u32 o = i - cursor_in[e.row];
+    if (o & 1u) return;
+    u32 j = cursor_out[e.row] + (o >> 1);
+    PairJob jb;
+    jb.p = e.pt;
+    jb.q = o + 1u < counts_in[e.row] ? in[i + 1u].pt : DP_NO_PT;
+    jobs[j] = jb;
+    MsmEntry oe;
+    oe.row = e.row;
+    oe.pt = j << 1;
+    out[j] = oe;
 }
 
-// Thread t of a pair round: the pairs (and odd last entries) whose first entry lies in
-// [2kt, 2k(t+1)).
-template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t) {
-    u32 total = a.cursor_in[a.rows - 1u] + a.counts_in[a.rows - 1u];
-    u64 first = (u64)t * 2u * a.k;
-    if (first >= total) return;
-    u32 lo = (u32)first;
-    u32 hi = first + 2u * a.k < total ? (u32)(first + 2u * a.k) : total;
+// Grid-stride over the round's real entries: a small fixed grid, so a round the plan skips
+// costs one launch of few blocks rather than one thread per entry of the host's bound.
+extern "C" __global__ void msm_pair_jobs(const u32* plan, u32 round, const MsmEntry* in, const u32* cursor_in,
+                                         const u32* counts_in, const u32* cursor_out, u32 rows, PairJob* jobs,
+                                         MsmEntry* out) {
+    if (round >= plan[0]) return;
+    u32 total = cursor_in[rows - 1u] + counts_in[rows - 1u];
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x)
+        msm_pair_jobs_body(in, cursor_in, counts_in, cursor_out, rows, jobs, out, i);
+}
+
+// One pair round's arguments (see the banner).
+template <typename F> struct PairRound {
+    const PairJob* jobs;
+    const Aff<F>* pts;       // the points the jobs index
+    const u32* cursor_out;   // each row's first job
+    const u32* counts_out;
+    u32 rows;
+    u32 resident;            // threads the device holds at once (the host's count)
+    u32 kmin, kmax;          // least and most jobs per thread
+    Aff<F>* sums;            // job j's sum
+};
+
+// Threads of a round with n jobs (on the device: the host knows only a bound): the fewest whole
+// waves of resident threads with at most kmax jobs each, then k as even as they allow (>= kmin),
+// so a sparse round (witness scalars) still amortises each inversion over k jobs.
+template <typename F> DP_INLINE u32 pair_stride(const PairRound<F>& a, u32 n, u32 launched) {
+    u64 wave = (u64)a.resident * a.kmax;
+    u64 waves = n > wave ? (n + wave - 1u) / wave : 1u;
+    u64 k = (n + waves * a.resident - 1u) / (waves * a.resident);
+    k = k < a.kmin ? a.kmin : (k > a.kmax ? a.kmax : k);
+    u64 stride = (n + k - 1u) / k;
+    return stride < launched ? (u32)stride : launched;
+}
+
+// Job jb's kind from its operands' x, and the slope denominator d unless the kind is
+// DP_PAIR_COPY. x = 0 only at infinity: neither curve has a point with x = 0 (3 is not a
+// square in Fq, nor b' = 3 / (9 + u) in Fq2), so the y are read only when the x are equal.
+template <typename F> DP_INLINE u32 pair_kind_x(const Aff<F>* pts, PairJob jb, const F& px, const F& qx, F& d) {
+    if (jb.q == DP_NO_PT || f_is_zero(px) || f_is_zero(qx)) return DP_PAIR_COPY;
+    d = f_sub(qx, px);
+    if (!f_is_zero(d)) return DP_PAIR_ADD;
+    F py = pair_load(pts, jb.p).y;
+    if (!f_is_zero(f_sub(pair_load(pts, jb.q).y, py))) return DP_PAIR_COPY;  // q = -p
+    d = f_add(py, py);
+    return DP_PAIR_DBL;
+}
+
+// The x of point `pt` (index << 1 | negated; negation leaves x alone), 0 for DP_NO_PT.
+template <typename F> DP_INLINE F pair_x(const Aff<F>* pts, u32 pt) {
+    F x;
+    if (pt == DP_NO_PT) f_set_zero(x);
+    else x = pts[pt >> 1].x;
+    return x;
+}
+
+// Thread t of `stride` threads: jobs t, t + stride, ... (< n). Neighbouring threads take
+// neighbouring jobs, so every load of a round is coalesced but round 1's gather of the bases.
+// The forward pass reads only the x (half the bytes) with descriptors two jobs ahead and x one
+// job ahead, so its one product per job never waits on the descriptor -> point chain; the
+// backward pass (six products a job) reads its descriptor and parked product one job ahead.
+template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t, u32 launched) {
+    u32 n = a.cursor_out[a.rows - 1u] + a.counts_out[a.rows - 1u];
+    u32 stride = pair_stride(a, n, launched);
+    if (t >= stride || t >= n) return;
+    const PairJob none = {DP_NO_PT, DP_NO_PT};
     F acc;
     f_set_one(acc);
     bool any = false;
-    PairRow r = {DP_NO_ROW, 0u, 0u, 0u};
-    for (u32 i = lo; i < hi; i++) {
-        MsmEntry e = a.in[i];
-        pair_row(a, e.row, r);
-        u32 o = i - r.start;
-        if (o & 1u) continue;
-        u32 j = r.out + (o >> 1);
-        MsmEntry oe;
-        oe.row = e.row;
-        oe.pt = j << 1;
-        a.out[j] = oe;
-        Aff<F> p = pair_load(a.pts, e.pt);
-        if (o + 1u >= r.count) {
+    u32 j = t;
+    PairJob jb = a.jobs[t];
+    PairJob next = t + stride < n ? a.jobs[t + stride] : none;
+    F px = pair_x(a.pts, jb.p), qx = pair_x(a.pts, jb.q);
+    for (;;) {
+        u32 jn = j + stride;
+        bool more = jn < n;
+        PairJob jb_n = next;
+        F px_n, qx_n;
+        if (more) {
+            px_n = pair_x(a.pts, jb_n.p);
+            qx_n = pair_x(a.pts, jb_n.q);
+            if (jn + stride < n) next = a.jobs[jn + stride];
+        }
+        F d;
+        if (pair_kind_x(a.pts, jb, px, qx, d) != DP_PAIR_COPY) {
+            a.sums[j].x = acc;  // the product before d, read back by the backward pass
+            acc = f_mul(acc, d);
+            any = true;
+        }
+        if (!more) break;
+        jb = jb_n;
+        px = px_n;
+        qx = qx_n;
+        j = jn;
+    }
+    F inv = any ? f_inv(acc) : acc;
+    // Backward from the last job j.
+    jb = a.jobs[j];
+    F parked = a.sums[j].x;
+    for (;;) {
+        bool more = j >= t + stride;
+        u32 jn = j - stride;
+        PairJob jb_n;
+        F parked_n;
+        if (more) {
+            jb_n = a.jobs[jn];
+            parked_n = a.sums[jn].x;
+        }
+        Aff<F> p = pair_load(a.pts, jb.p), q;
+        if (jb.q == DP_NO_PT) {
+            f_set_zero(q.x);
+            f_set_zero(q.y);
+        } else {
+            q = pair_load(a.pts, jb.q);
+        }
+        F d;
+        u32 kind = pair_kind_x(a.pts, jb, p.x, q.x, d);
+        if (kind != DP_PAIR_COPY) {
+            F inv_d = f_mul(inv, parked);
+            inv = f_mul(inv, d);
+            a.sums[j] = pair_finish(p, q, kind, inv_d);
+        } else if (f_is_zero(q.x)) {
             a.sums[j] = p;
-            continue;
+        } else if (f_is_zero(p.x)) {
+            a.sums[j] = q;
+        } else {  // q = -p
+            f_set_zero(q.x);
+            f_set_zero(q.y);
+            a.sums[j] = q;
         }
-        Aff<F> q = pair_load(a.pts, a.in[i + 1u].pt);
-        F d;
-        if (pair_kind(p, q, d) == DP_PAIR_COPY) {
-            a.sums[j] = pair_copy_sum(p, q);
-            continue;
-        }
-        a.sums[j].x = acc;
-        acc = f_mul(acc, d);
-        any = true;
-    }
-    if (!any) return;
-    F inv = f_inv(acc);
-    for (u32 i = hi; i-- > lo;) {
-        MsmEntry e = a.in[i];
-        pair_row(a, e.row, r);
-        u32 o = i - r.start;
-        if ((o & 1u) || o + 1u >= r.count) continue;
-        Aff<F> p = pair_load(a.pts, e.pt);
-        Aff<F> q = pair_load(a.pts, a.in[i + 1u].pt);
-        F d;
-        u32 kind = pair_kind(p, q, d);
-        if (kind == DP_PAIR_COPY) continue;
-        u32 j = r.out + (o >> 1);
-        F inv_d = f_mul(inv, a.sums[j].x);
-        inv = f_mul(inv, d);
-        a.sums[j] = pair_finish(p, q, kind, inv_d);
+        if (!more) break;
+        jb = jb_n;
+        parked = parked_n;
+        j = jn;
     }
 }
 
-// counts_out[row] = ceil(counts_in[row] / 2).
-extern "C" __global__ void msm_pair_counts(const u32* counts_in, u32* counts_out, u32 rows) {
+// plan[0] = the rounds to run: how many of the first `rounds` thresholds min_total[r] the
+// sort's entry count reaches (the host knows only a bound; witness-like scalars, mostly 0 and 1,
+// leave buckets too thin for rounds to pay).
+extern "C" __global__ void msm_pair_plan(const u32* cursor, const u32* counts, u32 rows, const u32* min_total,
+                                         u32 rounds, u32* plan) {
+    if (blockIdx.x * blockDim.x + threadIdx.x != 0u) return;
+    u32 total = cursor[rows - 1u] + counts[rows - 1u];
+    u32 r = 0u;
+    while (r < rounds && total >= min_total[r]) r++;
+    plan[0] = r;
+}
+
+// counts_out[row] = ceil(counts_in[row] / 2), when round `round` runs.
+extern "C" __global__ void msm_pair_counts(const u32* plan, u32 round, const u32* counts_in, u32* counts_out,
+                                           u32 rows) {
     u32 r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r < rows) counts_out[r] = (counts_in[r] >> 1) + (counts_in[r] & 1u);
+    if (round >= plan[0] || r >= rows) return;
+    counts_out[r] = (counts_in[r] >> 1) + (counts_in[r] & 1u);
 }
 
-#define DP_MSM_PAIRS(G, F)                                                                              \
-    extern "C" __global__ void msm_pairs_##G(const MsmEntry* in, const Aff<F>* pts, const u32* cursor_in, \
-                                             const u32* counts_in, const u32* cursor_out, u32 rows, u32 k, \
-                                             MsmEntry* out, Aff<F>* sums) {                              \
-        PairRound<F> a = {in, pts, cursor_in, counts_in, cursor_out, rows, k, out, sums};               \
-        msm_pairs_body(a, blockIdx.x * blockDim.x + threadIdx.x);                                       \
+// One set of accumulation inputs: the sort's (set 0) or round r's output (set r + 1).
+struct PairSet {
+    const MsmEntry* entries;
+    const void* points;
+    const u32* cursor;
+    const u32* counts;
+};
+
+#define DP_MSM_PAIRS(G, F, ACC_BOUNDS)                                                               \
+    extern "C" __global__ void msm_pairs_##G(const u32* plan, u32 round, const PairJob* jobs,         \
+                                             const Aff<F>* pts, const u32* cursor_out,                 \
+                                             const u32* counts_out, u32 rows, u32 resident, u32 kmin,  \
+                                             u32 kmax, Aff<F>* sums) {                                 \
+        if (round >= plan[0]) return;                                                                  \
+        PairRound<F> a = {jobs, pts, cursor_out, counts_out, rows, resident, kmin, kmax, sums};      \
+        msm_pairs_body(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);            \
+    }                                                                                                  \
+    extern "C" __global__ void ACC_BOUNDS msm_accumulate_sel_##G(const u32* plan, const PairSet* sets,  \
+                                                          u32 rows, u32 len, u32 slices,             \
+                                                          Xyzz<F>* buckets, u32* spill_rows,         \
+                                                          Xyzz<F>* spill_pts) {                      \
+        PairSet s = sets[plan[0]];                                                                     \
+        msm_accumulate_impl<F>(s.entries, static_cast<const Aff<F>*>(s.points), s.cursor, s.counts,    \
+                               rows, len, slices, buckets, spill_rows, spill_pts);                     \
     }
 
-DP_MSM_PAIRS(g1, Fq)
-DP_MSM_PAIRS(g2, Fq2)
+DP_MSM_PAIRS(g1, Fq, DP_G1_ACC_BOUNDS)
+DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS)
 
 #undef DP_MSM_PAIRS
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 
+import dask
 import numpy as np
 import pytest
 
@@ -61,6 +62,10 @@ def _scalars(n: int, pattern: str, rng: np.random.Generator) -> np.ndarray:
     s[:, 7] = rng.integers(0, 0x30644E72, size=n)  # top limb below r's: every value < r
     if pattern == "equal":
         s[:] = s[0]
+    elif pattern == "bits":  # witness-like: 45% zeros, 45% ones
+        kind = rng.integers(0, 20, size=n)
+        s[kind < 18] = 0
+        s[(kind >= 9) & (kind < 18), 0] = 1
     elif pattern == "mixed":
         kind = rng.integers(0, 20, size=n)
         s[kind < 5] = 0
@@ -190,20 +195,35 @@ def test_window_sums_with_pair_rounds(monkeypatch, group, n, c, window_range, pa
     512 distinct bases or on P, Q, S, -P and infinity (doublings and P + (-P) in the rounds)."""
     from distprove.backends.gpu import msm as gmsm
 
-    monkeypatch.setattr(gmsm, "AFFINE_ROUNDS", {"G1": rounds, "G2": rounds})
-    _run_case(group, n, c, window_range, pattern, small=small)
+    with dask.config.set({"distprove.msm.affine-rounds": rounds}):
+        _run_case(group, n, c, window_range, pattern, small=small)
+
+
+@pytest.mark.parametrize("pattern", ["uniform", "mixed", "bits"])
+@pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
+def test_window_sums_with_planned_rounds(monkeypatch, group, pattern) -> None:
+    """Rounds planned from size steps (1 at 2^6 entries a window, 2 at 2^10, 3 at 2^14): the
+    device runs those the sort's entry count reaches (all 3 on uniform scalars, fewer where most
+    are 0 or 1), and the window sums stay the known-dlog ones."""
+    from distprove.backends.gpu import msm as gmsm
+
+    monkeypatch.setattr(gmsm, "AFFINE_ROUNDS", {"G1": ((6, 1), (10, 2), (14, 3)), "G2": ((6, 1), (10, 2), (14, 3))})
+    scratch = gmsm.MsmScratch()
+    _run_case(group, 1 << 16, 11, "full", pattern, scratch=scratch)
+    ran = int(scratch.take("pair_plan", 1)[0])
+    assert ran == {"uniform": 3, "mixed": 3, "bits": 2}[pattern]  # bits: ~6.5 Ki entries a window
 
 
 @pytest.mark.parametrize("k", [1, 2, 256])
 @pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
 def test_pair_rounds_any_pairs_per_thread(monkeypatch, group, k) -> None:
-    """Pairs per thread from 1 (thread ranges cut every bucket) to 256, two rounds."""
+    """Jobs per thread from 1 to 256 (strided: a thread's jobs lie in many buckets), two rounds."""
     from distprove.backends.gpu import msm as gmsm
 
-    monkeypatch.setattr(gmsm, "AFFINE_ROUNDS", {"G1": 2, "G2": 2})
     monkeypatch.setattr(gmsm, "PAIR_K", (k, k))
-    _run_case(group, (1 << 16) + 7, 13, "full", "mixed", small=True)
-    _run_case(group, 5000, 9, "upper", "equal")
+    with dask.config.set({"distprove.msm.affine-rounds": 2}):
+        _run_case(group, (1 << 16) + 7, 13, "full", "mixed", small=True)
+        _run_case(group, 5000, 9, "upper", "equal")
 
 
 def test_scratch_reuse_with_dirty_buffers() -> None:
@@ -276,7 +296,7 @@ def test_shared_digit_sort_across_streams(monkeypatch, n, c, lo, hi, rounds) -> 
     from distprove.backends.gpu import msm as gmsm
     from distprove.backends.gpu.msm import MsmScratch, msm_windows_start, sort_digits
 
-    monkeypatch.setattr(gmsm, "AFFINE_ROUNDS", {"G1": rounds, "G2": rounds})
+    monkeypatch.setattr(gmsm, "AFFINE_ROUNDS", {"G1": ((0, rounds),), "G2": ((0, rounds),)})  # 1 entry a window
 
     rng = np.random.default_rng()
     scal = _scalars(n, "mixed", rng)

@@ -1,8 +1,8 @@
 """GPU Pippenger window sums: the host side of ``distprove/kernels/msm.cu``.
 
 :func:`msm_windows` computes the window sums S_lo .. S_{hi-1} of DESIGN.md on the device (digits,
-counting sort into buckets, optional batch-affine pair rounds that halve every bucket (msm_affine.cu,
-:data:`AFFINE_ROUNDS`), segmented accumulation, per-window reduction) and reads back one
+counting sort into buckets, batch-affine pair rounds that halve every bucket where they pay
+(msm_affine.cu, :data:`AFFINE_ROUNDS`; the device skips them on sparse scalars), segmented accumulation, per-window reduction) and reads back one
 XYZZ point per window plus the sum of the scalar-1 bases, which it adds to S_0. The Horner
 combine stays on the host (:func:`distprove.stages.msm.combine`). With ``constant_work=True`` the
 same sums come from the kernels of ``msm_cw.cu`` (docs/CONSTANT_WORK.md): every scalar in every
@@ -64,17 +64,22 @@ ONES_BLOCKS_MAX = 512
 DUMMY_ROWS = 32
 """Constant work: zero-digit rows per window (a power of two; scalar i uses row i mod DUMMY_ROWS),
 spreading the count/scatter atomics of the zero digits over that many counters."""
-AFFINE_ROUNDS: dict[str, int] = {"G1": 0, "G2": 0}
-"""Batch-affine pair rounds (msm_affine.cu) run before the XYZZ accumulation, per group; each halves
-every bucket with affine additions that share one inversion per thread. 0: none (the accumulation
-reads the bases, as before). Overridden by ``distprove.msm.affine-rounds``; default mode only."""
-PAIR_K: tuple[int, int] = (16, 256)
-"""Least and most pairs per thread in a pair round (one field inversion is amortised over them)."""
-PAIR_THREADS_PER_SM = 256
-"""A pair round gets k = clamp(pairs / (SMs * this), *PAIR_K) pairs per thread: the largest k that
-still leaves this many threads per SM, so small rounds keep the device busy."""
+AFFINE_ROUNDS: dict[str, tuple[tuple[int, int], ...]] = {"G1": ((22, 2), (23, 3)), "G2": ((19, 1), (20, 3))}
+"""Batch-affine pair rounds (msm_affine.cu) run before the XYZZ accumulation, per group, as (log2
+entries per window, rounds) steps: windows holding at least 3/4 of 2^log2 entries on average get
+that step's rounds (the last step reached; none below the first). Each round halves every bucket
+with affine additions that share one inversion per thread, which pays where buckets are full
+(H200, docs/BENCHMARKS.md "Session 8"): the host plans from the bound n per window, and the
+device runs the rounds whose step the sort's real entry count reaches (witness-like scalars,
+mostly 0 and 1, may run none). ``distprove.msm.affine-rounds`` overrides it (then the rounds
+always run); default mode only."""
+PAIR_K: tuple[int, int] = (16, 512)
+"""Least and most jobs (pairs) per thread in a pair round: one field inversion (~320 Fq products)
+is amortised over them (:func:`pair_threads`)."""
 PAIR_THREADS = 128
 """Block size of the pair-round kernels."""
+PAIR_JOBS_BLOCKS_PER_SM = 16
+"""Blocks of 256 threads per SM of msm_pair_jobs, a grid-stride loop over a round's entries."""
 
 
 def _xyzz_words(group: Group) -> int:
@@ -91,19 +96,37 @@ def kernel_options() -> tuple[str, ...]:
     return KERNEL_OPTIONS + tuple(extra)
 
 
-def affine_rounds(group: Group) -> int:
-    """Pair rounds for ``group``: :data:`AFFINE_ROUNDS`, or ``distprove.msm.affine-rounds`` when set
-    (an integer for both groups, or a mapping such as ``{"G1": 2, "G2": 1}``)."""
+def _step_entries(lg: int) -> int:
+    """Least average entries per window that reach an :data:`AFFINE_ROUNDS` step of log2 ``lg``."""
+    return 3 << max(lg - 2, 0) if lg >= 2 else 1
+
+
+def round_thresholds(group: Group, per_window: int) -> list[int]:
+    """Least average entries per window for each pair round of an MSM with at most ``per_window``
+    entries in a window: round r runs when the windows hold at least element r. Its length is the
+    rounds planned; ``distprove.msm.affine-rounds`` plans that many rounds, all at threshold 0."""
     value = config.get("msm.affine-rounds", None)
-    if value is None:
-        return AFFINE_ROUNDS[group.name]
     if isinstance(value, dict) and set(value) <= set(AFFINE_ROUNDS):
-        value = value.get(group.name, AFFINE_ROUNDS[group.name])
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FormatError("distprove.msm.affine-rounds",
-                          f"must be null, an integer >= 0 or a mapping of G1/G2 to one "
-                          f"(got {config.get('msm.affine-rounds')!r})")
-    return value
+        value = value.get(group.name)
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise FormatError("distprove.msm.affine-rounds",
+                              f"must be null, an integer >= 0 or a mapping of G1/G2 to one "
+                              f"(got {config.get('msm.affine-rounds')!r})")
+        return [0] * value
+    need: list[int] = []
+    for lg, rounds in AFFINE_ROUNDS[group.name]:
+        at = _step_entries(lg)
+        if per_window < at:
+            break
+        need += [at] * (rounds - len(need))
+    return need
+
+
+def affine_rounds(group: Group, per_window: int) -> int:
+    """Pair rounds for windows of ``per_window`` entries on average in ``group`` (see
+    :func:`round_thresholds`)."""
+    return len(round_thresholds(group, per_window))
 
 
 def _module() -> "cupy.RawModule":
@@ -261,8 +284,8 @@ def msm_windows(
     ``bases``: (n, 16) G1 or (n, 32) G2 uint32, Montgomery affine as in the key, all-zero rows
     are infinity. ``scalars``: (n, 8) uint32 standard form, each < r. The sum of the bases with
     scalar 1 is included in S_0 (only when lo == 0), as DESIGN.md specifies. ``phases``, if
-    given, receives the device milliseconds of each phase (sort, pairs when :func:`affine_rounds`
-    is not 0, accumulate, fold, reduce, ones).
+    given, receives the device milliseconds of each phase (sort, pairs when rounds are planned
+    (:func:`round_thresholds`; the device may skip them), accumulate, fold, reduce, ones).
     ``constant_work``: the same sums by the kernels of msm_cw.cu (docs/CONSTANT_WORK.md): every
     scalar in every window, zero digits to discarded dummy rows, no ones path, complete
     projective formulas in fold and reduce.
@@ -400,18 +423,22 @@ def _launch(
         _sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, constant_work)
     timer.mark("sort")
 
-    # Batch-affine pair rounds: the accumulation then reads their sums instead of the bases.
-    points, bound = bases, nw * n
-    rounds = 0 if constant_work else affine_rounds(group)
-    if rounds:
-        entries, points, cursor, counts, bound = _pair_rounds(mod, group, rounds, entries, points, cursor, counts,
-                                                              rows, bound, scratch)
+    # Batch-affine pair rounds, as many as the device finds worth it: the accumulation then
+    # reads the last one's sums instead of the bases.
+    bound = nw * n
+    need = [] if constant_work else round_thresholds(group, n)
+    if need:
+        accumulate = mod.get_function(f"msm_accumulate_sel_{sfx}")
+        acc_inputs = _pair_rounds(mod, group, [t * nw for t in need], entries, bases, cursor, counts, rows, bound,
+                                  scratch)
         timer.mark("pairs")
+    else:
+        accumulate = mod.get_function(f"msm_accumulate_{sfx}")
+        acc_inputs = (entries, bases, cursor, counts)
 
-    # Buckets: clear, accumulate slices, fold the spills.
+    # Buckets: clear, accumulate slices (over the sort's bound: the rounds may not have run), fold.
     buckets = scratch.take("buckets", rows * pw)
     mod.get_function(f"msm_clear{cw}_{sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
-    accumulate = mod.get_function(f"msm_accumulate_{sfx}")
     slice_len = slice_length(bound, SLICE_LEN[group.name], accumulate)
     slices = -(-bound // slice_len)
     m = 2 * slices
@@ -424,7 +451,7 @@ def _launch(
     accumulate(
         (-(-slices // ACC_THREADS),),
         (ACC_THREADS,),
-        (entries, points, cursor, counts, u32(rows), u32(slice_len), u32(slices), buckets) + spill[0],
+        acc_inputs + (u32(rows), u32(slice_len), u32(slices), buckets) + spill[0],
     )
     timer.mark("accumulate")
     src = 0
@@ -513,6 +540,17 @@ def fold_length(m: int, kernel: Any) -> int:
     return min(FOLD_LEN, max(FOLD_MIN, -(-m // resident)))
 
 
+def pair_threads(jobs: int, kernel: Any) -> tuple[int, int]:
+    """(threads to launch, resident threads) for a pair round over at most ``jobs`` jobs with
+    ``kernel``: enough whole waves of its resident threads for ``jobs`` at PAIR_K[1] jobs a thread,
+    at most ``jobs`` / PAIR_K[0] threads (a whole number of blocks). The kernel picks its stride
+    from the real job count (msm_affine.cu pair_stride), within these threads."""
+    resident = _resident_threads(kernel, PAIR_THREADS) or _sm_count() * PAIR_THREADS
+    waves = max(1, -(-jobs // (resident * PAIR_K[1])))
+    threads = min(waves * resident, -(-jobs // PAIR_K[0]))
+    return -(-threads // PAIR_THREADS) * PAIR_THREADS, resident
+
+
 def _resident_threads(kernel: Any, block: int) -> int | None:
     """Threads of ``kernel`` in blocks of ``block`` that the device holds at once, from its
     register count (64 Ki registers and 2048 threads per SM, allocated per warp in units of 256;
@@ -544,23 +582,32 @@ def reduce_geometry(nb: int, nw: int, kernel: Any = None) -> tuple[int, int, int
     return seg, nseg, threads, groups
 
 
-def _pair_rounds(mod: Any, group: Group, rounds: int, entries: "cupy.ndarray", points: "cupy.ndarray",
+def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.ndarray", bases: "cupy.ndarray",
                  cursor: "cupy.ndarray", counts: "cupy.ndarray", rows: int, bound: int,
-                 scratch: MsmScratch) -> tuple[Any, Any, Any, Any, int]:
-    """Queue ``rounds`` pair rounds of msm_affine.cu on the current stream, after the sort.
+                 scratch: MsmScratch) -> tuple[Any, Any]:
+    """Queue len(``min_total``) pair rounds of msm_affine.cu on the current stream, after the sort;
+    round r runs only if the sort's entries number at least min_total[r] (msm_pair_plan decides on
+    the device, so nothing waits on the host). Returns (plan, sets): the arguments that make
+    msm_accumulate_sel read the last round that ran (set 0: the sort's entries and the bases).
 
     Each round halves every bucket (counts_out = ceil(counts / 2)); ``bound`` caps the entries
     of its input (nw * n for the sort's) and the output holds at most (bound + min(rows, bound))
-    / 2: an odd row leaves one entry unpaired. Returns the last round's (entries, points, cursor,
-    counts) and that bound. Only scratch buffers are written, two of each kind used in turn: the
-    sort's may be a :class:`DigitSort` that other MSMs read.
+    / 2: an odd row leaves one entry unpaired. Only scratch buffers are written, two of each kind
+    used in turn: the sort's may be a :class:`DigitSort` that other MSMs read.
     """
     import cupy
 
     u32 = np.uint32
+    rounds = len(min_total)
+    plan = scratch.take("pair_plan", 1)
+    need = scratch.take("pair_need", rounds)
+    _upload(need, np.array(min_total, dtype=np.uint32))
+    mod.get_function("msm_pair_plan")((1,), (32,), (cursor, counts, u32(rows), need, u32(rounds), plan))
     pairs = mod.get_function(f"msm_pairs_{_suffix(group)}")
+    make_jobs = mod.get_function("msm_pair_jobs")
     halve = mod.get_function("msm_pair_counts")
-    target_threads = _sm_count() * PAIR_THREADS_PER_SM
+    ptrs = [_ptr(a) for a in (entries, bases, cursor, counts)]
+    points = bases
     for r in range(rounds):
         side = "ab"[r % 2]
         out_bound = (bound + min(rows, bound)) // 2
@@ -568,15 +615,34 @@ def _pair_rounds(mod: Any, group: Group, rounds: int, entries: "cupy.ndarray", p
         cursor_out = scratch.take(f"pair_cursor_{side}", rows)
         entries_out = scratch.take(f"pair_entries_{side}", 2 * out_bound)
         points_out = scratch.take(f"pair_points_{side}", out_bound * group.limbs)
-        halve((-(-rows // 256),), (256,), (counts, counts_out, u32(rows)))
-        cupy.cumsum(counts_out, dtype=cupy.uint32, out=cursor_out)
+        jobs = scratch.take("pair_jobs", 2 * out_bound)
+        halve((-(-rows // 256),), (256,), (plan, u32(r), counts, counts_out, u32(rows)))
+        cupy.cumsum(counts_out, dtype=cupy.uint32, out=cursor_out)  # garbage when the round is skipped: unread
         cursor_out -= counts_out  # exclusive: each row's first slot
-        k = min(max(bound // 2 // target_threads, PAIR_K[0]), PAIR_K[1])
-        threads = -(-bound // (2 * k))
-        pairs((-(-threads // PAIR_THREADS),), (PAIR_THREADS,),
-              (entries, points, cursor, counts, cursor_out, u32(rows), u32(k), entries_out, points_out))
+        make_jobs((min(-(-bound // 256), _sm_count() * PAIR_JOBS_BLOCKS_PER_SM),), (256,),
+                  (plan, u32(r), entries, cursor, counts, cursor_out, u32(rows), jobs, entries_out))
+        threads, resident = pair_threads(out_bound, pairs)
+        pairs((threads // PAIR_THREADS,), (PAIR_THREADS,),
+              (plan, u32(r), jobs, points, cursor_out, counts_out, u32(rows), u32(resident), u32(PAIR_K[0]),
+               u32(PAIR_K[1]), points_out))
         entries, points, cursor, counts, bound = entries_out, points_out, cursor_out, counts_out, out_bound
-    return entries, points, cursor, counts, bound
+        ptrs += [_ptr(a) for a in (entries, points, cursor, counts)]
+    sets = scratch.take("pair_sets", len(ptrs), np.uint64)
+    _upload(sets, np.array(ptrs, dtype=np.uint64))
+    return plan, sets
+
+
+def _ptr(a: Any) -> int:
+    """Device address of a CuPy array (host address of a NumPy one: the tests' emulated kernels)."""
+    return int(a.data.ptr) if hasattr(a.data, "ptr") else int(a.ctypes.data)
+
+
+def _upload(dst: Any, host: np.ndarray) -> None:
+    """Copy ``host`` into the device array ``dst`` on the current stream (a NumPy ``dst``: in place)."""
+    if isinstance(dst, np.ndarray):
+        dst[: host.size] = host
+    else:
+        dst[: host.size].set(host)
 
 
 @functools.lru_cache(maxsize=None)
