@@ -387,8 +387,8 @@ EMU(msm_scatter, false, (s, cur, e, n, c, lo, nw, nb), const u32* s, u32* cur, M
     EMU(msm_pairs_##G, false, (pl, r, j, p, co, cn, rows, res, k0, k1, so), const u32* pl, u32 r,        \
         const PairJob* j, const Aff<F>* p, const u32* co, const u32* cn, u32 rows, u32 res, u32 k0, u32 k1, \
         Aff<F>* so)                                                                                       \
-    EMU(msm_accumulate_sel_##G, false, (pl, s, rows, len, sl, b, sr, sp), const u32* pl, const PairSet* s, \
-        u32 rows, u32 len, u32 sl, Xyzz<F>* b, u32* sr, Xyzz<F>* sp)
+    EMU(msm_accumulate_sel_##G, false, (pl, s, rows, len, sl, res, tg, ml, b, sr, sp), const u32* pl,       \
+        const PairSet* s, u32 rows, u32 len, u32 sl, u32 res, u32 tg, u32 ml, Xyzz<F>* b, u32* sr, Xyzz<F>* sp)
 EMU(msm_pair_plan, false, (cu, cn, rows, mt, r, pl), const u32* cu, const u32* cn, u32 rows, const u32* mt, u32 r,
     u32* pl)
 EMU(msm_pair_counts, false, (pl, r, ci, co, rows), const u32* pl, u32 r, const u32* ci, u32* co, u32 rows)

@@ -255,6 +255,18 @@ extern "C" __global__ void msm_pair_counts(const u32* plan, u32 round, const u32
     counts_out[r] = (counts_in[r] >> 1) + (counts_in[r] & 1u);
 }
 
+// Slice length of the accumulation after rounds ran, from their real entry count (the host
+// sized `slices` for the sort's bound, 2^R times as many): whole waves of resident threads at
+// about `target` entries each (>= min_len), within the `slices` threads launched.
+DP_INLINE u32 pair_slice_len(u32 total, u32 slices, u32 resident, u32 target, u32 min_len) {
+    u64 wave = (u64)resident * target;
+    u64 waves = total > wave ? (total + wave - 1u) / wave : 1u;
+    u64 len = (total + waves * resident - 1u) / (waves * resident);
+    if (len < min_len) len = min_len;
+    if ((total + len - 1u) / len > slices) len = (total + slices - 1u) / slices;
+    return (u32)len;
+}
+
 // One set of accumulation inputs: the sort's (set 0) or round r's output (set r + 1).
 struct PairSet {
     const MsmEntry* entries;
@@ -272,11 +284,12 @@ struct PairSet {
         PairRound<F> a = {jobs, pts, cursor_out, counts_out, rows, resident, kmin, kmax, sums};      \
         msm_pairs_body(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);            \
     }                                                                                                  \
-    extern "C" __global__ void ACC_BOUNDS msm_accumulate_sel_##G(const u32* plan, const PairSet* sets,  \
-                                                          u32 rows, u32 len, u32 slices,             \
-                                                          Xyzz<F>* buckets, u32* spill_rows,         \
-                                                          Xyzz<F>* spill_pts) {                      \
+    extern "C" __global__ void ACC_BOUNDS msm_accumulate_sel_##G(                                     \
+        const u32* plan, const PairSet* sets, u32 rows, u32 len, u32 slices, u32 resident, u32 target,    \
+        u32 min_len, Xyzz<F>* buckets, u32* spill_rows, Xyzz<F>* spill_pts) {                            \
         PairSet s = sets[plan[0]];                                                                     \
+        if (plan[0] != 0u) len = pair_slice_len(s.cursor[rows - 1u] + s.counts[rows - 1u], slices,     \
+                                                resident, target, min_len);                            \
         msm_accumulate_impl<F>(s.entries, static_cast<const Aff<F>*>(s.points), s.cursor, s.counts,    \
                                rows, len, slices, buckets, spill_rows, spill_pts);                     \
     }

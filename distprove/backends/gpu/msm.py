@@ -436,11 +436,16 @@ def _launch(
         accumulate = mod.get_function(f"msm_accumulate_{sfx}")
         acc_inputs = (entries, bases, cursor, counts)
 
-    # Buckets: clear, accumulate slices (over the sort's bound: the rounds may not have run), fold.
+    # Buckets: clear, accumulate slices, fold. The slices cover the sort's bound (the rounds may
+    # not have run); after rounds the device re-cuts them to the entries left (pair_slice_len).
     buckets = scratch.take("buckets", rows * pw)
     mod.get_function(f"msm_clear{cw}_{sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
     slice_len = slice_length(bound, SLICE_LEN[group.name], accumulate)
     slices = -(-bound // slice_len)
+    shape: tuple = (u32(rows), u32(slice_len), u32(slices))
+    if need:
+        resident = _resident_threads(accumulate, ACC_THREADS) or _sm_count() * ACC_THREADS
+        shape += (u32(resident), u32(SLICE_LEN[group.name]), u32(SLICE_MIN))
     m = 2 * slices
     fold = mod.get_function(f"msm_fold{cw}_{sfx}")
     fold_out = 2 * (-(-m // fold_length(m, fold)))
@@ -451,7 +456,7 @@ def _launch(
     accumulate(
         (-(-slices // ACC_THREADS),),
         (ACC_THREADS,),
-        acc_inputs + (u32(rows), u32(slice_len), u32(slices), buckets) + spill[0],
+        acc_inputs + shape + (buckets,) + spill[0],
     )
     timer.mark("accumulate")
     src = 0
