@@ -6,8 +6,9 @@
 //   bucket row (w - lo) * nb + |d| - 1, the base negated when d < 0; the CPU backend uses the
 //   same digits, so window sums agree point for point.
 // * Scalars 0 and 1 never reach a bucket. 0 contributes nothing; the bases of scalar 1 are
-//   summed by msm_ones (strided, block tree) and the host adds that to window 0. Without this
-//   a witness full of bits would pile every one-scalar into bucket (0, 0).
+//   summed by msm_ones (per-warp queues of the ones, so every lane adds; block tree) and the
+//   host adds that to window 0. Without this a witness full of bits would pile every
+//   one-scalar into bucket (0, 0).
 // * Bucketing is a counting sort with 32-bit atomics only: msm_count histograms rows, the
 //   host takes an inclusive prefix sum (cupy.cumsum) into `cursor`, msm_scatter claims slots
 //   with atomicSub from each row's end, leaving cursor[row] = the row's start. Entries of all
@@ -292,14 +293,47 @@ DP_INLINE void msm_reduce_win_impl(const Xyzz<F>* t_in, const Xyzz<F>* r_in, u32
 
 // Sum of the bases whose scalar is exactly 1; block x writes out[x].
 template <typename F>
-DP_INLINE void msm_ones_impl(const u32* scalars, const Aff<F>* bases, u32 n, Xyzz<F>* out, Xyzz<F>* sh) {
+DP_INLINE void msm_ones_impl(const u32* scalars, const Aff<F>* bases, u32 n, Xyzz<F>* out, Xyzz<F>* sh,
+                             u32* queue) {
     Xyzz<F> acc = xyzz_zero_t<F>();
+#ifdef __CUDA_ARCH__
+    // A witness's ones are about half its scalars, scattered: one lane per scalar would run
+    // every addition with half the warp idle. Each warp reads 32 scalars at a time, queues the
+    // indices of the ones in shared memory (64 slots: < 32 waiting + 32 new) and adds them 32 at
+    // a time, every lane busy.
+    u32 lane = threadIdx.x & 31u;
+    u32* q = queue + (threadIdx.x >> 5) * 64u;
+    u32 pending = 0u;
+    u64 step = (u64)(gridDim.x * blockDim.x);
+    for (u64 base = (u64)(blockIdx.x * blockDim.x + (threadIdx.x & ~31u)); base < n; base += step) {
+        u32 i = (u32)base + lane;
+        bool one = false;
+        if (i < n) {
+            u32 s[8];
+            sc_load(scalars, i, s);
+            one = sc_is_one(s);
+        }
+        u32 mask = __ballot_sync(0xffffffffu, one);
+        if (one) q[pending + __popc(mask & ((1u << lane) - 1u))] = i;
+        pending += __popc(mask);
+        __syncwarp();
+        if (pending >= 32u) {
+            pending -= 32u;
+            u32 idx = q[pending + lane];
+            __syncwarp();  // every lane has its index before the next scalars' ones reuse the slots
+            acc = pt_madd(acc, bases[idx]);
+        }
+    }
+    if (lane < pending) acc = pt_madd(acc, bases[q[lane]]);
+#else
+    (void)queue;
     u32 stride = gridDim.x * blockDim.x;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         u32 s[8];
         sc_load(scalars, i, s);
         if (sc_is_one(s)) acc = pt_madd(acc, bases[i]);
     }
+#endif
     sh[threadIdx.x] = acc;
     msm_block_tree(sh);
     if (threadIdx.x == 0u) out[blockIdx.x] = sh[0];
@@ -355,7 +389,8 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
     }                                                                                                   \
     extern "C" __global__ void msm_ones_##G(const u32* scalars, const Aff<F>* bases, u32 n, Xyzz<F>* out) { \
         __shared__ Xyzz<F> sh[DP_TREE_MAX];                                                             \
-        msm_ones_impl<F>(scalars, bases, n, out, sh);                                                   \
+        __shared__ u32 queue[DP_TREE_MAX * 2];                                                          \
+        msm_ones_impl<F>(scalars, bases, n, out, sh, queue);                                            \
     }                                                                                                   \
     extern "C" __global__ void msm_sum_groups_##G(const Xyzz<F>* in, u32 count, Xyzz<F>* out) {         \
         __shared__ Xyzz<F> sh[DP_TREE_MAX];                                                             \
