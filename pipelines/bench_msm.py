@@ -373,20 +373,14 @@ if __name__ == "__main__":
                     help="comma list of pair-round counts, e.g. table,0,1,2,3 (table: the built-in plan): "
                          "time only the main cases with each, and the witness-like ones with table and 0")
     ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
-    ap.add_argument("--one-level-sort", action="store_true",
-                    help="sort digits with one global atomic per entry (msm_scatter) instead of the segmented sort")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
-    if a.one_level_sort:
-        from distprove.backends.gpu import msm as _gmsm
-
-        _gmsm.SEGMENTED_SORT = False
     import datetime
 
     from bench_kernels import device_info, git_commit
 
     r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
-               **device_info(), "digit_sort": "one-level" if a.one_level_sort else "segmented", "rows": []}
+               **device_info(), "rows": []}
     if a.affine_rounds:
         affine(r, rounds=tuple(x if x == "table" else int(x) for x in a.affine_rounds.split(",")),
                groups_only=tuple(a.groups.split(",")))

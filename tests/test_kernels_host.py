@@ -371,12 +371,6 @@ static void emu_launch(unsigned gx, unsigned gy, unsigned bx, bool sync, const s
 EMU(msm_count, false, (s, cnt, n, c, lo, nw, nb), const u32* s, u32* cnt, u32 n, u32 c, u32 lo, u32 nw, u32 nb)
 EMU(msm_scatter, false, (s, cur, e, n, c, lo, nw, nb), const u32* s, u32* cur, MsmEntry* e, u32 n, u32 c, u32 lo,
     u32 nw, u32 nb)
-EMU(msm_seg_count, true, (s, sc, n, c, lo, nw, nb, sg, it), const u32* s, u32* sc, u32 n, u32 c, u32 lo, u32 nw,
-    u32 nb, u32 sg, u32 it)
-EMU(msm_seg_scatter, true, (s, cur, t, n, c, lo, nw, nb, sg, it), const u32* s, u32* cur, MsmEntry* t, u32 n, u32 c,
-    u32 lo, u32 nw, u32 nb, u32 sg, u32 it)
-EMU(msm_seg_sort, true, (t, en, sc, rows, cn, cu, e), const MsmEntry* t, const u32* en, const u32* sc, u32 rows,
-    u32* cn, u32* cu, MsmEntry* e)
 #define EMU_GROUP(G, F)                                                                                   \
     EMU(msm_clear_##G, false, (b, rows), Xyzz<F>* b, u32 rows)                                            \
     EMU(msm_accumulate_##G, false, (e, bs, cur, cnt, rows, len, sl, b, sr, sp), const MsmEntry* e,        \
@@ -423,10 +417,6 @@ class _EmuModule:
         return launch
 
 
-EMU_SEG_BITS = 3
-"""Rows per segment of the emulated segmented sort: 8, so small windows cross many segments."""
-
-
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory: pytest.TempPathFactory):
     cxx = next((shutil.which(c) for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
@@ -436,8 +426,7 @@ def emu(tmp_path_factory: pytest.TempPathFactory):
     src = d / "emu.cpp"
     src.write_text(EMU_SHIM)
     so = d / "emu.so"
-    cmd = [cxx, "-O1", "-std=c++17", "-shared", "-fPIC", "-pthread", f"-DDP_SEG_BITS={EMU_SEG_BITS}u", "-I",
-           str(KERNELS), str(src), "-o", str(so)]
+    cmd = [cxx, "-O1", "-std=c++17", "-shared", "-fPIC", "-pthread", "-I", str(KERNELS), str(src), "-o", str(so)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     return _EmuModule(ctypes.CDLL(str(so)))
@@ -451,8 +440,7 @@ def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
 
     import distprove.backends.gpu.msm as gm
 
-    fake = types.SimpleNamespace(empty=np.empty, zeros=np.zeros, empty_like=np.empty_like, uint8=np.uint8,
-                                 uint32=np.uint32, cumsum=np.cumsum,
+    fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
                                  asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
                                  cuda=types.SimpleNamespace(get_current_stream=lambda: None))
     monkeypatch.setitem(sys.modules, "cupy", fake)
@@ -463,10 +451,6 @@ def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(gm, "TREE_THREADS", 8)
     monkeypatch.setattr(gm, "REDUCE_SEG", 2)
     monkeypatch.setattr(gm, "PAIR_THREADS", 4)
-    monkeypatch.setattr(gm, "SORT_THREADS", 16)  # segmented sort: several blocks and chunks
-    monkeypatch.setattr(gm, "SORT_ITEMS", 2)
-    monkeypatch.setattr(gm, "SEG_ROWS", 1 << EMU_SEG_BITS)
-    monkeypatch.setattr(gm, "SEG_SORT_THREADS", 4)
     monkeypatch.setattr(gm, "_sm_count", lambda: 1)
     return gm
 
@@ -625,37 +609,6 @@ def test_shared_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatc
     assert swapped[1:] == gm.msm_windows(group, bases, other, c, lo, hi, scratch=gm.MsmScratch())[1:]
     with pytest.raises(ValueError, match="does not fit"):
         gm.msm_windows_start(group, bases, limbs, c + 1, 0, 1, gm.MsmScratch(), _EmuStream(), digits=digits)
-
-
-@pytest.mark.parametrize("n,c,lo,hi,pattern", [(1, 3, 0, 86, "mixed"), (700, 5, 0, 51, "mixed"),
-                                                (300, 6, 7, 30, "equal"), (500, 4, 20, 64, "bits"),
-                                                (64, 9, 0, 29, "mixed")])
-def test_segmented_sort_matches_atomic_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n: int, c: int,
-                                               lo: int, hi: int, pattern: str) -> None:
-    """The segmented sort (msm_seg_*, 8-row segments here) gives the atomic sort's counts and
-    cursors, and each row the same entries (their order inside a row is free)."""
-    gm = emulated_msm
-    rng = random.Random(n + c)
-    if pattern == "equal":
-        vals = [rng.randrange(2, R)] * n
-    elif pattern == "bits":
-        vals = [rng.choice([0, 1, 1, 0, rng.randrange(R)]) for _ in range(n)]
-    else:
-        vals = [rng.choice([0, 1, 2, R - 1, rng.randrange(R), rng.randrange(1 << 12)]) for _ in range(n)]
-    limbs = bn254.limbs_from_ints(vals)
-    nw = hi - lo
-    rows = nw << (c - 1)
-    got = {}
-    for segmented in (True, False):
-        monkeypatch.setattr(gm, "SEGMENTED_SORT", segmented)
-        counts, cursor = np.zeros(rows, np.uint32), np.zeros(rows, np.uint32)
-        entries = np.zeros(2 * nw * n, np.uint32)
-        gm._sort(gm._module(), limbs, n, c, lo, nw, counts, cursor, entries, False)
-        pairs = entries.reshape(-1, 2)
-        by_row = [sorted(map(tuple, pairs[cursor[r] : cursor[r] + counts[r]].tolist())) for r in range(rows)]
-        assert all(all(e[0] == r for e in row) for r, row in enumerate(by_row))
-        got[segmented] = (counts.tolist(), cursor.tolist(), by_row)
-    assert got[True] == got[False]
 
 
 # --- batch-affine pair rounds (msm_affine.cu), emulated -------------------------------------

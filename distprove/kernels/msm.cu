@@ -15,10 +15,7 @@
 //   windows form one array sorted by row; no atomic ever touches a point. The scatter is ~85%
 //   of the sort (H200, 2^24: 13.7 of 16.2 ms), bound by the returning atomics' rate (~17 G/s
 //   against ~100 G/s for the count's fire-and-forget ones): a thread claiming 16 windows' slots
-//   at once measured no faster (14.5 ms). So the default mode sorts in two levels (msm_seg_*):
-//   by segment of 1024 rows with one global atomic per (block, segment) and shared-memory
-//   atomics per entry, then each segment by row inside one block; the one-level sort stays for
-//   constant work and for more segments than shared memory counts.
+//   at once measured no faster (14.5 ms), so each digit claims its own.
 // * Accumulation is segmented: one thread per fixed-length slice of the entry array, so no
 //   bucket (e.g. all-equal scalars) can serialise a window. Runs wholly inside a slice are
 //   written straight to their bucket; a slice's first and last runs go to two tagged spill
@@ -132,111 +129,6 @@ extern "C" __global__ void msm_scatter(const u32* scalars, u32* cursor, MsmEntry
     sc_load(scalars, i, s);
     if (sc_is_zero_or_one(s)) return;
     sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool neg) { msm_put_entry(cursor, entries, row, i, neg); });
-}
-
-// ---------------------------------------------------------------------------------------
-// Segmented counting sort: the same entries, without a returning global atomic per entry.
-// Rows are grouped in segments of DP_SEG_ROWS. msm_seg_count and msm_seg_scatter sort the
-// entries by segment: each block counts its chunk's digits per segment in shared memory and
-// claims one range per (block, segment) with a single global atomic, then places its entries
-// with shared-memory atomics. msm_seg_sort (one block per segment) sorts a segment by row in
-// shared memory and writes its rows' counts and cursors. Used while the segments' counters fit
-// in shared memory (DP_SEG_MAX); the host falls back to msm_count / msm_scatter beyond.
-// ---------------------------------------------------------------------------------------
-
-#ifndef DP_SEG_BITS  // the host tests build with fewer, to cross segments with small windows
-#define DP_SEG_BITS 10u
-#endif
-#define DP_SEG_ROWS (1u << DP_SEG_BITS)
-#define DP_SEG_MAX 8192u
-
-// The digits of scalars [chunk start, + blockDim.x * items) of this block, one call per digit.
-template <typename Emit>
-DP_INLINE void msm_chunk_digits(const u32* scalars, u32 n, u32 c, u32 lo, u32 nw, u32 nb, u32 items, Emit emit) {
-    u32 start = blockIdx.x * blockDim.x * items;
-    for (u32 k = 0; k < items; k++) {
-        u32 i = start + k * blockDim.x + threadIdx.x;
-        if (i >= n) break;
-        u32 s[8];
-        sc_load(scalars, i, s);
-        if (sc_is_zero_or_one(s)) continue;
-        sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool neg) { emit(row, i, neg); });
-    }
-}
-
-// seg_counts[g] += the block's entries in segment g (seg_counts zeroed by the host).
-extern "C" __global__ void msm_seg_count(const u32* scalars, u32* seg_counts, u32 n, u32 c, u32 lo, u32 nw, u32 nb,
-                                         u32 segs, u32 items) {
-    __shared__ u32 hist[DP_SEG_MAX];
-    for (u32 g = threadIdx.x; g < segs; g += blockDim.x) hist[g] = 0u;
-    __syncthreads();
-    msm_chunk_digits(scalars, n, c, lo, nw, nb, items,
-                     [&](u32 row, u32, bool) { atomicAdd(&hist[row >> DP_SEG_BITS], 1u); });
-    __syncthreads();
-    for (u32 g = threadIdx.x; g < segs; g += blockDim.x)
-        if (hist[g]) atomicAdd(&seg_counts[g], hist[g]);
-}
-
-// seg_cursor holds each segment's start and is advanced past the block's entries; tmp receives
-// them grouped by segment (rows in any order inside one).
-extern "C" __global__ void msm_seg_scatter(const u32* scalars, u32* seg_cursor, MsmEntry* tmp, u32 n, u32 c, u32 lo,
-                                           u32 nw, u32 nb, u32 segs, u32 items) {
-    __shared__ u32 hist[DP_SEG_MAX];
-    for (u32 g = threadIdx.x; g < segs; g += blockDim.x) hist[g] = 0u;
-    __syncthreads();
-    msm_chunk_digits(scalars, n, c, lo, nw, nb, items,
-                     [&](u32 row, u32, bool) { atomicAdd(&hist[row >> DP_SEG_BITS], 1u); });
-    __syncthreads();
-    for (u32 g = threadIdx.x; g < segs; g += blockDim.x)
-        if (hist[g]) hist[g] = atomicAdd(&seg_cursor[g], hist[g]);
-    __syncthreads();
-    msm_chunk_digits(scalars, n, c, lo, nw, nb, items, [&](u32 row, u32 i, bool neg) {
-        MsmEntry e;
-        e.row = row;
-        e.pt = (i << 1) | (neg ? 1u : 0u);
-        tmp[atomicAdd(&hist[row >> DP_SEG_BITS], 1u)] = e;
-    });
-}
-
-// Block g: segment g's entries tmp[ends[g] - seg_counts[g], ends[g]) sorted by row into
-// `entries`, and counts / cursor (each row's start) of its rows below `rows`. blockDim.x must
-// divide DP_SEG_ROWS.
-extern "C" __global__ void msm_seg_sort(const MsmEntry* tmp, const u32* ends, const u32* seg_counts, u32 rows,
-                                        u32* counts, u32* cursor, MsmEntry* entries) {
-    __shared__ u32 bins[DP_SEG_ROWS];
-    __shared__ u32 part[DP_SEG_ROWS];
-    u32 g = blockIdx.x, t = threadIdx.x, bd = blockDim.x;
-    u32 end = ends[g], start = end - seg_counts[g];
-    for (u32 b = t; b < DP_SEG_ROWS; b += bd) bins[b] = 0u;
-    __syncthreads();
-    for (u32 e = start + t; e < end; e += bd) atomicAdd(&bins[tmp[e].row & (DP_SEG_ROWS - 1u)], 1u);
-    __syncthreads();
-    // Exclusive scan of the bins: each thread a contiguous run of them, then the runs' totals.
-    u32 per = DP_SEG_ROWS / bd, own = 0u;
-    for (u32 b = t * per; b < (t + 1u) * per; b++) own += bins[b];
-    part[t] = own;
-    __syncthreads();
-    for (u32 off = 1u; off < bd; off <<= 1) {
-        u32 v = t >= off ? part[t - off] : 0u;
-        __syncthreads();
-        part[t] += v;
-        __syncthreads();
-    }
-    u32 run = start + part[t] - own;
-    for (u32 b = t * per; b < (t + 1u) * per; b++) {
-        u32 cnt = bins[b], row = (g << DP_SEG_BITS) + b;
-        if (row < rows) {
-            counts[row] = cnt;
-            cursor[row] = run;
-        }
-        bins[b] = run;
-        run += cnt;
-    }
-    __syncthreads();
-    for (u32 e = start + t; e < end; e += bd) {
-        MsmEntry x = tmp[e];
-        entries[atomicAdd(&bins[x.row & (DP_SEG_ROWS - 1u)], 1u)] = x;
-    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -56,18 +56,6 @@ TREE_THREADS = 128
 KERNEL_OPTIONS: tuple[str, ...] = ()
 """Extra NVRTC options for msm.cu (e.g. ("-DDP_PTX_MUL",) to try the PTX Montgomery product)."""
 SORT_THREADS = 256
-SORT_ITEMS = 8
-"""Scalars per thread of the segmented sort's first two kernels (a block's chunk: SORT_THREADS *
-SORT_ITEMS scalars, one global atomic per segment it touches)."""
-SEGMENTED_SORT = True
-"""Sort digits with msm.cu's msm_seg_* kernels (default mode); False: one returning global atomic
-per entry (msm_scatter), as constant work does."""
-SEG_ROWS = 1024
-"""Rows per segment (DP_SEG_ROWS in msm.cu)."""
-SEG_MAX = 8192
-"""Most segments the segmented sort takes (DP_SEG_MAX in msm.cu: its shared counters)."""
-SEG_SORT_THREADS = 256
-"""Block size of msm_seg_sort (one block per segment; must divide SEG_ROWS)."""
 ACC_THREADS = 128
 BOUNDED_BLOCK = 128
 """The block size msm.cu's __launch_bounds__ assume: accumulation, fold (ACC_THREADS) and the
@@ -377,28 +365,10 @@ def sort_digits(scalars: "cupy.ndarray", c: int, lo: int, hi: int, stream: "cupy
 
 def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
           cursor: "cupy.ndarray", entries: "cupy.ndarray", constant_work: bool) -> None:
-    """Counting sort of (window, |digit|) rows on the current stream; ``counts`` must be zero.
-
-    Default mode takes the segmented sort (msm.cu msm_seg_*) while the segments' counters fit in
-    shared memory (:data:`SEG_MAX`), else, like constant work, one global atomic per entry."""
+    """Counting sort of (window, |digit|) rows on the current stream; ``counts`` must be zero."""
     import cupy
 
     u32 = np.uint32
-    rows = nw << (c - 1)
-    segs = -(-rows // SEG_ROWS)
-    if SEGMENTED_SORT and not constant_work and segs <= SEG_MAX:
-        nb = 1 << (c - 1)
-        grid = (-(-n // (SORT_THREADS * SORT_ITEMS)),)
-        shape = (u32(n), u32(c), u32(lo), u32(nw), u32(nb), u32(segs), u32(SORT_ITEMS))
-        seg_counts = cupy.zeros(segs, dtype=cupy.uint32)
-        mod.get_function("msm_seg_count")(grid, (SORT_THREADS,), (scalars, seg_counts) + shape)
-        ends = cupy.cumsum(seg_counts, dtype=cupy.uint32)
-        seg_cursor = ends - seg_counts
-        tmp = cupy.empty_like(entries)
-        mod.get_function("msm_seg_scatter")(grid, (SORT_THREADS,), (scalars, seg_cursor, tmp) + shape)
-        mod.get_function("msm_seg_sort")((segs,), (SEG_SORT_THREADS,),
-                                         (tmp, ends, seg_counts, u32(rows), counts, cursor, entries))
-        return
     cw = "_cw" if constant_work else ""
     sort_grid = (-(-n // SORT_THREADS),)
     args = (u32(n), u32(c), u32(lo), u32(nw), u32(1 << (c - 1))) + ((u32(DUMMY_ROWS),) if constant_work else ())
