@@ -164,7 +164,7 @@ def test_msm_affine_rounds() -> None:
     from distprove.backends.gpu import msm
 
     def both(n: int = 1 << 24) -> tuple[int, int]:
-        return msm.affine_rounds(bn254.G1, n), msm.affine_rounds(bn254.G2, n)
+        return len(msm.round_thresholds(bn254.G1, n)), len(msm.round_thresholds(bn254.G2, n))
 
     steps = {"G1": ((20, 1), (22, 3)), "G2": ((21, 2),)}
     with pytest.MonkeyPatch.context() as mp:

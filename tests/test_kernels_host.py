@@ -793,7 +793,7 @@ def test_affine_rounds_from_config_emulated(emulated_msm, monkeypatch: pytest.Mo
     digits = gm.sort_digits(limbs, c, 0, num_windows(c), _EmuStream())
     before = [a.copy() for a in (digits.counts, digits.cursor, digits.entries)]
     with dask.config.set({"distprove.msm.affine-rounds": {"G1": 2, "G2": 3}}):
-        assert (gm.affine_rounds(bn254.G1, n), gm.affine_rounds(bn254.G2, n)) == (2, 3)
+        assert (len(gm.round_thresholds(bn254.G1, n)), len(gm.round_thresholds(bn254.G2, n))) == (2, 3)
         for group in (bn254.G1, bn254.G2):
             table = _points(group, rng, 4) + [None]
             bases = bn254.points_to_limbs(group, [rng.choice(table) for _ in range(n)])

@@ -123,12 +123,6 @@ def round_thresholds(group: Group, per_window: int) -> list[int]:
     return need
 
 
-def affine_rounds(group: Group, per_window: int) -> int:
-    """Pair rounds for windows of ``per_window`` entries on average in ``group`` (see
-    :func:`round_thresholds`)."""
-    return len(round_thresholds(group, per_window))
-
-
 def _module() -> "cupy.RawModule":
     return get_module("msm", kernel_options())
 
