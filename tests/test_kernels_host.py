@@ -562,6 +562,24 @@ def test_slice_and_fold_lengths(monkeypatch: pytest.MonkeyPatch) -> None:
     assert gm.fold_length(20 * 33792, k(255)) == 20
 
 
+def test_pair_round_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pair round launches whole waves of its kernel's resident threads, as few as hold the
+    bound at PAIR_K[1] jobs a thread (G1 2^24, 13 windows: four waves at 114 registers), or one
+    thread per PAIR_K[0] jobs when that is fewer; without a register count, one block per SM."""
+    import types
+
+    import distprove.backends.gpu.msm as gm
+
+    monkeypatch.setattr(gm, "_sm_count", lambda: 132)
+    g1 = types.SimpleNamespace(num_regs=114)
+    resident = 132 * 4 * 128
+    assert gm.pair_threads(109 << 20, g1) == (4 * resident, resident)
+    assert gm.pair_threads(resident * 512, g1) == (resident, resident)
+    assert gm.pair_threads(resident * 512 + 1, g1) == (2 * resident, resident)
+    assert gm.pair_threads(1000, g1) == (128, resident)  # 63 threads of 16 jobs, one block
+    assert gm.pair_threads(1 << 20, object()) == (132 * 128, 132 * 128)
+
+
 class _EmuStream:
     """A stand-in CUDA stream/event for the emulation: ordering is trivial on the host."""
 
