@@ -784,7 +784,7 @@ def check_and_write(
     in the outcomes. ``batch``: the proofs of ``items`` not done before, already added in order
     to this :class:`~distprove.verifier.BatchCheck` (its results are the check; ``vks`` unused).
     """
-    from distprove.verifier import verify, verify_many
+    from distprove.verifier import verify_many
 
     t0 = time.perf_counter()
     todo = [a for a in items if not a.done_before]
@@ -795,9 +795,7 @@ def check_and_write(
         t0 -= batch.add_seconds
     elif not check or not todo:
         checked = [True] * len(todo)
-    elif len(todo) == 1:  # verify_many's batch set-up does not pay off for one proof
-        checked = [verify(vks[todo[0].spec.content_hash], todo[0].proof.public, todo[0].proof.points)]
-    else:
+    else:  # one proof alone is checked on its own there, reusing its Miller loop
         checked = verify_many([(vks[a.spec.content_hash], a.proof.public, a.proof.points) for a in todo])
     valid = dict(zip((a.spec.name for a in todo), checked))
     share = (time.perf_counter() - t0) / max(1, len(todo))

@@ -2,9 +2,10 @@
 
 :func:`msm_windows` computes the window sums S_lo .. S_{hi-1} of DESIGN.md on the device (digits,
 counting sort into buckets, batch-affine pair rounds that halve every bucket where they pay
-(msm_affine.cu, :data:`AFFINE_ROUNDS`; the device skips them on sparse scalars), segmented accumulation, per-window reduction) and reads back one
-XYZZ point per window plus the sum of the scalar-1 bases, which it adds to S_0. The Horner
-combine stays on the host (:func:`distprove.stages.msm.combine`). With ``constant_work=True`` the
+(msm_affine.cu, :data:`AFFINE_ROUNDS`; the device skips them on sparse scalars), segmented
+accumulation, per-window reduction) and reads back one XYZZ point per window plus the sum of the
+scalar-1 bases, which it adds to S_0. The Horner combine stays on the host
+(:func:`distprove.stages.msm.combine`). With ``constant_work=True`` the
 same sums come from the kernels of ``msm_cw.cu`` (docs/CONSTANT_WORK.md): every scalar in every
 window, zero digits to dummy rows the reduction skips, no ones path, complete formulas.
 
@@ -98,7 +99,7 @@ def kernel_options() -> tuple[str, ...]:
 
 def _step_entries(lg: int) -> int:
     """Least average entries per window that reach an :data:`AFFINE_ROUNDS` step of log2 ``lg``."""
-    return 3 << max(lg - 2, 0) if lg >= 2 else 1
+    return max(1, (3 << lg) >> 2)
 
 
 def round_thresholds(group: Group, per_window: int) -> list[int]:
