@@ -11,7 +11,8 @@ on uniform and on witness-like scalars (45% zero, 45% one, 10% uniform), after c
 both modes give the same window sums. ``--affine-rounds table,0,1,2,3`` times only the main cases
 with each number of batch-affine pair rounds (``distprove.msm.affine-rounds``; "table" is the
 built-in plan; rows tagged ``affine-R`` with the rounds that ran, phases with ``pairs``), after
-checking that each gives the window sums of R = 0, and the witness-like cases with table and 0.
+checking that each gives the window sums of R = 0, and the witness-like cases with table and 0;
+``--sorts radix,atomic`` the same with each digit sort (``distprove.msm.sort``).
 """
 
 from __future__ import annotations
@@ -176,6 +177,64 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
         gmsm.KERNEL_OPTIONS = VARIANTS["default"]
 
 
+def _compare(results: dict, equal_key: str, reference: dict, settings: list[tuple[str, dict]],
+             cases: list[tuple[str, int, Any, str]], inputs: tuple, reps: int, after: Any = None) -> None:
+    """For each (group name, log2 n, scalars, label) of ``cases``, on the bases of ``inputs`` (from
+    :func:`_main_and_witness_cases`): the window sums under every
+    (tag, dask config) of ``settings`` must equal those under ``reference`` (recorded in
+    ``results[equal_key]``); then each is timed, one row per setting tagged ``tag``, and
+    ``after(rows, tag)`` may annotate the rows just added."""
+    import cupy
+    import dask
+
+    from distprove import bn254
+    from distprove.backends.gpu.msm import msm_windows, pick_window
+    from distprove.stages.msm import num_windows
+
+    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    _, _, idx_all, tables = inputs
+    for name, lg, scalars, label in cases:
+        g, n = groups[name], 1 << lg
+        c = pick_window(n, g)
+        bases = tables[name][idx_all[:n]]
+
+        def sums(cfg: dict) -> list:
+            with dask.config.set(cfg):
+                return msm_windows(g, bases, scalars[:n], c, 0, num_windows(c))
+
+        want = sums(reference)
+        for tag, cfg in settings:
+            try:
+                same = sums(cfg) == want
+            except cupy.cuda.memory.OutOfMemoryError as exc:
+                print(f"{name} 2^{lg} {tag}: out of memory ({exc})", flush=True)
+                continue
+            results.setdefault(equal_key, {})[f"{name} 2^{lg} {label or 'uniform'} {tag}"] = same
+            if not same:
+                print(f"{name} 2^{lg} {tag}: window sums DIFFER from the reference", flush=True)
+                continue
+            before = len(results["rows"])
+            with dask.config.set(cfg):
+                _time_case(results, tag, g, name, lg, c, bases, scalars[:n], reps, label=label)
+            if after is not None:
+                after(results["rows"][before:], tag)
+
+
+def _main_and_witness_cases(groups_only: tuple[str, ...], extra: list[tuple[str, int]] = ()) -> tuple:
+    """(inputs, uniform cases, witness-like cases) as :func:`_compare` takes them: :data:`CASES`
+    (and ``extra``) on uniform scalars, :data:`WITNESS_CASES` on witness-like ones."""
+    import cupy
+
+    from distprove import bn254
+
+    inputs = _inputs({"G1": bn254.G1, "G2": bn254.G2}, max(lg for _, lg in CASES), 1)
+    host, scalars_all = inputs[:2]
+    wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
+    uniform = [(name, lg, scalars_all, "") for name, lg in list(extra) + CASES if name in groups_only]
+    witness = [(name, lg, wit, "witness") for name, lg in WITNESS_CASES if name in groups_only]
+    return inputs, uniform, witness
+
+
 def affine(results: dict, rounds: tuple[int | str, ...] = ("table", 0, 1, 2, 3), reps: int = 3,
            groups_only: tuple[str, ...] = ("G1", "G2")) -> None:
     """Time :data:`CASES` (uniform scalars, the measured window width) with each number of pair
@@ -183,53 +242,34 @@ def affine(results: dict, rounds: tuple[int | str, ...] = ("table", 0, 1, 2, 3),
     many, always run), one row per (case, R) tagged ``affine-R`` with the rounds that ran; before
     timing a case, its window sums with every R are checked equal to R = 0's (``msm_affine_equal``).
     Then :data:`WITNESS_CASES` on witness-like scalars with "table" against 0."""
-    import cupy
-    import dask
+    from distprove.backends.gpu.msm import default_scratch
 
-    from distprove import bn254
-    from distprove.backends.gpu.msm import default_scratch, msm_windows, pick_window
-    from distprove.stages.msm import num_windows
+    def setting(r: int | str) -> tuple[str, dict]:
+        return f"affine-{r}", {"distprove.msm.affine-rounds": None if r == "table" else r}
 
-    groups = {"G1": bn254.G1, "G2": bn254.G2}
-    host, scalars_all, idx_all, tables = _inputs(groups, max(lg for _, lg in CASES), 1)
+    def ran(rows: list, tag: str) -> None:
+        done = int(default_scratch().take("pair_plan", 1)[0])
+        for row in rows:
+            r = tag.removeprefix("affine-")
+            row["affine_rounds"] = int(r) if r.isdigit() else r
+            row["rounds_ran"] = done if "pairs" in row["phases_ms"] else 0
+            print(f"  rounds run: {row['rounds_ran']}", flush=True)
 
-    def setting(r: int | str) -> dict:
-        return {"distprove.msm.affine-rounds": None if r == "table" else r}
+    inputs, uniform, witness = _main_and_witness_cases(groups_only)
+    ref = setting(0)[1]
+    _compare(results, "msm_affine_equal", ref, [setting(r) for r in rounds], uniform, inputs, reps, ran)
+    _compare(results, "msm_affine_equal", ref, [setting("table"), setting(0)], witness, inputs, reps, ran)
 
-    def case(name: str, lg: int, scalars: Any, label: str, rs: tuple) -> None:
-        g, n = groups[name], 1 << lg
-        c = pick_window(n, g)
-        bases = tables[name][idx_all[:n]]
 
-        def sums(r: int | str) -> list:
-            with dask.config.set(setting(r)):
-                return msm_windows(g, bases, scalars[:n], c, 0, num_windows(c))
-
-        want = sums(0)
-        for r in rs:
-            try:
-                same = sums(r) == want
-            except cupy.cuda.memory.OutOfMemoryError as exc:
-                print(f"{name} 2^{lg} affine-{r}: out of memory ({exc})", flush=True)
-                continue
-            results.setdefault("msm_affine_equal", {})[f"{name} 2^{lg} {label or 'uniform'} R={r}"] = same
-            if not same:
-                print(f"{name} 2^{lg} affine-{r}: window sums DIFFER from R = 0", flush=True)
-                continue
-            before = len(results["rows"])
-            with dask.config.set(setting(r)):
-                _time_case(results, f"affine-{r}", g, name, lg, c, bases, scalars[:n], reps, label=label)
-            ran = int(default_scratch().take("pair_plan", 1)[0])
-            for row in results["rows"][before:]:
-                row["affine_rounds"] = r
-                row["rounds_ran"] = ran if "pairs" in row["phases_ms"] else 0
-                print(f"  rounds run: {row['rounds_ran']}", flush=True)
-
-    for name, lg in [(name, lg) for name, lg in CASES if name in groups_only]:
-        case(name, lg, scalars_all, "", rounds)
-    wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
-    for name, lg in [(name, lg) for name, lg in WITNESS_CASES if name in groups_only]:
-        case(name, lg, wit, "witness", ("table", 0))
+def sorts(results: dict, kinds: tuple[str, ...] = ("radix", "atomic"), reps: int = 3,
+          groups_only: tuple[str, ...] = ("G1", "G2")) -> None:
+    """Time :data:`CASES` (with G1 2^16 and 2^18) and :data:`WITNESS_CASES` with each digit sort of
+    ``kinds`` (``distprove.msm.sort``), rows tagged ``sort-<kind>``, after checking that each gives
+    the counting sort's window sums (``msm_sort_equal``)."""
+    settings = [(f"sort-{k}", {"distprove.msm.sort": k}) for k in kinds]
+    inputs, uniform, witness = _main_and_witness_cases(groups_only, [("G1", 16), ("G1", 18)])
+    ref = {"distprove.msm.sort": "atomic"}
+    _compare(results, "msm_sort_equal", ref, settings, uniform + witness, inputs, reps)
 
 
 TUNE_CASES = [("G1", 20), ("G1", 21), ("G1", 22), ("G2", 20), ("G2", 21), ("G2", 22)]
@@ -372,6 +412,8 @@ if __name__ == "__main__":
     ap.add_argument("--affine-rounds", default="",
                     help="comma list of pair-round counts, e.g. table,0,1,2,3 (table: the built-in plan): "
                          "time only the main cases with each, and the witness-like ones with table and 0")
+    ap.add_argument("--sorts", default="", help="comma list of digit sorts (radix,atomic): time only the main "
+                                                 "and witness-like cases with each")
     ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
@@ -381,7 +423,9 @@ if __name__ == "__main__":
 
     r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
                **device_info(), "rows": []}
-    if a.affine_rounds:
+    if a.sorts:
+        sorts(r, kinds=tuple(a.sorts.split(",")), groups_only=tuple(a.groups.split(",")))
+    elif a.affine_rounds:
         affine(r, rounds=tuple(x if x == "table" else int(x) for x in a.affine_rounds.split(",")),
                groups_only=tuple(a.groups.split(",")))
     else:

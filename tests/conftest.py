@@ -124,3 +124,22 @@ def local_client(n_workers: int, processes: bool = True) -> Iterator[Any]:
         with Client(cluster) as c:
             c.wait_for_workers(n_workers)
             yield c
+
+
+def expected_digit_sort(limbs: np.ndarray, c: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(entries as (row, point word) pairs sorted by row, then point index; counts; cursor) of the
+    scalars' signed digits: what msm_sort.cu must produce."""
+    import numpy as np
+
+    from distprove.stages.msm import signed_digits_array
+
+    nb = 1 << (c - 1)
+    digits = signed_digits_array(limbs, c)[:, lo:hi].astype(np.int64)
+    live = ~((limbs[:, 1:] == 0).all(axis=1) & (limbs[:, 0] <= 1))
+    i, w = np.nonzero((digits != 0) & live[:, None])
+    d = digits[i, w]
+    rows = w * nb + np.abs(d) - 1
+    order = np.lexsort((i, rows))
+    entries = np.stack([rows[order], (i[order] << 1) | (d[order] < 0)], axis=1).astype(np.uint32)
+    counts = np.bincount(rows, minlength=(hi - lo) * nb).astype(np.uint32)
+    return entries, counts, (np.cumsum(counts) - counts).astype(np.uint32)

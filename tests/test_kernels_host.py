@@ -22,6 +22,8 @@ import pytest
 from distprove import bn254
 from distprove.bn254 import Q, R
 
+from conftest import expected_digit_sort
+
 KERNELS = Path(__file__).resolve().parents[1] / "distprove" / "kernels"
 
 HARNESS = r"""
@@ -345,6 +347,7 @@ inline unsigned atomicSub(unsigned* p, unsigned v) { return __atomic_fetch_sub(p
 #include "field.cuh"
 #include "curve.cuh"
 #include "msm.cu"
+#include "msm_sort.cu"
 #include "msm_affine.cu"
 
 static void emu_launch(unsigned gx, unsigned gy, unsigned bx, bool sync, const std::function<void()>& body) {
@@ -371,6 +374,15 @@ static void emu_launch(unsigned gx, unsigned gy, unsigned bx, bool sync, const s
 EMU(msm_count, false, (s, cnt, n, c, lo, nw, nb), const u32* s, u32* cnt, u32 n, u32 c, u32 lo, u32 nw, u32 nb)
 EMU(msm_scatter, false, (s, cur, e, n, c, lo, nw, nb), const u32* s, u32* cur, MsmEntry* e, u32 n, u32 c, u32 lo,
     u32 nw, u32 nb)
+EMU(msm_radix_digits, true, (s, d, h, n, c, lo, nw, t, d1, ts), const u32* s, u32* d, u32* h, u32 n, u32 c, u32 lo,
+    u32 nw, u32 t, u32 d1, u32 ts)
+EMU(msm_radix_pass1, false, (d, h, e, k, p, n, t, d1, ts), const u32* d, const u32* h, const u32* e, u32* k, u32* p,
+    u32 n, u32 t, u32 d1, u32 ts)
+EMU(msm_radix_hist2, true, (k, h1, e1, h2, t, d1, d2, ts), const u32* k, const u32* h1, const u32* e1, u32* h2, u32 t,
+    u32 d1, u32 d2, u32 ts)
+EMU(msm_radix_pass2, false, (k, p, h1, e1, h2, e2, en, nb, t, d1, d2, ts), const u32* k, const u32* p, const u32* h1,
+    const u32* e1, const u32* h2, const u32* e2, MsmEntry* en, u32 nb, u32 t, u32 d1, u32 d2, u32 ts)
+EMU(msm_radix_runs, false, (en, e2, l, cn), const MsmEntry* en, const u32* e2, u32 l, u32* cn)
 #define EMU_GROUP(G, F)                                                                                   \
     EMU(msm_clear_##G, false, (b, rows), Xyzz<F>* b, u32 rows)                                            \
     EMU(msm_accumulate_##G, false, (e, bs, cur, cnt, rows, len, sl, b, sr, sp), const MsmEntry* e,        \
@@ -452,6 +464,8 @@ def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(gm, "REDUCE_SEG", 2)
     monkeypatch.setattr(gm, "PAIR_THREADS", 4)
     monkeypatch.setattr(gm, "_sm_count", lambda: 1)
+    monkeypatch.setattr(gm, "RADIX_THREADS", 1)  # host builds rank in thread 0, any tile size
+    monkeypatch.setattr(gm, "RADIX_TILE", 7)
     return gm
 
 
@@ -500,8 +514,48 @@ def _emu_case(gm, group: bn254.Group, n: int, c: int, lo: int, hi: int, equal: b
     ],
     ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v),
 )
-def test_msm_pipeline_emulated(emulated_msm, group, n, c, lo, hi, equal) -> None:
-    _emu_case(emulated_msm, group, n, c, lo, hi, equal, random.Random())
+@pytest.mark.parametrize("sort", ["atomic", "radix"])
+def test_msm_pipeline_emulated(emulated_msm, group, n, c, lo, hi, equal, sort) -> None:
+    import dask
+
+    with dask.config.set({"distprove.msm.sort": sort}):
+        assert emulated_msm.sort_kind(n, c) == sort
+        _emu_case(emulated_msm, group, n, c, lo, hi, equal, random.Random())
+
+
+@pytest.mark.parametrize("n,c,lo,hi,tile", [(1, 3, 0, 85, 7), (40, 4, 0, 64, 7), (90, 7, 3, 20, 5), (64, 11, 0, 24, 16),
+                                            (150, 19, 1, 14, 9), (30, 2, 0, 127, 4)])
+def test_radix_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n, c, lo, hi, tile) -> None:
+    """msm_sort.cu's radix sort (host build, tiles of a few items so windows span several) leaves
+    every row's entries in point order, and counts and cursor equal to the digits' (and to the
+    counting sort's): all-equal, 0/1, r - 1 and random scalars."""
+    gm = emulated_msm
+    monkeypatch.setattr(gm, "RADIX_TILE", tile)
+    rng = random.Random(n * c)
+    same = rng.randrange(2, R)
+    scal = [rng.choice([0, 1, R - 1, same, same, rng.randrange(R)]) for _ in range(n)]
+    limbs = bn254.limbs_from_ints(scal)
+    nw, rows = hi - lo, (hi - lo) << (c - 1)
+    want_entries, want_counts, want_cursor = expected_digit_sort(limbs, c, lo, hi)
+    got = {}
+    for kind in ("radix", "atomic"):
+        counts, cursor = np.zeros(rows, np.uint32), np.zeros(rows, np.uint32)
+        entries = np.full(2 * nw * n, 0xDEADBEEF, np.uint32)
+        scratch = gm.MsmScratch()
+        take = lambda name, count: np.full(max(count, 1), 0xA5A5A5A5, np.uint32)  # noqa: E731 (dirty scratch)
+        if kind == "radix":
+            gm._radix_sort(gm._module(), limbs, n, c, lo, nw, counts, cursor, entries, take)
+        else:
+            gm._sort(gm._module(), limbs, n, c, lo, nw, counts, cursor, entries, False, scratch.take)
+        got[kind] = (entries.reshape(-1, 2)[: len(want_entries)], counts, cursor)
+    entries, counts, cursor = got["radix"]
+    np.testing.assert_array_equal(entries, want_entries)
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_array_equal(cursor, want_cursor)
+    np.testing.assert_array_equal(got["atomic"][1], want_counts)
+    np.testing.assert_array_equal(got["atomic"][2], want_cursor)
+    atomic = got["atomic"][0]
+    np.testing.assert_array_equal(atomic[np.lexsort((atomic[:, 1], atomic[:, 0]))], want_entries)
 
 
 @pytest.mark.parametrize("group,n,c,lo,hi", [(bn254.G1, 120, 10, 0, 26), (bn254.G2, 70, 6, 0, 43)],

@@ -82,8 +82,7 @@ struct alignas(8) PairJob {
 // Entry i of a round's input: when it opens a pair (even offset in its row), job j =
 // cursor_out[row] + offset / 2 and the output entry (row, j << 1).
 DP_INLINE void msm_pair_jobs_body(const MsmEntry* in, const u32* cursor_in, const u32* counts_in,
-                                  const u32* cursor_out, u32 rows, PairJob* jobs, MsmEntry* out, u32 i) {
-    if (i >= cursor_in[rows - 1u] + counts_in[rows - 1u]) return;
+                                  const u32* cursor_out, PairJob* jobs, MsmEntry* out, u32 i) {
     MsmEntry e = in[i];
     u32 o = i - cursor_in[e.row];
     if (o & 1u) return;
@@ -106,7 +105,7 @@ extern "C" __global__ void msm_pair_jobs(const u32* plan, u32 round, const MsmEn
     if (round >= plan[0]) return;
     u32 total = cursor_in[rows - 1u] + counts_in[rows - 1u];
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x)
-        msm_pair_jobs_body(in, cursor_in, counts_in, cursor_out, rows, jobs, out, i);
+        msm_pair_jobs_body(in, cursor_in, counts_in, cursor_out, jobs, out, i);
 }
 
 // One pair round's arguments (see the banner).
@@ -124,10 +123,16 @@ template <typename F> struct PairRound {
 // Threads of a round with n jobs (on the device: the host knows only a bound): the fewest whole
 // waves of resident threads with at most kmax jobs each, then k as even as they allow (>= kmin),
 // so a sparse round (witness scalars) still amortises each inversion over k jobs.
+// Work per thread for `total` items on `resident` threads at most `most` each: the fewest whole
+// waves, then as even a share as they allow.
+DP_INLINE u64 wave_share(u32 total, u32 resident, u32 most) {
+    u64 wave = (u64)resident * most;
+    u64 waves = total > wave ? (total + wave - 1u) / wave : 1u;
+    return (total + waves * resident - 1u) / (waves * resident);
+}
+
 template <typename F> DP_INLINE u32 pair_stride(const PairRound<F>& a, u32 n, u32 launched) {
-    u64 wave = (u64)a.resident * a.kmax;
-    u64 waves = n > wave ? (n + wave - 1u) / wave : 1u;
-    u64 k = (n + waves * a.resident - 1u) / (waves * a.resident);
+    u64 k = wave_share(n, a.resident, a.kmax);
     k = k < a.kmin ? a.kmin : (k > a.kmax ? a.kmax : k);
     u64 stride = (n + k - 1u) / k;
     return stride < launched ? (u32)stride : launched;
@@ -259,9 +264,7 @@ extern "C" __global__ void msm_pair_counts(const u32* plan, u32 round, const u32
 // sized `slices` for the sort's bound, 2^R times as many): whole waves of resident threads at
 // about `target` entries each (>= min_len), within the `slices` threads launched.
 DP_INLINE u32 pair_slice_len(u32 total, u32 slices, u32 resident, u32 target, u32 min_len) {
-    u64 wave = (u64)resident * target;
-    u64 waves = total > wave ? (total + wave - 1u) / wave : 1u;
-    u64 len = (total + waves * resident - 1u) / (waves * resident);
+    u64 len = wave_share(total, resident, target);
     if (len < min_len) len = min_len;
     if ((total + len - 1u) / len > slices) len = (total + slices - 1u) / slices;
     return (u32)len;

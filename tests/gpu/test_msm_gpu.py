@@ -160,14 +160,45 @@ G2_CASES = [
 ]
 
 
+@pytest.mark.parametrize("sort", ["radix", "atomic"])
 @pytest.mark.parametrize("n,c,window_range,pattern", G1_CASES)
-def test_g1_window_sums(n, c, window_range, pattern) -> None:
-    _run_case(bn254.G1, n, c, window_range, pattern)
+def test_g1_window_sums(n, c, window_range, pattern, sort) -> None:
+    with dask.config.set({"distprove.msm.sort": sort}):
+        _run_case(bn254.G1, n, c, window_range, pattern)
 
 
+@pytest.mark.parametrize("sort", ["radix", "atomic"])
 @pytest.mark.parametrize("n,c,window_range,pattern", G2_CASES)
-def test_g2_window_sums(n, c, window_range, pattern) -> None:
-    _run_case(bn254.G2, n, c, window_range, pattern)
+def test_g2_window_sums(n, c, window_range, pattern, sort) -> None:
+    with dask.config.set({"distprove.msm.sort": sort}):
+        _run_case(bn254.G2, n, c, window_range, pattern)
+
+
+@pytest.mark.parametrize("n,c,lo,hi,pattern", [
+    (1, 13, 0, 20, "random"),
+    (1000, 13, 0, 20, "mixed"),
+    ((1 << 16) + 7, 15, 0, 18, "mixed"),
+    ((1 << 16) + 7, 16, 3, 9, "equal"),  # every scalar in one bin of both passes
+    ((1 << 17) + 3, 17, 0, 15, "bits"),
+    ((1 << 17) + 3, 19, 1, 14, "random"),  # 512 bins; the digit histogram in two rounds of windows
+    (1 << 20, 17, 0, 16, "random"),
+])
+def test_radix_sort_equals_the_digits(n, c, lo, hi, pattern) -> None:
+    """msm_sort.cu on the device (warp ranking, tiles of 4096): every row's entries in point order,
+    counts and cursor equal to the digits' computed on the host."""
+    from conftest import expected_digit_sort
+
+    from distprove.backends.gpu.msm import sort_digits
+
+    assert num_windows(c) >= hi
+    scal = _scalars(n, pattern, np.random.default_rng())
+    want_entries, want_counts, want_cursor = expected_digit_sort(scal, c, lo, hi)
+    with dask.config.set({"distprove.msm.sort": "radix"}):
+        got = sort_digits(cupy.asarray(scal), c, lo, hi, cupy.cuda.Stream())  # blocking: after the upload
+    got.done.synchronize()
+    np.testing.assert_array_equal(cupy.asnumpy(got.entries).reshape(-1, 2)[: len(want_entries)], want_entries)
+    np.testing.assert_array_equal(cupy.asnumpy(got.counts), want_counts)
+    np.testing.assert_array_equal(cupy.asnumpy(got.cursor), want_cursor)
 
 
 AFFINE_CASES = [

@@ -57,6 +57,15 @@ TREE_THREADS = 128
 KERNEL_OPTIONS: tuple[str, ...] = ()
 """Extra NVRTC options for msm.cu (e.g. ("-DDP_PTX_MUL",) to try the PTX Montgomery product)."""
 SORT_THREADS = 256
+RADIX_THREADS = 256
+RADIX_TILE = 4096
+"""Items per tile of the radix sort (msm_sort.cu): its device code ranks RADIX_ITEMS (16) per
+thread of a RADIX_THREADS block, so on a GPU it must be 16 * RADIX_THREADS."""
+RADIX_MAX_KEY_BITS = 18
+"""Widest key (c - 1 bits) the radix sort takes: two passes of at most 512 bins."""
+RADIX_MIN_N = 1 << 17
+"""Fewest points for which ``distprove.msm.sort: auto`` takes the radix sort (below it the
+counting sort's atomics are few and its three launches fewer than the radix sort's seven)."""
 ACC_THREADS = 128
 BOUNDED_BLOCK = 128
 """The block size msm.cu's __launch_bounds__ assume: accumulation, fold (ACC_THREADS) and the
@@ -352,17 +361,37 @@ def sort_digits(scalars: "cupy.ndarray", c: int, lo: int, hi: int, stream: "cupy
         cursor = cupy.empty(rows, dtype=cupy.uint32)
         entries = cupy.empty(2 * nw * max(n, 1), dtype=cupy.uint32)
         if n:
-            _sort(_module(), scalars, n, c, lo, nw, counts, cursor, entries, False)
+            _sort(_module(), scalars, n, c, lo, nw, counts, cursor, entries, False,
+                  lambda name, count: cupy.empty(max(count, 1), dtype=cupy.uint32))
         done = cupy.cuda.Event()
         done.record(stream)
     return DigitSort((n, c, lo, hi), counts, cursor, entries, done)
 
 
+def sort_kind(n: int, c: int, constant_work: bool = False) -> str:
+    """Which digit sort an MSM of ``n`` points at width ``c`` takes: ``"radix"`` (msm_sort.cu) or
+    ``"atomic"`` (msm.cu's counting sort). ``distprove.msm.sort`` chooses: auto (radix from
+    :data:`RADIX_MIN_N` points), radix or atomic; constant-work mode and keys wider than
+    :data:`RADIX_MAX_KEY_BITS` bits always take the counting sort."""
+    kind = config.get("msm.sort", "auto")
+    if kind not in ("auto", "radix", "atomic"):
+        raise FormatError("distprove.msm.sort", f"must be auto, radix or atomic (got {kind!r})")
+    if constant_work or c - 1 > RADIX_MAX_KEY_BITS or kind == "atomic":
+        return "atomic"
+    return "radix" if kind == "radix" or n >= RADIX_MIN_N else "atomic"
+
+
 def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
-          cursor: "cupy.ndarray", entries: "cupy.ndarray", constant_work: bool) -> None:
-    """Counting sort of (window, |digit|) rows on the current stream; ``counts`` must be zero."""
+          cursor: "cupy.ndarray", entries: "cupy.ndarray", constant_work: bool,
+          take: Callable[[str, int], "cupy.ndarray"]) -> None:
+    """Sort of (window, |digit|) rows on the current stream into ``entries`` (sorted by row),
+    ``cursor`` (each row's first entry) and ``counts``, which must be zero; ``take(name, count)``
+    gives the radix sort's uint32 temporaries."""
     import cupy
 
+    if sort_kind(n, c, constant_work) == "radix":
+        _radix_sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, take)
+        return
     u32 = np.uint32
     cw = "_cw" if constant_work else ""
     sort_grid = (-(-n // SORT_THREADS),)
@@ -370,6 +399,38 @@ def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, c
     mod.get_function(f"msm_count{cw}")(sort_grid, (SORT_THREADS,), (scalars, counts) + args)
     cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)
     mod.get_function(f"msm_scatter{cw}")(sort_grid, (SORT_THREADS,), (scalars, cursor, entries) + args)
+
+
+def _radix_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
+                cursor: "cupy.ndarray", entries: "cupy.ndarray", take: Callable[[str, int], "cupy.ndarray"]) -> None:
+    """msm_sort.cu's two-pass radix sort: digits, then per pass a histogram of (window, bin, tile)
+    counts, its inclusive scan (where each run ends) and a stable scatter; then the counts and the
+    cursor of the sorted rows."""
+    import cupy
+
+    u32 = np.uint32
+    d2 = (c - 1) // 2
+    d1 = c - 1 - d2
+    tiles = -(-n // RADIX_TILE)
+    grid = (tiles, nw)
+    tile_args = (u32(RADIX_TILE), u32(d1))
+    digits, keys, pts = (take(f"radix_{name}", nw * n) for name in ("digits", "keys", "pts"))
+    hist1, ends1 = (take(f"radix_{name}1", (nw << d1) * tiles) for name in ("hist", "ends"))
+    hist2, ends2 = (take(f"radix_{name}2", (nw << d2) * tiles) for name in ("hist", "ends"))
+    mod.get_function("msm_radix_digits")((tiles,), (RADIX_THREADS,), (scalars, digits, hist1, u32(n), u32(c),
+                                                                    u32(lo), u32(nw)) + tile_args + (u32(tiles),))
+    cupy.cumsum(hist1, dtype=cupy.uint32, out=ends1)
+    mod.get_function("msm_radix_pass1")(grid, (RADIX_THREADS,),
+                                        (digits, hist1, ends1, keys, pts, u32(n)) + tile_args + (u32(tiles),))
+    mod.get_function("msm_radix_hist2")(grid, (RADIX_THREADS,),
+                                        (keys, hist1, ends1, hist2) + tile_args + (u32(d2), u32(tiles)))
+    cupy.cumsum(hist2, dtype=cupy.uint32, out=ends2)
+    mod.get_function("msm_radix_pass2")(grid, (RADIX_THREADS,), (keys, pts, hist1, ends1, hist2, ends2, entries,
+                                                                 u32(1 << (c - 1))) + tile_args + (u32(d2), u32(tiles)))
+    runs_grid = (max(1, min(-(-(nw * n) // 256), _sm_count() * 8)),)
+    mod.get_function("msm_radix_runs")(runs_grid, (256,), (entries, ends2, u32(len(ends2) - 1), counts))
+    cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)
+    cursor -= counts
 
 
 def _launch(
@@ -415,7 +476,7 @@ def _launch(
         counts.fill(0)
         cursor = scratch.take("cursor", rows)
         entries = scratch.take("entries", 2 * nw * n)
-        _sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, constant_work)
+        _sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, constant_work, scratch.take)
     timer.mark("sort")
 
     # Batch-affine pair rounds, as many as the device finds worth it: the accumulation then
@@ -599,22 +660,32 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
 
     u32 = np.uint32
     rounds = len(min_total)
+    # Every round's buffers first, so that their addresses (the sets msm_accumulate_sel reads)
+    # and the thresholds go up in one copy.
+    sides = []
+    out_bound = bound
+    for r in range(rounds):
+        side = "ab"[r % 2]
+        out_bound = (out_bound + min(rows, out_bound)) // 2
+        sides.append((out_bound, scratch.take(f"pair_entries_{side}", 2 * out_bound),
+                      scratch.take(f"pair_points_{side}", out_bound * group.limbs),
+                      scratch.take(f"pair_cursor_{side}", rows), scratch.take(f"pair_counts_{side}", rows)))
+    ptrs = [_ptr(a) for a in (entries, bases, cursor, counts)]
+    for _, *arrays in sides:
+        ptrs += [_ptr(a) for a in arrays]
+    host = np.zeros(len(ptrs) + -(-rounds // 2), dtype=np.uint64)
+    host[: len(ptrs)] = ptrs
+    host[len(ptrs):].view(np.uint32)[:rounds] = min_total
+    sets = scratch.take("pair_sets", host.size, np.uint64)
+    _upload(sets, host)
+    need = sets[len(ptrs):].view(np.uint32)
     plan = scratch.take("pair_plan", 1)
-    need = scratch.take("pair_need", rounds)
-    _upload(need, np.array(min_total, dtype=np.uint32))
     mod.get_function("msm_pair_plan")((1,), (32,), (cursor, counts, u32(rows), need, u32(rounds), plan))
     pairs = mod.get_function(f"msm_pairs_{_suffix(group)}")
     make_jobs = mod.get_function("msm_pair_jobs")
     halve = mod.get_function("msm_pair_counts")
-    ptrs = [_ptr(a) for a in (entries, bases, cursor, counts)]
     points = bases
-    for r in range(rounds):
-        side = "ab"[r % 2]
-        out_bound = (bound + min(rows, bound)) // 2
-        counts_out = scratch.take(f"pair_counts_{side}", rows)
-        cursor_out = scratch.take(f"pair_cursor_{side}", rows)
-        entries_out = scratch.take(f"pair_entries_{side}", 2 * out_bound)
-        points_out = scratch.take(f"pair_points_{side}", out_bound * group.limbs)
+    for r, (out_bound, entries_out, points_out, cursor_out, counts_out) in enumerate(sides):
         jobs = scratch.take("pair_jobs", 2 * out_bound)
         halve((-(-rows // 256),), (256,), (plan, u32(r), counts, counts_out, u32(rows)))
         cupy.cumsum(counts_out, dtype=cupy.uint32, out=cursor_out)  # garbage when the round is skipped: unread
@@ -626,10 +697,7 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
               (plan, u32(r), jobs, points, cursor_out, counts_out, u32(rows), u32(resident), u32(PAIR_K[0]),
                u32(PAIR_K[1]), points_out))
         entries, points, cursor, counts, bound = entries_out, points_out, cursor_out, counts_out, out_bound
-        ptrs += [_ptr(a) for a in (entries, points, cursor, counts)]
-    sets = scratch.take("pair_sets", len(ptrs), np.uint64)
-    _upload(sets, np.array(ptrs, dtype=np.uint64))
-    return plan, sets
+    return plan, sets[: len(ptrs)]
 
 
 def _ptr(a: Any) -> int:

@@ -1,0 +1,253 @@
+// msm_sort.cu - msm.cu's digit sort as a two-pass LSD radix sort. Needs msm.cu.
+//
+// WHAT THIS FILE DECIDES, AND WHY (host side: distprove/backends/gpu/msm.py _radix_sort)
+// * msm.cu's counting sort claims each entry's slot with a returning global atomic, and those
+//   run at ~17 G/s on an H200 (13.7 of the 16.2 ms of a G1 2^24 sort at c = 17): the rate of
+//   the L2's atomic units. Here global memory sees only plain loads and stores. A row is
+//   (window, key = |digit| - 1) with c - 1 <= 18 key bits, sorted per window in two passes,
+//   d1 = ceil((c-1)/2) low bits then d2 = c-1-d1 high bits (at most 512 bins), so each pass's
+//   bookkeeping fits in shared memory.
+// * Reduce, then scan, per pass: a histogram kernel leaves the count of each (window, bin, tile)
+//   at hist[(w * bins + bin) * tiles + tile]; the host takes one inclusive cupy.cumsum over the
+//   whole array, which is where every (window, bin, tile) run ends in the pass's output:
+//   windows in order and compact (zero digits and scalars 0 and 1 leave no gaps), then bins,
+//   then tiles.
+// * A tile is 4096 items (256 threads x 16). Its scatter ranks every item among the tile's
+//   items of its bin stably (tile order) with per-warp counters: a warp takes 32 consecutive
+//   items per round, __match_any_sync finds the lanes of the same bin, and the counters are
+//   scanned bin-major, warp-minor once per tile. Pass 2 being stable keeps pass 1's order in
+//   each high bin, so the output is sorted by row, and inside a row by point index (the sort is
+//   deterministic). A tile's items of one bin leave as one run of consecutive slots.
+// * msm_radix_digits computes each scalar's digits once (from window 0 up, for the carry) and
+//   writes them per window, so pass 1 reads 4-byte words coalesced; pass 2 reads pass 1's keys
+//   and point words. msm_radix_runs turns the sorted rows into msm.cu's counts (the host's
+//   cumsum gives the cursor), so everything after the sort is unchanged.
+// * Traffic at G1 2^24, c = 17 (15 windows, 251 M entries): ~13 GB of plain loads and stores,
+//   ~3 ms at 4.3 TB/s.
+// * Host builds (the MSM emulation of tests/test_kernels_host.py) rank in thread 0, walking the
+//   tile in order: the order the device's ranking produces.
+
+#ifndef DP_MSM_SORT_CU
+#define DP_MSM_SORT_CU
+
+#define RADIX_THREADS 256u
+#define RADIX_WARPS (RADIX_THREADS / 32u)
+#define RADIX_ITEMS 16u  // the device's tile is RADIX_ITEMS * RADIX_THREADS items
+#define RADIX_MAX_BINS 512u
+#define RADIX_HIST_WORDS 4096u  // msm_radix_digits' shared histogram: windows x bins per round
+#define RADIX_NONE 0xffffffffu
+
+DP_INLINE u32 radix_min(u32 a, u32 b) { return a < b ? a : b; }
+
+// Digit words (|d| - 1) | (d < 0) << 31 of windows [lo, lo + nw) at digits[(w - lo) * n + i],
+// RADIX_NONE for d = 0 and for scalars 0 and 1. Block b takes scalars [b*tile, (b+1)*tile) and
+// counts the low d1 bits of its keys per window into hist (layout above).
+extern "C" __global__ void msm_radix_digits(const u32* scalars, u32* digits, u32* hist, u32 n, u32 c, u32 lo,
+                                            u32 nw, u32 tile, u32 d1, u32 tiles) {
+    __shared__ u32 h[RADIX_HIST_WORDS];
+    u32 bins = 1u << d1;
+    u32 chunk = RADIX_HIST_WORDS / bins;
+    u32 half = 1u << (c - 1u), full = 1u << c;
+    u32 first = blockIdx.x * tile;
+    u32 last = radix_min(first + tile, n);
+    for (u32 w0 = 0; w0 < nw; w0 += chunk) {
+        u32 w1 = radix_min(w0 + chunk, nw);
+        for (u32 j = threadIdx.x; j < (w1 - w0) * bins; j += blockDim.x) h[j] = 0u;
+        __syncthreads();
+        for (u32 i = first + threadIdx.x; i < last; i += blockDim.x) {
+            u32 s[8];
+            sc_load(scalars, i, s);
+            if (sc_is_zero_or_one(s)) {
+                for (u32 w = w0; w < w1; w++) digits[(u64)w * n + i] = RADIX_NONE;
+                continue;
+            }
+            u32 carry = 0u;
+            for (u32 w = 0; w < lo + w1; w++) {
+                u32 d = sc_bits(s, w * c, c) + carry;
+                bool neg = d >= half;
+                carry = neg ? 1u : 0u;
+                u32 mag = neg ? full - d : d;
+                if (w < lo + w0) continue;
+                u32 word = RADIX_NONE;
+                if (mag != 0u) {
+                    word = (mag - 1u) | (neg ? 0x80000000u : 0u);
+                    atomicAdd(&h[(w - lo - w0) * bins + ((mag - 1u) & (bins - 1u))], 1u);
+                }
+                digits[(u64)(w - lo) * n + i] = word;
+            }
+        }
+        __syncthreads();
+        for (u32 j = threadIdx.x; j < (w1 - w0) * bins; j += blockDim.x)
+            hist[(w0 * bins + j) * tiles + blockIdx.x] = h[j];
+        __syncthreads();
+    }
+}
+
+// The items of one tile, in order k = 0 .. count-1, to their slots: item(k, key, val) loads item
+// k (false: none), bin = (key >> shift) & (bins - 1), start(bin) is the bin's first slot for this
+// tile, put(slot, key, val) stores. Stable: a bin's items keep their tile order.
+template <typename Item, typename Start, typename Put>
+DP_INLINE void radix_tile(u32 count, u32 shift, u32 bins, Item item, Start start, Put put) {
+#ifdef __CUDA_ARCH__
+    __shared__ u32 wc[RADIX_WARPS * RADIX_MAX_BINS];  // (bin, warp) counters, then their scan
+    __shared__ u32 gs[RADIX_MAX_BINS];
+    __shared__ u32 wsum[RADIX_WARPS];
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    u32 cells = bins * RADIX_WARPS;
+    for (u32 j = threadIdx.x; j < cells; j += RADIX_THREADS) wc[j] = 0u;
+    for (u32 j = threadIdx.x; j < bins; j += RADIX_THREADS) gs[j] = start(j);
+    __syncthreads();
+    u32 key[RADIX_ITEMS], val[RADIX_ITEMS], rank[RADIX_ITEMS];
+DP_UNROLL
+    for (u32 r = 0; r < RADIX_ITEMS; r++) {
+        u32 k = (warp * RADIX_ITEMS + r) * 32u + lane;
+        bool ok = k < count && item(k, key[r], val[r]);
+        if (!ok) key[r] = RADIX_NONE;
+        u32 b = (key[r] >> shift) & (bins - 1u);
+        u32 peers = __match_any_sync(0xffffffffu, ok ? b : 0x80000000u | lane);
+        u32 before = __popc(peers & ((1u << lane) - 1u));
+        u32 base = ok ? wc[b * RADIX_WARPS + warp] : 0u;
+        __syncwarp();
+        if (ok && before == 0u) wc[b * RADIX_WARPS + warp] = base + __popc(peers);
+        __syncwarp();
+        rank[r] = base + before;
+    }
+    __syncthreads();
+    // Exclusive scan of wc: each thread a contiguous run of cells, then the block over runs.
+    u32 per = (cells + RADIX_THREADS - 1u) / RADIX_THREADS;
+    u32 a = radix_min(threadIdx.x * per, cells), e = radix_min(a + per, cells);
+    u32 sum = 0u;
+    for (u32 j = a; j < e; j++) sum += wc[j];
+    u32 x = sum;
+DP_UNROLL
+    for (u32 o = 1u; o < 32u; o <<= 1) {
+        u32 y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    if (lane == 31u) wsum[warp] = x;
+    __syncthreads();
+    u32 run = x - sum;
+    for (u32 q = 0; q < warp; q++) run += wsum[q];
+    for (u32 j = a; j < e; j++) {
+        u32 v = wc[j];
+        wc[j] = run;
+        run += v;
+    }
+    __syncthreads();
+DP_UNROLL
+    for (u32 r = 0; r < RADIX_ITEMS; r++) {
+        if (key[r] == RADIX_NONE) continue;
+        u32 b = (key[r] >> shift) & (bins - 1u);
+        put(gs[b] + wc[b * RADIX_WARPS + warp] - wc[b * RADIX_WARPS] + rank[r], key[r], val[r]);
+    }
+#else
+    if (threadIdx.x != 0u) return;
+    u32 seen[RADIX_MAX_BINS];
+    for (u32 b = 0; b < bins; b++) seen[b] = 0u;
+    for (u32 k = 0; k < count; k++) {
+        u32 key, val;
+        if (!item(k, key, val)) continue;
+        u32 b = (key >> shift) & (bins - 1u);
+        put(start(b) + seen[b]++, key, val);
+    }
+#endif
+}
+
+// Pass 1, block (b, w): tile b of window w's digit words, by their low d1 bits, to keys (|d| - 1)
+// and pts (point index << 1 | sign), compact over all windows.
+extern "C" __global__ void msm_radix_pass1(const u32* digits, const u32* hist, const u32* ends, u32* keys, u32* pts,
+                                           u32 n, u32 tile, u32 d1, u32 tiles) {
+    u32 b = blockIdx.x, w = blockIdx.y;
+    u32 first = b * tile;
+    if (first >= n) return;
+    u32 bins = 1u << d1;
+    const u32* src = digits + (u64)w * n + first;
+    radix_tile(
+        radix_min(tile, n - first), 0u, bins,
+        [&](u32 k, u32& key, u32& val) {
+            u32 word = src[k];
+            key = word & 0x7fffffffu;
+            val = ((first + k) << 1) | (word >> 31);
+            return word != RADIX_NONE;
+        },
+        [&](u32 bin) {
+            u32 at = (w * bins + bin) * tiles + b;
+            return ends[at] - hist[at];
+        },
+        [&](u32 slot, u32 key, u32 val) {
+            keys[slot] = key;
+            pts[slot] = val;
+        });
+}
+
+// Window w's range [first, end) of pass 1's output, from pass 1's histogram and its scan.
+DP_INLINE void radix_window(const u32* hist1, const u32* ends1, u32 w, u32 bins1, u32 tiles, u32& first, u32& end) {
+    u32 at = w * bins1 * tiles;
+    first = ends1[at] - hist1[at];
+    end = ends1[at + bins1 * tiles - 1u];
+}
+
+// Pass 2's histogram, block (b, w): the high d2 bits of tile b of window w's pass-1 keys.
+extern "C" __global__ void msm_radix_hist2(const u32* keys, const u32* hist1, const u32* ends1, u32* hist2, u32 tile,
+                                           u32 d1, u32 d2, u32 tiles) {
+    __shared__ u32 h[RADIX_MAX_BINS];
+    u32 b = blockIdx.x, w = blockIdx.y;
+    u32 bins2 = 1u << d2;
+    u32 first, end;
+    radix_window(hist1, ends1, w, 1u << d1, tiles, first, end);
+    for (u32 j = threadIdx.x; j < bins2; j += blockDim.x) h[j] = 0u;
+    __syncthreads();
+    u64 lo = (u64)first + (u64)b * tile;
+    if (lo < end) {
+        u32 last = (u32)(lo + tile < end ? lo + tile : end);
+        for (u32 i = (u32)lo + threadIdx.x; i < last; i += blockDim.x) atomicAdd(&h[keys[i] >> d1], 1u);
+    }
+    __syncthreads();
+    for (u32 j = threadIdx.x; j < bins2; j += blockDim.x) hist2[(w * bins2 + j) * tiles + b] = h[j];
+}
+
+// Pass 2, block (b, w): tile b of window w's pass-1 output, by the keys' high d2 bits, to the
+// entries of msm.cu (row (w * nb + key), sorted by row).
+extern "C" __global__ void msm_radix_pass2(const u32* keys, const u32* pts, const u32* hist1, const u32* ends1,
+                                           const u32* hist2, const u32* ends2, MsmEntry* entries, u32 nb, u32 tile,
+                                           u32 d1, u32 d2, u32 tiles) {
+    u32 b = blockIdx.x, w = blockIdx.y;
+    u32 bins2 = 1u << d2;
+    u32 first, end;
+    radix_window(hist1, ends1, w, 1u << d1, tiles, first, end);
+    u64 lo = (u64)first + (u64)b * tile;
+    if (lo >= end) return;
+    u32 from = (u32)lo;
+    radix_tile(
+        radix_min(tile, end - from), d1, bins2,
+        [&](u32 k, u32& key, u32& val) {
+            key = keys[from + k];
+            val = pts[from + k];
+            return true;
+        },
+        [&](u32 bin) {
+            u32 at = (w * bins2 + bin) * tiles + b;
+            return ends2[at] - hist2[at];
+        },
+        [&](u32 slot, u32 key, u32 val) {
+            MsmEntry out;
+            out.row = w * nb + key;
+            out.pt = val;
+            entries[slot] = out;
+        });
+}
+
+// counts[row] of the sorted entries (counts zeroed by the host; total = ends2[last]): a row's
+// first entry subtracts its slot, its last adds its slot + 1 (fire-and-forget atomics, two per
+// nonempty row).
+extern "C" __global__ void msm_radix_runs(const MsmEntry* entries, const u32* ends2, u32 last, u32* counts) {
+    u32 total = ends2[last];
+    u32 stride = gridDim.x * blockDim.x;
+    for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < total; j += stride) {
+        u32 row = entries[j].row;
+        if (j == 0u || entries[j - 1u].row != row) atomicSub(&counts[row], j);
+        if (j + 1u == total || entries[j + 1u].row != row) atomicAdd(&counts[row], j + 1u);
+    }
+}
+
+#endif  // DP_MSM_SORT_CU
