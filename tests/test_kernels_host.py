@@ -374,15 +374,22 @@ static void emu_launch(unsigned gx, unsigned gy, unsigned bx, bool sync, const s
 EMU(msm_count, false, (s, cnt, n, c, lo, nw, nb), const u32* s, u32* cnt, u32 n, u32 c, u32 lo, u32 nw, u32 nb)
 EMU(msm_scatter, false, (s, cur, e, n, c, lo, nw, nb), const u32* s, u32* cur, MsmEntry* e, u32 n, u32 c, u32 lo,
     u32 nw, u32 nb)
-EMU(msm_radix_digits, true, (s, d, h, n, c, lo, nw, t, d1, ts), const u32* s, u32* d, u32* h, u32 n, u32 c, u32 lo,
-    u32 nw, u32 t, u32 d1, u32 ts)
-EMU(msm_radix_pass1, false, (d, h, e, k, p, n, t, d1, ts), const u32* d, const u32* h, const u32* e, u32* k, u32* p,
-    u32 n, u32 t, u32 d1, u32 ts)
-EMU(msm_radix_hist2, true, (k, h1, e1, h2, t, d1, d2, ts), const u32* k, const u32* h1, const u32* e1, u32* h2, u32 t,
-    u32 d1, u32 d2, u32 ts)
-EMU(msm_radix_pass2, false, (k, p, h1, e1, h2, e2, en, nb, t, d1, d2, ts), const u32* k, const u32* p, const u32* h1,
-    const u32* e1, const u32* h2, const u32* e2, MsmEntry* en, u32 nb, u32 t, u32 d1, u32 d2, u32 ts)
-EMU(msm_radix_runs, false, (en, e2, l, cn), const MsmEntry* en, const u32* e2, u32 l, u32* cn)
+EMU(msm_sort_plan, true, (s, n, m, p), const u32* s, u32 n, u32 m, u32* p)
+EMU(msm_count_sel, false, (p, s, cnt, n, c, lo, nw, nb), const u32* p, const u32* s, u32* cnt, u32 n, u32 c, u32 lo,
+    u32 nw, u32 nb)
+EMU(msm_scatter_sel, false, (p, s, cur, e, n, c, lo, nw, nb), const u32* p, const u32* s, u32* cur, MsmEntry* e,
+    u32 n, u32 c, u32 lo, u32 nw, u32 nb)
+EMU(msm_radix_digits, true, (pl, s, d, h, n, c, lo, nw, t, d1, ts), const u32* pl, const u32* s, u32* d, u32* h,
+    u32 n, u32 c, u32 lo, u32 nw, u32 t, u32 d1, u32 ts)
+EMU(msm_radix_pass1, false, (pl, d, h, e, k, p, n, t, d1, ts), const u32* pl, const u32* d, const u32* h,
+    const u32* e, u32* k, u32* p, u32 n, u32 t, u32 d1, u32 ts)
+EMU(msm_radix_hist2, true, (pl, k, h1, e1, h2, t, d1, d2, ts), const u32* pl, const u32* k, const u32* h1,
+    const u32* e1, u32* h2, u32 t, u32 d1, u32 d2, u32 ts)
+EMU(msm_radix_pass2, false, (pl, k, p, h1, e1, h2, e2, en, nb, t, d1, d2, ts), const u32* pl, const u32* k,
+    const u32* p, const u32* h1, const u32* e1, const u32* h2, const u32* e2, MsmEntry* en, u32 nb, u32 t, u32 d1,
+    u32 d2, u32 ts)
+EMU(msm_radix_runs, false, (pl, en, e2, l, cn), const u32* pl, const MsmEntry* en, const u32* e2, u32 l, u32* cn)
+EMU(msm_radix_cursor, false, (pl, cn, cu, r), const u32* pl, const u32* cn, u32* cu, u32 r)
 #define EMU_GROUP(G, F)                                                                                   \
     EMU(msm_clear_##G, false, (b, rows), Xyzz<F>* b, u32 rows)                                            \
     EMU(msm_accumulate_##G, false, (e, bs, cur, cnt, rows, len, sl, b, sr, sp), const MsmEntry* e,        \
@@ -527,8 +534,9 @@ def test_msm_pipeline_emulated(emulated_msm, group, n, c, lo, hi, equal, sort) -
                                             (150, 19, 1, 14, 9), (30, 2, 0, 127, 4)])
 def test_radix_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n, c, lo, hi, tile) -> None:
     """msm_sort.cu's radix sort (host build, tiles of a few items so windows span several) leaves
-    every row's entries in point order, and counts and cursor equal to the digits' (and to the
-    counting sort's): all-equal, 0/1, r - 1 and random scalars."""
+    every row's entries in point order, and counts and cursor equal to the digits'; with the plan
+    set to the counting sort, the same kernels queued give its entries (in some order in a row):
+    all-equal, 0/1, r - 1 and random scalars."""
     gm = emulated_msm
     monkeypatch.setattr(gm, "RADIX_TILE", tile)
     rng = random.Random(n * c)
@@ -537,101 +545,44 @@ def test_radix_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n, c
     limbs = bn254.limbs_from_ints(scal)
     nw, rows = hi - lo, (hi - lo) << (c - 1)
     want_entries, want_counts, want_cursor = expected_digit_sort(limbs, c, lo, hi)
-    got = {}
-    for kind in ("radix", "atomic"):
+    for min_live, plan in ((0, 1), (1025, 0)):  # always the radix sort; never (no sample reaches 1025/1024)
         counts, cursor = np.zeros(rows, np.uint32), np.zeros(rows, np.uint32)
         entries = np.full(2 * nw * n, 0xDEADBEEF, np.uint32)
-        scratch = gm.MsmScratch()
-        take = lambda name, count: np.full(max(count, 1), 0xA5A5A5A5, np.uint32)  # noqa: E731 (dirty scratch)
-        if kind == "radix":
-            gm._radix_sort(gm._module(), limbs, n, c, lo, nw, counts, cursor, entries, take)
-        else:
-            gm._sort(gm._module(), limbs, n, c, lo, nw, counts, cursor, entries, False, scratch.take)
-        got[kind] = (entries.reshape(-1, 2)[: len(want_entries)], counts, cursor)
-    entries, counts, cursor = got["radix"]
-    np.testing.assert_array_equal(entries, want_entries)
-    np.testing.assert_array_equal(counts, want_counts)
-    np.testing.assert_array_equal(cursor, want_cursor)
-    np.testing.assert_array_equal(got["atomic"][1], want_counts)
-    np.testing.assert_array_equal(got["atomic"][2], want_cursor)
-    atomic = got["atomic"][0]
-    np.testing.assert_array_equal(atomic[np.lexsort((atomic[:, 1], atomic[:, 0]))], want_entries)
+        bufs: dict = {}
+
+        def take(name: str, count: int) -> np.ndarray:  # dirty scratch
+            return bufs.setdefault(name, np.full(max(count, 1), 0xA5A5A5A5, np.uint32))
+
+        gm._planned_sort(gm._module(), limbs, n, c, lo, nw, counts, cursor, entries, take, min_live)
+        assert int(bufs["radix_plan"][0]) == plan
+        got = entries.reshape(-1, 2)[: len(want_entries)]
+        if not plan:
+            got = got[np.lexsort((got[:, 1], got[:, 0]))]
+        np.testing.assert_array_equal(got, want_entries)
+        np.testing.assert_array_equal(counts, want_counts)
+        np.testing.assert_array_equal(cursor, want_cursor)
 
 
-@pytest.mark.parametrize("group,n,c,lo,hi", [(bn254.G1, 120, 10, 0, 26), (bn254.G2, 70, 6, 0, 43)],
-                         ids=["G1", "G2"])
-def test_msm_pipeline_emulated_fitted(emulated_msm, monkeypatch: pytest.MonkeyPatch, group, n, c, lo, hi) -> None:
-    """With kernels that report a register count (as on a GPU), slices are fitted to waves and fold
-    levels take groups of varying length: the window sums stay the digits' sums."""
+@pytest.mark.parametrize("live,plan", [(0.1, 0), (0.5, 1)])
+def test_sort_plan_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, live: float, plan: int) -> None:
+    """distprove.msm.sort: auto from RADIX_MIN_N points lets the device pick: the counting sort on
+    scalars mostly 0 and 1, the radix sort on mostly live ones; the window sums are the counting
+    sort's."""
     gm = emulated_msm
-    plain = gm._module()
+    monkeypatch.setattr(gm, "RADIX_MIN_N", 64)
+    assert gm.sort_kind(63, 10) == "atomic" and gm.sort_kind(64, 10) == "planned"
+    rng = random.Random(int(live * 10))
+    n, c = 80, 10
+    scal = [rng.randrange(2, R) if rng.random() < live else rng.randrange(2) for _ in range(n)]
+    scratch = gm.MsmScratch()
+    table = _points(bn254.G1, rng, 8) + [None]
+    bases = bn254.points_to_limbs(bn254.G1, [rng.choice(table) for _ in range(n)])
+    got = gm.msm_windows(bn254.G1, bases, bn254.limbs_from_ints(scal), c, 0, 26, scratch=scratch)
+    assert int(scratch.take("radix_plan", 1)[0]) == plan
+    import dask
 
-    class Reporting:
-        def get_function(self, name: str):
-            fn = plain.get_function(name)
-            fn.num_regs = 1024  # one block of 128 per SM: few resident threads, so fold lengths vary
-            return fn
-
-    monkeypatch.setattr(gm, "_module", lambda: Reporting())
-    monkeypatch.setattr(gm, "SLICE_MIN", 2)
-    monkeypatch.setattr(gm, "FOLD_LEN", 16)
-    lens: list[int] = []
-    real_fold = gm.fold_length
-    monkeypatch.setattr(gm, "fold_length", lambda m, k: lens.append(real_fold(m, k)) or lens[-1])
-    _emu_case(gm, group, n, c, lo, hi, False, random.Random())
-    assert len(set(lens)) > 1, lens
-
-
-def test_slice_and_fold_lengths(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The launch arithmetic: slices fill whole waves of the resident threads (2 blocks of 128 per
-    SM at 255 registers, 3 at 168, 5 at 96) within [target / 2, 3 target / 2]; fold groups shrink
-    to fill the device, within [FOLD_MIN, FOLD_LEN], and so do the reduction's first-level segments
-    (down to 2 buckets); without a register count, the defaults."""
-    import types
-
-    import distprove.backends.gpu.msm as gm
-
-    monkeypatch.setattr(gm, "_sm_count", lambda: 132)
-    k = lambda regs: types.SimpleNamespace(num_regs=regs)  # noqa: E731
-    assert gm._resident_threads(k(255), 128) == 132 * 2 * 128
-    assert gm._resident_threads(k(168), 128) == 132 * 3 * 128
-    assert gm._resident_threads(k(96), 128) == 132 * 5 * 128
-    assert gm._resident_threads(types.SimpleNamespace(), 128) is None
-    for regs, bound, target in [(168, 16 * (1 << 21), 32), (168, 16 * (1 << 21), 64), (96, 18 << 20, 128),
-                                (255, 3 << 20, 32), (96, 17 * (1 << 24), 128)]:
-        resident = gm._resident_threads(k(regs), 128)
-        n = gm.slice_length(bound, target, k(regs))
-        waves = -(-(-(-bound // n)) // resident)
-        assert bound / resident >= 0.97 * waves * n  # the waves are nearly full
-        assert target // 2 <= n <= 3 * target // 2
-    assert gm.slice_length(200000, 32, k(168)) == 16  # under a wave: the shortest allowed
-    assert gm.slice_length(1000, 128, k(96)) == 64
-    assert gm.slice_length(1000, 128, object()) == 128
-    assert gm.reduce_geometry(1 << 15, 16, k(255)) == (16, 2048, 128, 4)  # 32 Ki threads: a full wave
-    assert gm.reduce_geometry(1 << 9, 26, k(255)) == (2, 256, 128, 2)  # small: shortest first-level chains
-    assert gm.reduce_geometry(1 << 9, 26) == (16, 32, 32, 1)
-    assert gm.reduce_geometry(2, 1, k(255)) == (2, 1, 1, 1)
-    assert gm.fold_length(2 << 20, k(255)) == gm.FOLD_LEN
-    assert gm.fold_length(1000, k(255)) == gm.FOLD_MIN
-    assert gm.fold_length(20 * 33792, k(255)) == 20
-
-
-def test_pair_round_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pair round launches whole waves of its kernel's resident threads, as few as hold the
-    bound at PAIR_K[1] jobs a thread (G1 2^24, 13 windows: four waves at 114 registers), or one
-    thread per PAIR_K[0] jobs when that is fewer; without a register count, one block per SM."""
-    import types
-
-    import distprove.backends.gpu.msm as gm
-
-    monkeypatch.setattr(gm, "_sm_count", lambda: 132)
-    g1 = types.SimpleNamespace(num_regs=114)
-    resident = 132 * 4 * 128
-    assert gm.pair_threads(109 << 20, g1) == (4 * resident, resident)
-    assert gm.pair_threads(resident * 512, g1) == (resident, resident)
-    assert gm.pair_threads(resident * 512 + 1, g1) == (2 * resident, resident)
-    assert gm.pair_threads(1000, g1) == (128, resident)  # 63 threads of 16 jobs, one block
-    assert gm.pair_threads(1 << 20, object()) == (132 * 128, 132 * 128)
+    with dask.config.set({"distprove.msm.sort": "atomic"}):
+        assert got == gm.msm_windows(bn254.G1, bases, bn254.limbs_from_ints(scal), c, 0, 26, scratch=gm.MsmScratch())
 
 
 class _EmuStream:

@@ -15,7 +15,8 @@
 //   windows form one array sorted by row; no atomic ever touches a point. The scatter is ~85%
 //   of the sort (H200, 2^24: 13.7 of 16.2 ms), bound by the returning atomics' rate (~17 G/s
 //   against ~100 G/s for the count's fire-and-forget ones): a thread claiming 16 windows' slots
-//   at once measured no faster (14.5 ms), so each digit claims its own.
+//   at once measured no faster (14.5 ms), so each digit claims its own. Larger MSMs whose
+//   scalars are mostly live take msm_sort.cu's radix sort instead (same entries, cursor, counts).
 // * Accumulation is segmented: one thread per fixed-length slice of the entry array, so no
 //   bucket (e.g. all-equal scalars) can serialise a window. Runs wholly inside a slice are
 //   written straight to their bucket; a slice's first and last runs go to two tagged spill
@@ -101,13 +102,17 @@ DP_INLINE void sc_for_each_digit(const u32 s[8], u32 c, u32 lo, u32 nw, u32 nb, 
 // Counting sort.
 // ---------------------------------------------------------------------------------------
 
-extern "C" __global__ void msm_count(const u32* scalars, u32* counts, u32 n, u32 c, u32 lo, u32 nw, u32 nb) {
+DP_INLINE void msm_count_body(const u32* scalars, u32* counts, u32 n, u32 c, u32 lo, u32 nw, u32 nb) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 s[8];
     sc_load(scalars, i, s);
     if (sc_is_zero_or_one(s)) return;
     sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool) { atomicAdd(&counts[row], 1u); });
+}
+
+extern "C" __global__ void msm_count(const u32* scalars, u32* counts, u32 n, u32 c, u32 lo, u32 nw, u32 nb) {
+    msm_count_body(scalars, counts, n, c, lo, nw, nb);
 }
 
 // Claim the next free slot of `row` (counting down from its end) for point i, negated or not.
@@ -121,14 +126,19 @@ DP_INLINE void msm_put_entry(u32* cursor, MsmEntry* entries, u32 row, u32 i, boo
 
 // `cursor` holds the inclusive prefix sum of counts (each row's end) and is left at each
 // row's start.
-extern "C" __global__ void msm_scatter(const u32* scalars, u32* cursor, MsmEntry* entries, u32 n, u32 c, u32 lo,
-                                       u32 nw, u32 nb) {
+DP_INLINE void msm_scatter_body(const u32* scalars, u32* cursor, MsmEntry* entries, u32 n, u32 c, u32 lo, u32 nw,
+                                u32 nb) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 s[8];
     sc_load(scalars, i, s);
     if (sc_is_zero_or_one(s)) return;
     sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool neg) { msm_put_entry(cursor, entries, row, i, neg); });
+}
+
+extern "C" __global__ void msm_scatter(const u32* scalars, u32* cursor, MsmEntry* entries, u32 n, u32 c, u32 lo,
+                                       u32 nw, u32 nb) {
+    msm_scatter_body(scalars, cursor, entries, n, c, lo, nw, nb);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // msm_sort.cu - msm.cu's digit sort as a two-pass LSD radix sort. Needs msm.cu.
 //
-// WHAT THIS FILE DECIDES, AND WHY (host side: distprove/backends/gpu/msm.py _radix_sort)
+// WHAT THIS FILE DECIDES, AND WHY (host side: distprove/backends/gpu/msm.py _planned_sort)
 // * msm.cu's counting sort claims each entry's slot with a returning global atomic, and those
 //   run at ~17 G/s on an H200 (13.7 of the 16.2 ms of a G1 2^24 sort at c = 17): the rate of
 //   the L2's atomic units. Here global memory sees only plain loads and stores. A row is
@@ -27,6 +27,10 @@
 //   cumsum gives the cursor), so everything after the sort is unchanged.
 // * Traffic at G1 2^24, c = 17 (15 windows, 251 M entries): ~13 GB of plain loads and stores,
 //   ~3 ms at 4.3 TB/s.
+// * Which sort runs is the device's choice (msm_sort_plan, from a sample of the scalars): on
+//   witness-like scalars (mostly 0 and 1) the counting sort's cost follows the few live entries,
+//   while the radix passes still read a digit per scalar and window. The host queues both; the
+//   kernels of the one not chosen return at once.
 // * Host builds (the MSM emulation of tests/test_kernels_host.py) rank in thread 0, walking the
 //   tile in order: the order the device's ranking produces.
 
@@ -39,15 +43,24 @@
 #define RADIX_MAX_BINS 512u
 #define RADIX_HIST_WORDS 4096u  // msm_radix_digits' shared histogram: windows x bins per round
 #define RADIX_NONE 0xffffffffu
+#define RADIX_SAMPLES 8192u  // scalars msm_sort_plan looks at
+// The scatters: 3 blocks per SM (<= 85 registers; unbounded they took 113, 2 blocks per SM, and
+// their 42 KiB of shared memory allows 3).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define RADIX_BOUNDS __launch_bounds__(RADIX_THREADS, 3)
+#else
+#define RADIX_BOUNDS
+#endif
 
 DP_INLINE u32 radix_min(u32 a, u32 b) { return a < b ? a : b; }
 
 // Digit words (|d| - 1) | (d < 0) << 31 of windows [lo, lo + nw) at digits[(w - lo) * n + i],
 // RADIX_NONE for d = 0 and for scalars 0 and 1. Block b takes scalars [b*tile, (b+1)*tile) and
 // counts the low d1 bits of its keys per window into hist (layout above).
-extern "C" __global__ void msm_radix_digits(const u32* scalars, u32* digits, u32* hist, u32 n, u32 c, u32 lo,
-                                            u32 nw, u32 tile, u32 d1, u32 tiles) {
+extern "C" __global__ void msm_radix_digits(const u32* plan, const u32* scalars, u32* digits, u32* hist, u32 n,
+                                            u32 c, u32 lo, u32 nw, u32 tile, u32 d1, u32 tiles) {
     __shared__ u32 h[RADIX_HIST_WORDS];
+    if (plan[0] == 0u) return;
     u32 bins = 1u << d1;
     u32 chunk = RADIX_HIST_WORDS / bins;
     u32 half = 1u << (c - 1u), full = 1u << c;
@@ -182,11 +195,12 @@ DP_UNROLL
 
 // Pass 1, block (b, w): tile b of window w's digit words, by their low d1 bits, to keys (|d| - 1)
 // and pts (point index << 1 | sign), compact over all windows.
-extern "C" __global__ void msm_radix_pass1(const u32* digits, const u32* hist, const u32* ends, u32* keys, u32* pts,
-                                           u32 n, u32 tile, u32 d1, u32 tiles) {
+extern "C" __global__ void RADIX_BOUNDS
+msm_radix_pass1(const u32* plan, const u32* digits, const u32* hist, const u32* ends, u32* keys, u32* pts, u32 n,
+                u32 tile, u32 d1, u32 tiles) {
     u32 b = blockIdx.x, w = blockIdx.y;
     u32 first = b * tile;
-    if (first >= n) return;
+    if (plan[0] == 0u || first >= n) return;
     u32 bins = 1u << d1;
     const u32* src = digits + (u64)w * n + first;
     radix_tile(
@@ -215,9 +229,10 @@ DP_INLINE void radix_window(const u32* hist1, const u32* ends1, u32 w, u32 bins1
 }
 
 // Pass 2's histogram, block (b, w): the high d2 bits of tile b of window w's pass-1 keys.
-extern "C" __global__ void msm_radix_hist2(const u32* keys, const u32* hist1, const u32* ends1, u32* hist2, u32 tile,
-                                           u32 d1, u32 d2, u32 tiles) {
+extern "C" __global__ void msm_radix_hist2(const u32* plan, const u32* keys, const u32* hist1, const u32* ends1,
+                                           u32* hist2, u32 tile, u32 d1, u32 d2, u32 tiles) {
     __shared__ u32 h[RADIX_MAX_BINS];
+    if (plan[0] == 0u) return;
     u32 b = blockIdx.x, w = blockIdx.y;
     u32 bins2 = 1u << d2;
     u32 first, end;
@@ -235,9 +250,10 @@ extern "C" __global__ void msm_radix_hist2(const u32* keys, const u32* hist1, co
 
 // Pass 2, block (b, w): tile b of window w's pass-1 output, by the keys' high d2 bits, to the
 // entries of msm.cu (row (w * nb + key), sorted by row).
-extern "C" __global__ void msm_radix_pass2(const u32* keys, const u32* pts, const u32* hist1, const u32* ends1,
-                                           const u32* hist2, const u32* ends2, MsmEntry* entries, u32 nb, u32 tile,
-                                           u32 d1, u32 d2, u32 tiles) {
+extern "C" __global__ void RADIX_BOUNDS
+msm_radix_pass2(const u32* plan, const u32* keys, const u32* pts, const u32* hist1, const u32* ends1,
+                const u32* hist2, const u32* ends2, MsmEntry* entries, u32 nb, u32 tile, u32 d1, u32 d2, u32 tiles) {
+    if (plan[0] == 0u) return;
     u32 b = blockIdx.x, w = blockIdx.y;
     u32 bins2 = 1u << d2;
     u32 first, end;
@@ -267,7 +283,9 @@ extern "C" __global__ void msm_radix_pass2(const u32* keys, const u32* pts, cons
 // counts[row] of the sorted entries (counts zeroed by the host; total = ends2[last]): a row's
 // first entry subtracts its slot, its last adds its slot + 1 (fire-and-forget atomics, two per
 // nonempty row).
-extern "C" __global__ void msm_radix_runs(const MsmEntry* entries, const u32* ends2, u32 last, u32* counts) {
+extern "C" __global__ void msm_radix_runs(const u32* plan, const MsmEntry* entries, const u32* ends2, u32 last,
+                                          u32* counts) {
+    if (plan[0] == 0u) return;
     u32 total = ends2[last];
     u32 stride = gridDim.x * blockDim.x;
     for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < total; j += stride) {
@@ -275,6 +293,46 @@ extern "C" __global__ void msm_radix_runs(const MsmEntry* entries, const u32* en
         if (j == 0u || entries[j - 1u].row != row) atomicSub(&counts[row], j);
         if (j + 1u == total || entries[j + 1u].row != row) atomicAdd(&counts[row], j + 1u);
     }
+}
+
+// cursor[row] = its first entry, from the inclusive scan of counts the host left there.
+extern "C" __global__ void msm_radix_cursor(const u32* plan, const u32* counts, u32* cursor, u32 rows) {
+    u32 r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (plan[0] == 0u || r >= rows) return;
+    cursor[r] -= counts[r];
+}
+
+// ---------------------------------------------------------------------------------------
+// The device's choice between the two sorts.
+// ---------------------------------------------------------------------------------------
+
+// plan[0] = 1 (the radix sort) when at least min_live / 1024 of up to RADIX_SAMPLES scalars,
+// evenly spaced, are neither 0 nor 1; else 0 (msm.cu's counting sort, whose cost follows the
+// live entries while the radix sort's passes cost something per scalar and window).
+extern "C" __global__ void msm_sort_plan(const u32* scalars, u32 n, u32 min_live, u32* plan) {
+    __shared__ u32 live;
+    if (threadIdx.x == 0u) live = 0u;
+    __syncthreads();
+    u32 samples = radix_min(n, RADIX_SAMPLES), mine = 0u;
+    for (u32 j = threadIdx.x; j < samples; j += blockDim.x) {
+        u32 s[8];
+        sc_load(scalars, (u32)((u64)j * n / samples), s);
+        mine += sc_is_zero_or_one(s) ? 0u : 1u;
+    }
+    atomicAdd(&live, mine);
+    __syncthreads();
+    if (threadIdx.x == 0u) plan[0] = (u64)live * 1024u >= (u64)min_live * samples ? 1u : 0u;
+}
+
+// msm.cu's counting sort, when the plan says so.
+extern "C" __global__ void msm_count_sel(const u32* plan, const u32* scalars, u32* counts, u32 n, u32 c, u32 lo,
+                                         u32 nw, u32 nb) {
+    if (plan[0] == 0u) msm_count_body(scalars, counts, n, c, lo, nw, nb);
+}
+
+extern "C" __global__ void msm_scatter_sel(const u32* plan, const u32* scalars, u32* cursor, MsmEntry* entries,
+                                           u32 n, u32 c, u32 lo, u32 nw, u32 nb) {
+    if (plan[0] == 0u) msm_scatter_body(scalars, cursor, entries, n, c, lo, nw, nb);
 }
 
 #endif  // DP_MSM_SORT_CU

@@ -64,8 +64,13 @@ thread of a RADIX_THREADS block, so on a GPU it must be 16 * RADIX_THREADS."""
 RADIX_MAX_KEY_BITS = 18
 """Widest key (c - 1 bits) the radix sort takes: two passes of at most 512 bins."""
 RADIX_MIN_N = 1 << 17
-"""Fewest points for which ``distprove.msm.sort: auto`` takes the radix sort (below it the
-counting sort's atomics are few and its three launches fewer than the radix sort's seven)."""
+"""Fewest points for which ``distprove.msm.sort: auto`` may take the radix sort (below it the
+counting sort's atomics are few and its three launches fewer than the radix sort's nine)."""
+RADIX_MIN_LIVE = 0.3
+"""``auto`` from :data:`RADIX_MIN_N` points: the device (msm_sort_plan) takes the radix sort when at
+least this fraction of a sample of the scalars is neither 0 nor 1. The counting sort's cost follows
+the entries (16.3 ms at G1 2^24 on uniform scalars, 2.3 on witness-like ones with 10% live); the
+radix sort's passes also cost per scalar and window."""
 ACC_THREADS = 128
 BOUNDED_BLOCK = 128
 """The block size msm.cu's __launch_bounds__ assume: accumulation, fold (ACC_THREADS) and the
@@ -369,16 +374,19 @@ def sort_digits(scalars: "cupy.ndarray", c: int, lo: int, hi: int, stream: "cupy
 
 
 def sort_kind(n: int, c: int, constant_work: bool = False) -> str:
-    """Which digit sort an MSM of ``n`` points at width ``c`` takes: ``"radix"`` (msm_sort.cu) or
-    ``"atomic"`` (msm.cu's counting sort). ``distprove.msm.sort`` chooses: auto (radix from
-    :data:`RADIX_MIN_N` points), radix or atomic; constant-work mode and keys wider than
-    :data:`RADIX_MAX_KEY_BITS` bits always take the counting sort."""
+    """Which digit sort an MSM of ``n`` points at width ``c`` takes: ``"atomic"`` (msm.cu's counting
+    sort), ``"radix"`` (msm_sort.cu) or ``"planned"`` (the device picks one of the two from the
+    scalars, :data:`RADIX_MIN_LIVE`). ``distprove.msm.sort`` chooses: auto (planned from
+    :data:`RADIX_MIN_N` points, the counting sort below), radix or atomic. Constant-work mode and
+    keys wider than :data:`RADIX_MAX_KEY_BITS` bits always take the counting sort."""
     kind = config.get("msm.sort", "auto")
     if kind not in ("auto", "radix", "atomic"):
         raise FormatError("distprove.msm.sort", f"must be auto, radix or atomic (got {kind!r})")
     if constant_work or c - 1 > RADIX_MAX_KEY_BITS or kind == "atomic":
         return "atomic"
-    return "radix" if kind == "radix" or n >= RADIX_MIN_N else "atomic"
+    if kind == "radix":
+        return "radix"
+    return "planned" if n >= RADIX_MIN_N else "atomic"
 
 
 def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
@@ -389,8 +397,10 @@ def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, c
     gives the radix sort's uint32 temporaries."""
     import cupy
 
-    if sort_kind(n, c, constant_work) == "radix":
-        _radix_sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, take)
+    kind = sort_kind(n, c, constant_work)
+    if kind != "atomic":
+        min_live = 0 if kind == "radix" else round(RADIX_MIN_LIVE * 1024)
+        _planned_sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, take, min_live)
         return
     u32 = np.uint32
     cw = "_cw" if constant_work else ""
@@ -401,36 +411,47 @@ def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, c
     mod.get_function(f"msm_scatter{cw}")(sort_grid, (SORT_THREADS,), (scalars, cursor, entries) + args)
 
 
-def _radix_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
-                cursor: "cupy.ndarray", entries: "cupy.ndarray", take: Callable[[str, int], "cupy.ndarray"]) -> None:
-    """msm_sort.cu's two-pass radix sort: digits, then per pass a histogram of (window, bin, tile)
-    counts, its inclusive scan (where each run ends) and a stable scatter; then the counts and the
-    cursor of the sorted rows."""
+def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
+                  cursor: "cupy.ndarray", entries: "cupy.ndarray", take: Callable[[str, int], "cupy.ndarray"],
+                  min_live: int) -> None:
+    """msm_sort_plan picks the sort on the device (the radix sort when at least ``min_live`` / 1024
+    of a sample of the scalars are live), and the kernels of both are queued: those of the other
+    one return at once. The radix sort (msm_sort.cu): digits, then per pass a histogram of
+    (window, bin, tile) counts, its inclusive scan (where each run ends) and a stable scatter; then
+    counts and cursor from the sorted rows."""
     import cupy
 
     u32 = np.uint32
     d2 = (c - 1) // 2
     d1 = c - 1 - d2
+    rows = nw << (c - 1)
     tiles = -(-n // RADIX_TILE)
     grid = (tiles, nw)
     tile_args = (u32(RADIX_TILE), u32(d1))
+    plan = take("radix_plan", 1)
     digits, keys, pts = (take(f"radix_{name}", nw * n) for name in ("digits", "keys", "pts"))
     hist1, ends1 = (take(f"radix_{name}1", (nw << d1) * tiles) for name in ("hist", "ends"))
     hist2, ends2 = (take(f"radix_{name}2", (nw << d2) * tiles) for name in ("hist", "ends"))
-    mod.get_function("msm_radix_digits")((tiles,), (RADIX_THREADS,), (scalars, digits, hist1, u32(n), u32(c),
+    count_args = (scalars, u32(n), u32(c), u32(lo), u32(nw), u32(1 << (c - 1)))
+    sort_grid = (-(-n // SORT_THREADS),)
+    mod.get_function("msm_sort_plan")((1,), (RADIX_THREADS,), (scalars, u32(n), u32(min_live), plan))
+    mod.get_function("msm_count_sel")(sort_grid, (SORT_THREADS,), (plan,) + count_args[:1] + (counts,) + count_args[1:])
+    mod.get_function("msm_radix_digits")((tiles,), (RADIX_THREADS,), (plan, scalars, digits, hist1, u32(n), u32(c),
                                                                     u32(lo), u32(nw)) + tile_args + (u32(tiles),))
-    cupy.cumsum(hist1, dtype=cupy.uint32, out=ends1)
+    cupy.cumsum(hist1, dtype=cupy.uint32, out=ends1)  # unread when the plan is the counting sort
     mod.get_function("msm_radix_pass1")(grid, (RADIX_THREADS,),
-                                        (digits, hist1, ends1, keys, pts, u32(n)) + tile_args + (u32(tiles),))
+                                        (plan, digits, hist1, ends1, keys, pts, u32(n)) + tile_args + (u32(tiles),))
     mod.get_function("msm_radix_hist2")(grid, (RADIX_THREADS,),
-                                        (keys, hist1, ends1, hist2) + tile_args + (u32(d2), u32(tiles)))
+                                        (plan, keys, hist1, ends1, hist2) + tile_args + (u32(d2), u32(tiles)))
     cupy.cumsum(hist2, dtype=cupy.uint32, out=ends2)
-    mod.get_function("msm_radix_pass2")(grid, (RADIX_THREADS,), (keys, pts, hist1, ends1, hist2, ends2, entries,
+    mod.get_function("msm_radix_pass2")(grid, (RADIX_THREADS,), (plan, keys, pts, hist1, ends1, hist2, ends2, entries,
                                                                  u32(1 << (c - 1))) + tile_args + (u32(d2), u32(tiles)))
     runs_grid = (max(1, min(-(-(nw * n) // 256), _sm_count() * 8)),)
-    mod.get_function("msm_radix_runs")(runs_grid, (256,), (entries, ends2, u32(len(ends2) - 1), counts))
-    cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)
-    cursor -= counts
+    mod.get_function("msm_radix_runs")(runs_grid, (256,), (plan, entries, ends2, u32(len(ends2) - 1), counts))
+    cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)  # each row's end
+    mod.get_function("msm_scatter_sel")(sort_grid, (SORT_THREADS,),
+                                        (plan,) + count_args[:1] + (cursor, entries) + count_args[1:])
+    mod.get_function("msm_radix_cursor")((-(-rows // 256),), (256,), (plan, counts, cursor, u32(rows)))
 
 
 def _launch(
