@@ -12,15 +12,14 @@
 //   whole array, which is where every (window, bin, tile) run ends in the pass's output:
 //   windows in order and compact (zero digits and scalars 0 and 1 leave no gaps), then bins,
 //   then tiles.
-// * A tile is 4096 items (256 threads x 16), all loaded before any is ranked. Each item is
-//   ranked among the tile's items of its bin stably (tile order) with per-warp counters: a warp
-//   takes 32 consecutive items per round and finds the lanes of its bin with one ballot per bin
-//   bit; the counters are scanned bin-major, warp-minor once per tile. The tile is then sorted by
-//   bin in shared memory and written out in that order, so consecutive threads store consecutive
+// * A tile is 4096 items (256 threads x 16), all loaded before any is ranked, then sorted by bin
+//   in shared memory and written out in that order, so consecutive threads store consecutive
 //   slots of a bin's run (scattered per item, each store instruction touched up to 32 sectors:
-//   8.2 ms for pass 1 at G1 2^24 against 0.7 ms of traffic). Pass 2 being stable keeps pass 1's
-//   order in each high bin, so the output is sorted by row, and inside a row by point index
-//   (the sort is deterministic).
+//   8.2 ms for pass 1 at G1 2^24 against 0.7 ms of traffic). Pass 1 ranks with a shared-memory
+//   atomic per item (any order in a bin). Pass 2 ranks stably (tile order) with per-warp
+//   counters: a warp takes 32 consecutive items per round and finds the lanes of its bin with
+//   one ballot per bin bit; the counters are scanned bin-major, warp-minor once per tile. So
+//   pass 2 keeps pass 1's order inside each high bin, and the output is sorted by row.
 // * msm_radix_digits computes each scalar's digits once (from window 0 up, for the carry) and
 //   writes them per window, so pass 1 reads 4-byte words coalesced; pass 2 reads pass 1's keys
 //   and point words. msm_radix_runs turns the sorted rows into msm.cu's counts (the host's
@@ -99,53 +98,15 @@ extern "C" __global__ void msm_radix_digits(const u32* plan, const u32* scalars,
     }
 }
 
-// The items of one tile, in order k = 0 .. count-1, to their slots: item(k, key, val) loads item
-// k (false: none), its bin is (key >> shift) & (2^d - 1), start(bin) is the bin's first slot for
-// this tile, put(slot, key, val) stores. Stable: a bin's items keep their tile order.
-template <typename Item, typename Start, typename Put>
-DP_INLINE void radix_tile(u32 count, u32 shift, u32 d, Item item, Start start, Put put) {
-    u32 bins = 1u << d;
+// Exclusive scan in place of cells[0 .. n) by the whole block (RADIX_THREADS threads): each thread
+// a contiguous run of cells, then the block over the runs. Returns the total.
+template <typename T> DP_INLINE u32 radix_block_scan(T* cells, u32 n, u32* wsum) {
 #ifdef __CUDA_ARCH__
-    __shared__ unsigned short wc[RADIX_WARPS * RADIX_MAX_BINS];  // (bin, warp) counts, then their scan
-    __shared__ u32 gs[RADIX_MAX_BINS];
-    __shared__ u32 wsum[RADIX_WARPS];
-    __shared__ u32 skey[RADIX_ITEMS * RADIX_THREADS], sval[RADIX_ITEMS * RADIX_THREADS];
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    u32 cells = bins * RADIX_WARPS;
-    for (u32 j = threadIdx.x; j < cells; j += RADIX_THREADS) wc[j] = 0u;
-    for (u32 j = threadIdx.x; j < bins; j += RADIX_THREADS) gs[j] = start(j);
-    // Every load first, so that they are in flight together.
-    u32 key[RADIX_ITEMS], val[RADIX_ITEMS], rank[RADIX_ITEMS];
-    u32 ok = 0u;
-DP_UNROLL
-    for (u32 r = 0; r < RADIX_ITEMS; r++) {
-        u32 k = (warp * RADIX_ITEMS + r) * 32u + lane;
-        if (k < count && item(k, key[r], val[r])) ok |= 1u << r;
-    }
-    __syncthreads();
-    // Rank within the warp: the lanes of the same bin from one ballot per bin bit.
-DP_UNROLL
-    for (u32 r = 0; r < RADIX_ITEMS; r++) {
-        bool mine = (ok >> r) & 1u;
-        u32 b = (key[r] >> shift) & (bins - 1u);
-        u32 peers = __ballot_sync(0xffffffffu, mine);
-        for (u32 bit = 0; bit < d; bit++) {
-            u32 set = __ballot_sync(0xffffffffu, (b >> bit) & 1u);
-            peers &= ((b >> bit) & 1u) ? set : ~set;
-        }
-        u32 before = __popc(peers & ((1u << lane) - 1u));
-        u32 base = mine ? wc[b * RADIX_WARPS + warp] : 0u;
-        __syncwarp();
-        if (mine && before == 0u) wc[b * RADIX_WARPS + warp] = (unsigned short)(base + __popc(peers));
-        __syncwarp();
-        rank[r] = base + before;
-    }
-    __syncthreads();
-    // Exclusive scan of wc: each thread a contiguous run of cells, then the block over runs.
-    u32 per = (cells + RADIX_THREADS - 1u) / RADIX_THREADS;
-    u32 a = radix_min(threadIdx.x * per, cells), e = radix_min(a + per, cells);
+    u32 per = (n + RADIX_THREADS - 1u) / RADIX_THREADS;
+    u32 a = radix_min(threadIdx.x * per, n), e = radix_min(a + per, n);
     u32 sum = 0u;
-    for (u32 j = a; j < e; j++) sum += wc[j];
+    for (u32 j = a; j < e; j++) sum += cells[j];
     u32 x = sum;
 DP_UNROLL
     for (u32 o = 1u; o < 32u; o <<= 1) {
@@ -160,17 +121,77 @@ DP_UNROLL
         total += wsum[q];
     }
     for (u32 j = a; j < e; j++) {
-        u32 v = wc[j];
-        wc[j] = (unsigned short)run;
+        u32 v = cells[j];
+        cells[j] = (T)run;
         run += v;
     }
     __syncthreads();
+    return total;
+#else
+    (void)cells, (void)n, (void)wsum;
+    return 0u;
+#endif
+}
+
+// The items of one tile, in order k = 0 .. count-1, to their slots: item(k, key, val) loads item
+// k (false: none), its bin is (key >> shift) & (2^d - 1), start(bin) is the bin's first slot for
+// this tile, put(slot, key, val) stores. STABLE: a bin's items keep their tile order (per-warp
+// counters and ballots); otherwise a shared-memory atomic per item ranks them in any order.
+template <bool STABLE, typename Item, typename Start, typename Put>
+DP_INLINE void radix_tile(u32 count, u32 shift, u32 d, Item item, Start start, Put put) {
+    u32 bins = 1u << d;
+#ifdef __CUDA_ARCH__
+    __shared__ unsigned short wc[RADIX_WARPS * RADIX_MAX_BINS];  // STABLE: (bin, warp) counts, then their scan
+    __shared__ u32 cnt[RADIX_MAX_BINS];                          // otherwise: bin counts, then their scan
+    __shared__ u32 gs[RADIX_MAX_BINS];
+    __shared__ u32 wsum[RADIX_WARPS];
+    __shared__ u32 skey[RADIX_ITEMS * RADIX_THREADS], sval[RADIX_ITEMS * RADIX_THREADS];
+    u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    u32 cells = STABLE ? bins * RADIX_WARPS : bins;
+    for (u32 j = threadIdx.x; j < cells; j += RADIX_THREADS) {
+        if (STABLE) wc[j] = 0u;
+        else cnt[j] = 0u;
+    }
+    for (u32 j = threadIdx.x; j < bins; j += RADIX_THREADS) gs[j] = start(j);
+    // Every load first, so that they are in flight together.
+    u32 key[RADIX_ITEMS], val[RADIX_ITEMS], rank[RADIX_ITEMS];
+    u32 ok = 0u;
+DP_UNROLL
+    for (u32 r = 0; r < RADIX_ITEMS; r++) {
+        u32 k = (warp * RADIX_ITEMS + r) * 32u + lane;
+        if (k < count && item(k, key[r], val[r])) ok |= 1u << r;
+    }
+    __syncthreads();
+DP_UNROLL
+    for (u32 r = 0; r < RADIX_ITEMS; r++) {
+        bool mine = (ok >> r) & 1u;
+        u32 b = (key[r] >> shift) & (bins - 1u);
+        if (!STABLE) {
+            rank[r] = mine ? atomicAdd(&cnt[b], 1u) : 0u;
+            continue;
+        }
+        // The lanes of the same bin, from one ballot per bin bit; the lowest one counts them.
+        u32 peers = __ballot_sync(0xffffffffu, mine);
+        for (u32 bit = 0; bit < d; bit++) {
+            u32 set = __ballot_sync(0xffffffffu, (b >> bit) & 1u);
+            peers &= ((b >> bit) & 1u) ? set : ~set;
+        }
+        u32 before = __popc(peers & ((1u << lane) - 1u));
+        u32 base = mine ? wc[b * RADIX_WARPS + warp] : 0u;
+        __syncwarp();
+        if (mine && before == 0u) wc[b * RADIX_WARPS + warp] = (unsigned short)(base + __popc(peers));
+        __syncwarp();
+        rank[r] = base + before;
+    }
+    __syncthreads();
+    u32 total = STABLE ? radix_block_scan(wc, cells, wsum) : radix_block_scan(cnt, cells, wsum);
     // The tile sorted by bin in shared memory, then written out in that order: consecutive
     // threads store consecutive slots of a bin's run (coalesced), not one sector each.
 DP_UNROLL
     for (u32 r = 0; r < RADIX_ITEMS; r++) {
         if (!((ok >> r) & 1u)) continue;
-        u32 at = wc[((key[r] >> shift) & (bins - 1u)) * RADIX_WARPS + warp] + rank[r];
+        u32 b = (key[r] >> shift) & (bins - 1u);
+        u32 at = (STABLE ? (u32)wc[b * RADIX_WARPS + warp] : cnt[b]) + rank[r];
         skey[at] = key[r];
         sval[at] = val[r];
     }
@@ -178,7 +199,7 @@ DP_UNROLL
     for (u32 t = threadIdx.x; t < total; t += RADIX_THREADS) {
         u32 k = skey[t];
         u32 b = (k >> shift) & (bins - 1u);
-        put(gs[b] + t - wc[b * RADIX_WARPS], k, sval[t]);
+        put(gs[b] + t - (STABLE ? (u32)wc[b * RADIX_WARPS] : cnt[b]), k, sval[t]);
     }
 #else
     if (threadIdx.x != 0u) return;
@@ -203,7 +224,7 @@ msm_radix_pass1(const u32* plan, const u32* digits, const u32* hist, const u32* 
     if (plan[0] == 0u || first >= n) return;
     u32 bins = 1u << d1;
     const u32* src = digits + (u64)w * n + first;
-    radix_tile(
+    radix_tile<false>(
         radix_min(tile, n - first), 0u, d1,
         [&](u32 k, u32& key, u32& val) {
             u32 word = src[k];
@@ -261,7 +282,7 @@ msm_radix_pass2(const u32* plan, const u32* keys, const u32* pts, const u32* his
     u64 lo = (u64)first + (u64)b * tile;
     if (lo >= end) return;
     u32 from = (u32)lo;
-    radix_tile(
+    radix_tile<true>(
         radix_min(tile, end - from), d1, d2,
         [&](u32 k, u32& key, u32& val) {
             key = keys[from + k];

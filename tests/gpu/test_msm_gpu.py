@@ -182,14 +182,16 @@ def test_g2_window_sums(n, c, window_range, pattern, sort) -> None:
     ((1 << 16) + 7, 16, 3, 9, "equal"),  # every scalar in one bin of both passes
     ((1 << 17) + 3, 17, 0, 15, "bits"),
     ((1 << 17) + 3, 19, 1, 14, "random"),  # 512 bins; the digit histogram in two rounds of windows
-    (1 << 20, 17, 0, 16, "random"),
+    ((1 << 19) + 5, 15, 0, 18, "bits"),  # auto: the device picks the counting sort
+    (1 << 20, 17, 0, 16, "random"),  # auto: the radix sort
 ])
 def test_digit_sort_equals_the_digits(n, c, lo, hi, pattern, sort) -> None:
-    """msm_sort.cu on the device (warp ranking, tiles of 4096): every row's entries in point order,
-    counts and cursor equal to the digits' computed on the host. ``auto``: from 2^17 points the
-    device picks (the counting sort on the bit-like scalars, its rows in any order)."""
+    """msm_sort.cu on the device (tiles of 4096, pass 2's stable warp ranking): entries sorted by
+    row (in any order inside a row), each row's entries, counts and cursor equal to the digits'
+    computed on the host. ``auto``: from RADIX_MIN_N points the device picks."""
     from conftest import expected_digit_sort
 
+    from distprove.backends.gpu import msm as gm
     from distprove.backends.gpu.msm import sort_digits, sort_kind
 
     assert num_windows(c) >= hi
@@ -200,9 +202,9 @@ def test_digit_sort_equals_the_digits(n, c, lo, hi, pattern, sort) -> None:
         got = sort_digits(cupy.asarray(scal), c, lo, hi, cupy.cuda.Stream())  # blocking: after the upload
     got.done.synchronize()
     entries = cupy.asnumpy(got.entries).reshape(-1, 2)[: len(want_entries)]
-    if kind == "atomic" or (kind == "planned" and pattern == "bits"):
-        entries = entries[np.lexsort((entries[:, 1], entries[:, 0]))]
-    np.testing.assert_array_equal(entries, want_entries)
+    assert kind == ("radix" if sort == "radix" else "planned" if n >= gm.RADIX_MIN_N else "atomic")
+    assert (np.diff(entries[:, 0].astype(np.int64)) >= 0).all()
+    np.testing.assert_array_equal(entries[np.lexsort((entries[:, 1], entries[:, 0]))], want_entries)
     np.testing.assert_array_equal(cupy.asnumpy(got.counts), want_counts)
     np.testing.assert_array_equal(cupy.asnumpy(got.cursor), want_cursor)
 

@@ -63,14 +63,15 @@ RADIX_TILE = 4096
 thread of a RADIX_THREADS block, so on a GPU it must be 16 * RADIX_THREADS."""
 RADIX_MAX_KEY_BITS = 18
 """Widest key (c - 1 bits) the radix sort takes: two passes of at most 512 bins."""
-RADIX_MIN_N = 1 << 17
-"""Fewest points for which ``distprove.msm.sort: auto`` may take the radix sort (below it the
-counting sort's atomics are few and its three launches fewer than the radix sort's nine)."""
-RADIX_MIN_LIVE = 0.3
-"""``auto`` from :data:`RADIX_MIN_N` points: the device (msm_sort_plan) takes the radix sort when at
-least this fraction of a sample of the scalars is neither 0 nor 1. The counting sort's cost follows
-the entries (16.3 ms at G1 2^24 on uniform scalars, 2.3 on witness-like ones with 10% live); the
-radix sort's passes also cost per scalar and window."""
+RADIX_MIN_N = 1 << 19
+"""Fewest points for which ``distprove.msm.sort: auto`` may take the radix sort (H200, bench_sort.py:
+at 2^18 it only tied the counting sort on uniform scalars, 0.31 against 0.33 ms)."""
+RADIX_MIN_LIVE: dict[int, float] = {19: 0.6, 21: 0.35, 23: 0.3}
+"""``auto`` from :data:`RADIX_MIN_N` points, by log2 n (the last step reached): the device
+(msm_sort_plan) takes the radix sort when at least this fraction of a sample of the scalars is
+neither 0 nor 1. The counting sort's cost follows the entries, the radix passes also cost per
+scalar and window; where they tie (H200, bench_sort.py --live, 2026-12-01): ~0.3 at 2^24, ~0.35
+at 2^22, ~0.6 at 2^20."""
 ACC_THREADS = 128
 BOUNDED_BLOCK = 128
 """The block size msm.cu's __launch_bounds__ assume: accumulation, fold (ACC_THREADS) and the
@@ -389,6 +390,15 @@ def sort_kind(n: int, c: int, constant_work: bool = False) -> str:
     return "planned" if n >= RADIX_MIN_N else "atomic"
 
 
+def _min_live(n: int) -> float:
+    """:data:`RADIX_MIN_LIVE` at the last step that log2 ``n`` reaches (the first step below them)."""
+    live = None
+    for lg, value in sorted(RADIX_MIN_LIVE.items()):
+        if live is None or lg <= n.bit_length() - 1:
+            live = value
+    return live
+
+
 def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
           cursor: "cupy.ndarray", entries: "cupy.ndarray", constant_work: bool,
           take: Callable[[str, int], "cupy.ndarray"]) -> None:
@@ -399,7 +409,7 @@ def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, c
 
     kind = sort_kind(n, c, constant_work)
     if kind != "atomic":
-        min_live = 0 if kind == "radix" else round(RADIX_MIN_LIVE * 1024)
+        min_live = round(_min_live(n) * 1024) if kind == "planned" else 0
         _planned_sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, take, min_live)
         return
     u32 = np.uint32
