@@ -180,12 +180,16 @@ def _suffix(group: Group) -> str:
 
 
 MEASURED_WINDOWS: dict[str, dict[int, int]] = {
-    "G1": {16: 13, 17: 13, 18: 13, 19: 15, 20: 15, 21: 16, 22: 16, 23: 17, 24: 17},
-    "G2": {18: 13, 19: 15, 20: 15, 21: 16, 22: 16},
+    "G1": {16: 13, 17: 13, 18: 13, 19: 15, 20: 16, 21: 16, 22: 17, 23: 17, 24: 17},
+    "G2": {18: 13, 19: 15, 20: 16, 21: 16, 22: 17},
 }
 """Fastest window width by round(log2 n) on one H200, uniform scalars (window sweeps of
 pipelines/bench_msm.py, bench/results/2026-11-30_kernels-msm-sweep_2xh200.json): within 2% of the
-best at each measured size, where the cost model below was up to 9% off (G1 2^20: 16 against 15)."""
+best at each measured size, where the cost model below was up to 9% off (G1 2^20: 16 against 15).
+Re-swept with the radix sort and pair rounds (2026-12-01_kernels-msm-widths-s9_h200.json): G1 2^20
+16 (7.3 ms against 7.7 at 15), 2^22 17 (22.0 against 22.5), 2^24 17 still (72.2; 19: 73.9, the
+reduction's 4.1 ms eating the rounds' gain); G2 2^20 16 and 2^22 17 (ties within 1% of 15 and
+16), so that a proof's A, B1 and B2 keep one width and share their digit sort."""
 
 
 def pick_window(n: int, group: Group) -> int:
