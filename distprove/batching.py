@@ -392,7 +392,12 @@ def _collect(
                 checked(fut)
                 continue
             computing -= 1
-            if fut in written and fut.status == "finished":
+            if fut.status in ("lost", "pending"):
+                # It finished, then its worker died before we looked: the scheduler runs it again
+                # (a task that wrote its proofs finds them written and does not write them twice).
+                stream.add(fut)
+                computing += 1
+            elif fut in written and fut.status == "finished":
                 checked(fut)
             elif fut.status == "finished":
                 if not ready:
