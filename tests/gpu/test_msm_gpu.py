@@ -225,7 +225,7 @@ AFFINE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("rounds", [1, 2, 3])
+@pytest.mark.parametrize("rounds", [1, 2, 3, 5])
 @pytest.mark.parametrize("small", [False, True], ids=["distinct", "small-table"])
 @pytest.mark.parametrize("group,n,c,window_range,pattern", AFFINE_CASES,
                          ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v))

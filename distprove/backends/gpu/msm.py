@@ -80,7 +80,8 @@ ONES_BLOCKS_MAX = 512
 DUMMY_ROWS = 32
 """Constant work: zero-digit rows per window (a power of two; scalar i uses row i mod DUMMY_ROWS),
 spreading the count/scatter atomics of the zero digits over that many counters."""
-AFFINE_ROUNDS: dict[str, tuple[tuple[int, int], ...]] = {"G1": ((22, 2), (23, 3)), "G2": ((19, 1), (20, 3))}
+AFFINE_ROUNDS: dict[str, tuple[tuple[int, int], ...]] = {"G1": ((22, 2), (23, 3)),
+                                                          "G2": ((19, 1), (20, 3), (23, 5))}
 """Batch-affine pair rounds (msm_affine.cu) run before the XYZZ accumulation, per group, as (log2
 entries per window, rounds) steps: windows holding at least 3/4 of 2^log2 entries on average get
 that step's rounds (the last step reached; none below the first). Each round halves every bucket
@@ -88,7 +89,9 @@ with affine additions that share one inversion per thread, which pays where buck
 (H200, docs/BENCHMARKS.md "Session 8"): the host plans from the bound n per window, and the
 device runs the rounds whose step the sort's real entry count reaches (witness-like scalars,
 mostly 0 and 1, may run none). ``distprove.msm.affine-rounds`` overrides it (then the rounds
-always run); default mode only."""
+always run); default mode only. G2's 5 rounds from 2^23: 102.3 -> 99.6 ms at 2^23 and 195.6 ->
+189.0 at 2^24 against 3 (H200, ..._g2-rounds{3,4,5}-s9_h200.json; 1% at 2^22, and 4-5 rounds did
+not pay for G1 at 2^24: 72.5 / 72.0 / 72.1 ms)."""
 PAIR_K: tuple[int, int] = (16, 512)
 """Least and most jobs (pairs) per thread in a pair round: one field inversion (~320 Fq products)
 is amortised over them (:func:`pair_threads`)."""
@@ -181,7 +184,7 @@ def _suffix(group: Group) -> str:
 
 MEASURED_WINDOWS: dict[str, dict[int, int]] = {
     "G1": {16: 13, 17: 13, 18: 13, 19: 15, 20: 16, 21: 16, 22: 17, 23: 17, 24: 17},
-    "G2": {18: 13, 19: 15, 20: 16, 21: 16, 22: 17},
+    "G2": {18: 13, 19: 15, 20: 16, 21: 16, 22: 17, 23: 17, 24: 17},
 }
 """Fastest window width by round(log2 n) on one H200, uniform scalars (window sweeps of
 pipelines/bench_msm.py, bench/results/2026-11-30_kernels-msm-sweep_2xh200.json): within 2% of the
@@ -189,7 +192,9 @@ best at each measured size, where the cost model below was up to 9% off (G1 2^20
 Re-swept with the radix sort and pair rounds (2026-12-01_kernels-msm-widths-s9_h200.json): G1 2^20
 16 (7.3 ms against 7.7 at 15), 2^22 17 (22.0 against 22.5), 2^24 17 still (72.2; 19: 73.9, the
 reduction's 4.1 ms eating the rounds' gain); G2 2^20 16 and 2^22 17 (ties within 1% of 15 and
-16), so that a proof's A, B1 and B2 keep one width and share their digit sort."""
+16), so that a proof's A, B1 and B2 keep one width and share their digit sort; G2 2^23 and 2^24
+17 (102.2 and 195.5 ms against 106.4 at 18 and 214.3 at 20, the cost model's picks:
+..._widths24-s9_h200.json)."""
 
 
 def pick_window(n: int, group: Group) -> int:
