@@ -89,6 +89,10 @@ VARIANTS = {
     "g1_acc6": ("-DDP_G1_ACC_MIN_BLOCKS=6",),
     "g1_mul_inline": ("-DDP_G1_MUL_INLINE",),
     "g2_mul_inline": ("-DDP_FQ2_MUL_INLINE",),
+    "g1_pair5": ("-DDP_G1_PAIR_MIN_BLOCKS=5",),
+    "g1_pair6": ("-DDP_G1_PAIR_MIN_BLOCKS=6",),
+    "g2_pair3": ("-DDP_G2_PAIR_MIN_BLOCKS=3",),
+    "g2_pair4": ("-DDP_G2_PAIR_MIN_BLOCKS=4",),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default, the PTX Montgomery
 product, G2's accumulation held to 3 blocks of 128 threads per SM (the build before it) or 4, G2's fold and first
@@ -261,6 +265,16 @@ def affine(results: dict, rounds: tuple[int | str, ...] = ("table", 0, 1, 2, 3),
     _compare(results, "msm_affine_equal", ref, [setting("table"), setting(0)], witness, inputs, reps, ran)
 
 
+def builds(results: dict, names: tuple[str, ...], reps: int = 3, groups_only: tuple[str, ...] = ("G1", "G2")) -> None:
+    """Time :data:`CASES` and :data:`WITNESS_CASES` with each build of :data:`VARIANTS` in ``names``
+    (through ``distprove.msm.kernel-options``, so every MSM of a case, pair rounds included, runs
+    that build), rows tagged with the build's name, after checking that each gives the default
+    build's window sums on that case (``msm_build_equal``)."""
+    settings = [(name, {"distprove.msm.kernel-options": list(VARIANTS[name])}) for name in names]
+    inputs, uniform, witness = _main_and_witness_cases(groups_only)
+    _compare(results, "msm_build_equal", {"distprove.msm.kernel-options": []}, settings, uniform + witness, inputs, reps)
+
+
 def sorts(results: dict, kinds: tuple[str, ...] = ("radix", "atomic"), reps: int = 3,
           groups_only: tuple[str, ...] = ("G1", "G2")) -> None:
     """Time :data:`CASES` (with G1 2^16 and 2^18) and :data:`WITNESS_CASES` with each digit sort of
@@ -412,6 +426,8 @@ if __name__ == "__main__":
     ap.add_argument("--affine-rounds", default="",
                     help="comma list of pair-round counts, e.g. table,0,1,2,3 (table: the built-in plan): "
                          "time only the main cases with each, and the witness-like ones with table and 0")
+    ap.add_argument("--builds", default="", help="comma list of VARIANTS: time only the main and witness-like "
+                                                  "cases with each, sums checked against the default build")
     ap.add_argument("--sorts", default="", help="comma list of digit sorts (radix,atomic): time only the main "
                                                  "and witness-like cases with each")
     ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
@@ -423,7 +439,9 @@ if __name__ == "__main__":
 
     r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
                **device_info(), "rows": []}
-    if a.sorts:
+    if a.builds:
+        builds(r, tuple(a.builds.split(",")), groups_only=tuple(a.groups.split(",")))
+    elif a.sorts:
         sorts(r, kinds=tuple(a.sorts.split(",")), groups_only=tuple(a.groups.split(",")))
     elif a.affine_rounds:
         affine(r, rounds=tuple(x if x == "table" else int(x) for x in a.affine_rounds.split(",")),

@@ -278,8 +278,27 @@ struct PairSet {
     const u32* counts;
 };
 
-#define DP_MSM_PAIRS(G, F, ACC_BOUNDS)                                                               \
-    extern "C" __global__ void msm_pairs_##G(const u32* plan, u32 round, const PairJob* jobs,         \
+// Pair kernels held to k blocks of 128 threads per SM (k = 0: unbounded, the default); the
+// experiments of bench_msm.py's pair variants (unbounded, G1's takes 112 registers: 4 blocks).
+#ifndef DP_G1_PAIR_MIN_BLOCKS
+#define DP_G1_PAIR_MIN_BLOCKS 0
+#endif
+#ifndef DP_G2_PAIR_MIN_BLOCKS
+#define DP_G2_PAIR_MIN_BLOCKS 0
+#endif
+#if DP_G1_PAIR_MIN_BLOCKS && (defined(__CUDACC__) || defined(__CUDACC_RTC__))
+#define DP_G1_PAIR_BOUNDS __launch_bounds__(128, DP_G1_PAIR_MIN_BLOCKS)
+#else
+#define DP_G1_PAIR_BOUNDS
+#endif
+#if DP_G2_PAIR_MIN_BLOCKS && (defined(__CUDACC__) || defined(__CUDACC_RTC__))
+#define DP_G2_PAIR_BOUNDS __launch_bounds__(128, DP_G2_PAIR_MIN_BLOCKS)
+#else
+#define DP_G2_PAIR_BOUNDS
+#endif
+
+#define DP_MSM_PAIRS(G, F, ACC_BOUNDS, PAIR_BOUNDS)                                                  \
+    extern "C" __global__ void PAIR_BOUNDS msm_pairs_##G(const u32* plan, u32 round, const PairJob* jobs, \
                                              const Aff<F>* pts, const u32* cursor_out,                 \
                                              const u32* counts_out, u32 rows, u32 resident, u32 kmin,  \
                                              u32 kmax, Aff<F>* sums) {                                 \
@@ -297,8 +316,8 @@ struct PairSet {
                                rows, len, slices, buckets, spill_rows, spill_pts);                     \
     }
 
-DP_MSM_PAIRS(g1, Fq, DP_G1_ACC_BOUNDS)
-DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS)
+DP_MSM_PAIRS(g1, Fq, DP_G1_ACC_BOUNDS, DP_G1_PAIR_BOUNDS)
+DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_PAIR_BOUNDS)
 
 #undef DP_MSM_PAIRS
 
