@@ -24,8 +24,9 @@
 //   writes them per window, so pass 1 reads 4-byte words coalesced; pass 2 reads pass 1's keys
 //   and point words. msm_radix_runs turns the sorted rows into msm.cu's counts (the host's
 //   cumsum gives the cursor), so everything after the sort is unchanged.
-// * Traffic at G1 2^24, c = 17 (15 windows, 251 M entries): ~13 GB of plain loads and stores,
-//   ~3 ms at 4.3 TB/s.
+// * Traffic at G1 2^24, c = 17 (16 windows, 251.7 M entries): ~12 GB of plain loads and stores,
+//   2.7 ms at 4.3 TB/s; measured 7.1 ms on an H200 against the counting sort's 16.2
+//   (pipelines/bench_sort.py, docs/BENCHMARKS.md "Session 9").
 // * Which sort runs is the device's choice (msm_sort_plan, from a sample of the scalars): on
 //   witness-like scalars (mostly 0 and 1) the counting sort's cost follows the few live entries,
 //   while the radix passes still read a digit per scalar and window. The host queues both; the
