@@ -453,10 +453,10 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     digits, keys, pts = (take(f"radix_{name}", nw * n) for name in ("digits", "keys", "pts"))
     hist1, ends1 = (take(f"radix_{name}1", (nw << d1) * tiles) for name in ("hist", "ends"))
     hist2, ends2 = (take(f"radix_{name}2", (nw << d2) * tiles) for name in ("hist", "ends"))
-    count_args = (scalars, u32(n), u32(c), u32(lo), u32(nw), u32(1 << (c - 1)))
+    shape = (u32(n), u32(c), u32(lo), u32(nw), u32(1 << (c - 1)))  # the counting sort's kernels'
     sort_grid = (-(-n // SORT_THREADS),)
     mod.get_function("msm_sort_plan")((1,), (RADIX_THREADS,), (scalars, u32(n), u32(min_live), plan))
-    mod.get_function("msm_count_sel")(sort_grid, (SORT_THREADS,), (plan,) + count_args[:1] + (counts,) + count_args[1:])
+    mod.get_function("msm_count_sel")(sort_grid, (SORT_THREADS,), (plan, scalars, counts) + shape)
     mod.get_function("msm_radix_digits")((tiles,), (RADIX_THREADS,), (plan, scalars, digits, hist1, u32(n), u32(c),
                                                                     u32(lo), u32(nw)) + tile_args + (u32(tiles),))
     cupy.cumsum(hist1, dtype=cupy.uint32, out=ends1)  # unread when the plan is the counting sort
@@ -470,8 +470,7 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     runs_grid = (max(1, min(-(-(nw * n) // 256), _sm_count() * 8)),)
     mod.get_function("msm_radix_runs")(runs_grid, (256,), (plan, entries, ends2, u32(len(ends2) - 1), counts))
     cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)  # each row's end
-    mod.get_function("msm_scatter_sel")(sort_grid, (SORT_THREADS,),
-                                        (plan,) + count_args[:1] + (cursor, entries) + count_args[1:])
+    mod.get_function("msm_scatter_sel")(sort_grid, (SORT_THREADS,), (plan, scalars, cursor, entries) + shape)
     mod.get_function("msm_radix_cursor")((-(-rows // 256),), (256,), (plan, counts, cursor, u32(rows)))
 
 
