@@ -185,3 +185,29 @@ def test_msm_affine_rounds() -> None:
         with dask.config.set({"distprove.msm.affine-rounds": bad}), pytest.raises(FormatError) as err:
             both()
         assert "affine-rounds" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_msm_sort_setting() -> None:
+    """distprove.msm.sort picks the GPU digit sort: auto lets the device choose from RADIX_MIN_N
+    points, radix and atomic force one (constant-work mode and keys wider than the radix sort's
+    always count); anything else is a one-line FormatError naming the setting. Widths the cost
+    model picks above the measured sizes stay within the radix sort's keys."""
+    from distprove import bn254
+    from distprove.backends.gpu import msm
+
+    big = msm.RADIX_MIN_N
+    assert [msm.sort_kind(n, 17) for n in (big - 1, big)] == ["atomic", "planned"]
+    assert msm.sort_kind(big, msm.RADIX_MAX_KEY_BITS + 2) == "atomic"
+    assert msm.sort_kind(big, 17, constant_work=True) == "atomic"
+    with dask.config.set({"distprove.msm.sort": "radix"}):
+        assert msm.sort_kind(1, 13) == "radix" and msm.sort_kind(1, 13, constant_work=True) == "atomic"
+    with dask.config.set({"distprove.msm.sort": "atomic"}):
+        assert msm.sort_kind(1 << 24, 17) == "atomic"
+    for bad in ("fast", 1, None):
+        with dask.config.set({"distprove.msm.sort": bad}), pytest.raises(FormatError) as err:
+            msm.sort_kind(big, 17)
+        assert "msm.sort" in str(err.value) and "\n" not in str(err.value)
+    for lg in (25, 26, 28):
+        for group in (bn254.G1, bn254.G2):
+            assert msm.pick_window(1 << lg, group) - 1 <= msm.RADIX_MAX_KEY_BITS
+
