@@ -26,6 +26,7 @@ NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
     "legacy": (("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0"), False),
     "swizzle": (("-DNTT_LO_MAJOR=0",), False),
     "default": ((), True),
+    "shoup": (("-DNTT_SHOUP=1",), True),
 }
 """Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR)."""
 VARIANT_PLANS = (9, 12)

@@ -90,8 +90,10 @@ extern "C" void host_gather(const u32* a_ptr, const u32* a_sig, const u32* a_val
 """
 
 
-NTT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0")}
-"""Host builds of ntt.cu: the default and the layout/order before the product-count work."""
+NTT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0"),
+                                             "shoup": ("-DNTT_SHOUP=1",)}
+"""Host builds of ntt.cu: the default, the layout/order before the product-count work, and the
+Shoup-product butterflies."""
 PLANS = (9, 12)
 """max_pass_log of the NttEngine plans tested: the default and the two-pass 2^24 plan."""
 
@@ -113,6 +115,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ctypes.CDLL]:
         assert res.returncode == 0, res.stderr[-4000:]
         out[name] = ctypes.CDLL(str(so))
         out[name].host_ntt_mul_count.restype = ctypes.c_uint64
+        out[name].shoup = "-DNTT_SHOUP=1" in opts
     return out
 
 
@@ -133,6 +136,7 @@ class HostKernels:
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
+        self.shoup = lib.shoup  # an NTT_SHOUP build takes Shoup twiddle pairs (NttEngine.sub_twiddles)
 
     def upload(self, a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(a, dtype=np.uint32).copy()
@@ -258,7 +262,8 @@ def test_ntt_product_count(libs: dict[str, ctypes.CDLL], variant: str, log_n: in
     engine.transform(x, log_n, log_s=log_s, outer=outer, pre=const if "pre" in extras.split() else None,
                      post=const if "post" in extras.split() else None, post_tab=tab)
     got = lib.host_ntt_mul_count()
-    want = gntt.plan_products(gntt.plan(log_n, log_s, outer, max_pass_log), lo_major=variant == "default",
+    want = gntt.plan_products(gntt.plan(log_n, log_s, outer, max_pass_log),
+                              lo_major="-DNTT_LO_MAJOR=0" not in NTT_VARIANTS[variant],
                               pre="pre" in extras.split(), post_tab=tab is not None,
                               post="post" in extras.split())
     assert got == want.thread

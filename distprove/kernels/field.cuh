@@ -258,6 +258,60 @@ DP_UNROLL
     DP_INLINE void pre##_store(u32* dst, T a) { for (int i = 0; i < 8; i++) dst[i] = a.v[i]; }
 
 DP_DEFINE_FIELD(fr, Fr, DP_FR_P, DP_FR_NP, DP_FR_ONE, DP_FR_R2)
+
+// x * w mod r for x, w < r, given wq = floor(w * 2^256 / r): Shoup's product with a precomputed
+// quotient, for multipliers known in advance (NTT twiddles; ntt.cu's NTT_SHOUP build). Any form
+// passes through: x in Montgomery form and w plain give x * w in Montgomery form. q is the high
+// half of x * wq from the partial products of columns >= 6 only: the dropped ones sum below
+// 2^227, so q is at most 1 short of floor(x wq / 2^256), which is at most 1 short of
+// floor(x w / r). Hence x w - q r lies in [0, 3r) (< 2^256: the low 256 bits of both products
+// give it exactly) and two conditional subtractions finish it: 43 + 2 x 28 widening products
+// and 16 low-only ones, against CIOS's 128 widening and 8.
+DP_INLINE Fr fr_mul_shoup(Fr x, Fr w, Fr wq) {
+    const u32 p[8] = DP_FR_P;
+    u32 t[16];
+DP_UNROLL
+    for (int k = 0; k < 16; k++) t[k] = 0;
+DP_UNROLL
+    for (int i = 0; i < 8; i++) {
+        u64 c = 0;
+DP_UNROLL
+        for (int j = (i < 6 ? 6 - i : 0); j < 8; j++) {
+            c += (u64)x.v[i] * wq.v[j] + t[i + j];
+            t[i + j] = (u32)c;
+            c >>= 32;
+        }
+        t[i + 8] = (u32)c;
+    }
+    u32 a[8], b[8];
+DP_UNROLL
+    for (int k = 0; k < 8; k++) a[k] = b[k] = 0;
+DP_UNROLL
+    for (int i = 0; i < 8; i++) {  // the low halves of x * w and q * p
+        u64 c = 0, d = 0;
+DP_UNROLL
+        for (int j = 0; i + j < 7; j++) {
+            c += (u64)x.v[i] * w.v[j] + a[i + j];
+            a[i + j] = (u32)c;
+            c >>= 32;
+            d += (u64)t[8 + i] * p[j] + b[i + j];
+            b[i + j] = (u32)d;
+            d >>= 32;
+        }
+        a[7] += x.v[i] * w.v[7 - i] + (u32)c;
+        b[7] += t[8 + i] * p[7 - i] + (u32)d;
+    }
+    Fr r;
+    mp_sub8(r.v, a, b);
+DP_UNROLL
+    for (int k = 0; k < 2; k++) {
+        u32 d[8];
+        u32 borrow = mp_sub8(d, r.v, p);
+DP_UNROLL
+        for (int l = 0; l < 8; l++) r.v[l] = borrow ? r.v[l] : d[l];
+    }
+    return r;
+}
 DP_DEFINE_FIELD(fq, Fq, DP_FQ_P, DP_FQ_NP, DP_FQ_ONE, DP_FQ_R2)
 
 #undef DP_DEFINE_FIELD

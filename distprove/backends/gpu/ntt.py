@@ -200,6 +200,16 @@ def two_level_powers(base: int) -> np.ndarray:
     return fr_limbs([v * FR_MONT % R for v in out])
 
 
+def shoup_table(base: int, count: int) -> np.ndarray:
+    """(count, 16) uint32: base^e mod r (plain) and floor(base^e 2^256 / r) for e < count, the
+    sub-NTT twiddles of an NTT_SHOUP build (ntt.cu's fr_mul_shoup)."""
+    pows, x = [], 1
+    for _ in range(count):
+        pows.append(x)
+        x = x * base % R
+    return np.concatenate([fr_limbs(pows), fr_limbs([(w << 256) // R for w in pows])], axis=1)
+
+
 def root(log_n: int, inverse: bool) -> int:
     """w_{2^log_n} (or its inverse) as ffjavascript defines it."""
     w = bn254.root_of_unity(log_n)
@@ -261,7 +271,13 @@ class NttEngine:
         return self._cache[key]
 
     def sub_twiddles(self, inverse: bool) -> Any:
-        """w_{2^12}^e for e < 2^11 (Montgomery), the sub-NTT twiddles of every pass."""
+        """w_{2^12}^e for e < 2^11, the sub-NTT twiddles of every pass: Montgomery, or for a kernel
+        set built with NTT_SHOUP (``shoup`` true) the pairs of :func:`shoup_table`, made on the host."""
+        if getattr(self.k, "shoup", False):
+            key = ("sub-shoup", inverse)
+            if key not in self._cache:
+                self._cache[key] = self.k.upload(shoup_table(root(TW_LOG, inverse), 1 << (TW_LOG - 1)))
+            return self._cache[key]
         return self._pow_table(("sub", inverse), root(TW_LOG, inverse), 1 << (TW_LOG - 1), 0)
 
     def pass_twiddles(self, log_np: int, log_next: int, inverse: bool) -> Any:
@@ -387,6 +403,8 @@ class CupyKernels:
         from .compile import MODULES, load_module
 
         self.cp = cupy
+        self.shoup = "-DNTT_SHOUP=1" in options
+        """Built with NTT_SHOUP: the engine gives it Shoup twiddle pairs."""
         if big_threads != BIG_THREADS:
             options = (*options, f"-DNTT_BIG_THREADS={big_threads}")
         self.big_threads = big_threads
