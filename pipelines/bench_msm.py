@@ -251,11 +251,12 @@ def affine(results: dict, rounds: tuple[int | str, ...] = ("table", 0, 1, 2, 3),
     def setting(r: int | str) -> tuple[str, dict]:
         return f"affine-{r}", {"distprove.msm.affine-rounds": None if r == "table" else r}
 
+    planned = {setting(r)[0]: r for r in (*rounds, "table", 0)}
+
     def ran(rows: list, tag: str) -> None:
         done = int(default_scratch().take("pair_plan", 1)[0])
         for row in rows:
-            r = tag.removeprefix("affine-")
-            row["affine_rounds"] = int(r) if r.isdigit() else r
+            row["affine_rounds"] = planned[tag]
             row["rounds_ran"] = done if "pairs" in row["phases_ms"] else 0
             print(f"  rounds run: {row['rounds_ran']}", flush=True)
 

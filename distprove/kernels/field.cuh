@@ -123,13 +123,19 @@ DP_UNROLL
 #endif
 }
 
+// r = a - p if a >= p, else a (r may be a).
+DP_INLINE void mp_csub8(u32 r[8], const u32 a[8], const u32 p[8]) {
+    u32 d[8];
+    u32 borrow = mp_sub8(d, a, p);
+DP_UNROLL
+    for (int i = 0; i < 8; i++) r[i] = borrow ? a[i] : d[i];
+}
+
 // r = a + b mod p for a, b < p < 2^255.
 DP_INLINE void mod_add8(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8]) {
-    u32 s[8], d[8];
+    u32 s[8];
     mp_add8(s, a, b);
-    u32 borrow = mp_sub8(d, s, p);
-DP_UNROLL
-    for (int i = 0; i < 8; i++) r[i] = borrow ? s[i] : d[i];
+    mp_csub8(r, s, p);
 }
 
 // r = a - b mod p for a, b < p.
@@ -217,10 +223,7 @@ DP_UNROLL
         t[8] = t[9] + (u32)(c >> 32);
     }
 #endif
-    u32 d[8];
-    u32 borrow = mp_sub8(d, t, p);
-DP_UNROLL
-    for (int i = 0; i < 8; i++) r[i] = borrow ? t[i] : d[i];
+    mp_csub8(r, t, p);
 }
 
 DP_INLINE bool mp_eq8(const u32 a[8], const u32 b[8]) {
@@ -303,13 +306,8 @@ DP_UNROLL
     }
     Fr r;
     mp_sub8(r.v, a, b);
-DP_UNROLL
-    for (int k = 0; k < 2; k++) {
-        u32 d[8];
-        u32 borrow = mp_sub8(d, r.v, p);
-DP_UNROLL
-        for (int l = 0; l < 8; l++) r.v[l] = borrow ? r.v[l] : d[l];
-    }
+    mp_csub8(r.v, r.v, p);
+    mp_csub8(r.v, r.v, p);
     return r;
 }
 DP_DEFINE_FIELD(fq, Fq, DP_FQ_P, DP_FQ_NP, DP_FQ_ONE, DP_FQ_R2)

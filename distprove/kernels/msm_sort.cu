@@ -99,10 +99,10 @@ extern "C" __global__ void msm_radix_digits(const u32* plan, const u32* scalars,
     }
 }
 
+#ifdef __CUDA_ARCH__
 // Exclusive scan in place of cells[0 .. n) by the whole block (RADIX_THREADS threads): each thread
 // a contiguous run of cells, then the block over the runs. Returns the total.
 template <typename T> DP_INLINE u32 radix_block_scan(T* cells, u32 n, u32* wsum) {
-#ifdef __CUDA_ARCH__
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     u32 per = (n + RADIX_THREADS - 1u) / RADIX_THREADS;
     u32 a = radix_min(threadIdx.x * per, n), e = radix_min(a + per, n);
@@ -128,11 +128,8 @@ DP_UNROLL
     }
     __syncthreads();
     return total;
-#else
-    (void)cells, (void)n, (void)wsum;
-    return 0u;
-#endif
 }
+#endif
 
 // The items of one tile, in order k = 0 .. count-1, to their slots: item(k, key, val) loads item
 // k (false: none), its bin is (key >> shift) & (2^d - 1), start(bin) is the bin's first slot for

@@ -97,27 +97,6 @@ static u64 ntt_mul_count = 0;
 #define NTT_SHOUP 0
 #endif
 
-// One sub-NTT twiddle, loaded once and applied to one or more values.
-struct NttTw {
-    Fr w;
-#if NTT_SHOUP
-    Fr wq;
-#endif
-};
-
-DP_INLINE NttTw ntt_tw(const u32* tab, u32 e);
-
-DP_INLINE Fr ntt_tw_mul(Fr x, const NttTw& t) {
-#if NTT_SHOUP
-#ifdef NTT_COUNT_MULS
-    ntt_mul_count++;
-#endif
-    return fr_mul_shoup(x, t.w, t.wq);
-#else
-    return NTT_MUL(x, t.w);
-#endif
-}
-
 #ifdef __CUDA_ARCH__
 #define DP_SYNC() __syncthreads()
 #else
@@ -174,6 +153,25 @@ DP_INLINE Fr ntt_gload(const u32* base, u64 pos) {
     x = fr_load(base + pos * 8u);
 #endif
     return x;
+}
+
+// One sub-NTT twiddle, loaded once and applied to one or more values.
+struct NttTw {
+    Fr w;
+#if NTT_SHOUP
+    Fr wq;
+#endif
+};
+
+DP_INLINE Fr ntt_tw_mul(Fr x, const NttTw& t) {
+#if NTT_SHOUP
+#ifdef NTT_COUNT_MULS
+    ntt_mul_count++;
+#endif
+    return fr_mul_shoup(x, t.w, t.wq);
+#else
+    return NTT_MUL(x, t.w);
+#endif
 }
 
 DP_INLINE NttTw ntt_tw(const u32* tab, u32 e) {

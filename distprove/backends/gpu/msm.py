@@ -403,11 +403,9 @@ def sort_kind(n: int, c: int, constant_work: bool = False) -> str:
 
 def _min_live(n: int) -> float:
     """:data:`RADIX_MIN_LIVE` at the last step that log2 ``n`` reaches (the first step below them)."""
-    live = None
-    for lg, value in sorted(RADIX_MIN_LIVE.items()):
-        if live is None or lg <= n.bit_length() - 1:
-            live = value
-    return live
+    steps = sorted(RADIX_MIN_LIVE.items())
+    reached = [value for lg, value in steps if lg <= n.bit_length() - 1]
+    return reached[-1] if reached else steps[0][1]
 
 
 def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",

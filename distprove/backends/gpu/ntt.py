@@ -12,6 +12,7 @@ host build of the kernels, so this module's logic is checked on machines without
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -248,36 +249,35 @@ class NttEngine:
         """Drop the cached tables (device memory); later transforms rebuild what they need."""
         self._cache.clear()
 
-    def const(self, raw: int) -> Any:
-        """A device (1, 8) array holding the raw 256-bit value ``raw`` (cached)."""
-        key = ("const", raw)
+    def _cached(self, key: tuple, make: Callable[[], Any]) -> Any:
+        """The device array cached under ``key``, made by ``make()`` the first time."""
         if key not in self._cache:
-            self._cache[key] = self.k.upload(fr_limbs([raw]))
+            self._cache[key] = make()
         return self._cache[key]
 
+    def const(self, raw: int) -> Any:
+        """A device (1, 8) array holding the raw 256-bit value ``raw`` (cached)."""
+        return self._cached(("const", raw), lambda: self.k.upload(fr_limbs([raw])))
+
     def _powers(self, base: int) -> Any:
-        key = ("powers", base)
-        if key not in self._cache:
-            self._cache[key] = self.k.upload(two_level_powers(base))
-        return self._cache[key]
+        return self._cached(("powers", base), lambda: self.k.upload(two_level_powers(base)))
 
     def _pow_table(self, key: tuple, base: int, count: int, mode: int, log_c: int = 0,
                    scale: int | None = None) -> Any:
-        if key not in self._cache:
+        def make() -> Any:
             out = self.k.upload(np.zeros((count, 8), dtype=np.uint32))
             sc = None if scale is None else self.const(mont(scale))
             self.k.pow_table(out, self._powers(base), sc, count, mode, log_c, 1, 0, 0, False)
-            self._cache[key] = out
-        return self._cache[key]
+            return out
+
+        return self._cached(key, make)
 
     def sub_twiddles(self, inverse: bool) -> Any:
         """w_{2^12}^e for e < 2^11, the sub-NTT twiddles of every pass: Montgomery, or for a kernel
         set built with NTT_SHOUP (``shoup`` true) the pairs of :func:`shoup_table`, made on the host."""
         if getattr(self.k, "shoup", False):
-            key = ("sub-shoup", inverse)
-            if key not in self._cache:
-                self._cache[key] = self.k.upload(shoup_table(root(TW_LOG, inverse), 1 << (TW_LOG - 1)))
-            return self._cache[key]
+            return self._cached(("sub-shoup", inverse),
+                                lambda: self.k.upload(shoup_table(root(TW_LOG, inverse), 1 << (TW_LOG - 1))))
         return self._pow_table(("sub", inverse), root(TW_LOG, inverse), 1 << (TW_LOG - 1), 0)
 
     def pass_twiddles(self, log_np: int, log_next: int, inverse: bool) -> Any:
