@@ -22,13 +22,23 @@ BANDWIDTH_BPS = 4.3e12
 """Device-to-device copy bandwidth of an H200 measured here (bytes read + written per second)."""
 FR_MUL_PER_S = 41e9
 """Fr Montgomery multiplications per second on an H200 (the project's planning figure)."""
+SHOUP_COST = 214 / 264
+"""Multiply instructions of Shoup's product (43 + 2 x 28 widening, 16 low-only) over CIOS's
+(128 widening, 8 low-only): a butterfly product's share of a Montgomery product in the floor."""
 NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "legacy": (("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0"), False),
-    "swizzle": (("-DNTT_LO_MAJOR=0",), False),
+    "legacy": (("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0", "-DNTT_LAZY=0"), False),
+    "montgomery": (("-DNTT_SHOUP=0", "-DNTT_LAZY=0"), True),
+    "eager": (("-DNTT_LAZY=0",), True),
     "default": ((), True),
-    "shoup": (("-DNTT_SHOUP=1",), True),
+    "blocks3": (("-DNTT_MIN_BLOCKS=3",), True),
+    "blocks2": (("-DNTT_MIN_BLOCKS=2",), True),
+    "ptx_mul": (("-DDP_PTX_MUL",), True),
 }
-"""Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR)."""
+"""Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR).
+legacy: layout, order and arithmetic of commit b6f25e6; montgomery: the default until 2026-12-01
+(Montgomery products, modular butterflies); eager: Shoup products with modular butterflies;
+blocks3/2: the pass kernel bounded to 3 or 2 blocks per SM (80 / 122 registers, less spill);
+ptx_mul: the PTX carry-chain Montgomery product for the four-step twiddles."""
 VARIANT_PLANS = (9, 12)
 """max_pass_log of the plans each variant is timed with."""
 
@@ -52,18 +62,20 @@ def time_ms(fn: Callable[[], Any], reps: int = 7, warmup: int = 2) -> list[float
 
 
 def ntt_floor_ms(log_n: int, *, inverse: bool = False, max_pass_log: int | None = None,
-                 lo_major: bool = True, post_tab: bool = False) -> dict[str, float]:
+                 lo_major: bool = True, post_tab: bool = False, shoup: bool = True) -> dict[str, float]:
     """Memory and multiplication floors of one NTT of size 2^log_n as planned by gpu/ntt.py
     (``NttEngine.ntt``: the inverse scales by 1/n on its last pass; ``post_tab``: the H step's
-    inverse, whose coset table carries 1/n)."""
+    inverse, whose coset table carries 1/n; ``shoup``: butterfly products at SHOUP_COST)."""
     from distprove.backends.gpu.ntt import plan, plan_products
 
     n = 1 << log_n
     specs = plan(log_n, max_pass_log=max_pass_log)
     nbytes = sum(2 * n * 32 + (n * 32 if not s.last else 0) for s in specs) + (n * 32 if post_tab else 0)
     pr = plan_products(specs, lo_major=lo_major, post=inverse and not post_tab, post_tab=post_tab)
-    return {"floor_mem_ms": nbytes / BANDWIDTH_BPS * 1e3, "floor_mul_ms": pr.warp / FR_MUL_PER_S * 1e3,
-            "bytes": nbytes, "fr_muls": pr.warp, "fr_muls_thread": pr.thread, "passes": len(specs)}
+    mont_equiv = pr.warp - ((1 - SHOUP_COST) * pr.butterfly if shoup else 0)
+    return {"floor_mem_ms": nbytes / BANDWIDTH_BPS * 1e3, "floor_mul_ms": mont_equiv / FR_MUL_PER_S * 1e3,
+            "bytes": nbytes, "fr_muls": pr.warp, "fr_muls_butterfly": pr.butterfly,
+            "fr_muls_thread": pr.thread, "shoup": shoup, "passes": len(specs)}
 
 
 def _floor(f: dict[str, float]) -> float:
@@ -121,23 +133,6 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
                 _row(results, step, log_n, time_ms(fn, reps))
         del x, scratch
         cp.get_default_memory_pool().free_all_blocks()
-    # build variants of the pass kernel: no minimum-blocks launch bound (78 registers, 3 blocks/SM);
-    # the PTX carry-chain Montgomery product (checked equal to the default build first)
-    for opt in ("-DNTT_MIN_BLOCKS=1", "-DDP_PTX_MUL"):
-        if 24 not in sizes:
-            break
-        alt = gntt.NttEngine(gntt.CupyKernels((opt,)))
-        x = random_mont(cp, 1 << 24, 1)
-        scratch = cp.empty_like(x)
-        ref = x.copy()
-        eng.ntt(ref, scratch=scratch)
-        got = x.copy()
-        alt.ntt(got, scratch=scratch)
-        same = bool(cp.array_equal(ref, got))
-        t = time_ms(lambda: alt.ntt(x, scratch=scratch), reps)
-        _row(results, f"ntt_fwd[{opt[2:]}]", 24, t, equal_to_default=same, floor_ms=_floor(ntt_floor_ms(24)))
-        del alt, x, scratch, ref, got
-        cp.get_default_memory_pool().free_all_blocks()
     run_variants(results, tuple(s for s in sizes if s in (20, 22, 24)), reps)
     gather_rows(results, reps)
 
@@ -166,7 +161,8 @@ def run_variants(results: dict, sizes: tuple[int, ...], reps: int = 7) -> None:
                 del got
                 y = x.copy()
                 t = time_ms(lambda: eng.ntt(y, inverse, scratch), reps)
-                fl = ntt_floor_ms(log_n, inverse=inverse, max_pass_log=mp, lo_major=lo_major)
+                fl = ntt_floor_ms(log_n, inverse=inverse, max_pass_log=mp, lo_major=lo_major,
+                                  shoup=eng.k.shoup)
                 _row(results, f"ntt_{'inv' if inverse else 'fwd'}[{label}]", log_n, t,
                      equal_to_default=same, max_pass_log=mp, floor_ms=_floor(fl), **fl)
                 del y

@@ -90,10 +90,15 @@ extern "C" void host_gather(const u32* a_ptr, const u32* a_sig, const u32* a_val
 """
 
 
-NTT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0"),
-                                             "shoup": ("-DNTT_SHOUP=1",)}
-"""Host builds of ntt.cu: the default, the layout/order before the product-count work, and the
-Shoup-product butterflies."""
+NTT_VARIANTS: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0", "-DNTT_LAZY=0"),
+    "montgomery": ("-DNTT_SHOUP=0",),
+    "eager": ("-DNTT_LAZY=0",),
+}
+"""Host builds of ntt.cu: the default (Shoup products, lazy butterflies), the layout, order and
+arithmetic before the product-count work, Montgomery products with lazy butterflies, and Shoup
+products with modular ones."""
 PLANS = (9, 12)
 """max_pass_log of the NttEngine plans tested: the default and the two-pass 2^24 plan."""
 
@@ -115,7 +120,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ctypes.CDLL]:
         assert res.returncode == 0, res.stderr[-4000:]
         out[name] = ctypes.CDLL(str(so))
         out[name].host_ntt_mul_count.restype = ctypes.c_uint64
-        out[name].shoup = "-DNTT_SHOUP=1" in opts
+        out[name].shoup = gntt.shoup_build(opts)
     return out
 
 

@@ -38,16 +38,18 @@ def engine(cp):
 
 @pytest.fixture(scope="module")
 def alt_engines(cp) -> dict:
-    """The engines checked against the default: the 2^12-tile plan, the legacy build (the
-    shared-memory layout and butterfly order before the product-count work) on both plans, and
-    the Shoup-product butterflies (NTT_SHOUP) on both plans."""
+    """The engines checked against the default: the 2^12-tile plan, and on both plans the legacy
+    build (the shared-memory layout, butterfly order and arithmetic before the product-count
+    work), Montgomery products with lazy butterflies, and Shoup products with modular ones."""
     from distprove.backends.gpu import ntt as gntt
 
-    legacy = gntt.CupyKernels(("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0"))
-    shoup = gntt.CupyKernels(("-DNTT_SHOUP=1",))
-    return {"default,plan12": gntt.NttEngine(gntt.CupyKernels(), 12),
-            "legacy,plan9": gntt.NttEngine(legacy, 9), "legacy,plan12": gntt.NttEngine(legacy, 12),
-            "shoup,plan9": gntt.NttEngine(shoup, 9), "shoup,plan12": gntt.NttEngine(shoup, 12)}
+    builds = {"legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0", "-DNTT_LAZY=0"),
+              "montgomery": ("-DNTT_SHOUP=0",), "eager": ("-DNTT_LAZY=0",)}
+    engines = {"default,plan12": gntt.NttEngine(gntt.CupyKernels(), 12)}
+    for name, opts in builds.items():
+        k = gntt.CupyKernels(opts)
+        engines |= {f"{name},plan{mp}": gntt.NttEngine(k, mp) for mp in (9, 12)}
+    return engines
 
 
 def random_limbs(n: int, seed: int) -> np.ndarray:

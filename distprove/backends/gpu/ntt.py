@@ -110,13 +110,15 @@ def plan(log_n: int, log_s: int = 0, outer: int = 1, max_pass_log: int | None = 
 class Products:
     """Fr products of NTT passes: ``thread`` sums every thread's ``fr_mul`` calls (what a host
     build counts); ``warp`` is the device's cost, 32 per product a warp issues, so a lane that
-    skips a product its warp still does counts as doing it."""
+    skips a product its warp still does counts as doing it; ``butterfly``: the part of ``warp``
+    done by the butterflies (Shoup products in an NTT_SHOUP build, the rest Montgomery)."""
 
     thread: int
     warp: int
+    butterfly: int = 0
 
     def __add__(self, other: "Products") -> "Products":
-        return Products(self.thread + other.thread, self.warp + other.warp)
+        return Products(self.thread + other.thread, self.warp + other.warp, self.butterfly + other.butterfly)
 
 
 def pass_products(spec: PassSpec, *, lo_major: bool = True, pre: bool = False,
@@ -148,9 +150,10 @@ def pass_products(spec: PassSpec, *, lo_major: bool = True, pre: bool = False,
         half = total // 2
         t = half - (half >> s) if lo_major else half
         thread, warp = thread + t, warp + (t if lo_major and log_t >= 5 else half)
+    butterfly = warp - (total if pre else 0)
     if spec.last:
         extra = (total if post_tab else 0) + (total if post else 0)
-        return Products(thread + extra, warp + extra)
+        return Products(thread + extra, warp + extra, butterfly)
     if spec.table is not None:
         lines, n = total >> m, 1 << m
         col0 = lines >> (spec.log_c - spec.log_s)  # lines of column 0
@@ -160,7 +163,7 @@ def pass_products(spec: PassSpec, *, lo_major: bool = True, pre: bool = False,
         else:  # a warp: every line of its block, several k
             skipped = col0 * n if spec.log_s >= log_t else 0
         warp += total - skipped
-    return Products(thread, warp)
+    return Products(thread, warp, butterfly)
 
 
 def plan_products(specs: list[PassSpec], *, lo_major: bool = True, pre: bool = False,
@@ -217,8 +220,17 @@ def root(log_n: int, inverse: bool) -> int:
     return pow(w, -1, R) if inverse else w
 
 
+def shoup_build(options: tuple[str, ...]) -> bool:
+    """Whether ntt.cu built with these options multiplies its butterflies by Shoup's product
+    (NTT_SHOUP, on unless ``-DNTT_SHOUP=0``), so its sub-NTT twiddles are :func:`shoup_table` pairs."""
+    return "-DNTT_SHOUP=0" not in options
+
+
 class Kernels(Protocol):
-    """What the planner needs from a device (CuPy) or a host build of ntt.cu."""
+    """What the planner needs from a device (CuPy) or a host build of ntt.cu. ``shoup``: the
+    build's butterflies take Shoup twiddle pairs (:func:`shoup_build`)."""
+
+    shoup: bool
 
     def upload(self, a: np.ndarray) -> Any: ...
     def empty_like(self, x: Any) -> Any: ...
@@ -273,9 +285,10 @@ class NttEngine:
         return self._cached(key, make)
 
     def sub_twiddles(self, inverse: bool) -> Any:
-        """w_{2^12}^e for e < 2^11, the sub-NTT twiddles of every pass: Montgomery, or for a kernel
-        set built with NTT_SHOUP (``shoup`` true) the pairs of :func:`shoup_table`, made on the host."""
-        if getattr(self.k, "shoup", False):
+        """w_{2^12}^e for e < 2^11, the sub-NTT twiddles of every pass: for a kernel set built with
+        NTT_SHOUP (``shoup`` true, the default) the pairs of :func:`shoup_table`, made on the host;
+        else Montgomery."""
+        if self.k.shoup:
             return self._cached(("sub-shoup", inverse),
                                 lambda: self.k.upload(shoup_table(root(TW_LOG, inverse), 1 << (TW_LOG - 1))))
         return self._pow_table(("sub", inverse), root(TW_LOG, inverse), 1 << (TW_LOG - 1), 0)
@@ -403,7 +416,7 @@ class CupyKernels:
         from .compile import MODULES, load_module
 
         self.cp = cupy
-        self.shoup = "-DNTT_SHOUP=1" in options
+        self.shoup = shoup_build(options)
         """Built with NTT_SHOUP: the engine gives it Shoup twiddle pairs."""
         if big_threads != BIG_THREADS:
             options = (*options, f"-DNTT_BIG_THREADS={big_threads}")
