@@ -84,11 +84,8 @@ OPS(FrOps, FrW, fr)
 OPS(FqOps, FqW, fq)
 OPS(Fq2Ops, Fq2W, fq2)
 
-extern "C" void fr_shoup(const u32* x, const u32* w, const u32* wq, u32* out, int n, int lazy) {
-    for (int i = 0; i < n; i++) {
-        Fr a = ld<Fr>(x + 8 * i), b = ld<Fr>(w + 8 * i), bq = ld<Fr>(wq + 8 * i);
-        st(out + 8 * i, lazy ? fr_mul_shoup_2r(a, b, bq) : fr_mul_shoup(a, b, bq));
-    }
+extern "C" void fr_shoup(const u32* x, const u32* w, const u32* wq, u32* out, int n) {
+    for (int i = 0; i < n; i++) st(out + 8 * i, fr_mul_shoup(ld<Fr>(x + 8 * i), ld<Fr>(w + 8 * i), ld<Fr>(wq + 8 * i)));
 }
 
 extern "C" void field_op(int field, int op, const u32* a, const u32* b, u32* out, int n) {
@@ -248,28 +245,8 @@ def test_fr_mul_shoup_matches_python(lib: ctypes.CDLL) -> None:
     enc = lambda v: bn254.limbs_from_ints(v)  # noqa: E731 (raw limbs: the product needs no Montgomery form)
     x, w_l, wq = enc(xs), enc(ws), enc([(y << 256) // R for y in ws])
     out = np.full_like(x, 0xDEADBEEF)
-    lib.fr_shoup(_ptr(x), _ptr(w_l), _ptr(wq), _ptr(out), ctypes.c_int(len(pairs)), ctypes.c_int(0))
+    lib.fr_shoup(_ptr(x), _ptr(w_l), _ptr(wq), _ptr(out), ctypes.c_int(len(pairs)))
     assert bn254.ints_from_limbs(out) == [a * b % R for a, b in pairs]
-
-
-def test_fr_mul_shoup_2r_takes_lazy_inputs(lib: ctypes.CDLL) -> None:
-    """fr_mul_shoup_2r(x, w, wq) is x w mod r plus 0 or r for any x < 2^256 (the NTT's lazy
-    values lie below 4r): x at 0, r - 1, r, 2r - 1, 4r - 1, 2^256 - 1 and random below 4r and
-    2^256, against edge and random w; the result is always below 2r (r or more is possible
-    but rare: the quotient estimate must be 2 short)."""
-    rng = random.Random()
-    xs_edge = [0, 1, R - 1, R, 2 * R - 1, 2 * R, 3 * R + 7, 4 * R - 1, (1 << 256) - 1]
-    ws_edge = [0, 1, 2, R - 1, R - 2, pow(5, (R - 1) >> 12, R)]
-    pairs = [(x, y) for x in xs_edge for y in ws_edge]
-    pairs += [(rng.randrange(4 * R), rng.randrange(R)) for _ in range(3000)]
-    pairs += [(rng.randrange(1 << 256), rng.randrange(R)) for _ in range(1000)]
-    xs, ws = [x for x, _ in pairs], [y for _, y in pairs]
-    enc = bn254.limbs_from_ints
-    x, w_l, wq = enc(xs), enc(ws), enc([(y << 256) // R for y in ws])
-    out = np.full_like(x, 0xDEADBEEF)
-    lib.fr_shoup(_ptr(x), _ptr(w_l), _ptr(wq), _ptr(out), ctypes.c_int(len(pairs)), ctypes.c_int(1))
-    got = bn254.ints_from_limbs(out)
-    assert all(g < 2 * R and g % R == a * b % R for g, (a, b) in zip(got, pairs, strict=True))
 
 
 # --- curve ---------------------------------------------------------------------------------

@@ -269,9 +269,8 @@ DP_DEFINE_FIELD(fr, Fr, DP_FR_P, DP_FR_NP, DP_FR_ONE, DP_FR_R2)
 // 2^227, so q is at most 1 short of floor(x wq / 2^256), which is at most 1 short of
 // floor(x w / r). Hence x w - q r lies in [0, 3r) (< 2^256: the low 256 bits of both products
 // give it exactly) and two conditional subtractions finish it: 43 + 2 x 28 widening products
-// and 16 low-only ones, against CIOS's 128 widening and 8. The bound holds for any x < 2^256,
-// so fr_mul_shoup_2r (one subtraction, result in [0, 2r)) takes ntt.cu's lazy values < 4r.
-DP_INLINE Fr fr_mul_shoup_2r(Fr x, Fr w, Fr wq) {
+// and 16 low-only ones, against CIOS's 128 widening and 8.
+DP_INLINE Fr fr_mul_shoup(Fr x, Fr w, Fr wq) {
     const u32 p[8] = DP_FR_P;
     u32 t[16];
 DP_UNROLL
@@ -308,12 +307,6 @@ DP_UNROLL
     Fr r;
     mp_sub8(r.v, a, b);
     mp_csub8(r.v, r.v, p);
-    return r;
-}
-
-DP_INLINE Fr fr_mul_shoup(Fr x, Fr w, Fr wq) {
-    const u32 p[8] = DP_FR_P;
-    Fr r = fr_mul_shoup_2r(x, w, wq);
     mp_csub8(r.v, r.v, p);
     return r;
 }

@@ -65,8 +65,8 @@
 #define NTT_BIG_LOG_E 12u  // dp_ntt_pass_big: tile of 2^12 elements (128 KiB dynamic, opt-in)
 #define NTT_TW_LOG 12u     // tw_sub holds w_{2^12}^e, e < 2^11: sub-NTTs up to 2^12
 #define NTT_THREADS 256u
-#ifndef NTT_MIN_BLOCKS  // pass-kernel occupancy: 4 blocks/SM caps it at 64 registers (tiny spill)
-#define NTT_MIN_BLOCKS 4  // measured 3% faster at 2^24 than 3 blocks/SM at 78 registers
+#ifndef NTT_MIN_BLOCKS  // pass-kernel occupancy: 3 blocks/SM, 80 registers (96 B spilled; 4 blocks at
+#define NTT_MIN_BLOCKS 3  // 64 registers spill 188 B and were 1-2% slower, 2 blocks at 122 none, 3% slower)
 #endif
 #ifndef NTT_BIG_THREADS  // one block per SM; the host passes the same number (CupyKernels)
 #define NTT_BIG_THREADS 1024
@@ -91,22 +91,13 @@ static u64 ntt_mul_count = 0;
 
 // NTT_SHOUP (1 by default; 0 is the Montgomery build): the sub-NTT twiddle table holds (w,
 // floor(w 2^256 / r)) per entry, w plain, and the butterflies multiply by Shoup's product (~23%
-// fewer widening products than the Montgomery product; same outputs; 2^24 forward 6.75 -> 6.05
-// ms on one H200, 2026-12-01). The four-step twiddles and the pre/post factors stay Montgomery
-// (a per-element quotient table would double their reads for the same saving).
-// NTT_LAZY (1 by default): Harvey's butterflies. Values between the levels and passes of one
-// transform lie in [0, 4r) (4r < 2^256); a butterfly reduces its first input below 2r (one
-// conditional subtraction of 2r), takes the twiddled second input t in [0, 2r) (Shoup's product
-// with one subtraction fewer, or a reduction when the twiddle is 1) and writes u + t and
-// u + 2r - t with no reduction: 2 conditional subtractions per butterfly instead of 4. The
-// Montgomery products (four-step twiddles, pre/post) accept inputs below 4r and give < r; the
-// last pass reduces fully what no product touched. Both checked against the CPU reference on
-// the host build (tests/test_kernels_compile.py).
+// fewer widening products than the Montgomery product; same outputs; 2^24 forward 6.54 -> 5.66
+// ms on one H200 with the load order and launch bound below, 2026-12-01). The four-step
+// twiddles and the pre/post factors stay Montgomery (a per-element quotient table would double
+// their reads for about the same saving). Harvey's lazy butterflies (values below 4r inside a
+// transform, half the conditional subtractions) were built and measured 1-2% slower here.
 #ifndef NTT_SHOUP
 #define NTT_SHOUP 1
-#endif
-#ifndef NTT_LAZY
-#define NTT_LAZY 1
 #endif
 
 #ifdef __CUDA_ARCH__
@@ -186,65 +177,22 @@ DP_INLINE NttTw ntt_tw(const u32* tab, u32 e) {
     return t;
 }
 
-// x * w: in [0, 2r) for lazy builds (x < 4r), else < r.
 DP_INLINE Fr ntt_tw_mul(Fr x, const NttTw& t) {
 #if NTT_SHOUP
 #ifdef NTT_COUNT_MULS
     ntt_mul_count++;
 #endif
-#if NTT_LAZY
-    return fr_mul_shoup_2r(x, t.w, t.wq);
-#else
     return fr_mul_shoup(x, t.w, t.wq);
-#endif
 #else
     return NTT_MUL(x, t.w);
 #endif
 }
 
-#define NTT_2R {0xe0000002u, 0x87c3eb27u, 0xf372e122u, 0x5067d090u, \
-                0x0302b0bau, 0x70a08b6du, 0xc2634053u, 0x60c89ce5u}
-
-// x mod 2r for a lazy x < 4r (unchanged in an eager build, where x < r already).
-DP_INLINE Fr ntt_red2(Fr x) {
-#if NTT_LAZY
-    const u32 r2[8] = NTT_2R;
-    mp_csub8(x.v, x.v, r2);
-#endif
-    return x;
-}
-
-// The second input of a butterfly: times the twiddle when `mul`, else only reduced.
-DP_INLINE Fr ntt_twiddled(Fr x, const u32* tab, u32 e, bool mul) {
-    return mul ? ntt_tw_mul(x, ntt_tw(tab, e)) : ntt_red2(x);
-}
-
-// DIT butterfly (u, t) -> (u + t, u - t), t already twiddled: lazy (u reduced below 2r, t < 2r,
-// outputs below 4r with no reduction) or modular.
+// DIT butterfly (u, t) -> (u + t, u - t), t already multiplied by its twiddle.
 DP_INLINE void ntt_bfly(Fr& u, Fr& t) {
-#if NTT_LAZY
-    const u32 r2[8] = NTT_2R;
-    u = ntt_red2(u);
-    Fr d;
-    mp_sub8(d.v, r2, t.v);
-    mp_add8(d.v, d.v, u.v);
-    mp_add8(u.v, u.v, t.v);
-    t = d;
-#else
     Fr d = fr_sub(u, t);
     u = fr_add(u, t);
     t = d;
-#endif
-}
-
-// x < r from a lazy x < 4r.
-DP_INLINE Fr ntt_reduce(Fr x) {
-#if NTT_LAZY
-    const u32 p[8] = DP_FR_P;
-    x = ntt_red2(x);
-    mp_csub8(x.v, x.v, p);
-#endif
-    return x;
 }
 
 DP_INLINE void ntt_gstore(u32* base, u64 pos, Fr x) {
@@ -350,14 +298,11 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
                 NttTw t1 = ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 1u - s));
                 x1 = ntt_tw_mul(x1, t1);
                 x3 = ntt_tw_mul(x3, t1);
-            } else {
-                x1 = ntt_red2(x1);
-                x3 = ntt_red2(x3);
             }
             Fr x2 = ntt_sm_get<LOG_E>(sm, i + 2u * half);
             ntt_bfly(x2, x3);
-            x3 = ntt_twiddled(x3, a.tw_sub, (lo + half) << (NTT_TW_LOG - 2u - s), true);
-            x2 = ntt_twiddled(x2, a.tw_sub, lo << (NTT_TW_LOG - 2u - s), mul);
+            x3 = ntt_tw_mul(x3, ntt_tw(a.tw_sub, (lo + half) << (NTT_TW_LOG - 2u - s)));
+            if (mul) x2 = ntt_tw_mul(x2, ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 2u - s)));
             Fr x0 = ntt_sm_get<LOG_E>(sm, i);
             ntt_bfly(x0, x1);
             ntt_bfly(x0, x2);
@@ -381,7 +326,8 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
             const u32 i = (t << a.m) | ((bb >> s) << (s + 1u)) | lo;
             const bool mul = s > 0u;
 #endif
-            Fr v = ntt_twiddled(ntt_sm_get<LOG_E>(sm, i + half), a.tw_sub, lo << (NTT_TW_LOG - 1u - s), mul);
+            Fr v = ntt_sm_get<LOG_E>(sm, i + half);
+            if (mul) v = ntt_tw_mul(v, ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 1u - s)));
             Fr u = ntt_sm_get<LOG_E>(sm, i);
             ntt_bfly(u, v);
             ntt_sm_put<LOG_E>(sm, i, u);
@@ -405,8 +351,6 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
         } else if (a.post_tab) {
             u32 d = (g >> a.log_s) & ((1u << a.log_mp) - 1u);
             x = NTT_MUL(x, ntt_gload(a.post_tab, ((u64)k << a.log_mp) | d));
-        } else if (!a.post) {
-            x = ntt_reduce(x);  // the transform's output: below r
         }
         if (a.post) x = NTT_MUL(x, post);
         ntt_gstore(a.dst, pos, x);

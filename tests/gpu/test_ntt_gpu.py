@@ -40,11 +40,11 @@ def engine(cp):
 def alt_engines(cp) -> dict:
     """The engines checked against the default: the 2^12-tile plan, and on both plans the legacy
     build (the shared-memory layout, butterfly order and arithmetic before the product-count
-    work), Montgomery products with lazy butterflies, and Shoup products with modular ones."""
+    work) and the Montgomery-product butterflies (NTT_SHOUP=0)."""
     from distprove.backends.gpu import ntt as gntt
 
-    builds = {"legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0", "-DNTT_LAZY=0"),
-              "montgomery": ("-DNTT_SHOUP=0",), "eager": ("-DNTT_LAZY=0",)}
+    builds = {"legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0"),
+              "montgomery": ("-DNTT_SHOUP=0",)}
     engines = {"default,plan12": gntt.NttEngine(gntt.CupyKernels(), 12)}
     for name, opts in builds.items():
         k = gntt.CupyKernels(opts)
