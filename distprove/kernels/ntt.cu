@@ -35,7 +35,9 @@
 //     rate, against 7.0-7.2 ms measured (2026-11-30): ~28 G/s, so about 1.7 ms went to
 //     something else. Radix-2 and radix-4 levels timed the same (7.44 / 7.42 ms).
 //   Default build, same plan: the w^0 products skipped where whole warps have lo = 0 (level
-//     pair s = 2 on these tiles): 187,695,104 = 11.1875n (4.58 ms at 41 G/s). Every w^0 product
+//     pair s = 2 on these tiles): 187,695,104 = 11.1875n (4.58 ms at 41 G/s as Montgomery
+//     products; the 154,140,672 butterfly ones as Shoup products, 214 of 264 multiply
+//     instructions: 3.87 ms, against 5.70 measured, 2026-12-01). Every w^0 product
 //     skipped would give 11n + 1 (184,549,377), the radix-2 count for any pass split.
 //   Default build, 2 passes of 2^12 (one four-step twiddle pass fewer, but each pass's free
 //     first level pair saves n/4 once fewer; w^0 skips at s = 2 and 4): 185,069,568 = 11.03n
