@@ -93,12 +93,14 @@ VARIANTS = {
     "g1_pair6": ("-DDP_G1_PAIR_MIN_BLOCKS=6",),
     "g2_pair3": ("-DDP_G2_PAIR_MIN_BLOCKS=3",),
     "g2_pair4": ("-DDP_G2_PAIR_MIN_BLOCKS=4",),
+    "sqr_mul": ("-DDP_SQR_MUL",),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default, the PTX Montgomery
 product, G2's accumulation held to 3 blocks of 128 threads per SM (the build before it) or 4, G2's fold and first
 reduction level held to 3 blocks of 128 threads per SM, G1's accumulation to 6 (msm.cu), G1's Fq
 products inline and Fq2's products inline (each the build before they became calls to the
-out-of-line Fq product, curve.cuh and field.cuh)."""
+out-of-line Fq product, curve.cuh and field.cuh), squares by the general product (the build
+before mont_sqr8)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:
@@ -123,14 +125,15 @@ def parse_cases(spec: str) -> list[tuple[str, int, int]]:
 
 def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS), sweep: bool = True,
         constant_work: bool = True, groups_only: tuple[str, ...] = ("G1", "G2"),
-        cases: list[tuple[str, int, int]] | None = None) -> None:
+        cases: list[tuple[str, int, int]] | None = None, witness: bool = False) -> None:
     """Append one row per (variant, group, size, c) with median ms, floor ms and phase times.
 
     The default build runs every case (and the window-width sweep when ``sweep``, and the
     constant-work rows of :data:`CW_CASES` when ``constant_work``); each other variant first
     checks that its window sums equal the default build's on 2^18 points of each group, then
     runs the main cases. ``groups_only`` keeps the cases of those groups. ``cases`` (group, log2
-    size, width) replaces every build's plan: only those rows, no witness-like or constant-work rows.
+    size, width) replaces every build's plan: only those rows, no witness-like or constant-work rows;
+    with ``witness`` those rows take witness-like scalars (:func:`witness_like`) instead of uniform.
     """
     import cupy
 
@@ -166,9 +169,10 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
                 if sweep and variant == "default":
                     plan += [(name, lg, c) for name, lg, widths in SWEEP for c in widths
                              if (name, lg, c) not in plan and name in groups_only]
+            case_scalars = cupy.asarray(witness_like(host, np.random.default_rng(3))) if cases and witness else scalars_all
             for name, lg, c in plan:
                 _time_case(results, variant, groups[name], name, lg, c, tables[name][idx_all[: 1 << lg]],
-                           scalars_all[: 1 << lg], reps)
+                           case_scalars[: 1 << lg], reps, label="witness" if cases and witness else "")
             if variant == "default" and not cases:
                 wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
                 for name, lg in [(n, lg) for n, lg in WITNESS_CASES if n in groups_only]:
@@ -432,6 +436,7 @@ if __name__ == "__main__":
     ap.add_argument("--sorts", default="", help="comma list of digit sorts (radix,atomic): time only the main "
                                                  "and witness-like cases with each")
     ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
+    ap.add_argument("--witness", action="store_true", help="--cases rows with witness-like scalars")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     import datetime
@@ -449,7 +454,7 @@ if __name__ == "__main__":
                groups_only=tuple(a.groups.split(",")))
     else:
         run(r, variants=tuple(a.variants.split(",")), sweep=not a.no_sweep, constant_work=not a.no_constant_work,
-            groups_only=tuple(a.groups.split(",")), cases=parse_cases(a.cases) or None)
+            groups_only=tuple(a.groups.split(",")), cases=parse_cases(a.cases) or None, witness=a.witness)
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(r, fh, indent=1, default=str)
