@@ -200,7 +200,7 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
         h_source, ntt_futs = submit_h_fourstep(client, name, prepared, info.domain_size, plan.workers, tag, priority)
         futures += ntt_futs
     if plan.mode == "data":  # one task for the five MSMs: they overlap on the device, four round trips fewer
-        parts = [client.submit(msm_proof, spec, prepared, dict(info.widths), key=("msm-windows", name, "all", 0, tag), **common)]
+        parts = [client.submit(msm_proof, spec, prepared, None, key=("msm-windows", name, "all", 0, tag), **common)]
     else:  # split: window ranges pinned round-robin (loosely) to the workers
         parts = []
         slot = index
@@ -231,7 +231,7 @@ def submit_group(client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan
     proof), else what a reducer returns, a failed proof as :class:`~distprove.worker.Failed`."""
     name = specs[0].name if len(specs) == 1 else f"{specs[0].name}+{len(specs) - 1}"
     return client.submit(
-        prove_group, list(specs), dict(info.widths), plan.assemble_on_workers, plan.writes_in_task, plan.verify,
+        prove_group, list(specs), None, plan.assemble_on_workers, plan.writes_in_task, plan.verify,
         key=("prove-whole", name, plan.tag), pure=False, priority=priority,
     )
 

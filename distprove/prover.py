@@ -11,12 +11,12 @@ from typing import Any, Callable, TypeVar, Union
 
 import numpy as np
 
-from . import bn254
-from .backends.base import Backend, LoadedWitness, MsmJob, msm_group
+from . import bn254, config
+from .backends.base import Backend, LoadedWitness, MsmJob, msm_group, resolve_constant_work
 from .backends.select import get_backend
 from .keystore import KeyStore, ZkeyKey, open_key
 from .stages.assemble import assemble_windows, random_blinding
-from .stages.msm import combine, num_windows
+from .stages.msm import combine, live_fraction, num_windows
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,18 @@ def _load(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) -> LoadedWit
     return LoadedWitness(values, be.load_witness(k, values))
 
 
+def witness_widths(be: Backend, key: Any, live: float = 1.0, constant_work: bool | None = False) -> dict[str, int]:
+    """The backend's window width for each of the five MSMs of a proof whose witness has a
+    fraction ``live`` of scalars other than 0 and 1 (:func:`distprove.stages.msm.live_fraction`):
+    A, B1, B2 and C over the witness, H over the (dense) H scalars. ``live`` counts only in the
+    default MSM mode (constant-work puts every scalar into a bucket) and with the config key
+    ``distprove.msm.live-widths`` on (the default)."""
+    if resolve_constant_work(constant_work) or not config.get_bool("msm.live-widths"):
+        live = 1.0
+    return {which: be.window_width(key.domain_size, msm_group(which)) if which == "H"
+            else be.window_width(key.n_vars, msm_group(which), live) for which in MSM_NAMES}
+
+
 def start_window_sums(
     k: KeyStore | ZkeyKey,
     witness: WitnessLike,
@@ -165,7 +177,7 @@ def start_window_sums(
 ) -> Callable[[], WindowSums]:
     """Every stage of :func:`prove` up to the assembly, on an opened key and a backend (the
     arguments mean what they mean there; ``widths``: each MSM's window width, by default the
-    backend's choice), in two steps: load the witness and queue the rest (a GPU returns as soon as
+    backend's choice for this witness, :func:`witness_widths`), in two steps: load the witness and queue the rest (a GPU returns as soon as
     its MSMs are queued), then the returned function waits for the sums. The witness's
     errors raise here, before anything is queued (unless it comes :class:`Prefetched`: then its
     stage seconds are the prefetch's). With ``profile`` (or without ``overlap_h``)
@@ -188,9 +200,7 @@ def start_window_sums(
     public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])
     evals = be.gather(k, w)
     t = lap("gather", t)
-    if widths is None:
-        widths = {which: be.window_width(k.domain_size if which == "H" else k.n_vars, msm_group(which)) for which in MSM_NAMES}
-    widths = dict(widths)
+    widths = dict(witness_widths(be, k, live_fraction(values), constant_work) if widths is None else widths)
     if overlap_h and not profile:
         witness_msms = start_msms(be, k, lambda _: w, widths, names=WITNESS_ORDER, constant_work=constant_work)
         hs = be.h_scalars(k, evals)

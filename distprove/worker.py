@@ -40,6 +40,7 @@ from distprove.errors import FormatError, one_line
 from distprove.formats.container import first_false, lt_bound
 from distprove.formats.jsonio import write_json_atomic
 from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
+from distprove.stages.msm import live_fraction
 
 if TYPE_CHECKING:  # pragma: no cover
     from distprove.prover import WindowSums
@@ -370,6 +371,8 @@ class Prepared:
     token: str = ""
     public: list[int] | None = None
     """The public signals w[1..nPublic] (taken from the witness read here, for the reducer)."""
+    live: float = 1.0
+    """The witness's share of scalars other than 0 and 1 (window widths of a whole-proof MSM task)."""
 
 
 @dataclass
@@ -412,10 +415,13 @@ def plan_key(path: str, with_vk: bool = False) -> KeyInfo:
     return info if info.path == path else replace(info, path=path)  # the same key read from another path
 
 
-def _prepare_vectors(st: ProverState, key: ResidentKey, spec: ProofSpec, local_h: bool) -> tuple[Any, Any, list[int], dict[str, float]]:
+def _prepare_vectors(
+    st: ProverState, key: ResidentKey, spec: ProofSpec, local_h: bool
+) -> tuple[Any, Any, list[int], dict[str, float], float]:
     """Read and load the witness, gather, and (``local_h``) compute the H scalars: (the backend's
     witness, its H scalars or else the evaluations, the public signals, seconds of witness,
-    gather and ntt). A bad witness raises its FormatError (counted as a failed proof)."""
+    gather and ntt, the witness's live share for the window widths). A bad witness raises its
+    FormatError (counted as a failed proof)."""
     t0 = time.perf_counter()
     be = st.backend
     try:
@@ -424,6 +430,7 @@ def _prepare_vectors(st: ProverState, key: ResidentKey, spec: ProofSpec, local_h
         metrics.record_proof(key, False)
         raise
     public = bn254.ints_from_limbs(loaded.values[1 : 1 + key.n_public])  # values checked < r by the load
+    live = live_fraction(loaded.values)
     witness = loaded.vector
     del loaded
     t1 = time.perf_counter()
@@ -432,12 +439,12 @@ def _prepare_vectors(st: ProverState, key: ResidentKey, spec: ProofSpec, local_h
     t2 = time.perf_counter()
     seconds = {"witness": t1 - t0, "gather": t2 - t1}
     if not local_h:
-        return witness, evals, public, seconds
+        return witness, evals, public, seconds, live
     hs = be.h_scalars(key, evals)
     del evals
     be.synchronize()
     seconds["ntt"] = time.perf_counter() - t2
-    return witness, hs, public, seconds
+    return witness, hs, public, seconds, live
 
 
 def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
@@ -453,19 +460,19 @@ def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
     be = st.backend
-    witness, vectors, public, seconds = _prepare_vectors(st, key, spec, local_h)
+    witness, vectors, public, seconds, live = _prepare_vectors(st, key, spec, local_h)
     token = uuid.uuid4().hex
     if local_h:
         st.keep_proof(token, key.content_hash, witness, vectors)
         if not host_h:
-            return Prepared(None, None, seconds, token, public)
+            return Prepared(None, None, seconds, token, public, live)
         t = time.perf_counter()
         host = be.to_host(vectors)
         seconds["ntt"] += time.perf_counter() - t  # the download, timed with the NTTs as before
-        return Prepared(host, None, seconds, token, public)
+        return Prepared(host, None, seconds, token, public, live)
     stacked = np.stack([be.to_host(v) for v in vectors])
     st.keep_proof(token, key.content_hash, witness, None)
-    return Prepared(None, stacked, seconds, token, public)
+    return Prepared(None, stacked, seconds, token, public, live)
 
 
 def _msm_scalars(st: ProverState, key: ResidentKey, spec: ProofSpec, which: str, source: Prepared | np.ndarray) -> Any:
@@ -504,15 +511,20 @@ def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: i
     return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0, dict(upstream), token, public)
 
 
-def msm_proof(spec: ProofSpec, source: Prepared, widths: Mapping[str, int]) -> list[MsmPart]:
+def msm_proof(spec: ProofSpec, source: Prepared, widths: Mapping[str, int] | None = None) -> list[MsmPart]:
     """Every window of the proof's five MSMs in one task (data mode), started together as
-    :func:`distprove.prover.prove` starts them (the GPU overlaps them) with widths ``widths``.
+    :func:`distprove.prover.prove` starts them (the GPU overlaps them) with widths ``widths``
+    (None: the backend's choice for this witness, :func:`distprove.prover.witness_widths`).
 
     One task instead of five saves four task round trips per proof; the parts carry no
     per-MSM seconds (the MSMs overlap), the first carries the prepare's stages and ``msm``.
     """
+    from distprove.prover import witness_widths
+
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
+    if widths is None:
+        widths = witness_widths(st.backend, key, source.live)
     return _msm_parts(
         st, key, lambda which: _msm_scalars(st, key, spec, which, source), widths, source.seconds, source.token, source.public
     )
@@ -552,7 +564,8 @@ def _whole_parts(
 
 
 def prove_whole(
-    spec: ProofSpec, widths: Mapping[str, int], assemble: bool = True, blinding: tuple[int, int] | None = None
+    spec: ProofSpec, widths: Mapping[str, int] | None = None, assemble: bool = True,
+    blinding: tuple[int, int] | None = None,
 ) -> Assembled | Collected:
     """A small proof in one task (data mode below ``distprove.planner.fuse-below``): what the
     prepare, msm-windows and reducer tasks do, without their round trips or the proof cache, as
@@ -560,7 +573,8 @@ def prove_whole(
 
     Returns the :class:`Assembled` proof for :func:`verify_write` (``assemble``), else the
     :class:`Collected` window sums for the client's pool. Stage seconds: witness, gather, msm
-    (with the NTTs), assemble. ``blinding`` = (r, s) is for tests.
+    (with the NTTs), assemble. ``widths``: fixed window widths, else (None) the backend's
+    choice for each witness. ``blinding`` = (r, s) is for tests.
     """
     return _finish_whole(spec, _start_whole(spec, widths)(), assemble, blinding)
 
@@ -577,7 +591,7 @@ def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, Resident
         raise
 
 
-def _start_whole(spec: ProofSpec, widths: Mapping[str, int], witness: Any = None) -> Callable[[], WindowSums]:
+def _start_whole(spec: ProofSpec, widths: Mapping[str, int] | None, witness: Any = None) -> Callable[[], WindowSums]:
     """:func:`prove_whole` up to its MSMs queued on the device; the waiter of their sums.
     ``witness``: the spec's witness already loaded (:func:`_prefetch`), else read here. A bad
     witness raises here (and counts as a failed proof in the worker's metrics)."""
@@ -616,11 +630,11 @@ class Failed:
 
 
 def prove_group(
-    specs: Sequence[ProofSpec], widths: Mapping[str, int], assemble: bool = True, write: bool = False,
+    specs: Sequence[ProofSpec], widths: Mapping[str, int] | None = None, assemble: bool = True, write: bool = False,
     check: bool = False,
 ) -> list[Assembled | Collected | Failed] | list[Outcome]:
     """Fused proofs of one key in one task (data mode, see
-    :meth:`distprove.graph.Plan.proofs_per_task`): :func:`prove_whole` each, pipelined
+    :meth:`distprove.graph.Plan.proofs_per_task`): :func:`prove_whole` each (``widths`` as there), pipelined
     (:func:`distprove.prover.pipelined`: while one proof's MSMs run on the device, the host
     assembles the proof before it and loads the next one's witness); a proof that raises becomes
     a :class:`Failed` item with its one-line reason and the next one runs.

@@ -23,6 +23,7 @@ from distprove.bn254 import G1, G2, Q, R
 from distprove.stages.msm import (
     combine,
     default_window,
+    live_fraction,
     num_windows,
     signed_digits,
     signed_digits_array,
@@ -134,6 +135,38 @@ def test_window_count_and_width_bounds() -> None:
     for n in (0, 1, 100, 1 << 14, 1 << 20):
         for g in (G1, G2):
             assert 2 <= default_window(n, g) <= 24
+
+
+def test_live_fraction_counts_scalars_other_than_zero_and_one() -> None:
+    """0 and 1 are not live; 2, r - 1 and a 1 in a higher limb are; every row is read when there
+    are at most ``samples`` of them, evenly spaced rows when there are more."""
+    vals = [0, 1, 2, R - 1, 1 << 32, (1 << 32) + 1, 0, 1]
+    limbs = bn254.limbs_from_ints(vals)
+    assert live_fraction(limbs) == 4 / 8
+    assert live_fraction(limbs[:2]) == 0.0 and live_fraction(limbs[2:4]) == 1.0
+    assert live_fraction(np.zeros((0, 8), dtype=np.uint32)) == 1.0
+    rng = np.random.default_rng(5)
+    n = 100_003
+    big = np.zeros((n, 8), dtype=np.uint32)
+    big[:, 0] = rng.integers(0, 2, size=n)  # zeros and ones
+    live_rows = rng.random(n) < 0.1
+    big[live_rows, 3] = 7
+    assert abs(live_fraction(big) - live_rows.mean()) < 0.02
+    assert live_fraction(big, samples=n) == pytest.approx(live_rows.mean())
+
+
+def test_gpu_window_width_follows_the_live_points() -> None:
+    """The GPU's width for n points with a fraction live other than 0/1 is its width for
+    n * live uniform points (what reaches the buckets); live = 1 is the uniform choice."""
+    from distprove.backends.gpu import msm as gmsm
+
+    for g in (G1, G2):
+        for lg in (16, 20, 22, 24):
+            n = 1 << lg
+            assert gmsm.pick_window(n, g, 1.0) == gmsm.pick_window(n, g)
+            assert gmsm.pick_window(n, g, 0.1) == gmsm.pick_window(round(n * 0.1), g)
+            assert gmsm.pick_window(n, g, 0.0) == gmsm.pick_window(1, g)
+    assert gmsm.pick_window(1 << 22, G1, 0.1) < gmsm.pick_window(1 << 22, G1)
 
 
 @pytest.mark.parametrize("w_count,parts", [(1, 1), (24, 1), (24, 5), (11, 11), (3, 7), (128, 9)])

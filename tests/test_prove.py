@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import dask
 import pytest
 
 from conftest import snarkjs_verify
@@ -199,3 +200,38 @@ def test_prove_many_proves_each_witness_in_order(stores: dict, tmp_path: Path) -
     assert verify_many([(key.vk_json(), first.public_json(), first.to_json())]) == [True]
     with pytest.raises(Exception, match="short.wtns"):
         next(gen)
+
+
+def test_window_widths_follow_the_witness(stores: dict) -> None:
+    """The witness MSMs ask the backend for the width of the witness's live share (scalars other
+    than 0 and 1), H for dense scalars; a backend that narrows its windows on witness-like scalars
+    still gives a proof that verifies."""
+    from distprove.backends.cpu import CpuBackend
+    from distprove.formats.wtns import read_wtns
+    from distprove.stages.msm import live_fraction
+
+    calls: list[tuple[int, str, float]] = []
+
+    class Recording(CpuBackend):
+        def window_width(self, n: int, group: bn254.Group, live: float = 1.0) -> int:
+            calls.append((n, group.name, live))
+            return 3 if live < 0.5 else 5
+
+    key = stores["bits_k16"]
+    witness = sorted((DATA / "bits_k16" / "witnesses").glob("*.wtns"))[0]
+    live = live_fraction(read_wtns(witness).values)
+    assert live < 0.5  # a bit decomposition: mostly zeros and ones
+    be = Recording()
+    proof = prove(key, witness, backend=be)
+    want = sorted([(key.n_vars, "G1", live)] * 3 + [(key.n_vars, "G2", live)] + [(key.domain_size, "G1", 1.0)])
+    assert sorted(calls) == want
+    assert verify(key.vk_json(), proof.public_json(), proof.to_json())
+    # Dense widths: with distprove.msm.live-widths off, and in constant-work mode.
+    dense = sorted([(key.n_vars, "G1", 1.0)] * 3 + [(key.n_vars, "G2", 1.0)] + [(key.domain_size, "G1", 1.0)])
+    calls.clear()
+    with dask.config.set({"distprove.msm.live-widths": False}):
+        prove(key, witness, backend=be)
+    assert sorted(calls) == dense
+    calls.clear()
+    prove(key, witness, backend=be, constant_work=True)
+    assert sorted(calls) == dense

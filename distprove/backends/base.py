@@ -106,8 +106,10 @@ class Backend(ABC):
             raise count_error(w.path, w.n_witness, key)
         return LoadedWitness(w.values, self.load_witness(key, w.values))
 
-    def window_width(self, n: int, group: Group) -> int:
-        """The MSM window width c this backend wants for ``n`` points (default: the CPU choice)."""
+    def window_width(self, n: int, group: Group, live: float = 1.0) -> int:
+        """The MSM window width c this backend wants for ``n`` points of which a fraction ``live``
+        have scalars other than 0 and 1 (:func:`distprove.stages.msm.live_fraction`; default: the
+        CPU choice, which does not depend on it)."""
         return default_window(n, group)
 
     def synchronize(self) -> None:

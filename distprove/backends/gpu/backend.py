@@ -175,8 +175,8 @@ class GpuBackend(Backend):
     def settle(self) -> None:
         self.cp.cuda.get_current_stream().synchronize()  # not the MSM lanes (non-blocking streams)
 
-    def window_width(self, n: int, group: Group) -> int:
-        return gpu_msm.pick_window(n, group)
+    def window_width(self, n: int, group: Group, live: float = 1.0) -> int:
+        return gpu_msm.pick_window(n, group, live)
 
     def gather(self, key: Any, witness: Any) -> Evals:
         w = self.cp.asarray(witness, dtype=self.cp.uint32)

@@ -197,9 +197,13 @@ reduction's 4.1 ms eating the rounds' gain); G2 2^20 16 and 2^22 17 (ties within
 ..._widths24-s9_h200.json)."""
 
 
-def pick_window(n: int, group: Group) -> int:
-    """Window width c for an MSM of ``n`` points on the GPU.
+def pick_window(n: int, group: Group, live: float = 1.0) -> int:
+    """Window width c for an MSM of ``n`` points on the GPU, a fraction ``live`` of them with
+    scalars other than 0 and 1.
 
+    Only live points reach a bucket, so the width is the one for n * live uniform points:
+    witness-like scalars (10% live) measured fastest at about that width, up to 2 ms faster
+    than at the uniform width at 2^22 (bench/results/2026-12-01_kernels-msm-witness-widths-s10_h200.log).
     From :data:`MEASURED_WINDOWS` inside the measured sizes; elsewhere it minimises
     W(c) * (n + k * 2^(c-1)): one mixed addition per point and window against about k additions
     per bucket in the fold and running-sum reduction, up to the radix sort's widest key
@@ -207,13 +211,14 @@ def pick_window(n: int, group: Group) -> int:
     sort falling back to the counting sort and its reduction 2-5x longer).
     """
     table = MEASURED_WINDOWS[group.name]
-    log_n = round(math.log2(max(n, 1)))
+    n = max(1, round(n * min(max(live, 0.0), 1.0)))
+    log_n = round(math.log2(n))
     if min(table) <= log_n <= max(table):
         return table[log_n]
     k = 4 if group is bn254.G1 else 5
     best, best_cost = MIN_WINDOW, None
     for c in range(MIN_WINDOW, min(MAX_WINDOW, RADIX_MAX_KEY_BITS + 1) + 1):
-        cost = num_windows(c) * (max(n, 1) + k * (1 << (c - 1)))
+        cost = num_windows(c) * (n + k * (1 << (c - 1)))
         if best_cost is None or cost < best_cost:
             best, best_cost = c, cost
     return best
