@@ -153,12 +153,12 @@ def _load(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) -> LoadedWit
     return LoadedWitness(values, be.load_witness(k, values))
 
 
-def witness_widths(be: Backend, key: Any, live: float = 1.0, constant_work: bool | None = False) -> dict[str, int]:
+def witness_widths(be: Backend, key: Any, live: float = 1.0, constant_work: bool | None = None) -> dict[str, int]:
     """The backend's window width for each of the five MSMs of a proof whose witness has a
     fraction ``live`` of scalars other than 0 and 1 (:func:`distprove.stages.msm.live_fraction`):
     A, B1, B2 and C over the witness, H over the (dense) H scalars. ``live`` counts only in the
-    default MSM mode (constant-work puts every scalar into a bucket) and with the config key
-    ``distprove.msm.live-widths`` on (the default)."""
+    default MSM mode (constant-work puts every scalar into a bucket; ``constant_work`` None: the
+    config default) and with the config key ``distprove.msm.live-widths`` on (the default)."""
     if resolve_constant_work(constant_work) or not config.get_bool("msm.live-widths"):
         live = 1.0
     return {which: be.window_width(key.domain_size, msm_group(which)) if which == "H"
@@ -177,11 +177,12 @@ def start_window_sums(
 ) -> Callable[[], WindowSums]:
     """Every stage of :func:`prove` up to the assembly, on an opened key and a backend (the
     arguments mean what they mean there; ``widths``: each MSM's window width, by default the
-    backend's choice for this witness, :func:`witness_widths`), in two steps: load the witness and queue the rest (a GPU returns as soon as
-    its MSMs are queued), then the returned function waits for the sums. The witness's
-    errors raise here, before anything is queued (unless it comes :class:`Prefetched`: then its
-    stage seconds are the prefetch's). With ``profile`` (or without ``overlap_h``)
-    everything runs here and the function only hands the result over."""
+    backend's choice for this witness, :func:`witness_widths`), in two steps: load the witness
+    and queue the rest (a GPU returns as soon as its MSMs are queued), then the returned
+    function waits for the sums. The witness's errors raise here, before anything is queued
+    (unless it comes :class:`Prefetched`: then its stage seconds are the prefetch's). With
+    ``profile`` (or without ``overlap_h``) everything runs here and the function only hands the
+    result over."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
 

@@ -320,3 +320,21 @@ def test_verify_write_without_the_check_makes_no_vk(st: ProverState, tmp_path: P
     (out,) = worker.verify_write([done], check=False)
     assert out.status == "proved" and Path(spec.proof_path).exists()
     assert read_public(spec.public_path) == done.proof.public
+
+
+def test_whole_proof_tasks_choose_widths_per_witness(st: ProverState, tmp_path: Path) -> None:
+    """Without planned widths, msm_proof takes the widths for the prepare's measured live share
+    and prove_whole the prover's own choice: the parts carry them and the proofs equal prove()'s."""
+    from distprove.formats.wtns import read_wtns
+    from distprove.prover import witness_widths
+    from distprove.stages.msm import live_fraction
+
+    spec = spec_for(tmp_path)
+    prepared = worker.prepare(spec, True, host_h=False)
+    assert prepared.live == live_fraction(read_wtns(MINI_WTNS).values)
+    key = st.key(spec.key_path, spec.content_hash)
+    parts = worker.msm_proof(spec, prepared)
+    assert {p.which: p.c for p in parts} == witness_widths(st.backend, key, prepared.live)
+    want = prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
+    assert worker.reduce_assemble(spec, parts, BLINDING).proof == want
+    assert worker.prove_whole(spec, None, True, BLINDING).proof == want
