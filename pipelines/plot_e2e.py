@@ -7,9 +7,10 @@ and writes two PNGs with matplotlib's Agg backend:
   one line per circuit shape (key prefix ``chain_`` / ``bits_``) and input file, labelled by the file's
   date, commit and device; the anchors (ICICLE-Snark, rapidsnark, snarkjs) as labelled points and the
   one-H200 targets as stars.
-* ``--stages-out`` (default ``docs/e2e_stages.png``): a stacked bar per ``chain_`` key of the newest
-  file, split by stage (``profiled_stages_ms``, one MSM at a time, where the file has it; otherwise
-  ``stages_ms``, whose MSM stages overlap in newer builds).
+* ``--stages-out`` (default ``docs/e2e_stages.png``): for each ``chain_`` key size, from the newest
+  file that measured it, a 100% bar of each stage's share (``profiled_stages_ms``, one MSM at a
+  time, where the file has it; otherwise ``stages_ms``, whose MSM stages overlap in newer builds)
+  with the total above it.
 
 matplotlib is a dev tool only (``pip install distprove[bench]``)::
 
@@ -98,7 +99,7 @@ def fmt_constraints(n: float) -> str:
 
 def plot_latency(runs: list[Run], out: Path) -> None:
     """Median latency against constraints per shape and run, with the anchors and targets; write ``out``."""
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig, ax = plt.subplots(figsize=(12, 6))
     ax.set_xscale("log")
     ax.set_yscale("log")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -119,44 +120,56 @@ def plot_latency(runs: list[Run], out: Path) -> None:
         ax.annotate(f"{ms:g} ms", (n, ms), textcoords="offset points", xytext=(7, -10), fontsize=8,
                     color="tab:red")
     left, _ = ax.get_xlim()
-    ax.set_xlim(left, 2.2 * max(n for _, n, _ in ANCHORS))  # room for the value labels
+    widest = max([n for _, n, _ in ANCHORS] + [r["constraints"] for run in runs for r in run.rows])
+    ax.set_xlim(left, 2.2 * widest)  # every point, and room for the value labels
     ax.set_xlabel("constraints")
     ax.set_ylabel("median latency of one proof (ms)")
     ax.set_title("Groth16 BN254 proof latency: distprove GPU against published anchors")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the axes: many runs
     fig.tight_layout()
     fig.savefig(out, dpi=DPI)
     plt.close(fig)
 
 
-def plot_stages(run: Run, out: Path) -> None:
-    """Stacked stage breakdown for the ``chain`` keys of ``run``; write ``out``."""
-    rows = sorted((r for r in run.rows if shape(r["key"]) == "chain"), key=lambda r: r["constraints"])
-    if not rows:
-        raise FormatError(run.path, "no chain_ key to break down by stage")
-    profiled = all("profiled_stages_ms" in r for r in rows)
-    field = "profiled_stages_ms" if profiled else "stages_ms"
+def plot_stages(runs: list[Run], out: Path) -> None:
+    """Stacked stage breakdown of each ``chain`` key size from the newest of ``runs`` (ordered by
+    date) that measured it, one MSM at a time where that file has it; write ``out``."""
+    newest: dict[int, tuple[Run, dict]] = {}
+    for run in runs:
+        for r in run.rows:
+            if shape(r["key"]) == "chain":
+                newest[r["constraints"]] = (run, r)
+    if not newest:
+        raise FormatError(runs[-1].path, "no chain_ key to break down by stage")
+    picked = [newest[n] for n in sorted(newest)]
+    rows = [r for _, r in picked]
     stages: list[str] = []
     for r in rows:
+        field = "profiled_stages_ms" if "profiled_stages_ms" in r else "stages_ms"
         stages += [s for s in r[field] if s != "total" and s not in stages]
-    fig, ax = plt.subplots(figsize=(8, 5))
+    def stage_ms(r: dict) -> dict:
+        return r.get("profiled_stages_ms", r["stages_ms"])
+
+    fig, ax = plt.subplots(figsize=(9, 5))
     xs = range(len(rows))
+    sums = [sum(v for k, v in stage_ms(r).items() if k != "total") for r in rows]
     bottom = [0.0] * len(rows)
     cmap = plt.get_cmap("tab10")
-    for j, s in enumerate(stages):
-        h = [r[field].get(s, 0.0) for r in rows]
+    for j, s in enumerate(stages):  # each stage's share of the proof, so sizes 100x apart compare
+        h = [100 * stage_ms(r).get(s, 0.0) / t for r, t in zip(rows, sums)]
         ax.bar(xs, h, bottom=bottom, color=cmap(j % 10), label=s, width=0.6)
         bottom = [b + v for b, v in zip(bottom, h)]
-    total_key = "profiled_total_ms" if profiled else "median_total_ms"
-    for x, r, b in zip(xs, rows, bottom):
-        ax.annotate(f"{r[total_key]:.0f} ms", (x, b), textcoords="offset points", xytext=(0, 3),
-                    ha="center", fontsize=8)
-    ax.set_xticks(list(xs), [f"{r['key']}\n{fmt_constraints(r['constraints'])}" for r in rows], fontsize=8)
-    ax.set_ylabel("median stage time (ms)")
-    how = "one MSM at a time (profiled_stages_ms)" if profiled else "stages_ms"
-    ax.set_title(f"Stage breakdown, chain keys, {how}\n{run.label}", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    for x, r in zip(xs, rows):
+        total = r.get("profiled_total_ms", r["median_total_ms"])
+        ax.annotate(f"{total:.0f} ms", (x, 100), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+    ax.set_xticks(list(xs), [f"{r['key']}\n{fmt_constraints(r['constraints'])}\n" + "\n".join(run.label.split()[:2])
+                             for run, r in picked], fontsize=7)  # date and commit of the run
+    ax.set_ylim(0, 108)
+    ax.set_ylabel("share of the proof's stage time (%)")
+    ax.set_title("Where a proof's time goes: chain keys, the newest run of each size\n"
+                 "(one MSM at a time where measured; total above each bar)", fontsize=10)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=DPI)
@@ -177,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
             raise FormatError(REPO / "bench" / "results", "no *e2e*.json result file")
         runs = sorted((load_run(p) for p in files), key=lambda r: r.date)
         plot_latency(runs, args.out)
-        plot_stages(runs[-1], args.stages_out)
+        plot_stages(runs, args.stages_out)
     except DistproveError as err:
         sys.exit(f"error: {err}")
     print(f"wrote {args.out} and {args.stages_out} from {len(runs)} file(s)")
