@@ -182,6 +182,19 @@ __device__ __forceinline__ void mp_mac_row(u32 t[10], const u32 a[8], u32 b) {
 }
 #endif
 
+// t[j] += a[j] * b for j = j0 .. 7, carries rippling up; returns the carry out of t[7]. Callers
+// pass t + i for a row at limb offset i (the portable products' one row loop).
+DP_INLINE u32 mp_mac8(u32* t, const u32 a[8], u32 b, int j0) {
+    u64 c = 0;
+DP_UNROLL
+    for (int j = j0; j < 8; j++) {
+        c += (u64)a[j] * b + t[j];
+        t[j] = (u32)c;
+        c >>= 32;
+    }
+    return (u32)c;
+}
+
 // r = a * b * 2^-256 mod p (CIOS), for a, b < p < 2^254; r < p.
 DP_INLINE void mont_mul8(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], u32 np) {
     u32 t[10];
@@ -201,14 +214,7 @@ DP_UNROLL
     for (int j = 0; j < 10; j++) t[j] = 0;
 DP_UNROLL
     for (int i = 0; i < 8; i++) {
-        u64 c = 0;
-DP_UNROLL
-        for (int j = 0; j < 8; j++) {
-            c += (u64)a[j] * b[i] + t[j];
-            t[j] = (u32)c;
-            c >>= 32;
-        }
-        c += t[8];
+        u64 c = (u64)mp_mac8(t, a, b[i], 0) + t[8];
         t[8] = (u32)c;
         t[9] = (u32)(c >> 32);
         u32 m = t[0] * np;
@@ -235,16 +241,7 @@ DP_INLINE void mont_sqr8(u32 r[8], const u32 a[8], const u32 p[8], u32 np) {
 DP_UNROLL
     for (int k = 0; k < 16; k++) t[k] = 0;
 DP_UNROLL
-    for (int i = 0; i < 7; i++) {  // cross products a_i a_j, i < j
-        u64 c = 0;
-DP_UNROLL
-        for (int j = i + 1; j < 8; j++) {
-            c += (u64)a[i] * a[j] + t[i + j];
-            t[i + j] = (u32)c;
-            c >>= 32;
-        }
-        t[i + 8] = (u32)c;
-    }
+    for (int i = 0; i < 7; i++) t[i + 8] = mp_mac8(t + i, a, a[i], i + 1);  // cross products a_i a_j, i < j
 DP_UNROLL
     for (int k = 15; k > 0; k--) t[k] = (t[k] << 1) | (t[k - 1] >> 31);
     u64 c = 0;
@@ -260,15 +257,7 @@ DP_UNROLL
     u32 hi = 0;  // carry into t[i + 8] from the row before
 DP_UNROLL
     for (int i = 0; i < 8; i++) {  // t += m p 2^(32 i) clears limb i
-        u32 m = t[i] * np;
-        c = 0;
-DP_UNROLL
-        for (int j = 0; j < 8; j++) {
-            c += (u64)m * p[j] + t[i + j];
-            t[i + j] = (u32)c;
-            c >>= 32;
-        }
-        c += (u64)t[i + 8] + hi;
+        c = (u64)mp_mac8(t + i, p, t[i] * np, 0) + t[i + 8] + hi;
         t[i + 8] = (u32)c;
         hi = (u32)(c >> 32);
     }
@@ -331,16 +320,7 @@ DP_INLINE Fr fr_mul_shoup(Fr x, Fr w, Fr wq) {
 DP_UNROLL
     for (int k = 0; k < 16; k++) t[k] = 0;
 DP_UNROLL
-    for (int i = 0; i < 8; i++) {
-        u64 c = 0;
-DP_UNROLL
-        for (int j = (i < 6 ? 6 - i : 0); j < 8; j++) {
-            c += (u64)x.v[i] * wq.v[j] + t[i + j];
-            t[i + j] = (u32)c;
-            c >>= 32;
-        }
-        t[i + 8] = (u32)c;
-    }
+    for (int i = 0; i < 8; i++) t[i + 8] = mp_mac8(t + i, wq.v, x.v[i], i < 6 ? 6 - i : 0);
     u32 a[8], b[8];
 DP_UNROLL
     for (int k = 0; k < 8; k++) a[k] = b[k] = 0;

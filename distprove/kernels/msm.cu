@@ -82,10 +82,10 @@ DP_UNROLL
     return (u32)(pair >> sh) & ((1u << c) - 1u);
 }
 
-// Walks the signed digits of windows [0, lo + nw) and calls emit(row, neg) for each nonzero
-// digit of window lo..lo+nw-1.
-template <typename Emit>
-DP_INLINE void sc_for_each_digit(const u32 s[8], u32 c, u32 lo, u32 nw, u32 nb, Emit emit) {
+// Walks the signed digits of windows [0, lo + nw) (the carry needs every window from 0) and
+// calls each(w - lo, |digit|, digit < 0) for windows lo..lo+nw-1, zero digits included.
+template <typename Each>
+DP_INLINE void sc_for_each_window(const u32 s[8], u32 c, u32 lo, u32 nw, Each each) {
     u32 carry = 0u;
     u32 half = 1u << (c - 1u);
     u32 full = 1u << c;
@@ -94,8 +94,16 @@ DP_INLINE void sc_for_each_digit(const u32 s[8], u32 c, u32 lo, u32 nw, u32 nb, 
         bool neg = d >= half;
         carry = neg ? 1u : 0u;
         u32 mag = neg ? full - d : d;
-        if (w >= lo && mag != 0u) emit((w - lo) * nb + mag - 1u, neg);
+        if (w >= lo) each(w - lo, mag, neg);
     }
+}
+
+// emit(row, neg) for each nonzero digit of windows lo..lo+nw-1 (row = window * nb + |digit| - 1).
+template <typename Emit>
+DP_INLINE void sc_for_each_digit(const u32 s[8], u32 c, u32 lo, u32 nw, u32 nb, Emit emit) {
+    sc_for_each_window(s, c, lo, nw, [&](u32 w, u32 mag, bool neg) {
+        if (mag != 0u) emit(w * nb + mag - 1u, neg);
+    });
 }
 
 // ---------------------------------------------------------------------------------------

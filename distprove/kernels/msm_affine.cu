@@ -120,9 +120,6 @@ template <typename F> struct PairRound {
     Aff<F>* sums;            // job j's sum
 };
 
-// Threads of a round with n jobs (on the device: the host knows only a bound): the fewest whole
-// waves of resident threads with at most kmax jobs each, then k as even as they allow (>= kmin),
-// so a sparse round (witness scalars) still amortises each inversion over k jobs.
 // Work per thread for `total` items on `resident` threads at most `most` each: the fewest whole
 // waves, then as even a share as they allow.
 DP_INLINE u64 wave_share(u32 total, u32 resident, u32 most) {
@@ -131,6 +128,9 @@ DP_INLINE u64 wave_share(u32 total, u32 resident, u32 most) {
     return (total + waves * resident - 1u) / (waves * resident);
 }
 
+// Threads of a round with n jobs (on the device: the host knows only a bound): the fewest whole
+// waves of resident threads with at most kmax jobs each, then k as even as they allow (>= kmin),
+// so a sparse round (witness scalars) still amortises each inversion over k jobs.
 template <typename F> DP_INLINE u32 pair_stride(const PairRound<F>& a, u32 n, u32 launched) {
     u64 k = wave_share(n, a.resident, a.kmax);
     k = k < a.kmin ? a.kmin : (k > a.kmax ? a.kmax : k);

@@ -25,24 +25,13 @@
 #ifndef DP_MSM_CW_CU
 #define DP_MSM_CW_CU
 
-// Walks the signed digits of windows [0, lo + nw) and calls emit(row) for every window of
-// lo..lo+nw-1, zero digits included (to scalar i's dummy row), with the sign.
+// emit(row, neg) for every window of lo..lo+nw-1, zero digits included (to scalar i's dummy row).
 template <typename Emit>
 DP_INLINE void sc_for_each_window_cw(const u32 s[8], u32 i, u32 c, u32 lo, u32 nw, u32 nb, u32 dummy, Emit emit) {
-    u32 carry = 0u;
-    u32 half = 1u << (c - 1u);
-    u32 full = 1u << c;
     u32 spread = i & (dummy - 1u);
-    for (u32 w = 0; w < lo + nw; w++) {
-        u32 d = sc_bits(s, w * c, c) + carry;
-        bool neg = d >= half;
-        carry = neg ? 1u : 0u;
-        u32 mag = neg ? full - d : d;
-        if (w < lo) continue;
-        u32 wi = w - lo;
-        u32 row = mag != 0u ? wi * nb + mag - 1u : nw * nb + wi * dummy + spread;
-        emit(row, neg);
-    }
+    sc_for_each_window(s, c, lo, nw, [&](u32 wi, u32 mag, bool neg) {
+        emit(mag != 0u ? wi * nb + mag - 1u : nw * nb + wi * dummy + spread, neg);
+    });
 }
 
 extern "C" __global__ void msm_count_cw(const u32* scalars, u32* counts, u32 n, u32 c, u32 lo, u32 nw, u32 nb,

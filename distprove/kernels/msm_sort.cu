@@ -63,7 +63,6 @@ extern "C" __global__ void msm_radix_digits(const u32* plan, const u32* scalars,
     if (plan[0] == 0u) return;
     u32 bins = 1u << d1;
     u32 chunk = RADIX_HIST_WORDS / bins;
-    u32 half = 1u << (c - 1u), full = 1u << c;
     u32 first = blockIdx.x * tile;
     u32 last = radix_min(first + tile, n);
     for (u32 w0 = 0; w0 < nw; w0 += chunk) {
@@ -77,20 +76,14 @@ extern "C" __global__ void msm_radix_digits(const u32* plan, const u32* scalars,
                 for (u32 w = w0; w < w1; w++) digits[(u64)w * n + i] = RADIX_NONE;
                 continue;
             }
-            u32 carry = 0u;
-            for (u32 w = 0; w < lo + w1; w++) {
-                u32 d = sc_bits(s, w * c, c) + carry;
-                bool neg = d >= half;
-                carry = neg ? 1u : 0u;
-                u32 mag = neg ? full - d : d;
-                if (w < lo + w0) continue;
+            sc_for_each_window(s, c, lo + w0, w1 - w0, [&](u32 wr, u32 mag, bool neg) {
                 u32 word = RADIX_NONE;
                 if (mag != 0u) {
                     word = (mag - 1u) | (neg ? 0x80000000u : 0u);
-                    atomicAdd(&h[(w - lo - w0) * bins + ((mag - 1u) & (bins - 1u))], 1u);
+                    atomicAdd(&h[wr * bins + ((mag - 1u) & (bins - 1u))], 1u);
                 }
-                digits[(u64)(w - lo) * n + i] = word;
-            }
+                digits[(u64)(w0 + wr) * n + i] = word;
+            });
         }
         __syncthreads();
         for (u32 j = threadIdx.x; j < (w1 - w0) * bins; j += blockDim.x)
