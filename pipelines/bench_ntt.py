@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from distprove.backends.gpu.ntt import BUILDS
+
 BANDWIDTH_BPS = 4.3e12
 """Device-to-device copy bandwidth of an H200 measured here (bytes read + written per second)."""
 FR_MUL_PER_S = 41e9
@@ -26,16 +28,15 @@ SHOUP_COST = 214 / 264
 """Multiply instructions of Shoup's product (43 + 2 x 28 widening, 16 low-only) over CIOS's
 (128 widening, 8 low-only): a butterfly product's share of a Montgomery product in the floor."""
 NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "legacy": (("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0", "-DNTT_MIN_BLOCKS=4"), False),
-    "montgomery": (("-DNTT_SHOUP=0", "-DNTT_MIN_BLOCKS=4"), True),
+    "legacy": (BUILDS["legacy"], False),
+    "montgomery": (BUILDS["montgomery"], True),
     "default": ((), True),
     "blocks4": (("-DNTT_MIN_BLOCKS=4",), True),
     "blocks2": (("-DNTT_MIN_BLOCKS=2",), True),
     "ptx_mul": (("-DDP_PTX_MUL",), True),
 }
 """Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR).
-legacy: layout, order and arithmetic of commit b6f25e6; montgomery: the default until 2026-12-01
-(Montgomery products, 4 blocks/SM); blocks4/2: the pass kernel bounded to 4 or 2 blocks per SM
+legacy and montgomery: gpu/ntt.py's BUILDS; blocks4/2: the pass kernel bounded to 4 or 2 blocks per SM
 (64 / 122 registers) instead of 3 (80); ptx_mul: the PTX carry-chain Montgomery product for the
 four-step twiddles."""
 VARIANT_PLANS = (9, 12)

@@ -90,13 +90,9 @@ extern "C" void host_gather(const u32* a_ptr, const u32* a_sig, const u32* a_val
 """
 
 
-NTT_VARIANTS: dict[str, tuple[str, ...]] = {
-    "default": (),
-    "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0"),
-    "montgomery": ("-DNTT_SHOUP=0",),
-}
-"""Host builds of ntt.cu: the default (Shoup-product butterflies), the layout, order and
-arithmetic before the product-count work, and the Montgomery-product butterflies."""
+NTT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), **gntt.BUILDS}
+"""Host builds of ntt.cu: the default (Shoup-product butterflies) and gntt.BUILDS (the layout,
+order and arithmetic before the product-count work; the Montgomery-product butterflies)."""
 PLANS = (9, 12)
 """max_pass_log of the NttEngine plans tested: the default and the two-pass 2^24 plan."""
 

@@ -43,10 +43,8 @@ def alt_engines(cp) -> dict:
     work) and the Montgomery-product butterflies (NTT_SHOUP=0)."""
     from distprove.backends.gpu import ntt as gntt
 
-    builds = {"legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0"),
-              "montgomery": ("-DNTT_SHOUP=0",)}
     engines = {"default,plan12": gntt.NttEngine(gntt.CupyKernels(), 12)}
-    for name, opts in builds.items():
+    for name, opts in gntt.BUILDS.items():
         k = gntt.CupyKernels(opts)
         engines |= {f"{name},plan{mp}": gntt.NttEngine(k, mp) for mp in (9, 12)}
     return engines

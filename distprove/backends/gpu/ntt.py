@@ -190,27 +190,26 @@ POW_LOG_H = 14
 """NTT_POW_LOG_H in ntt.cu: exponents below 2^28 split into two 14-bit halves."""
 
 
+def powers(base: int, count: int) -> list[int]:
+    """base^e mod r for e < count."""
+    out, x = [], 1
+    for _ in range(count):
+        out.append(x)
+        x = x * base % R
+    return out
+
+
 def two_level_powers(base: int) -> np.ndarray:
     """(2^15, 8) Montgomery limbs: base^i, then base^(i * 2^14), i < 2^14 (``dp_ntt_pow_table``'s table)."""
     h = 1 << POW_LOG_H
-    out, x = [], 1
-    for _ in range(h):
-        out.append(x)
-        x = x * base % R
-    step, x = x, 1  # step = base^(2^14)
-    for _ in range(h):
-        out.append(x)
-        x = x * step % R
+    out = powers(base, h) + powers(pow(base, h, R), h)
     return fr_limbs([v * FR_MONT % R for v in out])
 
 
 def shoup_table(base: int, count: int) -> np.ndarray:
     """(count, 16) uint32: base^e mod r (plain) and floor(base^e 2^256 / r) for e < count, the
     sub-NTT twiddles of an NTT_SHOUP build (ntt.cu's fr_mul_shoup)."""
-    pows, x = [], 1
-    for _ in range(count):
-        pows.append(x)
-        x = x * base % R
+    pows = powers(base, count)
     return np.concatenate([fr_limbs(pows), fr_limbs([(w << 256) // R for w in pows])], axis=1)
 
 
@@ -218,6 +217,15 @@ def root(log_n: int, inverse: bool) -> int:
     """w_{2^log_n} (or its inverse) as ffjavascript defines it."""
     w = bn254.root_of_unity(log_n)
     return pow(w, -1, R) if inverse else w
+
+
+BUILDS: dict[str, tuple[str, ...]] = {
+    "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0", "-DNTT_MIN_BLOCKS=4"),
+    "montgomery": ("-DNTT_SHOUP=0", "-DNTT_MIN_BLOCKS=4"),
+}
+"""Earlier builds of ntt.cu kept as baselines (the tests check them against the default, the
+benchmarks time them beside it): legacy, the shared-memory layout, butterfly order and arithmetic
+of commit b6f25e6; montgomery, the default until 2026-12-01 (Montgomery-product butterflies)."""
 
 
 def shoup_build(options: tuple[str, ...]) -> bool:
