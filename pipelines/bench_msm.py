@@ -151,6 +151,9 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
         bases = tables[name][idx_all[:check_n]]
         return msm_windows(groups[name], bases, scalars_all[:check_n], check_c, 0, num_windows(check_c))
 
+    # witness-like scalars, made once: the --witness case rows, or the default build's witness rows
+    wit = cupy.asarray(witness_like(host, np.random.default_rng(3))) if witness or not cases else None
+    case_scalars, case_label = (wit, "witness") if cases and witness else (scalars_all, "")
     try:
         _load(gmsm, gcompile, "default", results)
         reference = {name: check_sums(name) for name in groups}
@@ -169,16 +172,13 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
                 if sweep and variant == "default":
                     plan += [(name, lg, c) for name, lg, widths in SWEEP for c in widths
                              if (name, lg, c) not in plan and name in groups_only]
-            case_scalars = cupy.asarray(witness_like(host, np.random.default_rng(3))) if cases and witness else scalars_all
             for name, lg, c in plan:
                 _time_case(results, variant, groups[name], name, lg, c, tables[name][idx_all[: 1 << lg]],
-                           case_scalars[: 1 << lg], reps, label="witness" if cases and witness else "")
+                           case_scalars[: 1 << lg], reps, label=case_label)
             if variant == "default" and not cases:
-                wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
                 for name, lg in [(n, lg) for n, lg in WITNESS_CASES if n in groups_only]:
                     _time_case(results, variant, groups[name], name, lg, pick_window(1 << lg, groups[name]),
                                tables[name][idx_all[: 1 << lg]], wit[: 1 << lg], reps, label="witness")
-                del wit
             if constant_work and variant == "default" and not cases:
                 _constant_work_rows(results, groups, tables, idx_all, host, reps)
     finally:

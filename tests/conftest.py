@@ -131,12 +131,11 @@ def expected_digit_sort(limbs: np.ndarray, c: int, lo: int, hi: int) -> tuple[np
     scalars' signed digits: what msm_sort.cu must produce."""
     import numpy as np
 
-    from distprove.stages.msm import signed_digits_array
+    from distprove.stages.msm import is_live, signed_digits_array
 
     nb = 1 << (c - 1)
     digits = signed_digits_array(limbs, c)[:, lo:hi].astype(np.int64)
-    live = ~((limbs[:, 1:] == 0).all(axis=1) & (limbs[:, 0] <= 1))
-    i, w = np.nonzero((digits != 0) & live[:, None])
+    i, w = np.nonzero((digits != 0) & is_live(limbs)[:, None])
     d = digits[i, w]
     rows = w * nb + np.abs(d) - 1
     order = np.lexsort((i, rows))

@@ -108,16 +108,20 @@ def default_window(n: int, group: Group) -> int:
     return best
 
 
+def is_live(scalars: np.ndarray) -> np.ndarray:
+    """Per scalar ((n, 8) uint32 standard-form limbs): neither 0 nor 1, so it reaches a GPU bucket
+    (zeros are skipped, ones summed apart)."""
+    return scalars[:, 1:].any(axis=1) | (scalars[:, 0] > 1)
+
+
 def live_fraction(scalars: np.ndarray, samples: int = 4096) -> float:
-    """Fraction of the scalars ((n, 8) uint32 standard-form limbs) other than 0 and 1, from at
-    most ``samples`` rows spread evenly: the share of an MSM's points that reach a bucket on the
-    GPU, where zeros are skipped and ones summed apart (1.0 for no scalars)."""
+    """Fraction of the scalars (as :func:`is_live` takes them) other than 0 and 1, from at most
+    ``samples`` rows spread evenly: the share of an MSM's points that reach a bucket on the GPU
+    (1.0 for no scalars)."""
     n = scalars.shape[0]
     if n == 0:
         return 1.0
-    rows = scalars[np.linspace(0, n - 1, min(n, samples)).astype(np.int64)]
-    small = ~rows[:, 1:].any(axis=1) & (rows[:, 0] <= 1)
-    return float(1.0 - small.mean())
+    return float(is_live(scalars[np.linspace(0, n - 1, min(n, samples)).astype(np.int64)]).mean())
 
 
 def split_windows(w_count: int, parts: int) -> list[tuple[int, int]]:
