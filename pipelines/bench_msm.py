@@ -82,25 +82,27 @@ def _time(fn: Any, reps: int) -> list[float]:
 
 VARIANTS = {
     "default": (),
-    "ptx_mul": ("-DDP_PTX_MUL",),
+    "cios": ("-DDP_CIOS_MUL",),
+    "ptx_mul": ("-DDP_CIOS_MUL", "-DDP_PTX_MUL"),
+    "sqr_mul": ("-DDP_CIOS_MUL", "-DDP_SQR_MUL"),
     "g2_acc3": ("-DDP_G2_ACC_MIN_BLOCKS=3",),
     "g2_acc4": ("-DDP_G2_ACC_MIN_BLOCKS=4",),
     "g2_tail3": ("-DDP_G2_TAIL_MIN_BLOCKS=3",),
+    "g1_acc4": ("-DDP_G1_ACC_MIN_BLOCKS=4",),
     "g1_acc6": ("-DDP_G1_ACC_MIN_BLOCKS=6",),
     "g1_mul_inline": ("-DDP_G1_MUL_INLINE",),
     "g2_mul_inline": ("-DDP_FQ2_MUL_INLINE",),
+    "g1_pair4": ("-DDP_G1_PAIR_MIN_BLOCKS=4",),
     "g1_pair5": ("-DDP_G1_PAIR_MIN_BLOCKS=5",),
-    "g1_pair6": ("-DDP_G1_PAIR_MIN_BLOCKS=6",),
     "g2_pair3": ("-DDP_G2_PAIR_MIN_BLOCKS=3",),
-    "g2_pair4": ("-DDP_G2_PAIR_MIN_BLOCKS=4",),
-    "sqr_mul": ("-DDP_SQR_MUL",),
 }
-"""Builds of msm.cu (NVRTC options, beside the module's own): the default, the PTX Montgomery
-product, G2's accumulation held to 3 blocks of 128 threads per SM (the build before it) or 4, G2's fold and first
-reduction level held to 3 blocks of 128 threads per SM, G1's accumulation to 6 (msm.cu), G1's Fq
-products inline and Fq2's products inline (each the build before they became calls to the
-out-of-line Fq product, curve.cuh and field.cuh), squares by the general product (the build
-before mont_sqr8)."""
+"""Builds of msm.cu (NVRTC options, beside the module's own): the default (FP64-pipe Fq
+products, field.cuh), CIOS products (the default until session 11), CIOS as PTX carry chains,
+CIOS with squares by the general product (the build before mont_sqr8); G2's accumulation held to
+3 or 4 blocks of 128 threads per SM, G2's fold and first reduction level to 3, G1's accumulation
+and pair rounds to 4, 5 or 6 (register bounds: the FP64 product lifted G1's kernels from ~112
+to ~166 registers, 3 blocks per SM); G1's Fq products inline and Fq2's products inline (each the
+build before they became calls to the out-of-line Fq product, curve.cuh and field.cuh)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:

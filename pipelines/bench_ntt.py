@@ -30,15 +30,15 @@ SHOUP_COST = 214 / 264
 NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
     "legacy": (BUILDS["legacy"], False),
     "montgomery": (BUILDS["montgomery"], True),
+    "shoup": (BUILDS["shoup"], True),
     "default": ((), True),
     "blocks4": (("-DNTT_MIN_BLOCKS=4",), True),
     "blocks2": (("-DNTT_MIN_BLOCKS=2",), True),
-    "ptx_mul": (("-DDP_PTX_MUL",), True),
 }
 """Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR).
-legacy and montgomery: gpu/ntt.py's BUILDS; blocks4/2: the pass kernel bounded to 4 or 2 blocks per SM
-(64 / 122 registers) instead of 3 (80); ptx_mul: the PTX carry-chain Montgomery product for the
-four-step twiddles."""
+legacy, montgomery (CIOS butterflies) and shoup (Shoup butterflies, CIOS elsewhere): gpu/ntt.py's
+BUILDS; default: FP64-pipe Montgomery products everywhere (field.cuh); blocks4/2: the pass kernel
+bounded to 4 or 2 blocks per SM instead of 3."""
 VARIANT_PLANS = (9, 12)
 """max_pass_log of the plans each variant is timed with."""
 

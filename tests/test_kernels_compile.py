@@ -90,9 +90,10 @@ extern "C" void host_gather(const u32* a_ptr, const u32* a_sig, const u32* a_val
 """
 
 
-NTT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), **gntt.BUILDS}
-"""Host builds of ntt.cu: the default (Shoup-product butterflies) and gntt.BUILDS (the layout,
-order and arithmetic before the product-count work; the Montgomery-product butterflies)."""
+NTT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "f64": ("-DDP_F64_MUL",), **gntt.BUILDS}
+"""Host builds of ntt.cu: the default (Montgomery butterflies; CIOS products on the host), the
+device's FP64 product, and gntt.BUILDS (the layout, order and arithmetic before the product-count
+work; CIOS butterflies; Shoup-product butterflies)."""
 PLANS = (9, 12)
 """max_pass_log of the NttEngine plans tested: the default and the two-pass 2^24 plan."""
 

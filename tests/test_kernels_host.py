@@ -134,8 +134,13 @@ def _compiler() -> list[str] | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+FIELD_BUILDS = {"default": [], "f64_mul": ["-DDP_F64_MUL"]}
+"""Arithmetic builds of field.cuh the harness is made in: CIOS products, and products and squares
+on the FP64 pipe (the host models its round-toward-zero product exactly with integers)."""
+
+
+@pytest.fixture(scope="module", params=list(FIELD_BUILDS))
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     cmd = _compiler()
     if cmd is None:
         pytest.skip("no C++ compiler or nvcc to build the host harness")
@@ -143,7 +148,8 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     src = d / "harness.cpp"
     src.write_text(HARNESS)
     so = d / "harness.so"
-    res = subprocess.run(cmd + ["-I", str(KERNELS), str(src), "-o", str(so)], capture_output=True, text=True)
+    opts = FIELD_BUILDS[request.param]
+    res = subprocess.run(cmd + opts + ["-I", str(KERNELS), str(src), "-o", str(so)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     return ctypes.CDLL(str(so))
 

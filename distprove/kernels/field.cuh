@@ -5,9 +5,15 @@
 //   significant, Montgomery form with R = 2^256. Every function takes and returns fully
 //   reduced values (< p), so equality is limb equality and zero is all-zero limbs, which is
 //   also how infinity is stored on disk.
-// * Multiplication is CIOS Montgomery. Both moduli are below 2^254, so the CIOS result is
-//   below 2p < 2^256 and one conditional subtraction finishes it (no 9th limb survives).
-//   Squaring makes each cross product once (mont_sqr8: 22% fewer multiply instructions).
+// * Multiplication is Montgomery with R = 2^256, in two implementations that give the same
+//   bits: on the device the FP64-pipe product (mont_mul_f64 / mont_sqr_f64, below: 52-bit
+//   limbs, partial products by fused multiply-adds; an H200 chain of Fq products ran 52.8
+//   against CIOS's 37.4 G/s, squares 59.8 against 48.2, and G1 2^24 / G2 2^22 MSMs 11% / 16%
+//   faster, bench/results/2026-12-01_kernels-*-s11_h200.json); on the host, and on the device
+//   with -DDP_CIOS_MUL, CIOS on 32-bit limbs (define DP_F64_MUL for the FP64 product on the
+//   host: the tests build both). Both moduli are below 2^254, so the CIOS result is below
+//   2p < 2^256 and one conditional subtraction finishes it (no 9th limb survives). CIOS
+//   squaring makes each cross product once (mont_sqr8: 22% fewer multiply instructions).
 // * Every function is DP_INLINE = __host__ __device__ __forceinline__ under a CUDA compiler
 //   and plain `inline` under a host C++ compiler, so tests/test_kernels_host.py builds this
 //   file with g++/nvcc on a machine without a GPU and checks it against distprove/bn254.py.
@@ -18,7 +24,7 @@
 //   a minute instead of ~7 (bench/results/2026-11-30_kernels-msm-{mulcall,g2call}-s7_h200.json).
 //   Device-only fast paths (inline PTX carry chains) live under `#ifdef __CUDA_ARCH__` and
 //   always have the portable C version beside them; define DP_PORTABLE to force it, and
-//   DP_PTX_MUL to use the PTX Montgomery product as well.
+//   DP_PTX_MUL (with DP_CIOS_MUL) to use the PTX CIOS product as well.
 // * Moduli are literals in local arrays, not __constant__ memory: after full unrolling the
 //   compiler folds them into immediates, and host code can use the same source.
 // * No #include: NVRTC has no filesystem. The loader concatenates units; the guard makes a
@@ -40,7 +46,10 @@
 #if defined(__CUDA_ARCH__) && !defined(DP_PORTABLE)
 #define DP_USE_PTX 1
 #endif
-// DP_PTX_MUL (opt-in until measured on the device) also moves the Montgomery product to PTX.
+// DP_PTX_MUL (opt-in; measured slower) also moves the CIOS product to PTX.
+#if defined(__CUDA_ARCH__) && !defined(DP_CIOS_MUL) && !defined(DP_F64_MUL)
+#define DP_F64_MUL 1  // the device's products and squares: the FP64 pipe's (see the banner)
+#endif
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -54,11 +63,16 @@ struct Fq2 { Fq c0, c1; };
 #define DP_FQ_NP 0xe4866389u
 #define DP_FQ_ONE {0xc58f0d9du, 0xd35d438du, 0xf5c70b3du, 0x0a78eb28u, 0x7879462cu, 0x666ea36fu, 0x9a07df2fu, 0x0e0a77c1u}
 #define DP_FQ_R2 {0x538afa89u, 0xf32cfc5bu, 0xd44501fbu, 0xb5e71911u, 0x0a417ff6u, 0x47ab1effu, 0xcab8351fu, 0x06d89f71u}
+// p in 52-bit limbs and -p^-1 mod 2^52, for the FP64 product (DP_F64_MUL)
+#define DP_FQ_P52 {0x08c16d87cfd47ull, 0x916871ca8d3c2ull, 0x181585d97816aull, 0xa029b85045b68ull, 0x030644e72e131ull}
+#define DP_FQ_NP52 0x20782e4866389ull
 
 #define DP_FR_P {0xf0000001u, 0x43e1f593u, 0x79b97091u, 0x2833e848u, 0x8181585du, 0xb85045b6u, 0xe131a029u, 0x30644e72u}
 #define DP_FR_NP 0xefffffffu
 #define DP_FR_ONE {0x4ffffffbu, 0xac96341cu, 0x9f60cd29u, 0x36fc7695u, 0x7879462eu, 0x666ea36fu, 0x9a07df2fu, 0x0e0a77c1u}
 #define DP_FR_R2 {0xae216da7u, 0x1bb8e645u, 0xe35c59e3u, 0x53fe3ab1u, 0x53bb8085u, 0x8c49833du, 0x7f4e44a5u, 0x0216d0b1u}
+#define DP_FR_P52 {0x1f593f0000001ull, 0x4879b9709143eull, 0x181585d2833e8ull, 0xa029b85045b68ull, 0x030644e72e131ull}
+#define DP_FR_NP52 0x1f593efffffffull
 
 // ---------------------------------------------------------------------------------------
 // Generic 8-limb helpers. `p` is always a local literal array, so these fold to immediates.
@@ -264,6 +278,149 @@ DP_UNROLL
     mp_csub8(r, t + 8, p);  // t / 2^256 < 2p, so hi is 0
 }
 
+// ---------------------------------------------------------------------------------------
+// The Montgomery product on the FP64 pipe (DP_F64_MUL: the device default; Emmart and
+// Weems's double-precision technique). The integer multiply pipe is what CIOS waits on; the FP64 pipe
+// beside it is as wide on an H100/H200 and a fused multiply-add there yields 52 x 52-bit
+// partial products. Operands become five 52-bit limbs held exactly in doubles (bit
+// pattern 2^52 + limb, minus 2^52). Each partial product A B < 2^104 splits exactly:
+//   h = fma_rz(A, B, 2^104)        = 2^104 + floor(A B / 2^52) 2^52  (bits 0x467.. + high)
+//   l = fma_rn(A, B, 2^104 + 2^52 - h) = 2^52 + (A B mod 2^52)     (bits 0x433.. + low)
+// and both bit patterns are summed as 64-bit integers into ten column sums, whose known
+// exponent bits are subtracted up front (sums are taken mod 2^64; the true ones stay below
+// 2^58). The reduction clears 52 bits four times and 48 once (q from the column's low bits
+// by integer products), so the result carries R = 2^256 like the integer products and the
+// two can be mixed freely. Per product: 75 + 80 FP64 operations and ~200 integer ones
+// against CIOS's 136 widening/low multiplies and their carry chains.
+// ---------------------------------------------------------------------------------------
+
+#define DP_E_LO 0x4330000000000000ull  // bits of 2^52
+#define DP_E_HI 0x4670000000000000ull  // bits of 2^104
+
+DP_INLINE u64 dp_dbits(double x) {
+#ifdef __CUDA_ARCH__
+    return (u64)__double_as_longlong(x);
+#else
+    u64 r; __builtin_memcpy(&r, &x, 8); return r;
+#endif
+}
+
+DP_INLINE double dp_bitsd(u64 x) {
+#ifdef __CUDA_ARCH__
+    return __longlong_as_double((long long)x);
+#else
+    double r; __builtin_memcpy(&r, &x, 8); return r;
+#endif
+}
+
+// bits of 2^104 + floor(a b / 2^52) for integral a, b < 2^52 (host: the same bits exactly).
+DP_INLINE u64 dp_hi52(double a, double b) {
+#ifdef __CUDA_ARCH__
+    return dp_dbits(__fma_rz(a, b, 0x1p104));
+#else
+    return DP_E_HI | (u64)(((unsigned __int128)(u64)a * (u64)b) >> 52);
+#endif
+}
+
+// bits of 2^52 + (a b mod 2^52), given h = dp_hi52(a, b).
+DP_INLINE u64 dp_lo52(double a, double b, u64 h) {
+    double k = (0x1p104 + 0x1p52) - dp_bitsd(h);
+#ifdef __CUDA_ARCH__
+    return dp_dbits(__fma_rn(a, b, k));
+#else
+    return dp_dbits(__builtin_fma(a, b, k));
+#endif
+}
+
+// Limb k (bits 52k .. 52k + 51) of a < 2^256, as an exact double.
+DP_INLINE double dp_limb52(const u32 a[8], int k) {
+    const int w = (52 * k) >> 5, s = (52 * k) & 31;
+    const u64 lo64 = ((u64)a[w + 1] << 32) | a[w];
+    const u64 hi64 = ((u64)(w + 2 < 8 ? a[w + 2] : 0u) << 32) | a[w + 1];
+    const u32 lo = (u32)(lo64 >> s), hi = (u32)(hi64 >> s) & 0xfffffu;
+    return dp_bitsd(((u64)(hi | 0x43300000u) << 32) | lo) - 0x1p52;
+}
+
+// Partial products in column k of a five-limb product (pairs i + j = k).
+DP_INLINE int dp_pairs5(int k) { return k < 0 || k > 8 ? 0 : (k < 5 ? k + 1 : 9 - k); }
+
+// Column sums of a five-limb product start at minus the exponent bits the product and the
+// reduction will add: pairs5(k) lows and pairs5(k - 1) highs each.
+DP_INLINE void dp_cols_init(u64 col[10]) {
+DP_UNROLL
+    for (int k = 0; k < 10; k++)
+        col[k] = 0ull - 2ull * ((u64)dp_pairs5(k) * DP_E_LO + (u64)dp_pairs5(k - 1) * DP_E_HI);
+}
+
+// r = col 2^-256 mod p, for column sums of a product of two values below p: clears 52 bits
+// of column i four times and 48 once (col += q p 2^(52 i), q from the column's low bits).
+DP_INLINE void dp_redc(u32 r[8], u64 col[10], const u32 p[8], const double P[5], u64 np52) {
+    const u32 nlo = (u32)np52, nhi = (u32)(np52 >> 32);
+DP_UNROLL
+    for (int i = 0; i < 5; i++) {
+        const u32 tlo = (u32)col[i], thi = (u32)(col[i] >> 32);
+        const u64 qq = (u64)tlo * nlo + ((u64)(tlo * nhi + thi * nlo) << 32);
+        const u32 qhi = (u32)(qq >> 32) & (i < 4 ? 0xfffffu : 0xffffu);
+        const double q = dp_bitsd(((u64)(qhi | 0x43300000u) << 32) | (u32)qq) - 0x1p52;
+DP_UNROLL
+        for (int j = 0; j < 5; j++) {
+            const u64 h = dp_hi52(q, P[j]);
+            col[i + j] += dp_lo52(q, P[j], h);
+            col[i + j + 1] += h;
+        }
+        if (i < 4) col[i + 1] += col[i] >> 52;
+    }
+    // result = col[4] / 2^48 + 16 (col[5] + col[6] 2^52 + ...), below 2p < 2^255
+    const u64 r0 = col[4] >> 48;
+    col[5] += r0 >> 4;
+DP_UNROLL
+    for (int k = 5; k < 9; k++) { col[k + 1] += col[k] >> 52; col[k] &= 0xfffffffffffffull; }
+    const u64 w0 = (r0 & 15) | (col[5] << 4) | (col[6] << 56);
+    const u64 w1 = (col[6] >> 8) | (col[7] << 44);
+    const u64 w2 = (col[7] >> 20) | (col[8] << 32);
+    const u64 w3 = (col[8] >> 32) | (col[9] << 20);
+    u32 t[8] = {(u32)w0, (u32)(w0 >> 32), (u32)w1, (u32)(w1 >> 32), (u32)w2, (u32)(w2 >> 32), (u32)w3, (u32)(w3 >> 32)};
+    mp_csub8(r, t, p);
+}
+
+// r = a b 2^-256 mod p for a, b < p < 2^254 (p also as 52-bit limbs P, and -p^-1 mod 2^52).
+DP_INLINE void mont_mul_f64(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], const double P[5], u64 np52) {
+    double A[5], B[5];
+DP_UNROLL
+    for (int k = 0; k < 5; k++) { A[k] = dp_limb52(a, k); B[k] = dp_limb52(b, k); }
+    u64 col[10];
+    dp_cols_init(col);
+DP_UNROLL
+    for (int i = 0; i < 5; i++) {
+DP_UNROLL
+        for (int j = 0; j < 5; j++) {
+            const u64 h = dp_hi52(A[i], B[j]);
+            col[i + j] += dp_lo52(A[i], B[j], h);
+            col[i + j + 1] += h;
+        }
+    }
+    dp_redc(r, col, p, P, np52);
+}
+
+// r = a^2 2^-256 mod p: each cross product made once and added twice (15 partial products).
+DP_INLINE void mont_sqr_f64(u32 r[8], const u32 a[8], const u32 p[8], const double P[5], u64 np52) {
+    double A[5];
+DP_UNROLL
+    for (int k = 0; k < 5; k++) A[k] = dp_limb52(a, k);
+    u64 col[10];
+    dp_cols_init(col);
+DP_UNROLL
+    for (int i = 0; i < 5; i++) {
+DP_UNROLL
+        for (int j = i; j < 5; j++) {
+            const u64 h = dp_hi52(A[i], A[j]), l = dp_lo52(A[i], A[j], h);
+            col[i + j] += i == j ? l : l + l;
+            col[i + j + 1] += i == j ? h : h + h;
+        }
+    }
+    dp_redc(r, col, p, P, np52);
+}
+
 DP_INLINE bool mp_eq8(const u32 a[8], const u32 b[8]) {
     u32 x = 0;
 DP_UNROLL
@@ -282,21 +439,28 @@ DP_UNROLL
 // Fr and Fq: the same operation set, one with each modulus.
 // ---------------------------------------------------------------------------------------
 
-#ifdef DP_SQR_MUL
-#define DP_MONT_SQR(r, a, p, np) mont_mul8(r, a, a, p, np)
+#ifdef DP_F64_MUL
+#define DP_P52(p52) const double pd[5] = {(double)p52[0], (double)p52[1], (double)p52[2], (double)p52[3], (double)p52[4]}
+#define DP_MONT_MUL(r, a, b, p, np, p52, np52) do { DP_P52(p52); mont_mul_f64(r, a, b, p, pd, np52); } while (0)
+#define DP_MONT_SQR(r, a, p, np, p52, np52) do { DP_P52(p52); mont_sqr_f64(r, a, p, pd, np52); } while (0)
 #else
-#define DP_MONT_SQR(r, a, p, np) mont_sqr8(r, a, p, np)
+#define DP_MONT_MUL(r, a, b, p, np, p52, np52) mont_mul8(r, a, b, p, np)
+#ifdef DP_SQR_MUL
+#define DP_MONT_SQR(r, a, p, np, p52, np52) mont_mul8(r, a, a, p, np)
+#else
+#define DP_MONT_SQR(r, a, p, np, p52, np52) mont_sqr8(r, a, p, np)
+#endif
 #endif
 
-#define DP_DEFINE_FIELD(pre, T, PLIT, NP, ONELIT, R2LIT)                                   \
+#define DP_DEFINE_FIELD(pre, T, PLIT, NP, ONELIT, R2LIT, P52LIT, NP52)                                 \
     DP_INLINE T pre##_zero() { T r; for (int i = 0; i < 8; i++) r.v[i] = 0; return r; }       \
     DP_INLINE T pre##_one() { T r = {ONELIT}; return r; }                                      \
     DP_INLINE T pre##_add(T a, T b) { const u32 p[8] = PLIT; T r; mod_add8(r.v, a.v, b.v, p); return r; } \
     DP_INLINE T pre##_sub(T a, T b) { const u32 p[8] = PLIT; T r; mod_sub8(r.v, a.v, b.v, p); return r; } \
     DP_INLINE T pre##_neg(T a) { return pre##_sub(pre##_zero(), a); }                         \
     DP_INLINE T pre##_dbl(T a) { return pre##_add(a, a); }                                     \
-    DP_INLINE T pre##_mul(T a, T b) { const u32 p[8] = PLIT; T r; mont_mul8(r.v, a.v, b.v, p, NP); return r; } \
-    DP_INLINE T pre##_sqr(T a) { const u32 p[8] = PLIT; T r; DP_MONT_SQR(r.v, a.v, p, NP); return r; } \
+    DP_INLINE T pre##_mul(T a, T b) { const u32 p[8] = PLIT; const u64 p52[5] = P52LIT; T r; DP_MONT_MUL(r.v, a.v, b.v, p, NP, p52, NP52); return r; } \
+    DP_INLINE T pre##_sqr(T a) { const u32 p[8] = PLIT; const u64 p52[5] = P52LIT; T r; DP_MONT_SQR(r.v, a.v, p, NP, p52, NP52); return r; } \
     DP_INLINE bool pre##_eq(T a, T b) { return mp_eq8(a.v, b.v); }                             \
     DP_INLINE bool pre##_is_zero(T a) { return mp_is_zero8(a.v); }                             \
     DP_INLINE T pre##_to_mont(T a) { T r2 = {R2LIT}; return pre##_mul(a, r2); }                \
@@ -304,7 +468,7 @@ DP_UNROLL
     DP_INLINE T pre##_load(const u32* src) { T r; for (int i = 0; i < 8; i++) r.v[i] = src[i]; return r; } \
     DP_INLINE void pre##_store(u32* dst, T a) { for (int i = 0; i < 8; i++) dst[i] = a.v[i]; }
 
-DP_DEFINE_FIELD(fr, Fr, DP_FR_P, DP_FR_NP, DP_FR_ONE, DP_FR_R2)
+DP_DEFINE_FIELD(fr, Fr, DP_FR_P, DP_FR_NP, DP_FR_ONE, DP_FR_R2, DP_FR_P52, DP_FR_NP52)
 
 // x * w mod r for x, w < r, given wq = floor(w * 2^256 / r): Shoup's product with a precomputed
 // quotient, for multipliers known in advance (NTT twiddles; ntt.cu's NTT_SHOUP build). Any form
@@ -345,7 +509,7 @@ DP_UNROLL
     mp_csub8(r.v, r.v, p);
     return r;
 }
-DP_DEFINE_FIELD(fq, Fq, DP_FQ_P, DP_FQ_NP, DP_FQ_ONE, DP_FQ_R2)
+DP_DEFINE_FIELD(fq, Fq, DP_FQ_P, DP_FQ_NP, DP_FQ_ONE, DP_FQ_R2, DP_FQ_P52, DP_FQ_NP52)
 
 #undef DP_DEFINE_FIELD
 

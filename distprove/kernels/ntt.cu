@@ -91,15 +91,16 @@ static u64 ntt_mul_count = 0;
 #define NTT_MUL(x, y) fr_mul((x), (y))
 #endif
 
-// NTT_SHOUP (1 by default; 0 is the Montgomery build): the sub-NTT twiddle table holds (w,
-// floor(w 2^256 / r)) per entry, w plain, and the butterflies multiply by Shoup's product (~23%
-// fewer widening products than the Montgomery product; same outputs; 2^24 forward 6.54 -> 5.66
-// ms on one H200 with the load order and launch bound below, 2026-12-01). The four-step
-// twiddles and the pre/post factors stay Montgomery (a per-element quotient table would double
-// their reads for about the same saving). Harvey's lazy butterflies (values below 4r inside a
-// transform, half the conditional subtractions) were built and measured 1-2% slower here.
+// Butterfly products: Montgomery, by field.cuh's device product (the FP64 pipe's) unless
+// NTT_SHOUP=1: then the sub-NTT twiddle table holds (w, floor(w 2^256 / r)) per entry, w plain,
+// and the butterflies multiply by Shoup's integer product (~23% fewer widening products than
+// CIOS). Against CIOS butterflies Shoup's took the 2^24 forward NTT from 6.54 to 5.66 ms on one
+// H200 (2026-12-01); the FP64 product took it to 5.50 against Shoup's 5.70 in one run (same
+// day, bench/results/2026-12-01_kernels-ntt-s11_h200.json), so Shoup is a build option now
+// (gpu/ntt.py BUILDS "shoup"). Harvey's lazy butterflies (values below 4r inside a transform,
+// half the conditional subtractions) were built and measured 1-2% slower here.
 #ifndef NTT_SHOUP
-#define NTT_SHOUP 1
+#define NTT_SHOUP 0
 #endif
 
 #ifdef __CUDA_ARCH__

@@ -1,8 +1,8 @@
 """Device checks of distprove/kernels/field.cuh: Fr, Fq, Fq2 operations against Python ints.
 
 The kernels here are test-only: each thread applies one operation to one pair of elements. The
-module is built in each arithmetic variant (default: PTX add/sub; -DDP_PORTABLE: plain C;
--DDP_PTX_MUL: PTX Montgomery product too), each checked on fresh random inputs with 0, 1, p-1.
+module is built in each arithmetic variant (default: FP64-pipe products, PTX add/sub; cios: CIOS
+products; portable: CIOS and add/sub in plain C; ptx_mul: CIOS as PTX carry chains), each checked on fresh random inputs with 0, 1, p-1.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ extern "C" __global__ void t_conv(u32 field, u32 to, const u32* a, u32* out, u32
 OPS = {"add": 0, "sub": 1, "neg": 2, "mul": 3, "sqr": 4, "eq": 5, "is_zero": 6, "one": 7}
 
 
-VARIANTS = {"default": [], "portable": ["-DDP_PORTABLE"], "ptx_mul": ["-DDP_PTX_MUL"]}
+VARIANTS = {"default": [], "cios": ["-DDP_CIOS_MUL"], "portable": ["-DDP_CIOS_MUL", "-DDP_PORTABLE"],
+            "ptx_mul": ["-DDP_CIOS_MUL", "-DDP_PTX_MUL"]}
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
@@ -145,3 +146,26 @@ def test_montgomery_conversion_on_device(module, field: str) -> None:
     assert _dec(field, to_m) == xs
     back = _run(module, "t_conv", (fid, np.uint32(0), cupy.asarray(to_m)), std)
     assert _dec(field, back, mont=False) == xs
+
+
+@pytest.mark.parametrize("field", ["fr", "fq"])
+def test_f64_products_equal_cios(field: str) -> None:
+    """The FP64-pipe products and squares equal CIOS's limb for limb on 2^17 fresh values below p
+    (edge values, values near 2^254 and random ones)."""
+    from distprove.backends.gpu.compile import BASE_OPTIONS, module_source
+
+    mods = [cupy.RawModule(code=module_source(["field.cuh"]) + TEST_KERNELS, options=tuple(list(BASE_OPTIONS) + o))
+            for o in (["-DDP_CIOS_MUL"], [])]
+    m = _mod(field)
+    rng = np.random.default_rng()
+    n = 1 << 17
+    words = rng.integers(0, 1 << 32, size=(2, n, 8), dtype=np.uint32)
+    words[:, :, 7] %= np.uint32(m >> 224)
+    edge = bn254.limbs_from_ints([0, 1, 2, m - 1, m - 2, (m - 1) // 2, (1 << 253) % m, m - (1 << 200)])
+    words[0, : len(edge)] = edge
+    words[1, : len(edge)] = edge[::-1]
+    a, b = cupy.asarray(words[0]), cupy.asarray(words[1])
+    for op in ("mul", "sqr"):
+        args = (np.uint32(OPS[op]), a, b)
+        got = [_run(mod, f"t_{field}_op", args, words[0]) for mod in mods]
+        assert np.array_equal(got[0], got[1]), f"{field} {op}: FP64 product differs from CIOS"

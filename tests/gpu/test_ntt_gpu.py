@@ -38,9 +38,9 @@ def engine(cp):
 
 @pytest.fixture(scope="module")
 def alt_engines(cp) -> dict:
-    """The engines checked against the default: the 2^12-tile plan, and on both plans the legacy
-    build (the shared-memory layout, butterfly order and arithmetic before the product-count
-    work) and the Montgomery-product butterflies (NTT_SHOUP=0)."""
+    """The engines checked against the default (FP64-product butterflies): the 2^12-tile plan,
+    and on both plans gntt.BUILDS: the legacy build (the shared-memory layout, butterfly order
+    and arithmetic before the product-count work), CIOS-product and Shoup-product butterflies."""
     from distprove.backends.gpu import ntt as gntt
 
     engines = {"default,plan12": gntt.NttEngine(gntt.CupyKernels(), 12)}

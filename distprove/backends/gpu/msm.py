@@ -55,7 +55,7 @@ REDUCE_GROUPS = 4
 TREE_THREADS = 128
 """Block size of the tree kernels (must equal DP_TREE_MAX in msm.cu or be a smaller power of 2)."""
 KERNEL_OPTIONS: tuple[str, ...] = ()
-"""Extra NVRTC options for msm.cu (e.g. ("-DDP_PTX_MUL",) to try the PTX Montgomery product)."""
+"""Extra NVRTC options for msm.cu (e.g. ("-DDP_CIOS_MUL",) for integer CIOS products)."""
 SORT_THREADS = 256
 RADIX_THREADS = 256
 RADIX_TILE = 4096

@@ -220,18 +220,20 @@ def root(log_n: int, inverse: bool) -> int:
 
 
 BUILDS: dict[str, tuple[str, ...]] = {
-    "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DNTT_SHOUP=0", "-DNTT_MIN_BLOCKS=4"),
-    "montgomery": ("-DNTT_SHOUP=0", "-DNTT_MIN_BLOCKS=4"),
+    "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DDP_CIOS_MUL", "-DNTT_MIN_BLOCKS=4"),
+    "montgomery": ("-DDP_CIOS_MUL", "-DNTT_MIN_BLOCKS=4"),
+    "shoup": ("-DNTT_SHOUP=1", "-DDP_CIOS_MUL"),
 }
 """Earlier builds of ntt.cu kept as baselines (the tests check them against the default, the
 benchmarks time them beside it): legacy, the shared-memory layout, butterfly order and arithmetic
-of commit b6f25e6; montgomery, the default until 2026-12-01 (Montgomery-product butterflies)."""
+of commit b6f25e6; montgomery, CIOS-product butterflies (the default until session 10); shoup,
+Shoup-product butterflies and CIOS elsewhere (the default in session 10, until the FP64 product)."""
 
 
 def shoup_build(options: tuple[str, ...]) -> bool:
     """Whether ntt.cu built with these options multiplies its butterflies by Shoup's product
-    (NTT_SHOUP, on unless ``-DNTT_SHOUP=0``), so its sub-NTT twiddles are :func:`shoup_table` pairs."""
-    return "-DNTT_SHOUP=0" not in options
+    (NTT_SHOUP, off unless ``-DNTT_SHOUP=1``), so its sub-NTT twiddles are :func:`shoup_table` pairs."""
+    return "-DNTT_SHOUP=1" in options
 
 
 class Kernels(Protocol):
