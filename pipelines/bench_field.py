@@ -106,7 +106,12 @@ if __name__ == "__main__":
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of " + ", ".join(VARIANTS))
     ap.add_argument("--out", help="JSON results file")
     a = ap.parse_args()
-    r: dict = {"rows": []}
+    import datetime
+
+    from bench_kernels import device_info, git_commit
+
+    r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
+               **device_info(), "rows": []}
     run(r, variants=a.variants.split(","))
     if a.out:
         with open(a.out, "w") as f:

@@ -5,8 +5,9 @@ real key); scalars: uniform below r (every window busy; the worst case for Pippe
 times msm_windows over all windows (device work plus reading back and converting W points), the
 median of a few repetitions after a warm-up, and gives the floor: n * W mixed additions of
 ~10 Fq-mul equivalents (G1) or ~30 (G2, three Fq products per Fq2 product) at the planning rate
-of 41 G Fq mul/s. A window-width sweep at the largest G1 size checks pick_window. The
-constant-work rows (docs/CONSTANT_WORK.md) time ``constant_work=True`` against the default mode
+of 41 G Fq mul/s (CIOS products: the issue's planning floor; the FP64 product the kernels now use
+is faster, docs/BENCHMARKS.md session 11). A window-width sweep at the largest G1 size checks
+pick_window. The constant-work rows (docs/CONSTANT_WORK.md) time ``constant_work=True`` against the default mode
 on uniform and on witness-like scalars (45% zero, 45% one, 10% uniform), after checking that
 both modes give the same window sums. ``--affine-rounds table,0,1,2,3`` times only the main cases
 with each number of batch-affine pair rounds (``distprove.msm.affine-rounds``; "table" is the

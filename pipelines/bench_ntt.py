@@ -24,6 +24,11 @@ BANDWIDTH_BPS = 4.3e12
 """Device-to-device copy bandwidth of an H200 measured here (bytes read + written per second)."""
 FR_MUL_PER_S = 41e9
 """Fr Montgomery multiplications per second on an H200 (the project's planning figure)."""
+F64_MUL_PER_S = 132 * 4 * 1.98e9 * 32 / 405
+"""Issue-slot bound of the FP64-pipe product (field.cuh mont_mul_f64, the device default): 405
+SASS instructions a product (165 of them FP64; cuobjdump of bench_field's chain kernel,
+bench/results/2026-12-01_sass-field-chains-s11_h200.txt.gz), one warp instruction per cycle per
+SM sub-partition at 1.98 GHz: 82.6 G products/s. A dependent chain reaches 52.7 (64%)."""
 SHOUP_COST = 214 / 264
 """Multiply instructions of Shoup's product (43 + 2 x 28 widening, 16 low-only) over CIOS's
 (128 widening, 8 low-only): a butterfly product's share of a Montgomery product in the floor."""
@@ -62,20 +67,27 @@ def time_ms(fn: Callable[[], Any], reps: int = 7, warmup: int = 2) -> list[float
 
 
 def ntt_floor_ms(log_n: int, *, inverse: bool = False, max_pass_log: int | None = None,
-                 lo_major: bool = True, post_tab: bool = False, shoup: bool = True) -> dict[str, float]:
+                 lo_major: bool = True, post_tab: bool = False, shoup: bool = False,
+                 f64: bool = True) -> dict[str, float]:
     """Memory and multiplication floors of one NTT of size 2^log_n as planned by gpu/ntt.py
     (``NttEngine.ntt``: the inverse scales by 1/n on its last pass; ``post_tab``: the H step's
-    inverse, whose coset table carries 1/n; ``shoup``: butterfly products at SHOUP_COST)."""
+    inverse, whose coset table carries 1/n; ``shoup``: butterfly products at SHOUP_COST; ``f64``:
+    products at F64_MUL_PER_S, else CIOS products at FR_MUL_PER_S)."""
     from distprove.backends.gpu.ntt import plan, plan_products
 
     n = 1 << log_n
     specs = plan(log_n, max_pass_log=max_pass_log)
     nbytes = sum(2 * n * 32 + (n * 32 if not s.last else 0) for s in specs) + (n * 32 if post_tab else 0)
     pr = plan_products(specs, lo_major=lo_major, post=inverse and not post_tab, post_tab=post_tab)
-    mont_equiv = pr.warp - ((1 - SHOUP_COST) * pr.butterfly if shoup else 0)
-    return {"floor_mem_ms": nbytes / BANDWIDTH_BPS * 1e3, "floor_mul_ms": mont_equiv / FR_MUL_PER_S * 1e3,
+    if f64 and not shoup:
+        mul_ms = pr.warp / F64_MUL_PER_S * 1e3
+    elif f64:  # Shoup butterflies (integer), FP64 products elsewhere
+        mul_ms = (pr.butterfly * SHOUP_COST / FR_MUL_PER_S + (pr.warp - pr.butterfly) / F64_MUL_PER_S) * 1e3
+    else:
+        mul_ms = (pr.warp - ((1 - SHOUP_COST) * pr.butterfly if shoup else 0)) / FR_MUL_PER_S * 1e3
+    return {"floor_mem_ms": nbytes / BANDWIDTH_BPS * 1e3, "floor_mul_ms": mul_ms,
             "bytes": nbytes, "fr_muls": pr.warp, "fr_muls_butterfly": pr.butterfly,
-            "fr_muls_thread": pr.thread, "shoup": shoup, "passes": len(specs)}
+            "fr_muls_thread": pr.thread, "shoup": shoup, "f64": f64, "passes": len(specs)}
 
 
 def _floor(f: dict[str, float]) -> float:
@@ -110,7 +122,8 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
         n = 1 << log_n
         x = random_mont(cp, n, log_n)
         scratch = cp.empty_like(x)
-        fwd, inv = ntt_floor_ms(log_n), ntt_floor_ms(log_n, inverse=True)
+        fwd = ntt_floor_ms(log_n, shoup=eng.k.shoup)
+        inv = ntt_floor_ms(log_n, inverse=True, shoup=eng.k.shoup)
         eng.ntt(x, scratch=scratch)  # builds the twiddle tables outside the timing
         eng.ntt(x, inverse=True, scratch=scratch)
         t = time_ms(lambda: eng.ntt(x, scratch=scratch), reps)
@@ -121,7 +134,7 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
             a, b, c = (random_mont(cp, n, log_n + i) for i in range(3))
             eng.h_scalars(a, b, c)
             t = time_ms(lambda: eng.h_scalars(a, b, c), reps)
-            h_inv = ntt_floor_ms(log_n, inverse=True, post_tab=True)
+            h_inv = ntt_floor_ms(log_n, inverse=True, post_tab=True, shoup=eng.k.shoup)
             _row(results, "h_scalars(6 ntt + combine)", log_n, t, floor_ms=3 * _floor(fwd) + 3 * _floor(h_inv))
             del a, b, c
             l1, l2 = gntt.fourstep_split(log_n)
@@ -147,27 +160,27 @@ def run_variants(results: dict, sizes: tuple[int, ...], reps: int = 7) -> None:
     if not sizes:
         return
     ref_eng = gntt.engine()
-    engines = [(f"{name},plan{mp}", gntt.NttEngine(gntt.CupyKernels(opts), mp), mp, lo_major)
+    engines = [(f"{name},plan{mp}", gntt.NttEngine(gntt.CupyKernels(opts), mp), mp, lo_major, "-DDP_CIOS_MUL" not in opts)
                for name, (opts, lo_major) in NTT_VARIANTS.items() for mp in VARIANT_PLANS]
-    engines.append(("default,plan12,big512", gntt.NttEngine(gntt.CupyKernels(big_threads=512), 12), 12, True))
+    engines.append(("default,plan12,big512", gntt.NttEngine(gntt.CupyKernels(big_threads=512), 12), 12, True, True))
     for log_n in sizes:
         x = random_mont(cp, 1 << log_n, 100 + log_n)
         scratch = cp.empty_like(x)
         for inverse in (False, True):
             want = ref_eng.ntt(x.copy(), inverse, scratch)
-            for label, eng, mp, lo_major in engines:
+            for label, eng, mp, lo_major, f64 in engines:
                 got = eng.ntt(x.copy(), inverse, scratch)  # also builds its tables
                 same = bool(cp.array_equal(want, got))
                 del got
                 y = x.copy()
                 t = time_ms(lambda: eng.ntt(y, inverse, scratch), reps)
                 fl = ntt_floor_ms(log_n, inverse=inverse, max_pass_log=mp, lo_major=lo_major,
-                                  shoup=eng.k.shoup)
+                                  shoup=eng.k.shoup, f64=f64)
                 _row(results, f"ntt_{'inv' if inverse else 'fwd'}[{label}]", log_n, t,
                      equal_to_default=same, max_pass_log=mp, floor_ms=_floor(fl), **fl)
                 del y
             del want
-        for _, eng, _, _ in engines:
+        for _, eng, *_ in engines:
             eng.clear()
         ref_eng.clear()
         del x, scratch
