@@ -444,11 +444,11 @@ DP_UNROLL
 #define DP_MONT_MUL(r, a, b, p, np, p52, np52) do { DP_P52(p52); mont_mul_f64(r, a, b, p, pd, np52); } while (0)
 #define DP_MONT_SQR(r, a, p, np, p52, np52) do { DP_P52(p52); mont_sqr_f64(r, a, p, pd, np52); } while (0)
 #else
-#define DP_MONT_MUL(r, a, b, p, np, p52, np52) mont_mul8(r, a, b, p, np)
+#define DP_MONT_MUL(r, a, b, p, np, p52, np52) do { (void)p52; mont_mul8(r, a, b, p, np); } while (0)
 #ifdef DP_SQR_MUL
-#define DP_MONT_SQR(r, a, p, np, p52, np52) mont_mul8(r, a, a, p, np)
+#define DP_MONT_SQR(r, a, p, np, p52, np52) do { (void)p52; mont_mul8(r, a, a, p, np); } while (0)
 #else
-#define DP_MONT_SQR(r, a, p, np, p52, np52) mont_sqr8(r, a, p, np)
+#define DP_MONT_SQR(r, a, p, np, p52, np52) do { (void)p52; mont_sqr8(r, a, p, np); } while (0)
 #endif
 #endif
 
