@@ -51,6 +51,23 @@ def test_module_compiles_for_sm90(name: str, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr[-4000:]
 
 
+@pytest.mark.parametrize("arch,f64", [("sm_89", False), ("sm_90", True), ("sm_100", True), ("sm_120", False)])
+def test_device_product_follows_the_arch(arch: str, f64: bool, tmp_path: Path) -> None:
+    """field.cuh takes the FP64-pipe product on sm_90 and sm_100 only (elsewhere the FP64 pipe is
+    narrower than the integer one and CIOS stays): the PTX has round-toward-zero FP64 FMAs or none."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not installed")
+    src = tmp_path / "f.cu"
+    src.write_text(module_source(("field.cuh",)) + 'extern "C" __global__ void k(Fq* x) { x[0] = fq_mul(x[0], x[1]); }\n')
+    res = subprocess.run([nvcc, f"-arch={arch}", "-ptx", *BASE_OPTIONS, "-o", str(tmp_path / "f.ptx"), str(src)],
+                         capture_output=True, text=True, timeout=300)
+    if res.returncode != 0 and "Unsupported gpu architecture" in res.stderr:
+        pytest.skip(f"this nvcc has no {arch}")
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert ("fma.rz.f64" in (tmp_path / "f.ptx").read_text()) == f64
+
+
 # --- 2. host build of the kernel bodies --------------------------------------------------
 
 HARNESS = r"""

@@ -6,12 +6,12 @@
 //   reduced values (< p), so equality is limb equality and zero is all-zero limbs, which is
 //   also how infinity is stored on disk.
 // * Multiplication is Montgomery with R = 2^256, in two implementations that give the same
-//   bits: on the device the FP64-pipe product (mont_mul_f64 / mont_sqr_f64, below: 52-bit
+//   bits: on Hopper and B200 devices the FP64-pipe product (mont_mul_f64 / mont_sqr_f64, below: 52-bit
 //   limbs, partial products by fused multiply-adds; an H200 chain of Fq products ran 52.8
 //   against CIOS's 37.4 G/s, squares 59.8 against 48.2, and G1 2^24 / G2 2^22 MSMs 11% / 16%
-//   faster, bench/results/2026-12-01_kernels-*-s11_h200.json); on the host, and on the device
-//   with -DDP_CIOS_MUL, CIOS on 32-bit limbs (define DP_F64_MUL for the FP64 product on the
-//   host: the tests build both). Both moduli are below 2^254, so the CIOS result is below
+//   faster, bench/results/2026-12-01_kernels-*-s11_h200.json); on the host, on other GPUs
+//   (their FP64 pipe is narrower, see DP_F64_MUL below) and with -DDP_CIOS_MUL, CIOS on 32-bit
+//   limbs (-DDP_F64_MUL forces the FP64 product anywhere: the tests build both). Both moduli are below 2^254, so the CIOS result is below
 //   2p < 2^256 and one conditional subtraction finishes it (no 9th limb survives). CIOS
 //   squaring makes each cross product once (mont_sqr8: 22% fewer multiply instructions).
 // * Every function is DP_INLINE = __host__ __device__ __forceinline__ under a CUDA compiler
@@ -47,7 +47,11 @@
 #define DP_USE_PTX 1
 #endif
 // DP_PTX_MUL (opt-in; measured slower) also moves the CIOS product to PTX.
-#if defined(__CUDA_ARCH__) && !defined(DP_CIOS_MUL) && !defined(DP_F64_MUL)
+// The FP64 product where the FP64 pipe is as wide as the integer multiply pipe: Hopper (sm_90,
+// measured on an H200) and Blackwell B200 (sm_100). Elsewhere it is half as wide (sm_60/70/80,
+// unmeasured) or 1/32-1/64 of it (GeForce, workstation and embedded parts, where FP64 products
+// would be many times slower), so CIOS stays there.
+#if defined(__CUDA_ARCH__) && !defined(DP_CIOS_MUL) && !defined(DP_F64_MUL) && (__CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000)
 #define DP_F64_MUL 1  // the device's products and squares: the FP64 pipe's (see the banner)
 #endif
 

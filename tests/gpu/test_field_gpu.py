@@ -1,7 +1,8 @@
 """Device checks of distprove/kernels/field.cuh: Fr, Fq, Fq2 operations against Python ints.
 
 The kernels here are test-only: each thread applies one operation to one pair of elements. The
-module is built in each arithmetic variant (default: FP64-pipe products, PTX add/sub; cios: CIOS
+module is built in each arithmetic variant (default: the device's own choice, FP64-pipe products on
+sm_90/sm_100 and CIOS elsewhere, PTX add/sub; f64_mul: FP64-pipe products on any device; cios: CIOS
 products; portable: CIOS and add/sub in plain C; ptx_mul: CIOS as PTX carry chains), each checked on fresh random inputs with 0, 1, p-1.
 """
 
@@ -55,8 +56,8 @@ extern "C" __global__ void t_conv(u32 field, u32 to, const u32* a, u32* out, u32
 OPS = {"add": 0, "sub": 1, "neg": 2, "mul": 3, "sqr": 4, "eq": 5, "is_zero": 6, "one": 7}
 
 
-VARIANTS = {"default": [], "cios": ["-DDP_CIOS_MUL"], "portable": ["-DDP_CIOS_MUL", "-DDP_PORTABLE"],
-            "ptx_mul": ["-DDP_CIOS_MUL", "-DDP_PTX_MUL"]}
+VARIANTS = {"default": [], "f64_mul": ["-DDP_F64_MUL"], "cios": ["-DDP_CIOS_MUL"],
+            "portable": ["-DDP_CIOS_MUL", "-DDP_PORTABLE"], "ptx_mul": ["-DDP_CIOS_MUL", "-DDP_PTX_MUL"]}
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
@@ -155,7 +156,7 @@ def test_f64_products_equal_cios(field: str) -> None:
     from distprove.backends.gpu.compile import BASE_OPTIONS, module_source
 
     mods = [cupy.RawModule(code=module_source(["field.cuh"]) + TEST_KERNELS, options=tuple(list(BASE_OPTIONS) + o))
-            for o in (["-DDP_CIOS_MUL"], [])]
+            for o in (["-DDP_CIOS_MUL"], ["-DDP_F64_MUL"])]
     m = _mod(field)
     rng = np.random.default_rng()
     n = 1 << 17
