@@ -34,7 +34,7 @@ import numpy as np
 from distributed import WorkerPlugin, get_worker
 
 from distprove import bn254, config, metrics
-from distprove.backends.base import MSM_NAMES, msm_group
+from distprove.backends.base import MSM_NAMES
 from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.errors import FormatError, one_line
 from distprove.formats.container import first_false, lt_bound
@@ -225,15 +225,16 @@ class ProverState(WorkerPlugin):
         if info is not None and with_vk and not info.vk:
             info = self._infos[key.content_hash] = replace(info, vk=key.vk_json())
         if info is None:
+            from distprove.prover import witness_widths
+
             be = self.backend
-            widths = {w: be.window_width(key.domain_size if w == "H" else key.n_vars, msm_group(w)) for w in MSM_NAMES}
             info = self._infos[key.content_hash] = KeyInfo(
                 path=key.path,
                 content_hash=key.content_hash,
                 n_vars=key.n_vars,
                 n_public=key.n_public,
                 domain_size=key.domain_size,
-                widths=widths,
+                widths=witness_widths(be, key),
                 backend=be.name,
                 native_fourstep=hasattr(be, "fourstep"),
                 vk=key.vk_json() if with_vk else {},

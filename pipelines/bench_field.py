@@ -62,6 +62,8 @@ def run(results: dict, reps: int = 5, variants: list[str] | None = None) -> None
     host[:, :, 7] %= 0x30644E72
     xs, ys = cupy.asarray(host[0]), cupy.asarray(host[1])
     out = cupy.empty_like(xs)
+    args = (xs, ys, out, np.uint32(THREADS), np.uint32(CHAIN))
+    grid = ((THREADS + 255) // 256,)
     rinv = pow(1 << 256, -1, bn254.Q)
     for variant in variants or list(VARIANTS):
         t0 = time.perf_counter()
@@ -69,8 +71,6 @@ def run(results: dict, reps: int = 5, variants: list[str] | None = None) -> None
         compile_s = time.perf_counter() - t0
         for op in ("mul", "sqr"):
             fn = mod.get_function(f"fq_{op}_chain")
-            args = (xs, ys, out, np.uint32(THREADS), np.uint32(CHAIN))
-            grid = ((THREADS + 255) // 256,)
             fn(grid, (256,), args)
             cupy.cuda.Device().synchronize()
             times = []
@@ -101,15 +101,15 @@ def run(results: dict, reps: int = 5, variants: list[str] | None = None) -> None
 
 if __name__ == "__main__":
     import argparse
+    import datetime
     import json
+
+    from bench_kernels import device_info, git_commit
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of " + ", ".join(VARIANTS))
     ap.add_argument("--out", help="JSON results file")
     a = ap.parse_args()
-    import datetime
-
-    from bench_kernels import device_info, git_commit
 
     r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
                **device_info(), "rows": []}

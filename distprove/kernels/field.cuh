@@ -5,20 +5,22 @@
 //   significant, Montgomery form with R = 2^256. Every function takes and returns fully
 //   reduced values (< p), so equality is limb equality and zero is all-zero limbs, which is
 //   also how infinity is stored on disk.
-// * Multiplication is Montgomery with R = 2^256, in two implementations that give the same
-//   bits: on Hopper and B200 devices the FP64-pipe product (mont_mul_f64 / mont_sqr_f64, below: 52-bit
-//   limbs, partial products by fused multiply-adds; an H200 chain of Fq products ran 52.8
-//   against CIOS's 37.4 G/s, squares 59.8 against 48.2, and G1 2^24 / G2 2^22 MSMs 11% / 16%
-//   faster, bench/results/2026-12-01_kernels-*-s11_h200.json); on the host, on other GPUs
-//   (their FP64 pipe is narrower, see DP_F64_MUL below) and with -DDP_CIOS_MUL, CIOS on 32-bit
-//   limbs (-DDP_F64_MUL forces the FP64 product anywhere: the tests build both). Both moduli are below 2^254, so the CIOS result is below
-//   2p < 2^256 and one conditional subtraction finishes it (no 9th limb survives). CIOS
-//   squaring makes each cross product once (mont_sqr8: 22% fewer multiply instructions).
+// * Multiplication is Montgomery with R = 2^256 (mont_mul / mont_sqr), in two implementations
+//   that give the same bits: on Hopper and B200 devices the FP64-pipe product (mont_mul_f64 /
+//   mont_sqr_f64, below: 52-bit limbs, partial products by fused multiply-adds; an H200 chain
+//   of Fq products ran 52.7 against CIOS's 37.4 G/s, squares 59.6 against 48.1, and G1 2^24 /
+//   G2 2^22 MSMs 12% / 17% faster, bench/results/2026-12-01_kernels-{field,msm-f64}-s11_h200.json);
+//   on the host, on other GPUs (their FP64 pipe is narrower, see DP_F64_MUL below) and with
+//   -DDP_CIOS_MUL, CIOS on 32-bit limbs (-DDP_F64_MUL forces the FP64 product anywhere: the
+//   tests build both). Both moduli are below 2^254, so the CIOS result is below 2p < 2^256
+//   and one conditional subtraction finishes it (no 9th limb survives). CIOS squaring makes
+//   each cross product once (mont_sqr8: 22% fewer multiply instructions).
 // * Every function is DP_INLINE = __host__ __device__ __forceinline__ under a CUDA compiler
 //   and plain `inline` under a host C++ compiler, so tests/test_kernels_host.py builds this
 //   file with g++/nvcc on a machine without a GPU and checks it against distprove/bn254.py.
 //   One exception on the device: fq_mul_call (and fq_sqr_call), the Fq product (square) out
-//   of line, which point code calls (Fq2's products here, G1's in curve.cuh). A point addition of ten (G1) or thirty
+//   of line, which point code calls (Fq2's products here, G1's in curve.cuh). A point
+//   addition of ten (G1) or thirty
 //   (G2) unrolled CIOS products is a loop body larger than the instruction cache; as calls,
 //   G1 MSMs ran 9-13% and G2 MSMs 13% faster on an H200 and the msm module compiles in under
 //   a minute instead of ~7 (bench/results/2026-11-30_kernels-msm-{mulcall,g2call}-s7_h200.json).
@@ -51,7 +53,8 @@
 // measured on an H200) and Blackwell B200 (sm_100). Elsewhere it is half as wide (sm_60/70/80,
 // unmeasured) or 1/32-1/64 of it (GeForce, workstation and embedded parts, where FP64 products
 // would be many times slower), so CIOS stays there.
-#if defined(__CUDA_ARCH__) && !defined(DP_CIOS_MUL) && !defined(DP_F64_MUL) && (__CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000)
+#if defined(__CUDA_ARCH__) && !defined(DP_CIOS_MUL) && !defined(DP_F64_MUL) && \
+    (__CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000)
 #define DP_F64_MUL 1  // the device's products and squares: the FP64 pipe's (see the banner)
 #endif
 
@@ -67,15 +70,15 @@ struct Fq2 { Fq c0, c1; };
 #define DP_FQ_NP 0xe4866389u
 #define DP_FQ_ONE {0xc58f0d9du, 0xd35d438du, 0xf5c70b3du, 0x0a78eb28u, 0x7879462cu, 0x666ea36fu, 0x9a07df2fu, 0x0e0a77c1u}
 #define DP_FQ_R2 {0x538afa89u, 0xf32cfc5bu, 0xd44501fbu, 0xb5e71911u, 0x0a417ff6u, 0x47ab1effu, 0xcab8351fu, 0x06d89f71u}
-// p in 52-bit limbs and -p^-1 mod 2^52, for the FP64 product (DP_F64_MUL)
-#define DP_FQ_P52 {0x08c16d87cfd47ull, 0x916871ca8d3c2ull, 0x181585d97816aull, 0xa029b85045b68ull, 0x030644e72e131ull}
+// p in 52-bit limbs (exact doubles) and -p^-1 mod 2^52, for the FP64 product (DP_F64_MUL)
+#define DP_FQ_P52 {0x08c16d87cfd47p0, 0x916871ca8d3c2p0, 0x181585d97816ap0, 0xa029b85045b68p0, 0x030644e72e131p0}
 #define DP_FQ_NP52 0x20782e4866389ull
 
 #define DP_FR_P {0xf0000001u, 0x43e1f593u, 0x79b97091u, 0x2833e848u, 0x8181585du, 0xb85045b6u, 0xe131a029u, 0x30644e72u}
 #define DP_FR_NP 0xefffffffu
 #define DP_FR_ONE {0x4ffffffbu, 0xac96341cu, 0x9f60cd29u, 0x36fc7695u, 0x7879462eu, 0x666ea36fu, 0x9a07df2fu, 0x0e0a77c1u}
 #define DP_FR_R2 {0xae216da7u, 0x1bb8e645u, 0xe35c59e3u, 0x53fe3ab1u, 0x53bb8085u, 0x8c49833du, 0x7f4e44a5u, 0x0216d0b1u}
-#define DP_FR_P52 {0x1f593f0000001ull, 0x4879b9709143eull, 0x181585d2833e8ull, 0xa029b85045b68ull, 0x030644e72e131ull}
+#define DP_FR_P52 {0x1f593f0000001p0, 0x4879b9709143ep0, 0x181585d2833e8p0, 0xa029b85045b68p0, 0x030644e72e131p0}
 #define DP_FR_NP52 0x1f593efffffffull
 
 // ---------------------------------------------------------------------------------------
@@ -283,10 +286,10 @@ DP_UNROLL
 }
 
 // ---------------------------------------------------------------------------------------
-// The Montgomery product on the FP64 pipe (DP_F64_MUL: the device default; Emmart and
-// Weems's double-precision technique). The integer multiply pipe is what CIOS waits on; the FP64 pipe
-// beside it is as wide on an H100/H200 and a fused multiply-add there yields 52 x 52-bit
-// partial products. Operands become five 52-bit limbs held exactly in doubles (bit
+// The Montgomery product on the FP64 pipe (DP_F64_MUL: the default on sm_90 and sm_100;
+// Emmart and Weems's double-precision technique). The integer multiply pipe is what CIOS
+// waits on; the FP64 pipe beside it is as wide on an H100/H200, and a fused multiply-add
+// there yields 52 x 52-bit partial products. Operands become five 52-bit limbs held exactly in doubles (bit
 // pattern 2^52 + limb, minus 2^52). Each partial product A B < 2^104 splits exactly:
 //   h = fma_rz(A, B, 2^104)        = 2^104 + floor(A B / 2^52) 2^52  (bits 0x467.. + high)
 //   l = fma_rn(A, B, 2^104 + 2^52 - h) = 2^52 + (A B mod 2^52)     (bits 0x433.. + low)
@@ -294,8 +297,8 @@ DP_UNROLL
 // exponent bits are subtracted up front (sums are taken mod 2^64; the true ones stay below
 // 2^58). The reduction clears 52 bits four times and 48 once (q from the column's low bits
 // by integer products), so the result carries R = 2^256 like the integer products and the
-// two can be mixed freely. Per product: 75 + 80 FP64 operations and ~200 integer ones
-// against CIOS's 136 widening/low multiplies and their carry chains.
+// two can be mixed freely. Per product 405 SASS instructions on sm_90, 165 of them FP64,
+// against CIOS's ~556 (bench/results/2026-12-01_sass-field-chains-s11_h200.txt.gz).
 // ---------------------------------------------------------------------------------------
 
 #define DP_E_LO 0x4330000000000000ull  // bits of 2^52
@@ -336,13 +339,15 @@ DP_INLINE u64 dp_lo52(double a, double b, u64 h) {
 #endif
 }
 
+// The integer hi 2^32 + lo (hi < 2^20) as an exact double: the bits of 2^52 + it, minus 2^52.
+DP_INLINE double dp_u52(u32 hi, u32 lo) { return dp_bitsd(((u64)(hi | (u32)(DP_E_LO >> 32)) << 32) | lo) - 0x1p52; }
+
 // Limb k (bits 52k .. 52k + 51) of a < 2^256, as an exact double.
 DP_INLINE double dp_limb52(const u32 a[8], int k) {
     const int w = (52 * k) >> 5, s = (52 * k) & 31;
     const u64 lo64 = ((u64)a[w + 1] << 32) | a[w];
     const u64 hi64 = ((u64)(w + 2 < 8 ? a[w + 2] : 0u) << 32) | a[w + 1];
-    const u32 lo = (u32)(lo64 >> s), hi = (u32)(hi64 >> s) & 0xfffffu;
-    return dp_bitsd(((u64)(hi | 0x43300000u) << 32) | lo) - 0x1p52;
+    return dp_u52((u32)(hi64 >> s) & 0xfffffu, (u32)(lo64 >> s));
 }
 
 // Partial products in column k of a five-limb product (pairs i + j = k).
@@ -364,8 +369,7 @@ DP_UNROLL
     for (int i = 0; i < 5; i++) {
         const u32 tlo = (u32)col[i], thi = (u32)(col[i] >> 32);
         const u64 qq = (u64)tlo * nlo + ((u64)(tlo * nhi + thi * nlo) << 32);
-        const u32 qhi = (u32)(qq >> 32) & (i < 4 ? 0xfffffu : 0xffffu);
-        const double q = dp_bitsd(((u64)(qhi | 0x43300000u) << 32) | (u32)qq) - 0x1p52;
+        const double q = dp_u52((u32)(qq >> 32) & (i < 4 ? 0xfffffu : 0xffffu), (u32)qq);
 DP_UNROLL
         for (int j = 0; j < 5; j++) {
             const u64 h = dp_hi52(q, P[j]);
@@ -443,18 +447,24 @@ DP_UNROLL
 // Fr and Fq: the same operation set, one with each modulus.
 // ---------------------------------------------------------------------------------------
 
+// The build's Montgomery product and square (p given both ways; each build uses one).
+DP_INLINE void mont_mul(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], u32 np, const double P[5], u64 np52) {
 #ifdef DP_F64_MUL
-#define DP_P52(p52) const double pd[5] = {(double)p52[0], (double)p52[1], (double)p52[2], (double)p52[3], (double)p52[4]}
-#define DP_MONT_MUL(r, a, b, p, np, p52, np52) do { DP_P52(p52); mont_mul_f64(r, a, b, p, pd, np52); } while (0)
-#define DP_MONT_SQR(r, a, p, np, p52, np52) do { DP_P52(p52); mont_sqr_f64(r, a, p, pd, np52); } while (0)
+    mont_mul_f64(r, a, b, p, P, np52);
 #else
-#define DP_MONT_MUL(r, a, b, p, np, p52, np52) do { (void)p52; mont_mul8(r, a, b, p, np); } while (0)
-#ifdef DP_SQR_MUL
-#define DP_MONT_SQR(r, a, p, np, p52, np52) do { (void)p52; mont_mul8(r, a, a, p, np); } while (0)
+    mont_mul8(r, a, b, p, np);
+#endif
+}
+
+DP_INLINE void mont_sqr(u32 r[8], const u32 a[8], const u32 p[8], u32 np, const double P[5], u64 np52) {
+#if defined(DP_F64_MUL)
+    mont_sqr_f64(r, a, p, P, np52);
+#elif defined(DP_SQR_MUL)
+    mont_mul8(r, a, a, p, np);
 #else
-#define DP_MONT_SQR(r, a, p, np, p52, np52) do { (void)p52; mont_sqr8(r, a, p, np); } while (0)
+    mont_sqr8(r, a, p, np);
 #endif
-#endif
+}
 
 #define DP_DEFINE_FIELD(pre, T, PLIT, NP, ONELIT, R2LIT, P52LIT, NP52)                                 \
     DP_INLINE T pre##_zero() { T r; for (int i = 0; i < 8; i++) r.v[i] = 0; return r; }       \
@@ -463,8 +473,8 @@ DP_UNROLL
     DP_INLINE T pre##_sub(T a, T b) { const u32 p[8] = PLIT; T r; mod_sub8(r.v, a.v, b.v, p); return r; } \
     DP_INLINE T pre##_neg(T a) { return pre##_sub(pre##_zero(), a); }                         \
     DP_INLINE T pre##_dbl(T a) { return pre##_add(a, a); }                                     \
-    DP_INLINE T pre##_mul(T a, T b) { const u32 p[8] = PLIT; const u64 p52[5] = P52LIT; T r; DP_MONT_MUL(r.v, a.v, b.v, p, NP, p52, NP52); return r; } \
-    DP_INLINE T pre##_sqr(T a) { const u32 p[8] = PLIT; const u64 p52[5] = P52LIT; T r; DP_MONT_SQR(r.v, a.v, p, NP, p52, NP52); return r; } \
+    DP_INLINE T pre##_mul(T a, T b) { const u32 p[8] = PLIT; const double P[5] = P52LIT; T r; mont_mul(r.v, a.v, b.v, p, NP, P, NP52); return r; } \
+    DP_INLINE T pre##_sqr(T a) { const u32 p[8] = PLIT; const double P[5] = P52LIT; T r; mont_sqr(r.v, a.v, p, NP, P, NP52); return r; } \
     DP_INLINE bool pre##_eq(T a, T b) { return mp_eq8(a.v, b.v); }                             \
     DP_INLINE bool pre##_is_zero(T a) { return mp_is_zero8(a.v); }                             \
     DP_INLINE T pre##_to_mont(T a) { T r2 = {R2LIT}; return pre##_mul(a, r2); }                \

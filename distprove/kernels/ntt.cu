@@ -67,8 +67,8 @@
 #define NTT_BIG_LOG_E 12u  // dp_ntt_pass_big: tile of 2^12 elements (128 KiB dynamic, opt-in)
 #define NTT_TW_LOG 12u     // tw_sub holds w_{2^12}^e, e < 2^11: sub-NTTs up to 2^12
 #define NTT_THREADS 256u
-#ifndef NTT_MIN_BLOCKS  // pass-kernel occupancy: 3 blocks/SM, 80 registers (96 B spilled; 4 blocks at
-#define NTT_MIN_BLOCKS 3  // 64 registers spill 188 B and were 1-2% slower, 2 blocks at 122 none, 3% slower)
+#ifndef NTT_MIN_BLOCKS  // pass-kernel occupancy: 3 blocks/SM (FP64 butterflies on an H200: 4 or 2
+#define NTT_MIN_BLOCKS 3  // blocks/SM were 2-3% slower at 2^24; Shoup's likewise 1-3%)
 #endif
 #ifndef NTT_BIG_THREADS  // one block per SM; the host passes the same number (CupyKernels)
 #define NTT_BIG_THREADS 1024
@@ -94,12 +94,11 @@ static u64 ntt_mul_count = 0;
 // Butterfly products: Montgomery, by field.cuh's device product (the FP64 pipe's) unless
 // NTT_SHOUP=1: then the sub-NTT twiddle table holds (w, floor(w 2^256 / r)) per entry, w plain,
 // and the butterflies multiply by Shoup's integer product (~23% fewer widening products than
-// CIOS). Against CIOS butterflies Shoup's took the 2^24 forward NTT from 6.54 to 5.66 ms on one
-// H200 (2026-12-01); the FP64 product took it to 5.50 against Shoup's 5.70 in one run (same
-// day, bench/results/2026-12-01_kernels-ntt-s11_h200.json), so Shoup is a build option now
-// (gpu/ntt.py BUILDS "shoup"; on GPUs where field.cuh keeps CIOS it is the faster butterfly:
-// 5.76 against 6.63 ms with CIOS products on the H200). Harvey's lazy butterflies (values below 4r inside a transform,
-// half the conditional subtractions) were built and measured 1-2% slower here.
+// CIOS). On one H200 the 2^24 forward NTT took 6.63 ms with CIOS butterflies, 5.76 with
+// Shoup's and 5.61 with the FP64 product (one run, bench/results/2026-12-01_kernels-ntt-s11_
+// h200.json), so Shoup is a build option now (gpu/ntt.py BUILDS "shoup"; the faster butterfly
+// on GPUs where field.cuh keeps CIOS). Harvey's lazy butterflies (values below 4r inside a
+// transform, half the conditional subtractions) were built and measured 1-2% slower here.
 #ifndef NTT_SHOUP
 #define NTT_SHOUP 0
 #endif

@@ -1,9 +1,10 @@
 """Device checks of distprove/kernels/field.cuh: Fr, Fq, Fq2 operations against Python ints.
 
 The kernels here are test-only: each thread applies one operation to one pair of elements. The
-module is built in each arithmetic variant (default: the device's own choice, FP64-pipe products on
-sm_90/sm_100 and CIOS elsewhere, PTX add/sub; f64_mul: FP64-pipe products on any device; cios: CIOS
-products; portable: CIOS and add/sub in plain C; ptx_mul: CIOS as PTX carry chains), each checked on fresh random inputs with 0, 1, p-1.
+module is built in each arithmetic variant (default: the device's own choice, FP64-pipe products
+on sm_90/sm_100 and CIOS elsewhere, PTX add/sub; f64_mul: FP64-pipe products on any device; cios:
+CIOS products; portable: CIOS and add/sub in plain C; ptx_mul: CIOS as PTX carry chains), each
+checked on fresh random inputs with 0, 1, p-1.
 """
 
 from __future__ import annotations
@@ -60,12 +61,16 @@ VARIANTS = {"default": [], "f64_mul": ["-DDP_F64_MUL"], "cios": ["-DDP_CIOS_MUL"
             "portable": ["-DDP_CIOS_MUL", "-DDP_PORTABLE"], "ptx_mul": ["-DDP_CIOS_MUL", "-DDP_PTX_MUL"]}
 
 
-@pytest.fixture(scope="module", params=list(VARIANTS))
-def module(request: pytest.FixtureRequest):
+def _build(options: list[str]):
+    """The test kernels on field.cuh, built with ``options``."""
     from distprove.backends.gpu.compile import BASE_OPTIONS, module_source
 
-    opts = list(BASE_OPTIONS) + VARIANTS[request.param]
-    return cupy.RawModule(code=module_source(["field.cuh"]) + TEST_KERNELS, options=tuple(opts))
+    return cupy.RawModule(code=module_source(["field.cuh"]) + TEST_KERNELS, options=(*BASE_OPTIONS, *options))
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def module(request: pytest.FixtureRequest):
+    return _build(VARIANTS[request.param])
 
 
 def _mod(field: str) -> int:
@@ -153,10 +158,7 @@ def test_montgomery_conversion_on_device(module, field: str) -> None:
 def test_f64_products_equal_cios(field: str) -> None:
     """The FP64-pipe products and squares equal CIOS's limb for limb on 2^17 fresh values below p
     (edge values, values near 2^254 and random ones)."""
-    from distprove.backends.gpu.compile import BASE_OPTIONS, module_source
-
-    mods = [cupy.RawModule(code=module_source(["field.cuh"]) + TEST_KERNELS, options=tuple(list(BASE_OPTIONS) + o))
-            for o in (["-DDP_CIOS_MUL"], ["-DDP_F64_MUL"])]
+    mods = [_build(VARIANTS["cios"]), _build(VARIANTS["f64_mul"])]
     m = _mod(field)
     rng = np.random.default_rng()
     n = 1 << 17
