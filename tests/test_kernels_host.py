@@ -853,3 +853,30 @@ def test_affine_rounds_from_config_emulated(emulated_msm, monkeypatch: pytest.Mo
             with dask.config.set({"distprove.msm.affine-rounds": 0}):
                 assert with_rounds == gm.msm_windows(group, bases, limbs, c, 0, num_windows(c),
                                                      scratch=gm.MsmScratch())
+
+
+def test_resident_threads_count_registers_and_shared_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Occupancy from a kernel's registers (per warp, in units of 256) and static shared memory
+    (228 KiB an SM, 1 KiB reserved a block): G1's staged pair kernel, 166 registers and 32 KiB,
+    fits 3 blocks of 128; with 100 KiB of stage only 2 would fit; unknown registers give None."""
+    from types import SimpleNamespace
+
+    from distprove.backends.gpu import msm as gm
+
+    monkeypatch.setattr(gm, "_sm_count", lambda: 132)
+    assert gm._resident_threads(SimpleNamespace(num_regs=166, shared_size_bytes=32768), 128) == 132 * 3 * 128
+    assert gm._resident_threads(SimpleNamespace(num_regs=128, shared_size_bytes=0), 128) == 132 * 4 * 128
+    assert gm._resident_threads(SimpleNamespace(num_regs=128, shared_size_bytes=100 * 1024), 128) == 132 * 2 * 128
+    assert gm._resident_threads(SimpleNamespace(num_regs=32, shared_size_bytes=0), 64) == 132 * 32 * 64
+    assert gm._resident_threads(SimpleNamespace(), 128) is None
+
+
+def test_pair_block_follows_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pair rounds launch blocks of the size their build laid G1's stage out for."""
+    import dask
+
+    from distprove.backends.gpu import msm as gm
+
+    assert gm.pair_block() == gm.PAIR_THREADS
+    with dask.config.set({"distprove.msm.kernel-options": ["-DDP_PAIR_BLOCK=64"]}):
+        assert gm.pair_block() == 64

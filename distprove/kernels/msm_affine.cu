@@ -27,6 +27,11 @@
 // * Special cases need no second inversion: an infinity operand (the sum is the other) and
 //   q = -p (infinity) have no denominator; p = q is a doubling, d = 2 y1, num = 3 x1^2. No
 //   finite point has y = 0 (odd prime order), so d is never 0.
+// * G1's operands travel through a shared-memory stage by cp.async, ahead of use (three jobs
+//   ahead in the forward pass, one in the backward): 3% of G1 2^24 (see PairStage). With it the
+//   pass runs near the product's measured rate: more warps per SM (4 blocks at 128 registers,
+//   or 64-thread blocks) and operands re-read from the stage instead of held in registers
+//   (140 registers) all timed the same or slower (bench_msm.py g1_pair4 / g1_pair64*).
 // * Jobs per thread are chosen on the device from the real job count (pair_stride): the fewest
 //   whole waves of resident threads at <= kmax jobs each. The host knows only a bound (every
 //   scalar in every window): witness-like scalars fill a tenth of it, and a bound-sized grid
@@ -159,15 +164,31 @@ template <typename F> DP_INLINE F pair_x(const Aff<F>* pts, u32 pt) {
     return x;
 }
 
-// Thread t of `stride` threads: jobs t, t + stride, ... (< n). Neighbouring threads take
-// neighbouring jobs, so every load of a round is coalesced but round 1's gather of the bases.
-// The forward pass reads only the x (half the bytes) with descriptors two jobs ahead and x one
-// job ahead, so its one product per job never waits on the descriptor -> point chain; the
-// backward pass (six products a job) reads its descriptor and parked product one job ahead.
-template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t, u32 launched) {
-    u32 n = a.cursor_out[a.rows - 1u] + a.counts_out[a.rows - 1u];
-    u32 stride = pair_stride(a, n, launched);
-    if (t >= stride || t >= n) return;
+// Job j's sum once p and q (q zero for DP_NO_PT) are in registers; inv = 1 / (the product of
+// this and every earlier job's denominator), parked = the product of the earlier ones.
+template <typename F> DP_INLINE void pair_back_one(const PairRound<F>& a, PairJob jb, u32 j, const Aff<F>& p,
+                                                   Aff<F> q, const F& parked, F& inv) {
+    F d;
+    u32 kind = pair_kind_x(a.pts, jb, p.x, q.x, d);
+    if (kind != DP_PAIR_COPY) {
+        F inv_d = f_mul(inv, parked);
+        inv = f_mul(inv, d);
+        a.sums[j] = pair_finish(p, q, kind, inv_d);
+    } else if (f_is_zero(q.x)) {
+        a.sums[j] = p;
+    } else if (f_is_zero(p.x)) {
+        a.sums[j] = q;
+    } else {  // q = -p
+        f_set_zero(q.x);
+        f_set_zero(q.y);
+        a.sums[j] = q;
+    }
+}
+
+// Thread t's forward pass over jobs t, t + stride, ... (< n): each denominator enters the running
+// product, the product before it parked in sums[j].x. Returns the last job; inv = 1 / the product
+// (the product itself, 1, when every job was a copy).
+template <typename F> DP_INLINE u32 pair_forward(const PairRound<F>& a, u32 t, u32 stride, u32 n, F& inv) {
     const PairJob none = {DP_NO_PT, DP_NO_PT};
     F acc;
     f_set_one(acc);
@@ -198,9 +219,15 @@ template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t
         qx = qx_n;
         j = jn;
     }
-    F inv = any ? f_inv(acc) : acc;
-    // Backward from the last job j.
-    jb = a.jobs[j];
+    inv = any ? f_inv(acc) : acc;
+    return j;
+}
+
+// Thread t's backward pass from its last job j down to t, the points read from global memory
+// when the job comes up (G2, whose double buffer would exceed static shared memory; G1 stages
+// them, pair_backward_staged).
+template <typename F> DP_INLINE void pair_backward(const PairRound<F>& a, u32 t, u32 stride, u32 j, F inv) {
+    PairJob jb = a.jobs[j];
     F parked = a.sums[j].x;
     for (;;) {
         bool more = j >= t + stride;
@@ -211,32 +238,256 @@ template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t
             jb_n = a.jobs[jn];
             parked_n = a.sums[jn].x;
         }
-        Aff<F> p = pair_load(a.pts, jb.p), q;
+        Aff<F> q;
         if (jb.q == DP_NO_PT) {
             f_set_zero(q.x);
             f_set_zero(q.y);
         } else {
             q = pair_load(a.pts, jb.q);
         }
-        F d;
-        u32 kind = pair_kind_x(a.pts, jb, p.x, q.x, d);
-        if (kind != DP_PAIR_COPY) {
-            F inv_d = f_mul(inv, parked);
-            inv = f_mul(inv, d);
-            a.sums[j] = pair_finish(p, q, kind, inv_d);
-        } else if (f_is_zero(q.x)) {
-            a.sums[j] = p;
-        } else if (f_is_zero(p.x)) {
-            a.sums[j] = q;
-        } else {  // q = -p
-            f_set_zero(q.x);
-            f_set_zero(q.y);
-            a.sums[j] = q;
-        }
+        pair_back_one(a, jb, j, pair_load(a.pts, jb.p), q, parked, inv);
         if (!more) break;
         jb = jb_n;
         parked = parked_n;
         j = jn;
+    }
+}
+
+// G1's stage: the pair passes' operands copied into shared memory ahead of use by cp.async
+// (no register holds them in flight). Round 1 gathers them from the bases at random and later
+// rounds from the last round's sums; Nsight Compute on the unstaged G1 pass at 2^24 put 2.3 of
+// its 6.0 cycles between issues on those loads. The backward pass copies job j - stride's two
+// points into the other half of a double buffer while job j computes; the forward pass (one
+// product a job: too little to cover a gather one job ahead) copies the x three jobs ahead into
+// a ring of four slots in the same memory. H200, G1 2^24 (bench_msm.py g1_unstaged): round 1
+// 25.9 -> 23.8 ms, 2.3 -> 1.25 cycles on loads, the MSM 62.2-62.7 -> 60.6-60.9 ms.
+// Layout: 16-byte chunk f of thread tid at [f * DP_PAIR_BLOCK + tid], so a warp's reads of one
+// chunk are 512 consecutive bytes (no bank conflicts). Double buffering keeps cp.async off a
+// buffer the thread may still be reading.
+struct alignas(16) Chunk16 {
+    u32 w[4];
+};
+#ifndef DP_PAIR_BLOCK
+#define DP_PAIR_BLOCK 128  // threads per pair block (gpu/msm.py PAIR_THREADS)
+#endif
+
+#ifndef __CUDA_ARCH__
+// Host builds (tests/test_kernels_host.py) queue the copies and land them only at a wait, as
+// cp.async may: a wait in the wrong place reads stale chunks there too.
+struct StageHostQueue {
+    Chunk16* dst[64];
+    const Chunk16* src[64];
+    u32 group[64];
+    u32 n = 0, open = 0;
+};
+inline StageHostQueue& stage_host_queue() {
+    static thread_local StageHostQueue q;
+    return q;
+}
+#endif
+
+DP_INLINE void stage_copy16(Chunk16* dst, const Chunk16* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+#elif defined(__CUDA_ARCH__)
+    *dst = *src;
+#else
+    StageHostQueue& q = stage_host_queue();
+    if (q.n == 64u) __builtin_trap();
+    q.dst[q.n] = dst;
+    q.src[q.n] = src;
+    q.group[q.n++] = q.open;
+#endif
+}
+
+// Close the copies issued since the last commit (possibly none) as one group.
+DP_INLINE void stage_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#elif !defined(__CUDA_ARCH__)
+    stage_host_queue().open++;
+#endif
+}
+
+#ifndef __CUDA_ARCH__
+// Land every queued copy but those of the newest `pending` committed groups (and uncommitted).
+inline void stage_host_land(u32 pending) {
+    StageHostQueue& q = stage_host_queue();
+    u32 kept = 0;
+    for (u32 i = 0; i < q.n; i++) {
+        if (q.group[i] + pending < q.open) {
+            *q.dst[i] = *q.src[i];
+        } else {
+            q.dst[kept] = q.dst[i];
+            q.src[kept] = q.src[i];
+            q.group[kept++] = q.group[i];
+        }
+    }
+    q.n = kept;
+}
+#endif
+
+// Wait until at most the newest committed group (stage_wait3: the newest three) is in flight: the
+// buffer about to be read has landed.
+DP_INLINE void stage_wait1() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+#elif !defined(__CUDA_ARCH__)
+    stage_host_land(1u);
+#endif
+}
+
+DP_INLINE void stage_wait3() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+#elif !defined(__CUDA_ARCH__)
+    stage_host_land(3u);
+#endif
+}
+
+// One thread's view of the stage: flat chunk f at base[f * DP_PAIR_BLOCK]. The backward pass's
+// buffer b holds p at chunk b * BUF and q at b * BUF + CH; the forward pass's slot s (of 4) holds
+// a job's x of p at s * CH and x of q at s * CH + CH / 2.
+template <typename F> struct PairStage {
+    static constexpr u32 CH = sizeof(Aff<F>) / 16u;  // chunks per point
+    static constexpr u32 BUF = 2u * CH;
+    Chunk16* base;  // this thread's chunk 0
+    DP_INLINE void put(u32 f, const void* src, u32 count) const {
+        const Chunk16* from = static_cast<const Chunk16*>(src);
+#pragma unroll
+        for (u32 c = 0; c < count; c++) stage_copy16(base + (f + c) * DP_PAIR_BLOCK, from + c);
+    }
+    template <typename T> DP_INLINE T take(u32 f) const {
+        T r;
+        u32* w = reinterpret_cast<u32*>(&r);
+#pragma unroll
+        for (u32 c = 0; c < sizeof(T) / 16u; c++) {
+            Chunk16 v = base[(f + c) * DP_PAIR_BLOCK];
+#pragma unroll
+            for (u32 k = 0; k < 4u; k++) w[4u * c + k] = v.w[k];
+        }
+        return r;
+    }
+    DP_INLINE void issue(u32 b, const Aff<F>* pts, PairJob jb) const {
+        put(b * BUF, pts + (jb.p >> 1), CH);
+        if (jb.q != DP_NO_PT) put(b * BUF + CH, pts + (jb.q >> 1), CH);
+    }
+    DP_INLINE void issue_x(u32 s, const Aff<F>* pts, PairJob jb) const {
+        put(s * CH, &pts[jb.p >> 1].x, CH / 2u);
+        if (jb.q != DP_NO_PT) put(s * CH + CH / 2u, &pts[jb.q >> 1].x, CH / 2u);
+    }
+    DP_INLINE Aff<F> read(u32 b, u32 which, u32 pt) const {
+        Aff<F> r = take<Aff<F>>(b * BUF + which * CH);
+        return (pt & 1u) ? aff_neg_t(r) : r;
+    }
+    DP_INLINE F read_x(u32 s, u32 which, u32 pt) const {
+        F r;
+        if (pt == DP_NO_PT) f_set_zero(r);
+        else r = take<F>(s * CH + which * (CH / 2u));
+        return r;
+    }
+};
+
+// The forward pass with the x staged three jobs ahead in a ring of four slots (the same shared
+// memory as the backward pass's double buffer): its one product a job is too little work to
+// cover a gather from DRAM one job ahead. Descriptors come one job ahead of their copies.
+template <typename F> DP_INLINE u32 pair_forward_staged(const PairRound<F>& a, u32 t, u32 stride, u32 n, F& inv,
+                                                        const PairStage<F>& st) {
+    const PairJob none = {DP_NO_PT, DP_NO_PT};
+    auto job = [&](u64 k) { return k < n ? a.jobs[k] : none; };
+    PairJob j0 = job(t), j1 = job((u64)t + stride), j2 = job((u64)t + 2u * (u64)stride);
+    PairJob j3 = job((u64)t + 3u * (u64)stride);
+    st.issue_x(0u, a.pts, j0);
+    stage_commit();
+    if (j1.p != DP_NO_PT) st.issue_x(1u, a.pts, j1);
+    stage_commit();
+    if (j2.p != DP_NO_PT) st.issue_x(2u, a.pts, j2);
+    stage_commit();
+    F acc;
+    f_set_one(acc);
+    bool any = false;
+    u32 j = t, slot = 0u;
+    for (;;) {
+        if (j3.p != DP_NO_PT) st.issue_x((slot + 3u) & 3u, a.pts, j3);
+        stage_commit();
+        stage_wait3();
+        PairJob j4 = job((u64)j + 4u * (u64)stride);
+        F px = st.read_x(slot, 0u, j0.p), qx = st.read_x(slot, 1u, j0.q);
+        F d;
+        if (pair_kind_x(a.pts, j0, px, qx, d) != DP_PAIR_COPY) {
+            a.sums[j].x = acc;  // the product before d, read back by the backward pass
+            acc = f_mul(acc, d);
+            any = true;
+        }
+        if ((u64)j + stride >= n) break;
+        j += stride;
+        j0 = j1;
+        j1 = j2;
+        j2 = j3;
+        j3 = j4;
+        slot = (slot + 1u) & 3u;
+    }
+    inv = any ? f_inv(acc) : acc;
+    return j;
+}
+
+template <typename F> DP_INLINE void pair_backward_staged(const PairRound<F>& a, u32 t, u32 stride, u32 j, F inv,
+                                                          const PairStage<F>& st) {
+    const PairJob none = {DP_NO_PT, DP_NO_PT};
+    PairJob jb = a.jobs[j];
+    u32 b = 0u;
+    st.issue(b, a.pts, jb);
+    stage_commit();
+    F parked = a.sums[j].x;
+    PairJob jb_n = j >= t + stride ? a.jobs[j - stride] : none;
+    for (;;) {
+        bool more = j >= t + stride;
+        u32 jn = j - stride;
+        PairJob jb_nn = none;
+        F parked_n;
+        if (more) {
+            st.issue(b ^ 1u, a.pts, jb_n);
+            parked_n = a.sums[jn].x;
+            if (jn >= t + stride) jb_nn = a.jobs[jn - stride];
+        }
+        stage_commit();  // job jn's copies (none on the last job): the group after job j's
+        stage_wait1();
+        Aff<F> q;
+        if (jb.q == DP_NO_PT) {
+            f_set_zero(q.x);
+            f_set_zero(q.y);
+        } else {
+            q = st.read(b, 1u, jb.q);
+        }
+        pair_back_one(a, jb, j, st.read(b, 0u, jb.p), q, parked, inv);
+        if (!more) break;
+        jb = jb_n;
+        jb_n = jb_nn;
+        parked = parked_n;
+        j = jn;
+        b ^= 1u;
+    }
+}
+
+// Thread t of `stride` threads: jobs t, t + stride, ... (< n). Neighbouring threads take
+// neighbouring jobs, so every load of a round is coalesced but round 1's gather of the bases.
+// The forward pass reads only the x (half the bytes) with descriptors two jobs ahead and x one
+// job ahead, so its one product per job never waits on the descriptor -> point chain; the
+// backward pass (six products a job) reads its descriptor and parked product one job ahead, and
+// with a stage (G1) its points too: `stage` is this thread's chunk 0 (nullptr: no stage).
+template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t, u32 launched,
+                                                    Chunk16* stage = nullptr) {
+    u32 n = a.cursor_out[a.rows - 1u] + a.counts_out[a.rows - 1u];
+    u32 stride = pair_stride(a, n, launched);
+    if (t >= stride || t >= n) return;
+    F inv;
+    if (stage) {
+        PairStage<F> st = {stage};
+        u32 j = pair_forward_staged(a, t, stride, n, inv, st);
+        pair_backward_staged(a, t, stride, j, inv, st);
+    } else {
+        pair_backward(a, t, stride, pair_forward(a, t, stride, n, inv), inv);
     }
 }
 
@@ -278,8 +529,8 @@ struct PairSet {
     const u32* counts;
 };
 
-// Pair kernels held to k blocks of 128 threads per SM (k = 0: unbounded, the default); the
-// experiments of bench_msm.py's pair variants (unbounded, G1's takes 112 registers: 4 blocks).
+// Pair kernels held to k blocks of DP_PAIR_BLOCK threads per SM (k = 0: unbounded, the default);
+// the experiments of bench_msm.py's pair variants (unbounded, G1's takes 166 registers: 3 blocks).
 #ifndef DP_G1_PAIR_MIN_BLOCKS
 #define DP_G1_PAIR_MIN_BLOCKS 0
 #endif
@@ -287,24 +538,37 @@ struct PairSet {
 #define DP_G2_PAIR_MIN_BLOCKS 0
 #endif
 #if DP_G1_PAIR_MIN_BLOCKS && (defined(__CUDACC__) || defined(__CUDACC_RTC__))
-#define DP_G1_PAIR_BOUNDS __launch_bounds__(128, DP_G1_PAIR_MIN_BLOCKS)
+#define DP_G1_PAIR_BOUNDS __launch_bounds__(DP_PAIR_BLOCK, DP_G1_PAIR_MIN_BLOCKS)
 #else
 #define DP_G1_PAIR_BOUNDS
 #endif
 #if DP_G2_PAIR_MIN_BLOCKS && (defined(__CUDACC__) || defined(__CUDACC_RTC__))
-#define DP_G2_PAIR_BOUNDS __launch_bounds__(128, DP_G2_PAIR_MIN_BLOCKS)
+#define DP_G2_PAIR_BOUNDS __launch_bounds__(DP_PAIR_BLOCK, DP_G2_PAIR_MIN_BLOCKS)
 #else
 #define DP_G2_PAIR_BOUNDS
 #endif
 
-#define DP_MSM_PAIRS(G, F, ACC_BOUNDS, PAIR_BOUNDS)                                                  \
+// The shared-memory stage of a group's pair kernel: G1's (32 KiB a block of 128 threads) unless
+// -DDP_G1_PAIR_STAGE=0 (bench_msm.py's unstaged build); G2 has none (its double buffer would
+// be 64 KiB, beyond static shared memory, and its kernel is bound by its registers' products).
+#ifndef DP_G1_PAIR_STAGE
+#define DP_G1_PAIR_STAGE 1
+#endif
+#define DP_STAGE_DECL_1(F)                                                                     \
+    __shared__ Chunk16 stage_buf[2u * PairStage<F>::BUF * DP_PAIR_BLOCK];                       \
+    Chunk16* stage = stage_buf + threadIdx.x;
+#define DP_STAGE_DECL_0(F) Chunk16* stage = nullptr;
+#define DP_STAGE_DECL(ON, F) DP_STAGE_DECL_##ON(F)
+
+#define DP_MSM_PAIRS(G, F, ACC_BOUNDS, PAIR_BOUNDS, STAGED)                                          \
     extern "C" __global__ void PAIR_BOUNDS msm_pairs_##G(const u32* plan, u32 round, const PairJob* jobs, \
                                              const Aff<F>* pts, const u32* cursor_out,                 \
                                              const u32* counts_out, u32 rows, u32 resident, u32 kmin,  \
                                              u32 kmax, Aff<F>* sums) {                                 \
         if (round >= plan[0]) return;                                                                  \
+        DP_STAGE_DECL(STAGED, F)                                                                       \
         PairRound<F> a = {jobs, pts, cursor_out, counts_out, rows, resident, kmin, kmax, sums};      \
-        msm_pairs_body(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);            \
+        msm_pairs_body(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, stage);     \
     }                                                                                                  \
     extern "C" __global__ void ACC_BOUNDS msm_accumulate_sel_##G(                                     \
         const u32* plan, const PairSet* sets, u32 rows, u32 len, u32 slices, u32 resident, u32 target,    \
@@ -316,9 +580,12 @@ struct PairSet {
                                rows, len, slices, buckets, spill_rows, spill_pts);                     \
     }
 
-DP_MSM_PAIRS(g1, Fq, DP_G1_ACC_BOUNDS, DP_G1_PAIR_BOUNDS)
-DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_PAIR_BOUNDS)
+DP_MSM_PAIRS(g1, Fq, DP_G1_ACC_BOUNDS, DP_G1_PAIR_BOUNDS, DP_G1_PAIR_STAGE)
+DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_PAIR_BOUNDS, 0)
 
 #undef DP_MSM_PAIRS
+#undef DP_STAGE_DECL
+#undef DP_STAGE_DECL_0
+#undef DP_STAGE_DECL_1
 
 #endif  // DP_MSM_AFFINE_CU

@@ -96,7 +96,10 @@ PAIR_K: tuple[int, int] = (16, 512)
 """Least and most jobs (pairs) per thread in a pair round: one field inversion (~320 Fq products)
 is amortised over them (:func:`pair_threads`)."""
 PAIR_THREADS = 128
-"""Block size of the pair-round kernels."""
+"""Block size of the pair-round kernels (msm_affine.cu's DP_PAIR_BLOCK: G1's shared-memory stage
+is laid out for it)."""
+SHARED_PER_SM = 228 * 1024
+"""Shared memory of one SM (H100 / H200), for the occupancy of kernels with a static stage."""
 PAIR_JOBS_BLOCKS_PER_SM = 16
 """Blocks of 256 threads per SM of msm_pair_jobs, a grid-stride loop over a round's entries."""
 
@@ -645,27 +648,41 @@ def fold_length(m: int, kernel: Any) -> int:
     return min(FOLD_LEN, max(FOLD_MIN, -(-m // resident)))
 
 
+def pair_block() -> int:
+    """Threads per block of the pair rounds: :data:`PAIR_THREADS`, or the build's -DDP_PAIR_BLOCK=N
+    (msm_affine.cu lays G1's stage out for it; bench_msm.py's block-size builds)."""
+    for opt in kernel_options():
+        if opt.startswith("-DDP_PAIR_BLOCK="):
+            return int(opt.partition("=")[2])
+    return PAIR_THREADS
+
+
 def pair_threads(jobs: int, kernel: Any) -> tuple[int, int]:
     """(threads to launch, resident threads) for a pair round over at most ``jobs`` jobs with
     ``kernel``: enough whole waves of its resident threads for ``jobs`` at PAIR_K[1] jobs a thread,
     at most ``jobs`` / PAIR_K[0] threads (a whole number of blocks). The kernel picks its stride
     from the real job count (msm_affine.cu pair_stride), within these threads."""
-    resident = _resident_threads(kernel, PAIR_THREADS) or _sm_count() * PAIR_THREADS
+    block = pair_block()
+    resident = _resident_threads(kernel, block) or _sm_count() * block
     waves = max(1, -(-jobs // (resident * PAIR_K[1])))
     threads = min(waves * resident, -(-jobs // PAIR_K[0]))
-    return -(-threads // PAIR_THREADS) * PAIR_THREADS, resident
+    return -(-threads // block) * block, resident
 
 
 def _resident_threads(kernel: Any, block: int) -> int | None:
     """Threads of ``kernel`` in blocks of ``block`` that the device holds at once, from its
-    register count (64 Ki registers and 2048 threads per SM, allocated per warp in units of 256;
-    the point kernels use no dynamic shared memory); None when the kernel does not say."""
+    register count (64 Ki registers and 2048 threads per SM, allocated per warp in units of 256)
+    and its static shared memory (228 KiB per SM, 1 KiB of it reserved per block: sm_90); None
+    when the kernel does not say."""
     regs = getattr(kernel, "num_regs", None)
     if not isinstance(regs, int) or regs <= 0:
         return None
     per_warp = -(-regs * 32 // 256) * 256
     warps = -(-block // 32)
     blocks = min(65536 // (per_warp * warps), 2048 // block, 32)
+    shared = getattr(kernel, "shared_size_bytes", 0)
+    if isinstance(shared, int) and shared > 0:
+        blocks = min(blocks, SHARED_PER_SM // (shared + 1024))
     return _sm_count() * max(blocks, 1) * block
 
 
@@ -737,7 +754,7 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
         make_jobs((min(-(-bound // 256), _sm_count() * PAIR_JOBS_BLOCKS_PER_SM),), (256,),
                   (plan, u32(r), entries, cursor, counts, cursor_out, u32(rows), jobs, entries_out))
         threads, resident = pair_threads(out_bound, pairs)
-        pairs((threads // PAIR_THREADS,), (PAIR_THREADS,),
+        pairs((threads // pair_block(),), (pair_block(),),
               (plan, u32(r), jobs, points, cursor_out, counts_out, u32(rows), u32(resident), u32(PAIR_K[0]),
                u32(PAIR_K[1]), points_out))
         entries, points, cursor, counts, bound = entries_out, points_out, cursor_out, counts_out, out_bound
