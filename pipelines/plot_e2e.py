@@ -75,7 +75,10 @@ def load_run(path: Path) -> Run:
     if not rows:
         raise FormatError(path, "no synthetic row with key, constraints and median_total_ms")
     date = str(data.get("date", ""))
-    parts = [date[:10], data.get("commit") or path.stem, data.get("device", "")]
+    commit = str(data.get("commit") or path.stem)
+    if len(commit) == 40 and all(ch in "0123456789abcdef" for ch in commit):
+        commit = commit[:7]  # a full hash (DISTPROVE_GIT_COMMIT) labels like git's short form
+    parts = [date[:10], commit, data.get("device", "")]
     return Run(path, date, " ".join(p for p in parts if p), rows)
 
 
