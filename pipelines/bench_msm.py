@@ -99,6 +99,7 @@ VARIANTS = {
     "g1_unstaged": ("-DDP_G1_PAIR_STAGE=0",),
     "g1_pair64_7": ("-DDP_PAIR_BLOCK=64", "-DDP_G1_PAIR_MIN_BLOCKS=7"),
     "g1_pair64": ("-DDP_PAIR_BLOCK=64",),
+    "g2_unstaged": ("-DDP_G2_PAIR_STAGE=0",),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default (FP64-pipe Fq
 products, field.cuh), CIOS products (the default until session 11), CIOS as PTX carry chains,
@@ -106,10 +107,10 @@ CIOS with squares by the general product (the build before mont_sqr8); G2's accu
 3 or 4 blocks of 128 threads per SM, G2's fold and first reduction level to 3, G1's accumulation
 and pair rounds to 4, 5 or 6 (register bounds: the FP64 product lifted G1's kernels from ~112
 to ~166 registers, 3 blocks per SM); G1's Fq products inline and Fq2's products inline (each the
-build before they became calls to the out-of-line Fq product, curve.cuh and field.cuh); G1's pair
-rounds reading each job's points from global memory when it comes up (the build before the
-shared-memory stage, msm_affine.cu); G1's pair blocks of 64 threads, unbounded (166 registers: 12
-warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers)."""
+build before they became calls to the out-of-line Fq product, curve.cuh and field.cuh); G1's and
+G2's pair rounds reading each job's points from global memory when it comes up (the builds
+before the shared-memory stage, msm_affine.cu); G1's pair blocks of 64 threads, unbounded (166
+registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:

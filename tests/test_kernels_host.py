@@ -454,7 +454,7 @@ class _EmuModule:
     def get_function(self, name: str):
         fn = getattr(self.lib, "host_" + name)
 
-        def launch(grid: tuple, block: tuple, args: tuple) -> None:
+        def launch(grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
             gx, gy = grid[0], grid[1] if len(grid) > 1 else 1
             conv = [ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else ctypes.c_uint32(int(a))
                     for a in args]
@@ -872,11 +872,16 @@ def test_resident_threads_count_registers_and_shared_memory(monkeypatch: pytest.
 
 
 def test_pair_block_follows_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pair rounds launch blocks of the size their build laid G1's stage out for."""
+    """The pair rounds launch blocks of the size their build laid the stage out for, with that
+    stage's shared memory (none for a build without it)."""
     import dask
 
     from distprove.backends.gpu import msm as gm
 
     assert gm.pair_block() == gm.PAIR_THREADS
+    assert (gm.pair_stage_bytes(bn254.G1), gm.pair_stage_bytes(bn254.G2)) == (32768, 65536)
     with dask.config.set({"distprove.msm.kernel-options": ["-DDP_PAIR_BLOCK=64"]}):
         assert gm.pair_block() == 64
+        assert gm.pair_stage_bytes(bn254.G2) == 32768
+    with dask.config.set({"distprove.msm.kernel-options": ["-DDP_G2_PAIR_STAGE=0"]}):
+        assert (gm.pair_stage_bytes(bn254.G1), gm.pair_stage_bytes(bn254.G2)) == (32768, 0)

@@ -27,9 +27,9 @@
 // * Special cases need no second inversion: an infinity operand (the sum is the other) and
 //   q = -p (infinity) have no denominator; p = q is a doubling, d = 2 y1, num = 3 x1^2. No
 //   finite point has y = 0 (odd prime order), so d is never 0.
-// * G1's operands travel through a shared-memory stage by cp.async, ahead of use (three jobs
-//   ahead in the forward pass, one in the backward): 3% of G1 2^24 (see PairStage). With it the
-//   pass runs near the product's measured rate: more warps per SM (4 blocks at 128 registers,
+// * The operands travel through a shared-memory stage by cp.async, ahead of use (three jobs
+//   ahead in the forward pass, one in the backward): 3-6% of G1 2^24 (see PairStage). With it
+//   G1's pass runs near the product's measured rate: more warps per SM (4 blocks at 128 registers,
 //   or 64-thread blocks) and operands re-read from the stage instead of held in registers
 //   (140 registers) all timed the same or slower (bench_msm.py g1_pair4 / g1_pair64*).
 // * Jobs per thread are chosen on the device from the real job count (pair_stride): the fewest
@@ -224,8 +224,7 @@ template <typename F> DP_INLINE u32 pair_forward(const PairRound<F>& a, u32 t, u
 }
 
 // Thread t's backward pass from its last job j down to t, the points read from global memory
-// when the job comes up (G2, whose double buffer would exceed static shared memory; G1 stages
-// them, pair_backward_staged).
+// when the job comes up (the builds without a stage; see pair_backward_staged).
 template <typename F> DP_INLINE void pair_backward(const PairRound<F>& a, u32 t, u32 stride, u32 j, F inv) {
     PairJob jb = a.jobs[j];
     F parked = a.sums[j].x;
@@ -253,7 +252,7 @@ template <typename F> DP_INLINE void pair_backward(const PairRound<F>& a, u32 t,
     }
 }
 
-// G1's stage: the pair passes' operands copied into shared memory ahead of use by cp.async
+// The stage: the pair passes' operands copied into shared memory ahead of use by cp.async
 // (no register holds them in flight). Round 1 gathers them from the bases at random and later
 // rounds from the last round's sums; Nsight Compute on the unstaged G1 pass at 2^24 put 2.3 of
 // its 6.0 cycles between issues on those loads. The backward pass copies job j - stride's two
@@ -475,7 +474,7 @@ template <typename F> DP_INLINE void pair_backward_staged(const PairRound<F>& a,
 // The forward pass reads only the x (half the bytes) with descriptors two jobs ahead and x one
 // job ahead, so its one product per job never waits on the descriptor -> point chain; the
 // backward pass (six products a job) reads its descriptor and parked product one job ahead, and
-// with a stage (G1) its points too: `stage` is this thread's chunk 0 (nullptr: no stage).
+// with a stage its points too: `stage` is this thread's chunk 0 (nullptr: no stage).
 template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t, u32 launched,
                                                     Chunk16* stage = nullptr) {
     u32 n = a.cursor_out[a.rows - 1u] + a.counts_out[a.rows - 1u];
@@ -548,14 +547,23 @@ struct PairSet {
 #define DP_G2_PAIR_BOUNDS
 #endif
 
-// The shared-memory stage of a group's pair kernel: G1's (32 KiB a block of 128 threads) unless
-// -DDP_G1_PAIR_STAGE=0 (bench_msm.py's unstaged build); G2 has none (its double buffer would
-// be 64 KiB, beyond static shared memory, and its kernel is bound by its registers' products).
+// The shared-memory stage of a pair kernel: dynamic shared memory of 4 points a thread (G1 32 KiB,
+// G2 64 KiB a block of 128 threads: above the 48 KiB of static shared memory, so the host opts
+// in; gpu/msm.py pair_stage_bytes), unless -DDP_G1_PAIR_STAGE=0 / -DDP_G2_PAIR_STAGE=0 (bench_msm.py's
+// unstaged builds; the host then passes none). Host builds: one static array of G2's size.
 #ifndef DP_G1_PAIR_STAGE
 #define DP_G1_PAIR_STAGE 1
 #endif
+#ifndef DP_G2_PAIR_STAGE
+#define DP_G2_PAIR_STAGE 1
+#endif
+#if defined(__CUDA_ARCH__)
+#define DP_STAGE_ARRAY extern __shared__ Chunk16 stage_buf[];
+#else
+#define DP_STAGE_ARRAY static Chunk16 stage_buf[2u * PairStage<Fq2>::BUF * DP_PAIR_BLOCK];
+#endif
 #define DP_STAGE_DECL_1(F)                                                                     \
-    __shared__ Chunk16 stage_buf[2u * PairStage<F>::BUF * DP_PAIR_BLOCK];                       \
+    DP_STAGE_ARRAY                                                                             \
     Chunk16* stage = stage_buf + threadIdx.x;
 #define DP_STAGE_DECL_0(F) Chunk16* stage = nullptr;
 #define DP_STAGE_DECL(ON, F) DP_STAGE_DECL_##ON(F)
@@ -581,9 +589,10 @@ struct PairSet {
     }
 
 DP_MSM_PAIRS(g1, Fq, DP_G1_ACC_BOUNDS, DP_G1_PAIR_BOUNDS, DP_G1_PAIR_STAGE)
-DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_PAIR_BOUNDS, 0)
+DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_PAIR_BOUNDS, DP_G2_PAIR_STAGE)
 
 #undef DP_MSM_PAIRS
+#undef DP_STAGE_ARRAY
 #undef DP_STAGE_DECL
 #undef DP_STAGE_DECL_0
 #undef DP_STAGE_DECL_1

@@ -657,31 +657,42 @@ def pair_block() -> int:
     return PAIR_THREADS
 
 
-def pair_threads(jobs: int, kernel: Any) -> tuple[int, int]:
+def pair_stage_bytes(group: Group) -> int:
+    """Dynamic shared memory of a pair-round block: msm_affine.cu's stage, two buffers of two affine
+    points a thread (G1 32 KiB, G2 64 KiB at 128 threads); 0 for a build without it
+    (-DDP_G1_PAIR_STAGE=0 / -DDP_G2_PAIR_STAGE=0)."""
+    if f"-DDP_{_suffix(group).upper()}_PAIR_STAGE=0" in kernel_options():
+        return 0
+    return 4 * 4 * group.limbs * pair_block()  # limbs: uint32 words of an affine point
+
+
+def pair_threads(jobs: int, kernel: Any, dynamic: int = 0) -> tuple[int, int]:
     """(threads to launch, resident threads) for a pair round over at most ``jobs`` jobs with
-    ``kernel``: enough whole waves of its resident threads for ``jobs`` at PAIR_K[1] jobs a thread,
-    at most ``jobs`` / PAIR_K[0] threads (a whole number of blocks). The kernel picks its stride
-    from the real job count (msm_affine.cu pair_stride), within these threads."""
+    ``kernel`` and ``dynamic`` bytes of shared memory a block: enough whole waves of its resident
+    threads for ``jobs`` at PAIR_K[1] jobs a thread, at most ``jobs`` / PAIR_K[0] threads (a whole
+    number of blocks). The kernel picks its stride from the real job count (msm_affine.cu
+    pair_stride), within these threads."""
     block = pair_block()
-    resident = _resident_threads(kernel, block) or _sm_count() * block
+    resident = _resident_threads(kernel, block, dynamic) or _sm_count() * block
     waves = max(1, -(-jobs // (resident * PAIR_K[1])))
     threads = min(waves * resident, -(-jobs // PAIR_K[0]))
     return -(-threads // block) * block, resident
 
 
-def _resident_threads(kernel: Any, block: int) -> int | None:
+def _resident_threads(kernel: Any, block: int, dynamic: int = 0) -> int | None:
     """Threads of ``kernel`` in blocks of ``block`` that the device holds at once, from its
     register count (64 Ki registers and 2048 threads per SM, allocated per warp in units of 256)
-    and its static shared memory (228 KiB per SM, 1 KiB of it reserved per block: sm_90); None
-    when the kernel does not say."""
+    and its shared memory, static plus ``dynamic`` bytes a block (228 KiB per SM, 1 KiB of it
+    reserved per block: sm_90); None when the kernel does not say."""
     regs = getattr(kernel, "num_regs", None)
     if not isinstance(regs, int) or regs <= 0:
         return None
     per_warp = -(-regs * 32 // 256) * 256
     warps = -(-block // 32)
     blocks = min(65536 // (per_warp * warps), 2048 // block, 32)
-    shared = getattr(kernel, "shared_size_bytes", 0)
-    if isinstance(shared, int) and shared > 0:
+    static = getattr(kernel, "shared_size_bytes", 0)
+    shared = (static if isinstance(static, int) else 0) + dynamic
+    if shared > 0:
         blocks = min(blocks, SHARED_PER_SM // (shared + 1024))
     return _sm_count() * max(blocks, 1) * block
 
@@ -743,6 +754,9 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
     plan = scratch.take("pair_plan", 1)
     mod.get_function("msm_pair_plan")((1,), (32,), (cursor, counts, u32(rows), need, u32(rounds), plan))
     pairs = mod.get_function(f"msm_pairs_{_suffix(group)}")
+    stage = pair_stage_bytes(group)
+    if stage > 48 * 1024 and hasattr(pairs, "max_dynamic_shared_size_bytes"):
+        pairs.max_dynamic_shared_size_bytes = stage  # above 48 KiB a launch must opt in
     make_jobs = mod.get_function("msm_pair_jobs")
     halve = mod.get_function("msm_pair_counts")
     points = bases
@@ -753,10 +767,10 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
         cursor_out -= counts_out  # exclusive: each row's first slot
         make_jobs((min(-(-bound // 256), _sm_count() * PAIR_JOBS_BLOCKS_PER_SM),), (256,),
                   (plan, u32(r), entries, cursor, counts, cursor_out, u32(rows), jobs, entries_out))
-        threads, resident = pair_threads(out_bound, pairs)
+        threads, resident = pair_threads(out_bound, pairs, stage)
         pairs((threads // pair_block(),), (pair_block(),),
               (plan, u32(r), jobs, points, cursor_out, counts_out, u32(rows), u32(resident), u32(PAIR_K[0]),
-               u32(PAIR_K[1]), points_out))
+               u32(PAIR_K[1]), points_out), shared_mem=stage)
         entries, points, cursor, counts, bound = entries_out, points_out, cursor_out, counts_out, out_bound
     return plan, sets[: len(ptrs)]
 
