@@ -96,10 +96,11 @@ PAIR_K: tuple[int, int] = (16, 512)
 """Least and most jobs (pairs) per thread in a pair round: one field inversion (~320 Fq products)
 is amortised over them (:func:`pair_threads`)."""
 PAIR_THREADS = 128
-"""Block size of the pair-round kernels (msm_affine.cu's DP_PAIR_BLOCK: G1's shared-memory stage
+"""Block size of the pair-round kernels (msm_affine.cu's DP_PAIR_BLOCK: their shared-memory stage
 is laid out for it)."""
 SHARED_PER_SM = 228 * 1024
-"""Shared memory of one SM (H100 / H200), for the occupancy of kernels with a static stage."""
+"""Shared memory of one SM (H100 / H200; other GPUs have less, which this estimate of the pair
+kernels' occupancy does not know), for kernels that use shared memory."""
 PAIR_JOBS_BLOCKS_PER_SM = 16
 """Blocks of 256 threads per SM of msm_pair_jobs, a grid-stride loop over a round's entries."""
 
@@ -650,7 +651,7 @@ def fold_length(m: int, kernel: Any) -> int:
 
 def pair_block() -> int:
     """Threads per block of the pair rounds: :data:`PAIR_THREADS`, or the build's -DDP_PAIR_BLOCK=N
-    (msm_affine.cu lays G1's stage out for it; bench_msm.py's block-size builds)."""
+    (msm_affine.cu lays the stage out for it; bench_msm.py's block-size builds)."""
     for opt in kernel_options():
         if opt.startswith("-DDP_PAIR_BLOCK="):
             return int(opt.partition("=")[2])
