@@ -49,6 +49,8 @@ def test_module_compiles_for_sm90(name: str, tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=900,
     )
     assert res.returncode == 0, res.stderr[-4000:]
+    if name == "msm":  # the pair rounds' stage copies asynchronously here (see the sm_75 test below)
+        assert "cp.async.ca.shared.global" in (tmp_path / f"{name}.ptx").read_text()
 
 
 @pytest.mark.parametrize("arch,f64", [("sm_89", False), ("sm_90", True), ("sm_100", True), ("sm_120", False)])
@@ -66,6 +68,25 @@ def test_device_product_follows_the_arch(arch: str, f64: bool, tmp_path: Path) -
         pytest.skip(f"this nvcc has no {arch}")
     assert res.returncode == 0, res.stderr[-4000:]
     assert ("fma.rz.f64" in (tmp_path / "f.ptx").read_text()) == f64
+
+
+def test_pair_stage_copies_on_the_oldest_arch(tmp_path: Path) -> None:
+    """The pair rounds' stage copies with cp.async from sm_80 and with plain loads and stores below
+    (msm_affine.cu stage_copy16): the msm module compiles for sm_75, CUDA 13's oldest target, with
+    no cp.async in its PTX."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not installed")
+    src = tmp_path / "msm.cu"
+    src.write_text(module_source(MODULES["msm"]))
+    ptx = tmp_path / "msm.ptx"
+    res = subprocess.run([nvcc, "-arch=sm_75", "-ptx", *BASE_OPTIONS, *MODULE_OPTIONS.get("msm", ()), "-o", str(ptx), str(src)],
+                         capture_output=True, text=True, timeout=900)
+    if res.returncode != 0 and "Unsupported gpu architecture" in res.stderr:
+        pytest.skip("this nvcc has no sm_75")
+    assert res.returncode == 0, res.stderr[-4000:]
+    text = ptx.read_text()
+    assert "msm_pairs_g2" in text and "cp.async" not in text
 
 
 # --- 2. host build of the kernel bodies --------------------------------------------------
