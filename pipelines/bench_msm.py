@@ -108,8 +108,9 @@ CIOS with squares by the general product (the build before mont_sqr8); G2's accu
 and pair rounds to 4, 5 or 6 (register bounds: the FP64 product lifted G1's kernels from ~112
 to ~166 registers, 3 blocks per SM); G1's Fq products inline and Fq2's products inline (each the
 build before they became calls to the out-of-line Fq product, curve.cuh and field.cuh); G1's and
-G2's pair rounds reading each job's points from global memory when it comes up (the builds
-before the shared-memory stage, msm_affine.cu); G1's pair blocks of 64 threads, unbounded (166
+G2's pair rounds reading each point from global memory where it is used (msm_affine.cu
+PairDirect: no shared-memory stage; session 12's comparison ran the build before the stage,
+which prefetched points into registers one job ahead); G1's pair blocks of 64 threads, unbounded (166
 registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers)."""
 
 

@@ -18,8 +18,8 @@
 //   odd ones: 17 of 32 lanes active, Nsight Compute) and neighbouring lanes read neighbouring
 //   descriptors, parked products and (after round 1) points. The forward pass needs only the x:
 //   x = 0 only at infinity (3 is not a square in Fq, nor b' in Fq2), y only when the x are equal.
-//   Descriptors are fetched two jobs ahead and operands one ahead, so the forward pass's one
-//   product per job does not wait on the descriptor -> point chain of loads.
+//   Descriptors are fetched ahead of the copies of the operands they name, and the operands
+//   ahead of use (the stage below), so no product waits on the descriptor -> point chain.
 // * Forward: each denominator d enters the running product, the product BEFORE it parked in
 //   sums[j].x (the thread's own slot). One Fermat inversion (Fq2 through the norm). Backward:
 //   1/d = inv * parked, inv *= d, lambda = num / d, x3 = lambda^2 - x1 - x2,
@@ -156,14 +156,6 @@ template <typename F> DP_INLINE u32 pair_kind_x(const Aff<F>* pts, PairJob jb, c
     return DP_PAIR_DBL;
 }
 
-// The x of point `pt` (index << 1 | negated; negation leaves x alone), 0 for DP_NO_PT.
-template <typename F> DP_INLINE F pair_x(const Aff<F>* pts, u32 pt) {
-    F x;
-    if (pt == DP_NO_PT) f_set_zero(x);
-    else x = pts[pt >> 1].x;
-    return x;
-}
-
 // Job j's sum once p and q (q zero for DP_NO_PT) are in registers; inv = 1 / (the product of
 // this and every earlier job's denominator), parked = the product of the earlier ones.
 template <typename F> DP_INLINE void pair_back_one(const PairRound<F>& a, PairJob jb, u32 j, const Aff<F>& p,
@@ -185,81 +177,15 @@ template <typename F> DP_INLINE void pair_back_one(const PairRound<F>& a, PairJo
     }
 }
 
-// Thread t's forward pass over jobs t, t + stride, ... (< n): each denominator enters the running
-// product, the product before it parked in sums[j].x. Returns the last job; inv = 1 / the product
-// (the product itself, 1, when every job was a copy).
-template <typename F> DP_INLINE u32 pair_forward(const PairRound<F>& a, u32 t, u32 stride, u32 n, F& inv) {
-    const PairJob none = {DP_NO_PT, DP_NO_PT};
-    F acc;
-    f_set_one(acc);
-    bool any = false;
-    u32 j = t;
-    PairJob jb = a.jobs[t];
-    PairJob next = t + stride < n ? a.jobs[t + stride] : none;
-    F px = pair_x(a.pts, jb.p), qx = pair_x(a.pts, jb.q);
-    for (;;) {
-        u32 jn = j + stride;
-        bool more = jn < n;
-        PairJob jb_n = next;
-        F px_n, qx_n;
-        if (more) {
-            px_n = pair_x(a.pts, jb_n.p);
-            qx_n = pair_x(a.pts, jb_n.q);
-            if (jn + stride < n) next = a.jobs[jn + stride];
-        }
-        F d;
-        if (pair_kind_x(a.pts, jb, px, qx, d) != DP_PAIR_COPY) {
-            a.sums[j].x = acc;  // the product before d, read back by the backward pass
-            acc = f_mul(acc, d);
-            any = true;
-        }
-        if (!more) break;
-        jb = jb_n;
-        px = px_n;
-        qx = qx_n;
-        j = jn;
-    }
-    inv = any ? f_inv(acc) : acc;
-    return j;
-}
-
-// Thread t's backward pass from its last job j down to t, the points read from global memory
-// when the job comes up (the builds without a stage; see pair_backward_staged).
-template <typename F> DP_INLINE void pair_backward(const PairRound<F>& a, u32 t, u32 stride, u32 j, F inv) {
-    PairJob jb = a.jobs[j];
-    F parked = a.sums[j].x;
-    for (;;) {
-        bool more = j >= t + stride;
-        u32 jn = j - stride;
-        PairJob jb_n;
-        F parked_n;
-        if (more) {
-            jb_n = a.jobs[jn];
-            parked_n = a.sums[jn].x;
-        }
-        Aff<F> q;
-        if (jb.q == DP_NO_PT) {
-            f_set_zero(q.x);
-            f_set_zero(q.y);
-        } else {
-            q = pair_load(a.pts, jb.q);
-        }
-        pair_back_one(a, jb, j, pair_load(a.pts, jb.p), q, parked, inv);
-        if (!more) break;
-        jb = jb_n;
-        parked = parked_n;
-        j = jn;
-    }
-}
-
 // The stage: the pair passes' operands copied into shared memory ahead of use by cp.async
 // (no register holds them in flight). Round 1 gathers them from the bases at random and later
 // rounds from the last round's sums; Nsight Compute on the unstaged G1 pass at 2^24 put 2.3 of
 // its 6.0 cycles between issues on those loads. The backward pass copies job j - stride's two
 // points into the other half of a double buffer while job j computes; the forward pass (one
 // product a job: too little to cover a gather one job ahead) copies the x three jobs ahead into
-// a ring of four slots in the same memory. H200, G1 2^24 (bench_msm.py g1_unstaged): round 1
-// 25.9 -> 23.8 ms, 2.3 -> 1.25 cycles on loads, the MSM 62.2-62.7 -> 60.6-60.9 ms.
+// a ring of four slots in the same memory. H200, G1 2^24, against the build before it (points
+// prefetched into registers one job ahead): round 1 25.9 -> 23.8 ms, 2.3 -> 1.25 cycles on loads,
+// the MSM 62.2-62.7 -> 60.6-60.9 ms. The passes are written once, over PairStage or PairDirect.
 // Layout: 16-byte chunk f of thread tid at [f * DP_PAIR_BLOCK + tid], so a warp's reads of one
 // chunk are 512 consecutive bytes (no bank conflicts). Double buffering keeps cp.async off a
 // buffer the thread may still be reading.
@@ -352,6 +278,9 @@ template <typename F> struct PairStage {
     static constexpr u32 CH = sizeof(Aff<F>) / 16u;  // chunks per point
     static constexpr u32 BUF = 2u * CH;
     Chunk16* base;  // this thread's chunk 0
+    DP_INLINE void commit() const { stage_commit(); }
+    DP_INLINE void wait1() const { stage_wait1(); }
+    DP_INLINE void wait3() const { stage_wait3(); }
     DP_INLINE void put(u32 f, const void* src, u32 count) const {
         const Chunk16* from = static_cast<const Chunk16*>(src);
 #pragma unroll
@@ -388,29 +317,50 @@ template <typename F> struct PairStage {
     }
 };
 
-// The forward pass with the x staged three jobs ahead in a ring of four slots (the same shared
-// memory as the backward pass's double buffer): its one product a job is too little work to
-// cover a gather from DRAM one job ahead. Descriptors come one job ahead of their copies.
-template <typename F> DP_INLINE u32 pair_forward_staged(const PairRound<F>& a, u32 t, u32 stride, u32 n, F& inv,
-                                                        const PairStage<F>& st) {
+// The same interface without a stage (-DDP_G1_PAIR_STAGE=0 / -DDP_G2_PAIR_STAGE=0, bench_msm.py's
+// unstaged builds): nothing is copied ahead, each point is read from global memory where it is used.
+template <typename F> struct PairDirect {
+    const Aff<F>* pts;
+    DP_INLINE void commit() const {}
+    DP_INLINE void wait1() const {}
+    DP_INLINE void wait3() const {}
+    DP_INLINE void issue(u32, const Aff<F>*, PairJob) const {}
+    DP_INLINE void issue_x(u32, const Aff<F>*, PairJob) const {}
+    DP_INLINE Aff<F> read(u32, u32, u32 pt) const { return pair_load(pts, pt); }
+    DP_INLINE F read_x(u32, u32, u32 pt) const {
+        F r;
+        if (pt == DP_NO_PT) f_set_zero(r);
+        else r = pts[pt >> 1].x;
+        return r;
+    }
+};
+
+// Thread t's forward pass over jobs t, t + stride, ... (< n): each denominator enters the running
+// product, the product before it parked in sums[j].x. Returns the last job; inv = 1 / the product
+// (the product itself, 1, when every job was a copy). The x are staged three jobs ahead in a ring
+// of four slots (the same shared memory as the backward pass's double buffer): one product a job
+// is too little work to cover a gather from DRAM one job ahead. Descriptors come one job ahead of
+// their copies.
+template <typename F, typename S> DP_INLINE u32 pair_forward(const PairRound<F>& a, u32 t, u32 stride, u32 n, F& inv,
+                                                             const S& st) {
     const PairJob none = {DP_NO_PT, DP_NO_PT};
     auto job = [&](u64 k) { return k < n ? a.jobs[k] : none; };
     PairJob j0 = job(t), j1 = job((u64)t + stride), j2 = job((u64)t + 2u * (u64)stride);
     PairJob j3 = job((u64)t + 3u * (u64)stride);
     st.issue_x(0u, a.pts, j0);
-    stage_commit();
+    st.commit();
     if (j1.p != DP_NO_PT) st.issue_x(1u, a.pts, j1);
-    stage_commit();
+    st.commit();
     if (j2.p != DP_NO_PT) st.issue_x(2u, a.pts, j2);
-    stage_commit();
+    st.commit();
     F acc;
     f_set_one(acc);
     bool any = false;
     u32 j = t, slot = 0u;
     for (;;) {
         if (j3.p != DP_NO_PT) st.issue_x((slot + 3u) & 3u, a.pts, j3);
-        stage_commit();
-        stage_wait3();
+        st.commit();
+        st.wait3();
         PairJob j4 = job((u64)j + 4u * (u64)stride);
         F px = st.read_x(slot, 0u, j0.p), qx = st.read_x(slot, 1u, j0.q);
         F d;
@@ -431,13 +381,15 @@ template <typename F> DP_INLINE u32 pair_forward_staged(const PairRound<F>& a, u
     return j;
 }
 
-template <typename F> DP_INLINE void pair_backward_staged(const PairRound<F>& a, u32 t, u32 stride, u32 j, F inv,
-                                                          const PairStage<F>& st) {
+// Thread t's backward pass from its last job j down to t: both points of job j - stride are
+// staged while job j computes; descriptors two jobs ahead, the parked product one.
+template <typename F, typename S> DP_INLINE void pair_backward(const PairRound<F>& a, u32 t, u32 stride, u32 j, F inv,
+                                                               const S& st) {
     const PairJob none = {DP_NO_PT, DP_NO_PT};
     PairJob jb = a.jobs[j];
     u32 b = 0u;
     st.issue(b, a.pts, jb);
-    stage_commit();
+    st.commit();
     F parked = a.sums[j].x;
     PairJob jb_n = j >= t + stride ? a.jobs[j - stride] : none;
     for (;;) {
@@ -450,8 +402,8 @@ template <typename F> DP_INLINE void pair_backward_staged(const PairRound<F>& a,
             parked_n = a.sums[jn].x;
             if (jn >= t + stride) jb_nn = a.jobs[jn - stride];
         }
-        stage_commit();  // job jn's copies (none on the last job): the group after job j's
-        stage_wait1();
+        st.commit();  // job jn's copies (none on the last job): the group after job j's
+        st.wait1();
         Aff<F> q;
         if (jb.q == DP_NO_PT) {
             f_set_zero(q.x);
@@ -471,23 +423,15 @@ template <typename F> DP_INLINE void pair_backward_staged(const PairRound<F>& a,
 
 // Thread t of `stride` threads: jobs t, t + stride, ... (< n). Neighbouring threads take
 // neighbouring jobs, so every load of a round is coalesced but round 1's gather of the bases.
-// The forward pass reads only the x (half the bytes) with descriptors two jobs ahead and x one
-// job ahead, so its one product per job never waits on the descriptor -> point chain; the
-// backward pass (six products a job) reads its descriptor and parked product one job ahead, and
-// with a stage its points too: `stage` is this thread's chunk 0 (nullptr: no stage).
-template <typename F> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t, u32 launched,
-                                                    Chunk16* stage = nullptr) {
+// The forward pass reads only the x (half the bytes); the backward pass (six products a job)
+// both points. `st`: the thread's PairStage (the default) or PairDirect.
+template <typename F, typename S> DP_INLINE void msm_pairs_body(const PairRound<F>& a, u32 t, u32 launched, const S& st) {
     u32 n = a.cursor_out[a.rows - 1u] + a.counts_out[a.rows - 1u];
     u32 stride = pair_stride(a, n, launched);
     if (t >= stride || t >= n) return;
     F inv;
-    if (stage) {
-        PairStage<F> st = {stage};
-        u32 j = pair_forward_staged(a, t, stride, n, inv, st);
-        pair_backward_staged(a, t, stride, j, inv, st);
-    } else {
-        pair_backward(a, t, stride, pair_forward(a, t, stride, n, inv), inv);
-    }
+    u32 j = pair_forward(a, t, stride, n, inv, st);
+    pair_backward(a, t, stride, j, inv, st);
 }
 
 // plan[0] = the rounds to run: how many of the first `rounds` thresholds min_total[r] the
@@ -564,8 +508,8 @@ struct PairSet {
 #endif
 #define DP_STAGE_DECL_1(F)                                                                     \
     DP_STAGE_ARRAY                                                                             \
-    Chunk16* stage = stage_buf + threadIdx.x;
-#define DP_STAGE_DECL_0(F) Chunk16* stage = nullptr;
+    PairStage<F> st = {stage_buf + threadIdx.x};
+#define DP_STAGE_DECL_0(F) PairDirect<F> st = {pts};
 #define DP_STAGE_DECL(ON, F) DP_STAGE_DECL_##ON(F)
 
 #define DP_MSM_PAIRS(G, F, ACC_BOUNDS, PAIR_BOUNDS, STAGED)                                          \
@@ -576,7 +520,7 @@ struct PairSet {
         if (round >= plan[0]) return;                                                                  \
         DP_STAGE_DECL(STAGED, F)                                                                       \
         PairRound<F> a = {jobs, pts, cursor_out, counts_out, rows, resident, kmin, kmax, sums};      \
-        msm_pairs_body(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, stage);     \
+        msm_pairs_body(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, st);        \
     }                                                                                                  \
     extern "C" __global__ void ACC_BOUNDS msm_accumulate_sel_##G(                                     \
         const u32* plan, const PairSet* sets, u32 rows, u32 len, u32 slices, u32 resident, u32 target,    \
