@@ -755,7 +755,7 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
     plan = scratch.take("pair_plan", 1)
     mod.get_function("msm_pair_plan")((1,), (32,), (cursor, counts, u32(rows), need, u32(rounds), plan))
     pairs = mod.get_function(f"msm_pairs_{_suffix(group)}")
-    stage = pair_stage_bytes(group)
+    stage, block = pair_stage_bytes(group), pair_block()
     if stage > 48 * 1024 and hasattr(pairs, "max_dynamic_shared_size_bytes"):
         pairs.max_dynamic_shared_size_bytes = stage  # above 48 KiB a launch must opt in
     make_jobs = mod.get_function("msm_pair_jobs")
@@ -769,7 +769,7 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
         make_jobs((min(-(-bound // 256), _sm_count() * PAIR_JOBS_BLOCKS_PER_SM),), (256,),
                   (plan, u32(r), entries, cursor, counts, cursor_out, u32(rows), jobs, entries_out))
         threads, resident = pair_threads(out_bound, pairs, stage)
-        pairs((threads // pair_block(),), (pair_block(),),
+        pairs((threads // block,), (block,),
               (plan, u32(r), jobs, points, cursor_out, counts_out, u32(rows), u32(resident), u32(PAIR_K[0]),
                u32(PAIR_K[1]), points_out), shared_mem=stage)
         entries, points, cursor, counts, bound = entries_out, points_out, cursor_out, counts_out, out_bound
