@@ -20,10 +20,10 @@
 //   file with g++/nvcc on a machine without a GPU and checks it against distprove/bn254.py.
 //   One exception on the device: fq_mul_call (and fq_sqr_call), the Fq product (square) out
 //   of line, which point code calls (Fq2's products here, G1's in curve.cuh). A point
-//   addition of ten (G1) or thirty
-//   (G2) unrolled CIOS products is a loop body larger than the instruction cache; as calls,
-//   G1 MSMs ran 9-13% and G2 MSMs 13% faster on an H200 and the msm module compiles in under
-//   a minute instead of ~7 (bench/results/2026-11-30_kernels-msm-{mulcall,g2call}-s7_h200.json).
+//   addition of ten (G1) or thirty (G2) unrolled CIOS products is a loop body larger than the
+//   instruction cache; as calls, G1 MSMs ran 9-13% and G2 MSMs 13% faster on an H200 and the
+//   msm module compiles in under a minute instead of ~7
+//   (bench/results/2026-11-30_kernels-msm-{mulcall,g2call}-s7_h200.json).
 //   Device-only fast paths (inline PTX carry chains) live under `#ifdef __CUDA_ARCH__` and
 //   always have the portable C version beside them; define DP_PORTABLE to force it, and
 //   DP_PTX_MUL (with DP_CIOS_MUL) to use the PTX CIOS product as well.
@@ -289,8 +289,8 @@ DP_UNROLL
 // The Montgomery product on the FP64 pipe (DP_F64_MUL: the default on sm_90 and sm_100;
 // Emmart and Weems's double-precision technique). The integer multiply pipe is what CIOS
 // waits on; the FP64 pipe beside it is as wide on an H100/H200, and a fused multiply-add
-// there yields 52 x 52-bit partial products. Operands become five 52-bit limbs held exactly in doubles (bit
-// pattern 2^52 + limb, minus 2^52). Each partial product A B < 2^104 splits exactly:
+// there yields 52 x 52-bit partial products. Operands become five 52-bit limbs held exactly
+// in doubles (bit pattern 2^52 + limb, minus 2^52). Each partial product A B < 2^104 splits exactly:
 //   h = fma_rz(A, B, 2^104)        = 2^104 + floor(A B / 2^52) 2^52  (bits 0x467.. + high)
 //   l = fma_rn(A, B, 2^104 + 2^52 - h) = 2^52 + (A B mod 2^52)     (bits 0x433.. + low)
 // and both bit patterns are summed as 64-bit integers into ten column sums, whose known
