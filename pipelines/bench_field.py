@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from distprove.backends.gpu.compile import FIELD_BUILDS
+
 CEILING_GMUL_S = 41.0
 CHAIN = 4096
 THREADS = 132 * 2048 * 2
@@ -38,8 +40,7 @@ extern "C" __global__ void fq_sqr_chain(const u32* xs, const u32* ys, u32* out, 
 """
 
 
-VARIANTS = {"default": [], "f64_mul": ["-DDP_F64_MUL"], "cios": ["-DDP_CIOS_MUL"],
-            "portable": ["-DDP_CIOS_MUL", "-DDP_PORTABLE"], "ptx_mul": ["-DDP_CIOS_MUL", "-DDP_PTX_MUL"]}
+VARIANTS = FIELD_BUILDS
 
 
 def _module(variant: str) -> Any:
@@ -47,8 +48,7 @@ def _module(variant: str) -> Any:
 
     from distprove.backends.gpu.compile import BASE_OPTIONS, module_source
 
-    opts = list(BASE_OPTIONS) + VARIANTS[variant]
-    return cupy.RawModule(code=module_source(["field.cuh"]) + KERNEL, options=tuple(opts))
+    return cupy.RawModule(code=module_source(["field.cuh"]) + KERNEL, options=(*BASE_OPTIONS, *VARIANTS[variant]))
 
 
 def run(results: dict, reps: int = 5, variants: list[str] | None = None) -> None:

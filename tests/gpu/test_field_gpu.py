@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from distprove import bn254
+from distprove.backends.gpu.compile import FIELD_BUILDS
 from distprove.bn254 import Q, R
 
 cupy = pytest.importorskip("cupy")
@@ -57,20 +58,18 @@ extern "C" __global__ void t_conv(u32 field, u32 to, const u32* a, u32* out, u32
 OPS = {"add": 0, "sub": 1, "neg": 2, "mul": 3, "sqr": 4, "eq": 5, "is_zero": 6, "one": 7}
 
 
-VARIANTS = {"default": [], "f64_mul": ["-DDP_F64_MUL"], "cios": ["-DDP_CIOS_MUL"],
-            "portable": ["-DDP_CIOS_MUL", "-DDP_PORTABLE"], "ptx_mul": ["-DDP_CIOS_MUL", "-DDP_PTX_MUL"]}
 
 
-def _build(options: list[str]):
+def _build(options: tuple[str, ...]):
     """The test kernels on field.cuh, built with ``options``."""
     from distprove.backends.gpu.compile import BASE_OPTIONS, module_source
 
     return cupy.RawModule(code=module_source(["field.cuh"]) + TEST_KERNELS, options=(*BASE_OPTIONS, *options))
 
 
-@pytest.fixture(scope="module", params=list(VARIANTS))
+@pytest.fixture(scope="module", params=list(FIELD_BUILDS))
 def module(request: pytest.FixtureRequest):
-    return _build(VARIANTS[request.param])
+    return _build(FIELD_BUILDS[request.param])
 
 
 def _mod(field: str) -> int:
@@ -158,7 +157,7 @@ def test_montgomery_conversion_on_device(module, field: str) -> None:
 def test_f64_products_equal_cios(field: str) -> None:
     """The FP64-pipe products and squares equal CIOS's limb for limb on 2^17 fresh values below p
     (edge values, values near 2^254 and random ones)."""
-    mods = [_build(VARIANTS["cios"]), _build(VARIANTS["f64_mul"])]
+    mods = [_build(FIELD_BUILDS["cios"]), _build(FIELD_BUILDS["f64_mul"])]
     m = _mod(field)
     rng = np.random.default_rng()
     n = 1 << 17

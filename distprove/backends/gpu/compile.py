@@ -51,6 +51,17 @@ minute); msm_cw leaves out msm.cu's default-only kernels."""
 BASE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 """Options common to NVRTC and the ``nvcc`` compile check."""
 
+FIELD_BUILDS: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "f64_mul": ("-DDP_F64_MUL",),
+    "cios": ("-DDP_CIOS_MUL",),
+    "portable": ("-DDP_CIOS_MUL", "-DDP_PORTABLE"),
+    "ptx_mul": ("-DDP_CIOS_MUL", "-DDP_PTX_MUL"),
+}
+"""field.cuh's arithmetic builds, which the GPU field tests check and bench_field.py times: the
+device's own choice (FP64-pipe products on sm_90/sm_100, CIOS elsewhere), FP64-pipe products on
+any device, CIOS in C with PTX add/sub, CIOS in plain C, CIOS as PTX carry chains."""
+
 
 def module_source(units: Sequence[str], kernel_dir: Path = KERNEL_DIR) -> str:
     """Concatenate kernel units in order, each preceded by a ``#line`` directive naming its file.
