@@ -366,6 +366,81 @@ def tune(results: dict, reps: int = 3) -> None:
         print(f"tune best {k}: {r['params']} {r['median_ms']:.2f} ms (defaults {base:.2f} ms)", flush=True)
 
 
+REDUCE_CASES = [("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
+"""(group, log2 size) of :func:`reduce_geometries`."""
+
+
+def reduce_geometries(results: dict, geometries: list[tuple[int, int]], reps: int = 3) -> None:
+    """Time :data:`REDUCE_CASES` (uniform scalars, pick_window's width) with each window-reduction
+    geometry (REDUCE_SEG, REDUCE_GROUPS of distprove/backends/gpu/msm.py) in ``geometries``, rows
+    tagged ``reduce-S-G``, after checking that each gives the built-in geometry's window sums
+    (``msm_reduce_equal``)."""
+    from distprove import bn254
+    from distprove.backends.gpu import msm as gmsm
+    from distprove.stages.msm import num_windows
+
+    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    _, scalars, idx_all, tables = _inputs(groups, max(lg for _, lg in REDUCE_CASES), 1)
+    built_in = (gmsm.REDUCE_SEG, gmsm.REDUCE_GROUPS)
+    try:
+        for name, lg in REDUCE_CASES:
+            g, n = groups[name], 1 << lg
+            c = gmsm.pick_window(n, g)
+            bases = tables[name][idx_all[:n]]
+            gmsm.REDUCE_SEG, gmsm.REDUCE_GROUPS = built_in
+            want = gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c))
+            for seg, grp in geometries:
+                gmsm.REDUCE_SEG, gmsm.REDUCE_GROUPS = seg, grp
+                tag = f"reduce-{seg}-{grp}"
+                same = gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c)) == want
+                results.setdefault("msm_reduce_equal", {})[f"{name} 2^{lg} {tag}"] = same
+                if not same:
+                    print(f"{name} 2^{lg} {tag}: window sums DIFFER from the built-in geometry's", flush=True)
+                    continue
+                _time_case(results, tag, g, name, lg, c, bases, scalars[:n], reps)
+    finally:
+        gmsm.REDUCE_SEG, gmsm.REDUCE_GROUPS = built_in
+
+
+def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3) -> None:
+    """Emulate precomputed window multiples (every window's digits in one set of buckets) without
+    building them: for (group, log2 n, c), window 0 of an MSM over E = ceil(254 / c) * n points
+    (bases drawn from the 1024-point table, uniform scalars), so the sort, pair rounds,
+    accumulation and one bucket reduction see E entries in 2^(c-1) buckets, as a merged MSM of n
+    points with E / n stored multiples per base would. Rows are tagged ``merged``; their
+    ``madds`` is E."""
+    import cupy
+
+    from distprove import bn254
+    from distprove.backends.gpu.msm import msm_windows
+
+    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    rng = np.random.default_rng(7)
+    for name, lg, c in specs:
+        g = groups[name]
+        w = -(-254 // c)
+        e = w << lg
+        table = cupy.asarray(_table(g))
+        bases = table[cupy.random.randint(0, TABLE, e)]
+        scalars = cupy.empty((e, 8), dtype=cupy.uint32)
+        step = 1 << 24
+        for a in range(0, e, step):
+            chunk = rng.integers(0, 1 << 32, size=(min(step, e - a), 8), dtype=np.uint32)
+            chunk[:, 7] %= 0x30644E72
+            scalars[a:a + len(chunk)] = cupy.asarray(chunk)
+        times = _time(lambda: msm_windows(g, bases, scalars, c, 0, 1), reps)
+        phases: dict[str, float] = {}
+        msm_windows(g, bases, scalars, c, 0, 1, phases=phases)
+        ms = statistics.median(times)
+        results["rows"].append({"name": f"msm {name} c={c} merged", "log_n": lg, "c": c, "windows": w,
+                                "median_ms": ms, "times_ms": times, "madds": e, "phases_ms": phases,
+                                "scalars": "uniform", "merged": True})
+        ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
+        print(f"msm {name} 2^{lg} c={c} merged ({w} windows, {e} entries): {ms:.1f} ms [{ph}]", flush=True)
+        del bases, scalars
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
 def witness_like(uniform: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A copy of the (n, 8) scalar limbs with 45% zeros and 45% ones (as in SHA-256-like witnesses)."""
     out = uniform.copy()
@@ -447,6 +522,10 @@ if __name__ == "__main__":
     ap.add_argument("--sorts", default="", help="comma list of digit sorts (radix,atomic): time only the main "
                                                  "and witness-like cases with each")
     ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
+    ap.add_argument("--merged", default="", help="emulate precomputed window multiples for these rows "
+                                                 "(group:log2 n:widths, as --cases): merged()")
+    ap.add_argument("--reduce", default="", help="window-reduction geometries SEG:GROUPS, e.g. 16:4,16:32: "
+                                                 "reduce_geometries()")
     ap.add_argument("--witness", action="store_true", help="--cases rows with witness-like scalars")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
@@ -456,7 +535,11 @@ if __name__ == "__main__":
 
     r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
                **device_info(), "rows": []}
-    if a.builds:
+    if a.reduce:
+        reduce_geometries(r, [tuple(int(x) for x in gs.split(":")) for gs in a.reduce.split(",")])
+    elif a.merged:
+        merged(r, parse_cases(a.merged))
+    elif a.builds:
         builds(r, tuple(a.builds.split(",")), groups_only=tuple(a.groups.split(",")))
     elif a.sorts:
         sorts(r, kinds=tuple(a.sorts.split(",")), groups_only=tuple(a.groups.split(",")))
