@@ -50,8 +50,12 @@ REDUCE_SEG = 16
 """Buckets per thread in the window reduction's first level (a power of two)."""
 REDUCE_THREADS = 128
 """Block size of the reduction's first level."""
-REDUCE_GROUPS = 4
-"""Most blocks per window in the reduction's second level (each leaves a partial)."""
+REDUCE_GROUPS = 8
+"""Most blocks per window in the reduction's second level (each leaves a partial). Its threads
+wait on one long chain each (the segments' running sums and one multiple s0 R): 8 blocks a window
+against 4 took the reduction of G2 2^22 from 5.0 to 4.6 ms and 2^20 from 3.0 to 2.8, G1 within
+0.1 ms; 16 and 32 lengthen the multiples more than they shorten the chains (H200,
+bench_msm.py --reduce, bench/results/2026-12-01_kernels-msm-reduce{,-repeat}-s13_h200.json)."""
 TREE_THREADS = 128
 """Block size of the tree kernels (must equal DP_TREE_MAX in msm.cu or be a smaller power of 2)."""
 KERNEL_OPTIONS: tuple[str, ...] = ()
