@@ -12,7 +12,9 @@ Two parts, both on one backend (default gpu):
   stage order of ``prove`` (default: H computed beside the witness MSMs; ``overlap_h=False``: H
   first; ``profile=True``: one MSM at a time, the per-MSM breakdown); the median of each stage of
   ``Proof.timings`` (the prover synchronises the device at every stage boundary) and one pairing
-  check. Each row names its constraint count (from the folder's circuit.json).
+  check. Each row names its constraint count (from the folder's circuit.json) and, on the GPU, its
+  memory: the key arrays uploaded (``resident_bytes``) and the high water of CuPy's pool over the
+  key's proofs (every other key evicted first).
 
     python pipelines/bench_e2e.py --keys /tmp/keys --proofs-out /tmp/proofs --out e2e.json
 """
@@ -32,6 +34,7 @@ import dask
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from distprove.backends.select import get_backend  # noqa: E402
 from distprove.keystore import KeyStore, ZkeyKey  # noqa: E402
 from distprove.prover import prove  # noqa: E402
 from distprove.verifier import verify_many  # noqa: E402
@@ -91,6 +94,9 @@ def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
         witnesses = sorted(folder.glob("*.wtns"))
         if not witnesses:
             continue
+        be = get_backend(backend)
+        if hasattr(be, "evict"):  # no other key's arrays or scratch in this key's gpu_memory
+            be.evict()
         t0 = time.perf_counter()
         first = prove(key, witnesses[0], backend=backend)
         warmup = time.perf_counter() - t0
@@ -118,6 +124,14 @@ def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
             "profiled_stages_ms": {s: 1e3 * v for s, v in breakdown.items()},
             "pairing_check": all(ok),
         }
+        if hasattr(be, "evict"):
+            import cupy
+
+            pool = cupy.get_default_memory_pool()
+            row["gpu_memory"] = {"key_resident_bytes": be.resident_bytes(key.content_hash),
+                                 "pool_high_water_bytes": pool.total_bytes(), "pool_used_bytes": pool.used_bytes()}
+            print(f"{folder.name}: key arrays {row['gpu_memory']['key_resident_bytes'] / 2**30:.2f} GiB on the GPU, "
+                  f"CuPy pool high water {pool.total_bytes() / 2**30:.2f} GiB", flush=True)
         rows.append(row)
         print(f"{folder.name} ({row['constraints']} constraints, domain 2^{key.power}): "
               f"median {row['median_total_ms']:.1f} ms, at the size's widths {row['dense_widths_total_ms']:.1f} ms, "

@@ -112,6 +112,13 @@ class Backend(ABC):
         CPU choice, which does not depend on it)."""
         return default_window(n, group)
 
+    def resident_bytes(self, content_hash: str | None = None) -> int:
+        """Device memory held for one key (by content hash), or for every key (None).
+
+        Default: 0 (nothing kept on a device).
+        """
+        return 0
+
     def synchronize(self) -> None:
         """Wait for queued device work, so a host timer around a stage measures the stage.
 

@@ -101,6 +101,23 @@ def test_resident_state_and_eviction(gpu, monkeypatch: pytest.MonkeyPatch) -> No
     assert list(gpu._states) == [k2.content_hash]
 
 
+def test_resident_bytes_count_the_uploaded_key_arrays(gpu) -> None:
+    from distprove.keystore import open_key
+
+    k1, k2 = open_key(CASES[1][1]), open_key(CASES[2][1])
+    gpu.evict()
+    assert gpu.resident_bytes() == 0 and gpu.resident_bytes(k1.content_hash) == 0
+    gpu._array(k1, "a")
+    one = gpu.resident_bytes(k1.content_hash)
+    assert one == np.asarray(k1.a[:]).nbytes
+    prove(CASES[2][1], CASES[2][2], backend=gpu, blinding=(5, 6))
+    two = gpu.resident_bytes(k2.content_hash)
+    assert two >= sum(np.asarray(getattr(k2, m)[:]).nbytes for m in ("a", "b1", "b2", "c", "h"))
+    assert gpu.resident_bytes() == one + two
+    gpu.evict(k1.content_hash)
+    assert gpu.resident_bytes() == two and gpu.resident_bytes(k1.content_hash) == 0
+
+
 @pytest.mark.parametrize("name", ["merkle_d20", "bits_k16"])
 def test_pipelined_proofs_with_prefetched_witnesses_verify(gpu, name: str) -> None:
     """prove_many on the GPU: each next witness is uploaded while the MSMs of the one before run

@@ -83,6 +83,12 @@ class GpuBackend(Backend):
             self._states.pop(content_hash, None)
         self.cp.get_default_memory_pool().free_all_blocks()
 
+    def resident_bytes(self, content_hash: str | None = None) -> int:
+        """Device bytes of the key arrays uploaded for one key (every key: None); the MSM scratch,
+        NTT tables and witnesses, which every key shares, are not counted."""
+        states = list(self._states.values()) if content_hash is None else [self._states.get(content_hash, {})]
+        return sum(int(arr.nbytes) for st in states for arr in st.values())
+
     def _retry_oom(self, keep: str, fn: Callable[..., T], *args: Any) -> T:
         """fn(*args); when the device runs out of memory, free the MSM scratch, the NTT tables and
         CuPy's cached blocks, then evict least recently used keys other than ``keep`` one at a time, retrying
