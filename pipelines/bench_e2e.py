@@ -142,15 +142,63 @@ def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
     return rows
 
 
+def capped(keys: Path, reps: int, caps_gib: list[float]) -> list[dict]:
+    """Proof latency on the GPU with CuPy's memory pool capped at each of ``caps_gib`` (``set_limit``:
+    past it the pool raises the OutOfMemoryError a smaller device would), every key alone: what a
+    GPU with that much free memory would see of the backend's fallbacks (the five MSMs one at a
+    time, then an MSM in parts). One warm-up proof, ``reps`` timed ones, a pairing check each."""
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    be = get_backend("gpu")
+    rows = []
+    for folder in key_folders(keys):
+        key = KeyStore(folder / "key.zarr")
+        witnesses = sorted(folder.glob("*.wtns"))
+        for cap in caps_gib:
+            be.evict()
+            pool.set_limit(size=int(cap * 2**30))
+            try:
+                t0 = time.perf_counter()
+                proofs = [prove(key, witnesses[0], backend=be)]
+                warmup = time.perf_counter() - t0
+                proofs += [prove(key, witnesses[i % len(witnesses)], backend=be) for i in range(reps)]
+            except cupy.cuda.memory.OutOfMemoryError as exc:
+                rows.append({"key": folder.name, "pool_cap_gib": cap, "error": f"out of memory: {exc}"})
+                print(f"{folder.name} with the pool capped at {cap} GiB: out of memory ({exc})", flush=True)
+                continue
+            finally:
+                pool.set_limit(size=0)
+            ok = verify_many([(key.vk_json(), p.public_json(), p.to_json()) for p in proofs])
+            total = statistics.median(p.timings["total"] for p in proofs[1:])
+            rows.append({"key": folder.name, "domain_log2": key.power, "pool_cap_gib": cap, "reps": reps,
+                         "warmup_s": warmup, "median_total_ms": 1e3 * total,
+                         "totals_ms": [1e3 * p.timings["total"] for p in proofs[1:]],
+                         "pool_high_water_bytes": pool.total_bytes(), "pairing_check": all(ok)})
+            print(f"{folder.name} with the pool capped at {cap} GiB: median {1e3 * total:.1f} ms "
+                  f"(warm-up {warmup:.2f} s), high water {pool.total_bytes() / 2**30:.2f} GiB, "
+                  f"pairing {'OK' if all(ok) else 'FAILED'}", flush=True)
+    be.evict()
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="gpu")
     ap.add_argument("--keys", type=Path, help="folder of make_bench_keys.py outputs")
     ap.add_argument("--proofs-out", type=Path, help="write the fixture proofs here")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--pool-caps", default="", help="GiB, comma list: only time --keys with CuPy's pool capped "
+                                                     "at each (capped())")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
+    if args.pool_caps:
+        rows = capped(args.keys, args.reps, [float(c) for c in args.pool_caps.split(",")])
+        args.out.write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                                        "device": device_name(), "commit": os.environ.get("DISTPROVE_GIT_COMMIT", ""),
+                                        "capped": rows}, indent=1))
+        return
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device_name(),

@@ -709,7 +709,7 @@ def test_pair_rounds_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, gro
 
     total = int(counts.sum())
     scratch = gm.MsmScratch()
-    plan, sets = gm._pair_rounds(gm._module(), group, [0], entries, points, cursor, counts, rows, total, scratch)
+    plan, sets, _ = gm._pair_rounds(gm._module(), group, [0], entries, points, cursor, counts, rows, total, scratch)
     ent, pts, cur, cnt = _round_output(gm, scratch, group, rows, 0, plan, sets)
     want_counts = [(len(r) + 1) // 2 for r in PAIR_ROWS]
     assert cnt.tolist() == want_counts and cur.tolist() == (np.cumsum(want_counts) - want_counts).tolist()
@@ -720,7 +720,7 @@ def test_pair_rounds_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, gro
         assert [got[j] for j in slots] == [_point_sum(group, items[o : o + 2]) for o in range(0, len(items), 2)]
 
     scratch = gm.MsmScratch()
-    plan, sets = gm._pair_rounds(gm._module(), group, [0] * 4, entries, points, cursor, counts, rows, total, scratch)
+    plan, sets, _ = gm._pair_rounds(gm._module(), group, [0] * 4, entries, points, cursor, counts, rows, total, scratch)
     ent, pts, cur, cnt = _round_output(gm, scratch, group, rows, 3, plan, sets)
     assert cnt.tolist() == [min(len(r), 1) for r in PAIR_ROWS]
     got = bn254.points_from_limbs(group, pts[: int(cnt.sum()) * group.limbs])
@@ -752,7 +752,7 @@ def test_pair_plan_emulated(emulated_msm, need: list[int], ran: int) -> None:
     scratch = gm.MsmScratch()
     for side in "ab":  # poison the round buffers: a skipped round must leave them alone
         scratch.take(f"pair_counts_{side}", 2).fill(0xDEAD)
-    plan, sets = gm._pair_rounds(gm._module(), group, need, entries, pts, cursor, counts, 2, 4, scratch)
+    plan, sets, _ = gm._pair_rounds(gm._module(), group, need, entries, pts, cursor, counts, 2, 4, scratch)
     assert int(plan[0]) == ran
     start = 4 * ran
     if ran == 0:
@@ -885,3 +885,74 @@ def test_pair_block_follows_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
         assert gm.pair_stage_bytes(bn254.G2) == 32768
     with dask.config.set({"distprove.msm.kernel-options": ["-DDP_G2_PAIR_STAGE=0"]}):
         assert (gm.pair_stage_bytes(bn254.G1), gm.pair_stage_bytes(bn254.G2)) == (32768, 0)
+
+
+def test_pair_buffers_outlive_a_short_take_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A take() after the pair rounds that runs out of memory drops the scratch's buffers and
+    retries. The rounds' buffers, which the accumulation finds only by their addresses in the
+    sets, must stay alive until it has run (on a GPU its launch is still queued: freed there,
+    they faulted with an illegal address, bench_e2e --pool-caps 40 at 2^24), and the sums stay
+    right."""
+    import sys
+    import types
+    import weakref
+
+    import dask
+
+    from distprove.stages.msm import num_windows
+
+    gm = emulated_msm
+    fake = sys.modules["cupy"]
+    emu = gm._module()
+
+    class OutOfMemory(Exception):
+        pass
+
+    allocated: dict[int, weakref.ref] = {}
+    armed = {"buckets": False, "raised": 0}
+
+    def empty(count: int, dtype: type = np.uint8) -> np.ndarray:
+        if armed["buckets"]:
+            armed["buckets"] = False
+            armed["raised"] += 1
+            raise OutOfMemory
+        a = np.empty(count, dtype=dtype)
+        allocated[a.ctypes.data] = weakref.ref(a)
+        return a
+
+    monkeypatch.setattr(fake, "empty", empty)
+    monkeypatch.setattr(fake.cuda, "memory", types.SimpleNamespace(OutOfMemoryError=OutOfMemory), raising=False)
+    monkeypatch.setattr(fake, "get_default_memory_pool", lambda: types.SimpleNamespace(free_all_blocks=lambda: None),
+                        raising=False)
+    real_take = gm.MsmScratch.take
+
+    def take(self, name: str, count: int, dtype: type = np.uint32):
+        armed["buckets"] = name == "buckets" and armed["raised"] == 0
+        return real_take(self, name, count, dtype)
+
+    def accumulate_checked(name: str):
+        launch = emu.get_function(name)
+
+        def run(grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
+            sets = args[1]
+            dead = [p for p in map(int, sets.tolist()) if p in allocated and allocated[p]() is None]
+            assert not dead, f"{len(dead)} buffers of the pair sets were freed before the accumulation"
+            launch(grid, block, args, shared_mem)
+
+        return run
+
+    monkeypatch.setattr(gm.MsmScratch, "take", take)
+    monkeypatch.setattr(gm, "_module", lambda: types.SimpleNamespace(
+        get_function=lambda name: accumulate_checked(name) if name.startswith("msm_accumulate_sel") else emu.get_function(name)))
+    rng = random.Random(11)
+    n, c = 120, 4
+    group = bn254.G1
+    table = _points(group, rng, 6) + [None]
+    bases = bn254.points_to_limbs(group, [rng.choice(table) for _ in range(n)])
+    limbs = bn254.limbs_from_ints([rng.choice([0, 1, rng.randrange(R)]) for _ in range(n)])
+    with dask.config.set({"distprove.msm.affine-rounds": 2}):
+        got = gm.msm_windows(group, bases, limbs, c, 0, num_windows(c), scratch=gm.MsmScratch())
+    assert armed["raised"] == 1
+    monkeypatch.setattr(gm.MsmScratch, "take", real_take)
+    with dask.config.set({"distprove.msm.affine-rounds": 0}):
+        assert got == gm.msm_windows(group, bases, limbs, c, 0, num_windows(c), scratch=gm.MsmScratch())

@@ -537,12 +537,17 @@ def _launch(
     need = [] if constant_work else round_thresholds(group, n)
     if need:
         accumulate = mod.get_function(f"msm_accumulate_sel_{sfx}")
-        acc_inputs = _pair_rounds(mod, group, [t * nw for t in need], entries, bases, cursor, counts, rows, bound,
-                                  scratch)
+        plan, sets, by_address = _pair_rounds(mod, group, [t * nw for t in need], entries, bases, cursor, counts,
+                                              rows, bound, scratch)
+        acc_inputs: tuple = (plan, sets)
         timer.mark("pairs")
     else:
         accumulate = mod.get_function(f"msm_accumulate_{sfx}")
-        acc_inputs = (entries, bases, cursor, counts)
+        acc_inputs, by_address = (entries, bases, cursor, counts), []
+    # Buffers the device finds by an address stored in another buffer (the pair rounds' sets):
+    # the waiter holds them, so a later take() that runs short of memory and drops the scratch's
+    # buffers cannot free them under a kernel still queued to read them.
+    in_flight = [by_address]
 
     # Buckets: clear, accumulate slices, fold. The slices cover the sort's bound (the rounds may
     # not have run); after rounds the device re-cuts them to the entries left (pair_slice_len).
@@ -617,6 +622,7 @@ def _launch(
         if digits is not None:  # a shared sort's buffers live until every MSM reading them was waited for
             digits.done.synchronize()
         host = cupy.asnumpy(out[: (nw + int(with_ones)) * pw], stream=stream).reshape(-1, pw)
+        in_flight.clear()  # the readback waited for every kernel of this MSM
         points = xyzz_to_affine(group, host)
         sums = points[:nw]
         if with_ones:
@@ -722,11 +728,13 @@ def reduce_geometry(nb: int, nw: int, kernel: Any = None) -> tuple[int, int, int
 
 def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.ndarray", bases: "cupy.ndarray",
                  cursor: "cupy.ndarray", counts: "cupy.ndarray", rows: int, bound: int,
-                 scratch: MsmScratch) -> tuple[Any, Any]:
+                 scratch: MsmScratch) -> tuple[Any, Any, list]:
     """Queue len(``min_total``) pair rounds of msm_affine.cu on the current stream, after the sort;
     round r runs only if the sort's entries number at least min_total[r] (msm_pair_plan decides on
-    the device, so nothing waits on the host). Returns (plan, sets): the arguments that make
-    msm_accumulate_sel read the last round that ran (set 0: the sort's entries and the bases).
+    the device, so nothing waits on the host). Returns (plan, sets, buffers): the arguments that
+    make msm_accumulate_sel read the last round that ran (set 0: the sort's entries and the bases)
+    and the rounds' buffers, which the device finds only by their addresses in ``sets``: the
+    caller keeps them alive until the accumulation has run.
 
     Each round halves every bucket (counts_out = ceil(counts / 2)); ``bound`` caps the entries
     of its input (nw * n for the sort's) and the output holds at most (bound + min(rows, bound))
@@ -777,7 +785,7 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
               (plan, u32(r), jobs, points, cursor_out, counts_out, u32(rows), u32(resident), u32(PAIR_K[0]),
                u32(PAIR_K[1]), points_out), shared_mem=stage)
         entries, points, cursor, counts, bound = entries_out, points_out, cursor_out, counts_out, out_bound
-    return plan, sets[: len(ptrs)]
+    return plan, sets[: len(ptrs)], [a for _, *arrays in sides for a in arrays]
 
 
 def _ptr(a: Any) -> int:
