@@ -185,6 +185,7 @@ class _CpuStagesGpu(GpuBackend):
         self.cp = cp
         self._states = OrderedDict()
         self._lanes = {}
+        self._plans = {}
         self._cpu = CpuBackend()
         self.engine = SimpleNamespace(clear=lambda: None)  # NTT tables: none here
 
@@ -359,5 +360,71 @@ def test_proof_after_an_oom_is_the_no_oom_proof(monkeypatch: pytest.MonkeyPatch,
     want = prove(key, w, backend="cpu", blinding=BLINDING)
     assert (got.pi_a, got.pi_b, got.pi_c) == (want.pi_a, want.pi_b, want.pi_c)
     assert ("other" in be._states) == (fail is None)
-    # A: two failed tries, evict; then B1, B2, C: the witness MSMs' phase (H starts after them, in its own)
-    assert len(device.calls) == (0 if fail is None else 6)
+    # A: two failed tries, evict; then B1, B2, C: the witness MSMs' phase; then H, whose phase
+    # starts after them one MSM at a time as well (the key's MemoryPlan)
+    assert len(device.calls) == (0 if fail is None else 7)
+
+
+def test_a_key_that_ran_short_runs_its_msms_one_at_a_time_next_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the overlapped phase ran short, the key's next phases start one MSM at a time (no
+    failed starts, no second release of the caches); evicting the key forgets that."""
+    device = _Device(fail_start=2)
+    be = _backend(monkeypatch, device)
+    key = open_key(MINI_ZKEY)
+    jobs = _jobs(key, be)
+    want = _reference(key, jobs)
+    assert be.msm_start_all(key, jobs)() == want and len(device.starts) == 2
+    frees, syncs, calls = be.cp.frees, be.cp.syncs, len(device.calls)
+    assert be.msm_start_all(key, jobs)() == want
+    assert len(device.starts) == 2 and len(device.calls) == calls + 5
+    assert (be.cp.frees, be.cp.syncs) == (frees, syncs)
+    be._states[key.content_hash] = {}
+    be.evict(key.content_hash)
+    device.fail_start = None
+    assert be.msm_start_all(key, jobs)() == want and len(device.starts) == 7
+
+
+def test_an_msm_that_ran_in_parts_runs_in_them_next_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parts an MSM had to be split into are remembered per key: the next call runs exactly
+    those (every one fits, nothing is retried) and its sums are the one-pass sums."""
+    key = open_key(MINI_ZKEY)
+    device = _Device(fits=lambda nw, n: nw <= 2 and n <= 3)
+    be = _backend(monkeypatch, device)
+    w = read_wtns(MINI_WTNS).values
+    c = be.window_width(key.n_vars, bn254.G1)
+    want = CpuBackend().msm_windows(key, "A", w, c, 0, num_windows(c))
+    assert be.msm_windows(key, "A", w, c, 0, num_windows(c)) == want
+    first = list(device.calls)
+    assert any(not device.fits(hi - lo, n) for _, lo, hi, n in first)
+    assert be.msm_windows(key, "A", w, c, 0, num_windows(c)) == want
+    again = device.calls[len(first):]
+    assert again == [call for call in first if device.fits(call[2] - call[1], call[3])]
+    assert be.msm_windows(key, "A", w, c, 1, num_windows(c)) == want[1:]  # another shape: found out anew
+
+
+def test_parts_from_a_plan_add_up_and_a_bad_plan_is_refused() -> None:
+    """sums_in_parts run from the parts an earlier call reported: the same sums, each part run
+    once; parts that leave a gap or overlap are refused."""
+    key = open_key(MUL_ZKEY)
+    pts = bn254.points_from_limbs(bn254.G1, np.array(key.a[:90]))
+    scalars = _scalars_with_edge_cases(len(pts), seed=5)
+    c, lo, hi = 7, 0, 37
+    calls: list[tuple[int, int, int, int]] = []
+
+    def run(lo: int, hi: int, start: int, stop: int) -> list:
+        calls.append((lo, hi, start, stop))
+        if hi - lo > 9 or stop - start > 40:
+            raise _OOM("too big")
+        return cpu_msm.msm_windows(bn254.G1, pts[start:stop], scalars[start:stop], c, lo, hi, False)
+
+    want = cpu_msm.msm_windows(bn254.G1, pts, scalars, c, lo, hi, False)
+    ran: list[tuple[int, int, int, int]] = []
+    assert sums_in_parts(bn254.G1, run, lo, hi, len(pts), _OOM, ran=ran) == want
+    assert len(ran) > 1 and all(hi_ - lo_ <= 9 and stop - start <= 40 for lo_, hi_, start, stop in ran)
+    calls.clear()
+    again: list[tuple[int, int, int, int]] = []
+    assert sums_in_parts(bn254.G1, run, lo, hi, len(pts), _OOM, plan=ran[::-1], ran=again) == want
+    assert calls == ran[::-1] == again
+    for bad in (ran[1:], ran + ran[:1], [(0, 37, 0, 89)]):
+        with pytest.raises(ValueError, match="do not tile"):
+            sums_in_parts(bn254.G1, run, lo, hi, len(pts), _OOM, plan=bad)

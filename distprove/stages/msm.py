@@ -8,7 +8,7 @@ points and window ranges computed anywhere can be combined with :func:`combine`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -150,6 +150,8 @@ def sums_in_parts(
     n: int,
     too_big: type[BaseException],
     name: str = "MSM",
+    plan: Sequence[tuple[int, int, int, int]] | None = None,
+    ran: list[tuple[int, int, int, int]] | None = None,
 ) -> list[Affine]:
     """Window sums S_lo..S_{hi-1} of an MSM of ``n`` points, in smaller parts where a part fails.
 
@@ -160,11 +162,18 @@ def sums_in_parts(
     with its window count), then the point range (the halves' sums are added as points: window
     sums are linear in the points, and each half with window 0 carries its own scalar-1 sum). A
     single window of a single point that fails raises ``too_big``. Logged at INFO (ranges only).
+
+    ``plan``: parts (lo, hi, start, stop) that tile windows [lo, hi) x points [0, n), e.g. what
+    ``ran`` received last time, run instead of the whole (each still split if it fails), their
+    sums added window by window. ``ran``, if given, receives the parts that ran, in order.
     """
+    ran = [] if ran is None else ran
 
     def part(lo: int, hi: int, start: int, stop: int) -> list[Affine]:
         try:
-            return run(lo, hi, start, stop)
+            sums = run(lo, hi, start, stop)
+            ran.append((lo, hi, start, stop))
+            return sums
         except too_big:
             if hi - lo == 1 and stop - start <= 1:
                 raise
@@ -180,7 +189,28 @@ def sums_in_parts(
         first, second = part(lo, hi, start, mid), part(lo, hi, mid, stop)
         return [bn254.add(group, p, q) for p, q in zip(first, second)]
 
-    return part(lo, hi, 0, n)
+    if not plan:
+        return part(lo, hi, 0, n)
+    if not _tiles(plan, lo, hi, n):
+        raise ValueError(f"{name}: the parts {list(plan)} do not tile windows [{lo}, {hi}) x points [0, {n})")
+    total: list[Affine] = [None] * (hi - lo)
+    for p_lo, p_hi, start, stop in plan:
+        for w, point in enumerate(part(p_lo, p_hi, start, stop), p_lo):
+            total[w - lo] = bn254.add(group, total[w - lo], point)
+    return total
+
+
+def _tiles(parts: Sequence[tuple[int, int, int, int]], lo: int, hi: int, n: int) -> bool:
+    """Whether the parts (lo, hi, start, stop) cover windows [lo, hi) x points [0, n) once each."""
+    for w in range(lo, hi):
+        edge = 0
+        for start, stop in sorted((a, b) for p_lo, p_hi, a, b in parts if p_lo <= w < p_hi):
+            if start != edge or stop <= start:
+                return False
+            edge = stop
+        if edge != n:
+            return False
+    return all(lo <= p_lo < p_hi <= hi for p_lo, p_hi, _, _ in parts)
 
 
 def check_window_sums(sums: Mapping[int, Affine], c: int, allow_missing: bool = False) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 import numpy as np
@@ -48,6 +49,19 @@ class MontVector(NamedTuple):
     data: Any
 
 
+@dataclass
+class MemoryPlan:
+    """How one key's MSMs last fitted in the device's memory when they did not fit whole: later
+    proofs of the key start there instead of running short again (each shortage costs the work
+    queued before it and a release of every cached buffer)."""
+
+    serial: bool = False
+    """The overlapped phase (five MSMs on two lanes) ran short: start the MSMs one at a time."""
+    parts: dict[tuple[str, int, int, int, int, bool], list[tuple[int, int, int, int]]] = field(default_factory=dict)
+    """(which, c, lo, hi, n, constant work) -> the parts (windows lo..hi, points start..stop) an
+    MSM ran in."""
+
+
 class GpuBackend(Backend):
     """Backend on the current CUDA device; per-key device state kept in an LRU."""
 
@@ -62,6 +76,7 @@ class GpuBackend(Backend):
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.engine = gpu_ntt.engine()
         self._lanes: dict[str, tuple[Any, gpu_msm.MsmScratch]] = {}
+        self._plans: dict[str, MemoryPlan] = {}
         self._witness = WitnessUploader()
 
     # -- resident per-key state ------------------------------------------------------------
@@ -78,9 +93,11 @@ class GpuBackend(Backend):
         """Drop the device state of one key (or of all keys) and return the memory to the device."""
         if content_hash is None:
             self._states.clear()
+            self._plans.clear()
             self._release_scratch()
         else:
             self._states.pop(content_hash, None)
+            self._plans.pop(content_hash, None)
         self.cp.get_default_memory_pool().free_all_blocks()
 
     def resident_bytes(self, content_hash: str | None = None) -> int:
@@ -225,8 +242,10 @@ class GpuBackend(Backend):
     ) -> list[Affine]:
         """Window sums of one MSM, now. Short of memory: the retries of ``_retry_oom`` (scratch and
         CuPy's cache freed, other keys evicted), then, with nothing left to evict, the MSM in parts
-        (:func:`~distprove.stages.msm.sums_in_parts`: halves of the window range, then of the points)."""
+        (:func:`~distprove.stages.msm.sums_in_parts`: halves of the window range, then of the points).
+        The parts are remembered (:class:`MemoryPlan`): the same MSM of the key runs in them next time."""
         group, bases, s, cw = self._msm_operands(key, which, scalars, constant_work)
+        n = int(bases.shape[0])
 
         def run(lo: int, hi: int, start: int, stop: int) -> list[Affine]:
             return self._retry_oom(
@@ -235,7 +254,15 @@ class GpuBackend(Backend):
             )
 
         oom = self.cp.cuda.memory.OutOfMemoryError
-        return sums_in_parts(group, run, lo, hi, int(bases.shape[0]), oom, f"GPU MSM {which}")
+        shape = (which, c, lo, hi, n, cw)
+        plan = self._plans.get(key.content_hash)
+        ran: list[tuple[int, int, int, int]] = []
+        sums = sums_in_parts(group, run, lo, hi, n, oom, f"GPU MSM {which}", plan.parts.get(shape) if plan else None, ran)
+        if ran != [(lo, hi, 0, n)]:
+            self._plans.setdefault(key.content_hash, MemoryPlan()).parts[shape] = ran
+        elif plan is not None:
+            plan.parts.pop(shape, None)
+        return sums
 
     def msm_start_all(
         self, key: Any, jobs: Mapping[str, MsmJob], *, constant_work: bool | None = None
@@ -249,6 +276,10 @@ class GpuBackend(Backend):
         MSM of ``jobs`` run again one at a time by :meth:`msm_windows` (which evicts other keys
         and, if one MSM alone does not fit, runs it in parts).
         """
+        plan = self._plans.get(key.content_hash)
+        if plan is not None and plan.serial:
+            sums = self._one_at_a_time(key, jobs, constant_work, None)
+            return lambda: sums
         oom = self.cp.cuda.memory.OutOfMemoryError
         started: dict[str, Callable[[], list[Affine]]] = {}
         share = {which: self._sort_share(which, job, constant_work) for which, job in jobs.items()}
@@ -304,15 +335,18 @@ class GpuBackend(Backend):
         return gpu_msm.msm_windows_start(group, bases, s, job.c, job.lo, job.hi, scratch, stream, constant_work=cw, digits=digits)
 
     def _one_at_a_time(
-        self, key: Any, jobs: Mapping[str, MsmJob], constant_work: bool | None, where: str
+        self, key: Any, jobs: Mapping[str, MsmJob], constant_work: bool | None, where: str | None
     ) -> dict[str, list[Affine]]:
-        """The MSM phase again, after running out of memory ``where``: wait for the device (the
-        started MSMs' waiters are already dropped), free what can be rebuilt, then each MSM alone
-        through :meth:`msm_windows`."""
-        log.info("GPU memory short %s: released the MSM phase's buffers, running its %d MSMs one at a time",
-                 where, len(jobs))
-        self.synchronize()
-        self._free_rebuildable()
+        """Each MSM of ``jobs`` alone through :meth:`msm_windows`. After running out of memory
+        ``where``: first wait for the device (the started MSMs' waiters are already dropped) and
+        free what can be rebuilt, and remember that this key's MSMs run one at a time (None: the
+        key's :class:`MemoryPlan` already says so)."""
+        if where is not None:
+            log.info("GPU memory short %s: released the MSM phase's buffers, running its %d MSMs one at a time "
+                     "(and this key's MSMs from now on)", where, len(jobs))
+            self.synchronize()
+            self._free_rebuildable()
+            self._plans.setdefault(key.content_hash, MemoryPlan()).serial = True
         return {
             which: self.msm_windows(key, which, *jobs[which], constant_work=constant_work)
             for which in MSM_NAMES
