@@ -294,6 +294,20 @@ def _scalars_with_edge_cases(n: int, seed: int) -> np.ndarray:
     return bn254.limbs_from_ints(values)
 
 
+def _run_at_most(pts: list, scalars: np.ndarray, c: int, constant_work: bool, windows: int, points: int,
+                 calls: list[tuple[int, int, int, int]]) -> Callable[[int, int, int, int], list]:
+    """A ``run`` for sums_in_parts: CPU Pippenger over parts of at most ``windows`` windows and
+    ``points`` points (larger parts raise the stand-in OOM), each call recorded in ``calls``."""
+
+    def run(lo: int, hi: int, start: int, stop: int) -> list:
+        calls.append((lo, hi, start, stop))
+        if hi - lo > windows or stop - start > points:
+            raise _OOM("too big")
+        return cpu_msm.msm_windows(bn254.G1, pts[start:stop], scalars[start:stop], c, lo, hi, constant_work)
+
+    return run
+
+
 @pytest.mark.parametrize("constant_work", [False, True])
 @pytest.mark.parametrize("lo,hi", [(0, 37), (5, 19)])
 def test_parts_add_up_to_the_one_pass_sums(constant_work: bool, lo: int, hi: int) -> None:
@@ -306,13 +320,7 @@ def test_parts_add_up_to_the_one_pass_sums(constant_work: bool, lo: int, hi: int
     c = 7  # W = 37
     pts = bn254.points_from_limbs(bn254.G1, bases)
     runs: list[tuple[int, int, int, int]] = []
-
-    def run(lo: int, hi: int, start: int, stop: int) -> list:
-        runs.append((lo, hi, start, stop))
-        if hi - lo > 4 or stop - start > 60:
-            raise _OOM("too big")
-        return cpu_msm.msm_windows(bn254.G1, pts[start:stop], scalars[start:stop], c, lo, hi, constant_work)
-
+    run = _run_at_most(pts, scalars, c, constant_work, 4, 60, runs)
     want = cpu_msm.msm_windows(bn254.G1, pts, scalars, c, lo, hi, constant_work)
     assert sums_in_parts(bn254.G1, run, lo, hi, len(pts), _OOM) == want
     assert any(stop - start < len(pts) for _, _, start, stop in runs)  # points were split too
@@ -410,13 +418,7 @@ def test_parts_from_a_plan_add_up_and_a_bad_plan_is_refused() -> None:
     scalars = _scalars_with_edge_cases(len(pts), seed=5)
     c, lo, hi = 7, 0, 37
     calls: list[tuple[int, int, int, int]] = []
-
-    def run(lo: int, hi: int, start: int, stop: int) -> list:
-        calls.append((lo, hi, start, stop))
-        if hi - lo > 9 or stop - start > 40:
-            raise _OOM("too big")
-        return cpu_msm.msm_windows(bn254.G1, pts[start:stop], scalars[start:stop], c, lo, hi, False)
-
+    run = _run_at_most(pts, scalars, c, False, 9, 40, calls)
     want = cpu_msm.msm_windows(bn254.G1, pts, scalars, c, lo, hi, False)
     ran: list[tuple[int, int, int, int]] = []
     assert sums_in_parts(bn254.G1, run, lo, hi, len(pts), _OOM, ran=ran) == want
