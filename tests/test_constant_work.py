@@ -312,7 +312,7 @@ def test_gpu_backend_passes_constant_work(monkeypatch: pytest.MonkeyPatch) -> No
     be = object.__new__(gb.GpuBackend)
     oom = types.SimpleNamespace(memory=types.SimpleNamespace(OutOfMemoryError=type("OutOfMemoryError", (MemoryError,), {})))
     be.cp = types.SimpleNamespace(asarray=lambda a, dtype=None: np.asarray(a, dtype=dtype), uint32=np.uint32, cuda=oom)
-    be._states = {}
+    be._states, be._plans = {}, {}
     # stand-in bases: one row per scalar, named after the array (C has the private signals only)
     monkeypatch.setattr(be, "_array", lambda key, attr: np.array([attr] * (2 if attr == "c" else 4)), raising=False)
     seen: list = []

@@ -725,7 +725,7 @@ def test_gpu_oom_retry_frees_then_evicts_lru_keys() -> None:
     be = object.__new__(GpuBackend)
     be.cp = _FakeCupy()
     be._states = OrderedDict((h, {"a": h}) for h in ("old", "mid", "inuse"))
-    be._lanes = {}  # no MSM streams started
+    be._lanes, be._plans = {}, {}  # no MSM streams started, no memory plans
     tables = []
     be.engine = SimpleNamespace(clear=lambda: tables.append("cleared"))  # the NTT tables
     calls = []

@@ -69,7 +69,7 @@ def fake_gpu() -> Any:
         uint32=np.uint32,
         cuda=SimpleNamespace(memory=SimpleNamespace(OutOfMemoryError=MemoryError)),
     )
-    be._states, be._lanes, be._witness = OrderedDict(), {}, _HostUploader()
+    be._states, be._lanes, be._plans, be._witness = OrderedDict(), {}, {}, _HostUploader()
     return be
 
 
