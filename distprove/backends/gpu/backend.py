@@ -90,14 +90,15 @@ class GpuBackend(Backend):
         return st
 
     def evict(self, content_hash: str | None = None) -> None:
-        """Drop the device state of one key (or of all keys) and return the memory to the device."""
+        """Drop the device state of one key (or of all keys) and return the memory to the device.
+        Every key's :class:`MemoryPlan` is forgotten too: what the evicted key held may let the
+        others' MSMs fit whole again, and their next proofs find out."""
         if content_hash is None:
             self._states.clear()
-            self._plans.clear()
             self._release_scratch()
         else:
             self._states.pop(content_hash, None)
-            self._plans.pop(content_hash, None)
+        self._plans.clear()
         self.cp.get_default_memory_pool().free_all_blocks()
 
     def resident_bytes(self, content_hash: str | None = None) -> int:
