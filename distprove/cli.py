@@ -259,9 +259,10 @@ def _worker_report(dask_worker: Any) -> dict[str, Any]:
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     if plugin is not None:
         report["backend"] = plugin.backend.name
-        held = plugin.backend.resident_bytes
-        report["keys"] = [f"{path} ({h[:12]}{f', {held(h) / 2**30:.2f} GiB on the device' if held(h) else ''})"
-                          for h, path in plugin.resident_paths.items()]
+        report["keys"] = []
+        for h, path in plugin.resident_paths.items():
+            held = plugin.backend.resident_bytes(h)
+            report["keys"].append(f"{path} ({h[:12]}{f', {held / 2**30:.2f} GiB on the device' if held else ''})")
     return report
 
 

@@ -193,17 +193,18 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
-    if args.pool_caps:
-        rows = capped(args.keys, args.reps, [float(c) for c in args.pool_caps.split(",")])
-        args.out.write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                                        "device": device_name(), "commit": os.environ.get("DISTPROVE_GIT_COMMIT", ""),
-                                        "capped": rows}, indent=1))
-        return
-    result = {
+    header = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device_name(),
-        "backend": args.backend,
         "commit": os.environ.get("DISTPROVE_GIT_COMMIT", ""),
+    }
+    if args.pool_caps:
+        rows = capped(args.keys, args.reps, [float(c) for c in args.pool_caps.split(",")])
+        args.out.write_text(json.dumps({**header, "capped": rows}, indent=1))
+        return
+    result = {
+        **header,
+        "backend": args.backend,
         "fixtures": fixture_proofs(args.backend, args.proofs_out) if args.proofs_out else [],
         "synthetic": synthetic(args.backend, args.keys, args.reps) if args.keys else [],
     }

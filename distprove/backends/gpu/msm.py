@@ -245,7 +245,12 @@ class MsmScratch:
         self.lock = threading.Lock()
 
     def take(self, name: str, count: int, dtype: type = np.uint32) -> "cupy.ndarray":
-        """A 1-D array of ``count`` elements of ``dtype`` backed by the buffer ``name``."""
+        """A 1-D array of ``count`` elements of ``dtype`` backed by the buffer ``name``.
+
+        Short of memory, every buffer is dropped from the scratch and the allocation retried: a
+        buffer queued work still reads stays alive only through the caller's arrays, so a caller
+        that hands the device a buffer by address alone (the pair rounds' sets) keeps the array
+        until that work has run."""
         import cupy
 
         itemsize = np.dtype(dtype).itemsize
