@@ -64,6 +64,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="16,20,22,24,26", help="NTT log2 sizes")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--only", default="", help="comma list of bench modules (ntt,msm,field)")
+    ap.add_argument("--ntt-variants", default="", help="comma list of NTT builds (bench_ntt.NTT_VARIANTS): time "
+                                                        "only these, on the default plan, alternating, 3 rounds")
     ap.add_argument("--msm-variants", default="default,ptx_mul", help="arithmetic builds of the MSM to time")
     ap.add_argument("--msm-no-cw", action="store_true", help="skip the constant-work MSM rows")
     ap.add_argument("--msm-no-sweep", action="store_true", help="skip the MSM window-width sweep")
@@ -84,7 +86,10 @@ def main() -> int:
                 raise
             continue
         try:
-            if short == "ntt":
+            if short == "ntt" and args.ntt_variants:
+                mod.run_variants(results, tuple(int(s) for s in args.sizes.split(",")), args.reps,
+                                 tuple(args.ntt_variants.split(",")), (9,), big512=False, rounds=3)
+            elif short == "ntt":
                 mod.run(results, sizes=tuple(int(s) for s in args.sizes.split(",")), reps=args.reps)
             elif short == "msm" and args.msm_tune:
                 mod.tune(results)

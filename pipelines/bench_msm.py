@@ -375,39 +375,41 @@ def tune(results: dict, reps: int = 3) -> None:
 
 
 REDUCE_CASES = [("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
-"""(group, log2 size) of :func:`reduce_geometries`."""
+"""(group, log2 size) of :func:`host_settings` (the window-reduction and pair-job sweeps)."""
 
 
-def reduce_geometries(results: dict, geometries: list[tuple[int, int]], reps: int = 3) -> None:
-    """Time :data:`REDUCE_CASES` (uniform scalars, pick_window's width) with each window-reduction
-    geometry (REDUCE_SEG, REDUCE_GROUPS of distprove/backends/gpu/msm.py) in ``geometries``, rows
-    tagged ``reduce-S-G``, after checking that each gives the built-in geometry's window sums
-    (``msm_reduce_equal``)."""
+def host_settings(results: dict, equal_key: str, settings: list[tuple[str, dict[str, Any]]], reps: int = 3) -> None:
+    """Time :data:`REDUCE_CASES` (uniform scalars, pick_window's width) with each (tag, overrides) of
+    ``settings``, the overrides being host-side constants of distprove/backends/gpu/msm.py (no
+    recompilation), rows tagged ``tag``, after checking that each gives the built-in values' window
+    sums (``results[equal_key]``)."""
     from distprove import bn254
     from distprove.backends.gpu import msm as gmsm
     from distprove.stages.msm import num_windows
 
     groups = {"G1": bn254.G1, "G2": bn254.G2}
     _, scalars, idx_all, tables = _inputs(groups, max(lg for _, lg in REDUCE_CASES), 1)
-    built_in = (gmsm.REDUCE_SEG, gmsm.REDUCE_GROUPS)
+    built_in = {k: getattr(gmsm, k) for _, over in settings for k in over}
     try:
         for name, lg in REDUCE_CASES:
             g, n = groups[name], 1 << lg
             c = gmsm.pick_window(n, g)
             bases = tables[name][idx_all[:n]]
-            gmsm.REDUCE_SEG, gmsm.REDUCE_GROUPS = built_in
+            for k, v in built_in.items():
+                setattr(gmsm, k, v)
             want = gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c))
-            for seg, grp in geometries:
-                gmsm.REDUCE_SEG, gmsm.REDUCE_GROUPS = seg, grp
-                tag = f"reduce-{seg}-{grp}"
+            for tag, over in settings:
+                for k, v in {**built_in, **over}.items():
+                    setattr(gmsm, k, v)
                 same = gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c)) == want
-                results.setdefault("msm_reduce_equal", {})[f"{name} 2^{lg} {tag}"] = same
+                results.setdefault(equal_key, {})[f"{name} 2^{lg} {tag}"] = same
                 if not same:
-                    print(f"{name} 2^{lg} {tag}: window sums DIFFER from the built-in geometry's", flush=True)
+                    print(f"{name} 2^{lg} {tag}: window sums DIFFER from the built-in settings'", flush=True)
                     continue
                 _time_case(results, tag, g, name, lg, c, bases, scalars[:n], reps)
     finally:
-        gmsm.REDUCE_SEG, gmsm.REDUCE_GROUPS = built_in
+        for k, v in built_in.items():
+            setattr(gmsm, k, v)
 
 
 def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3) -> None:
@@ -531,7 +533,9 @@ if __name__ == "__main__":
     ap.add_argument("--merged", default="", help="emulate precomputed window multiples for these rows "
                                                  "(group:log2 n:widths, as --cases): merged()")
     ap.add_argument("--reduce", default="", help="window-reduction geometries SEG:GROUPS, e.g. 16:4,16:32: "
-                                                 "reduce_geometries()")
+                                                 "host_settings()")
+    ap.add_argument("--pair-k", default="", help="most jobs per thread of a pair round (PAIR_K[1]), e.g. "
+                                                 "512,2048,8192: host_settings()")
     ap.add_argument("--witness", action="store_true", help="--cases rows with witness-like scalars")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
@@ -542,7 +546,11 @@ if __name__ == "__main__":
     r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
                **device_info(), "rows": []}
     if a.reduce:
-        reduce_geometries(r, [tuple(int(x) for x in gs.split(":")) for gs in a.reduce.split(",")])
+        geometries = [tuple(int(x) for x in gs.split(":")) for gs in a.reduce.split(",")]
+        host_settings(r, "msm_reduce_equal", [(f"reduce-{s}-{g}", {"REDUCE_SEG": s, "REDUCE_GROUPS": g})
+                                              for s, g in geometries])
+    elif a.pair_k:
+        host_settings(r, "msm_pair_k_equal", [(f"pair-k-{k}", {"PAIR_K": (16, int(k))}) for k in a.pair_k.split(",")])
     elif a.merged:
         merged(r, parse_cases(a.merged))
     elif a.builds:

@@ -36,13 +36,14 @@ NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
     "legacy": (BUILDS["legacy"], False),
     "montgomery": (BUILDS["montgomery"], True),
     "shoup": (BUILDS["shoup"], True),
+    "split": (BUILDS["split"], True),
     "default": ((), True),
     "blocks4": (("-DNTT_MIN_BLOCKS=4",), True),
     "blocks2": (("-DNTT_MIN_BLOCKS=2",), True),
 }
 """Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR).
-legacy, montgomery (CIOS butterflies) and shoup (Shoup butterflies, CIOS elsewhere): gpu/ntt.py's
-BUILDS; default: FP64-pipe Montgomery products everywhere (field.cuh); blocks4/2: the pass kernel
+legacy, montgomery (CIOS butterflies), shoup (Shoup butterflies, CIOS elsewhere) and split
+(butterfly twiddles split into the FP64 product's limbs on the host): gpu/ntt.py's BUILDS; default: FP64-pipe Montgomery products everywhere (field.cuh); blocks4/2: the pass kernel
 bounded to 4 or 2 blocks per SM instead of 3."""
 VARIANT_PLANS = (9, 12)
 """max_pass_log of the plans each variant is timed with."""
@@ -122,8 +123,8 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
         n = 1 << log_n
         x = random_mont(cp, n, log_n)
         scratch = cp.empty_like(x)
-        fwd = ntt_floor_ms(log_n, shoup=eng.k.shoup)
-        inv = ntt_floor_ms(log_n, inverse=True, shoup=eng.k.shoup)
+        fwd = ntt_floor_ms(log_n, shoup=eng.k.twiddles == "shoup")
+        inv = ntt_floor_ms(log_n, inverse=True, shoup=eng.k.twiddles == "shoup")
         eng.ntt(x, scratch=scratch)  # builds the twiddle tables outside the timing
         eng.ntt(x, inverse=True, scratch=scratch)
         t = time_ms(lambda: eng.ntt(x, scratch=scratch), reps)
@@ -134,7 +135,7 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
             a, b, c = (random_mont(cp, n, log_n + i) for i in range(3))
             eng.h_scalars(a, b, c)
             t = time_ms(lambda: eng.h_scalars(a, b, c), reps)
-            h_inv = ntt_floor_ms(log_n, inverse=True, post_tab=True, shoup=eng.k.shoup)
+            h_inv = ntt_floor_ms(log_n, inverse=True, post_tab=True, shoup=eng.k.twiddles == "shoup")
             _row(results, "h_scalars(6 ntt + combine)", log_n, t, floor_ms=3 * _floor(fwd) + 3 * _floor(h_inv))
             del a, b, c
             l1, l2 = gntt.fourstep_split(log_n)
@@ -150,9 +151,11 @@ def run(results: dict, sizes: tuple[int, ...] = (16, 20, 22, 24, 26), reps: int 
     gather_rows(results, reps)
 
 
-def run_variants(results: dict, sizes: tuple[int, ...], reps: int = 7) -> None:
-    """Each pass-kernel build (NTT_VARIANTS) under each plan (VARIANT_PLANS), plus the 2^12-tile
-    kernel at 512 threads: forward and inverse, equal to the default engine, with product counts."""
+def run_variants(results: dict, sizes: tuple[int, ...], reps: int = 7, names: tuple[str, ...] = tuple(NTT_VARIANTS),
+                 plans: tuple[int, ...] = VARIANT_PLANS, big512: bool = True, rounds: int = 1) -> None:
+    """Each pass-kernel build of ``names`` (NTT_VARIANTS) under each plan of ``plans``, plus (``big512``)
+    the 2^12-tile kernel at 512 threads: forward and inverse, equal to the default engine, with
+    product counts; ``rounds`` times over, the builds alternating within each round."""
     import cupy as cp
 
     from distprove.backends.gpu import ntt as gntt
@@ -160,10 +163,12 @@ def run_variants(results: dict, sizes: tuple[int, ...], reps: int = 7) -> None:
     if not sizes:
         return
     ref_eng = gntt.engine()
-    engines = [(f"{name},plan{mp}", gntt.NttEngine(gntt.CupyKernels(opts), mp), mp, lo_major, "-DDP_CIOS_MUL" not in opts)
-               for name, (opts, lo_major) in NTT_VARIANTS.items() for mp in VARIANT_PLANS]
-    engines.append(("default,plan12,big512", gntt.NttEngine(gntt.CupyKernels(big_threads=512), 12), 12, True, True))
-    for log_n in sizes:
+    engines = [(f"{name},plan{mp}", gntt.NttEngine(gntt.CupyKernels(NTT_VARIANTS[name][0]), mp), mp,
+                NTT_VARIANTS[name][1], "-DDP_CIOS_MUL" not in NTT_VARIANTS[name][0])
+               for name in names for mp in plans]
+    if big512:
+        engines.append(("default,plan12,big512", gntt.NttEngine(gntt.CupyKernels(big_threads=512), 12), 12, True, True))
+    for log_n in [s for _ in range(rounds) for s in sizes]:
         x = random_mont(cp, 1 << log_n, 100 + log_n)
         scratch = cp.empty_like(x)
         for inverse in (False, True):
@@ -175,7 +180,7 @@ def run_variants(results: dict, sizes: tuple[int, ...], reps: int = 7) -> None:
                 y = x.copy()
                 t = time_ms(lambda: eng.ntt(y, inverse, scratch), reps)
                 fl = ntt_floor_ms(log_n, inverse=inverse, max_pass_log=mp, lo_major=lo_major,
-                                  shoup=eng.k.shoup, f64=f64)
+                                  shoup=eng.k.twiddles == "shoup", f64=f64)
                 _row(results, f"ntt_{'inv' if inverse else 'fwd'}[{label}]", log_n, t,
                      equal_to_default=same, max_pass_log=mp, floor_ms=_floor(fl), **fl)
                 del y

@@ -153,7 +153,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ctypes.CDLL]:
         assert res.returncode == 0, res.stderr[-4000:]
         out[name] = ctypes.CDLL(str(so))
         out[name].host_ntt_mul_count.restype = ctypes.c_uint64
-        out[name].shoup = gntt.shoup_build(opts)
+        out[name].twiddles = gntt.twiddle_format(opts)
     return out
 
 
@@ -174,7 +174,7 @@ class HostKernels:
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
-        self.shoup = lib.shoup  # an NTT_SHOUP build takes Shoup twiddle pairs (NttEngine.sub_twiddles)
+        self.twiddles = lib.twiddles  # the build's sub-NTT twiddle format (NttEngine.sub_twiddles)
 
     def upload(self, a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(a, dtype=np.uint32).copy()

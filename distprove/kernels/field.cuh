@@ -391,11 +391,13 @@ DP_UNROLL
     mp_csub8(r, t, p);
 }
 
-// r = a b 2^-256 mod p for a, b < p < 2^254 (p also as 52-bit limbs P, and -p^-1 mod 2^52).
-DP_INLINE void mont_mul_f64(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], const double P[5], u64 np52) {
-    double A[5], B[5];
+// r = a B 2^-256 mod p for a < p and B the five 52-bit limbs of a value below p < 2^254 (p also as
+// 52-bit limbs P, and -p^-1 mod 2^52): a multiplier split once ahead of use skips its conversion.
+DP_INLINE void mont_mul_f64_split(u32 r[8], const u32 a[8], const double B[5], const u32 p[8], const double P[5],
+                                  u64 np52) {
+    double A[5];
 DP_UNROLL
-    for (int k = 0; k < 5; k++) { A[k] = dp_limb52(a, k); B[k] = dp_limb52(b, k); }
+    for (int k = 0; k < 5; k++) A[k] = dp_limb52(a, k);
     u64 col[10];
     dp_cols_init(col);
 DP_UNROLL
@@ -408,6 +410,14 @@ DP_UNROLL
         }
     }
     dp_redc(r, col, p, P, np52);
+}
+
+// r = a b 2^-256 mod p for a, b < p < 2^254.
+DP_INLINE void mont_mul_f64(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], const double P[5], u64 np52) {
+    double B[5];
+DP_UNROLL
+    for (int k = 0; k < 5; k++) B[k] = dp_limb52(b, k);
+    mont_mul_f64_split(r, a, B, p, P, np52);
 }
 
 // r = a^2 2^-256 mod p: each cross product made once and added twice (15 partial products).
@@ -483,6 +493,19 @@ DP_INLINE void mont_sqr(u32 r[8], const u32 a[8], const u32 p[8], u32 np, const 
     DP_INLINE void pre##_store(u32* dst, T a) { for (int i = 0; i < 8; i++) dst[i] = a.v[i]; }
 
 DP_DEFINE_FIELD(fr, Fr, DP_FR_P, DP_FR_NP, DP_FR_ONE, DP_FR_R2, DP_FR_P52, DP_FR_NP52)
+
+// An Fr multiplier split ahead of use for the FP64 product: its five 52-bit limbs as exact doubles
+// and one double of padding (48 bytes: three 16-byte loads). fr_mul_split(x, w) = fr_mul(x, w's
+// value) on every build (the FP64 product is exact on the host too); ntt.cu's NTT_SPLIT twiddles.
+struct alignas(16) FrSplit { double v[6]; };
+
+DP_INLINE Fr fr_mul_split(Fr x, const FrSplit& w) {
+    const u32 p[8] = DP_FR_P;
+    const double P[5] = DP_FR_P52;
+    Fr r;
+    mont_mul_f64_split(r.v, x.v, w.v, p, P, DP_FR_NP52);
+    return r;
+}
 
 // x * w mod r for x, w < r, given wq = floor(w * 2^256 / r): Shoup's product with a precomputed
 // quotient, for multipliers known in advance (NTT twiddles; ntt.cu's NTT_SHOUP build). Any form

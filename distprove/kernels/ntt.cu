@@ -102,6 +102,15 @@ static u64 ntt_mul_count = 0;
 #ifndef NTT_SHOUP
 #define NTT_SHOUP 0
 #endif
+// NTT_SPLIT=1: the sub-NTT twiddle table holds each w (Montgomery) already split into the FP64
+// product's five 52-bit limbs (field.cuh FrSplit, made on the host), so a butterfly product
+// converts only its data operand.
+#ifndef NTT_SPLIT
+#define NTT_SPLIT 0
+#endif
+#if NTT_SPLIT && NTT_SHOUP
+#error "NTT_SPLIT and NTT_SHOUP are two formats of the same twiddle table"
+#endif
 
 #ifdef __CUDA_ARCH__
 #define DP_SYNC() __syncthreads()
@@ -163,7 +172,11 @@ DP_INLINE Fr ntt_gload(const u32* base, u64 pos) {
 
 // One sub-NTT twiddle, loaded once and applied to one or more values.
 struct NttTw {
+#if NTT_SPLIT
+    FrSplit w;
+#else
     Fr w;
+#endif
 #if NTT_SHOUP
     Fr wq;
 #endif
@@ -174,6 +187,8 @@ DP_INLINE NttTw ntt_tw(const u32* tab, u32 e) {
 #if NTT_SHOUP
     t.w = ntt_gload(tab, 2u * (u64)e);
     t.wq = ntt_gload(tab, 2u * (u64)e + 1u);
+#elif NTT_SPLIT
+    t.w = reinterpret_cast<const FrSplit*>(tab)[e];
 #else
     t.w = ntt_gload(tab, e);
 #endif
@@ -181,11 +196,15 @@ DP_INLINE NttTw ntt_tw(const u32* tab, u32 e) {
 }
 
 DP_INLINE Fr ntt_tw_mul(Fr x, const NttTw& t) {
-#if NTT_SHOUP
+#if NTT_SHOUP || NTT_SPLIT
 #ifdef NTT_COUNT_MULS
     ntt_mul_count++;
 #endif
+#endif
+#if NTT_SHOUP
     return fr_mul_shoup(x, t.w, t.wq);
+#elif NTT_SPLIT
+    return fr_mul_split(x, t.w);
 #else
     return NTT_MUL(x, t.w);
 #endif
@@ -224,7 +243,7 @@ DP_INLINE u32 ntt_digit_reverse(u32 d, u32 digits, u32 log_mp) {
 struct NttPass {
     const u32* src;
     u32* dst;
-    const u32* tw_sub;    // w_{2^12}^e, e < 2^11 (inverse root for an inverse NTT): Montgomery, or NTT_SHOUP pairs
+    const u32* tw_sub;    // w_{2^12}^e, e < 2^11 (inverse root for an inverse NTT): Montgomery, NTT_SHOUP pairs or NTT_SPLIT limbs
     const u32* tw_pass;   // non-last pass: w_{N_p}^{k*c} at k*N_{p+1} + c; may be null
     const u32* pre;       // null or one Fr multiplying every input
     const u32* post_tab;  // last pass: null or a multiplier per natural output index

@@ -213,6 +213,15 @@ def shoup_table(base: int, count: int) -> np.ndarray:
     return np.concatenate([fr_limbs(pows), fr_limbs([(w << 256) // R for w in pows])], axis=1)
 
 
+def split_table(base: int, count: int) -> np.ndarray:
+    """(count, 12) uint32: base^e mod r (Montgomery) for e < count as field.cuh's FrSplit, five
+    52-bit limbs held exactly in doubles and a zero double, the sub-NTT twiddles of an NTT_SPLIT
+    build (ntt.cu's fr_mul_split)."""
+    mask = (1 << 52) - 1
+    limbs = [[float((mont(w) >> (52 * k)) & mask) for k in range(5)] + [0.0] for w in powers(base, count)]
+    return np.ascontiguousarray(np.array(limbs, dtype=np.float64).view(np.uint32))
+
+
 def root(log_n: int, inverse: bool) -> int:
     """w_{2^log_n} (or its inverse) as ffjavascript defines it."""
     w = bn254.root_of_unity(log_n)
@@ -223,24 +232,29 @@ BUILDS: dict[str, tuple[str, ...]] = {
     "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DDP_CIOS_MUL", "-DNTT_MIN_BLOCKS=4"),
     "montgomery": ("-DDP_CIOS_MUL", "-DNTT_MIN_BLOCKS=4"),
     "shoup": ("-DNTT_SHOUP=1", "-DDP_CIOS_MUL"),
+    "split": ("-DNTT_SPLIT=1",),
 }
-"""Earlier builds of ntt.cu kept as baselines (the tests check them against the default, the
-benchmarks time them beside it): legacy, the shared-memory layout, butterfly order and arithmetic
-of commit b6f25e6; montgomery, CIOS-product butterflies (the default until session 10); shoup,
-Shoup-product butterflies and CIOS elsewhere (the default in session 10, until the FP64 product)."""
+"""Builds of ntt.cu beside the default (the tests check them against it, the benchmarks time them
+beside it): legacy, the shared-memory layout, butterfly order and arithmetic of commit b6f25e6;
+montgomery, CIOS-product butterflies (the default until session 10); shoup, Shoup-product
+butterflies and CIOS elsewhere (the default in session 10, until the FP64 product); split, FP64
+butterfly products by twiddles split into limbs on the host."""
 
 
-def shoup_build(options: tuple[str, ...]) -> bool:
-    """Whether ntt.cu built with these options multiplies its butterflies by Shoup's product
-    (NTT_SHOUP, off unless ``-DNTT_SHOUP=1``), so its sub-NTT twiddles are :func:`shoup_table` pairs."""
-    return "-DNTT_SHOUP=1" in options
+def twiddle_format(options: tuple[str, ...]) -> str:
+    """The sub-NTT twiddle table that ntt.cu built with these options takes: "shoup"
+    (:func:`shoup_table` pairs, NTT_SHOUP), "split" (:func:`split_table`, NTT_SPLIT) or "mont"
+    (Montgomery values, made on the device)."""
+    if "-DNTT_SHOUP=1" in options:
+        return "shoup"
+    return "split" if "-DNTT_SPLIT=1" in options else "mont"
 
 
 class Kernels(Protocol):
-    """What the planner needs from a device (CuPy) or a host build of ntt.cu. ``shoup``: the
-    build's butterflies take Shoup twiddle pairs (:func:`shoup_build`)."""
+    """What the planner needs from a device (CuPy) or a host build of ntt.cu. ``twiddles``: the
+    format of the build's sub-NTT twiddle table (:func:`twiddle_format`)."""
 
-    shoup: bool
+    twiddles: str
 
     def upload(self, a: np.ndarray) -> Any: ...
     def empty_like(self, x: Any) -> Any: ...
@@ -295,12 +309,14 @@ class NttEngine:
         return self._cached(key, make)
 
     def sub_twiddles(self, inverse: bool) -> Any:
-        """w_{2^12}^e for e < 2^11, the sub-NTT twiddles of every pass: for a kernel set built with
-        NTT_SHOUP (``shoup`` true, the default) the pairs of :func:`shoup_table`, made on the host;
-        else Montgomery."""
-        if self.k.shoup:
-            return self._cached(("sub-shoup", inverse),
-                                lambda: self.k.upload(shoup_table(root(TW_LOG, inverse), 1 << (TW_LOG - 1))))
+        """w_{2^12}^e for e < 2^11, the sub-NTT twiddles of every pass, in the kernel set's format
+        (``twiddles``): :func:`shoup_table` pairs or :func:`split_table` limbs, made on the host,
+        or Montgomery values made on the device."""
+        tables = {"shoup": shoup_table, "split": split_table}
+        if self.k.twiddles in tables:
+            make = tables[self.k.twiddles]
+            return self._cached((f"sub-{self.k.twiddles}", inverse),
+                                lambda: self.k.upload(make(root(TW_LOG, inverse), 1 << (TW_LOG - 1))))
         return self._pow_table(("sub", inverse), root(TW_LOG, inverse), 1 << (TW_LOG - 1), 0)
 
     def pass_twiddles(self, log_np: int, log_next: int, inverse: bool) -> Any:
@@ -426,8 +442,8 @@ class CupyKernels:
         from .compile import MODULES, load_module
 
         self.cp = cupy
-        self.shoup = shoup_build(options)
-        """Built with NTT_SHOUP: the engine gives it Shoup twiddle pairs."""
+        self.twiddles = twiddle_format(options)
+        """The format of the sub-NTT twiddle table the build takes (the engine makes it)."""
         if big_threads != BIG_THREADS:
             options = (*options, f"-DNTT_BIG_THREADS={big_threads}")
         self.big_threads = big_threads
