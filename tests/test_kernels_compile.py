@@ -104,6 +104,7 @@ extern "C" void host_ntt_pass(u32 blocks, const u32* src, u32* dst, const u32* t
         else ntt_pass_body<NTT_BIG_LOG_E>(a, b, 0, 1, sm);
     }
 }
+extern "C" u32 host_ntt_tw_format(void) { return NTT_TW_FORMAT; }
 extern "C" u64 host_ntt_mul_count(void) {  // products since the last call
     u64 c = ntt_mul_count;
     ntt_mul_count = 0;
@@ -130,8 +131,9 @@ extern "C" void host_gather(const u32* a_ptr, const u32* a_sig, const u32* a_val
 
 NTT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "f64": ("-DDP_F64_MUL",), **gntt.BUILDS}
 """Host builds of ntt.cu: the default (Montgomery butterflies; CIOS products on the host), the
-device's FP64 product, and gntt.BUILDS (the layout, order and arithmetic before the product-count
-work; CIOS butterflies; Shoup-product butterflies)."""
+device's FP64 product (with its butterfly twiddles split on the host, NTT_SPLIT), and gntt.BUILDS
+(the layout, order and arithmetic before the product-count work; CIOS butterflies; Shoup-product
+butterflies; FP64 products by unsplit twiddles)."""
 PLANS = (9, 12)
 """max_pass_log of the NttEngine plans tested: the default and the two-pass 2^24 plan."""
 
@@ -153,7 +155,8 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ctypes.CDLL]:
         assert res.returncode == 0, res.stderr[-4000:]
         out[name] = ctypes.CDLL(str(so))
         out[name].host_ntt_mul_count.restype = ctypes.c_uint64
-        out[name].twiddles = gntt.twiddle_format(opts)
+        out[name].host_ntt_tw_format.restype = ctypes.c_uint32
+        out[name].twiddles = gntt.TWIDDLE_FORMATS[out[name].host_ntt_tw_format()]
     return out
 
 

@@ -88,6 +88,10 @@ extern "C" void fr_shoup(const u32* x, const u32* w, const u32* wq, u32* out, in
     for (int i = 0; i < n; i++) st(out + 8 * i, fr_mul_shoup(ld<Fr>(x + 8 * i), ld<Fr>(w + 8 * i), ld<Fr>(wq + 8 * i)));
 }
 
+extern "C" void fr_split(const u32* x, const FrSplit* w, u32* out, int n) {
+    for (int i = 0; i < n; i++) st(out + 8 * i, fr_mul_split(ld<Fr>(x + 8 * i), w[i]));
+}
+
 extern "C" void field_op(int field, int op, const u32* a, const u32* b, u32* out, int n) {
     if (field == 0) run_field<FrW>(op, a, b, out, n, FrOps());
     else if (field == 1) run_field<FqW>(op, a, b, out, n, FqOps());
@@ -253,6 +257,25 @@ def test_fr_mul_shoup_matches_python(lib: ctypes.CDLL) -> None:
     out = np.full_like(x, 0xDEADBEEF)
     lib.fr_shoup(_ptr(x), _ptr(w_l), _ptr(wq), _ptr(out), ctypes.c_int(len(pairs)))
     assert bn254.ints_from_limbs(out) == [a * b % R for a, b in pairs]
+
+
+def test_fr_mul_split_matches_python(lib: ctypes.CDLL) -> None:
+    """fr_mul_split(x, w split into 52-bit limbs) = x w 2^-256 mod r (the Montgomery product) for
+    x, w < r: edge values, random pairs and the NTT's twiddles (gpu/ntt.py split_limbs)."""
+    from distprove.backends.gpu.ntt import split_limbs
+
+    rng = random.Random()
+    vals = _random_values("fr", rng, 300)
+    pairs = [(x, y) for x in vals[:8] for y in vals[:8]]
+    pairs += [(rng.randrange(R), rng.randrange(R)) for _ in range(2000)]
+    w = pow(5, (R - 1) >> 12, R)
+    pairs += [(x, pow(w, e, R)) for x in vals for e in (0, 1, 2047)]
+    x = bn254.limbs_from_ints([a for a, _ in pairs])
+    w_s = split_limbs([b for _, b in pairs])
+    out = np.full_like(x, 0xDEADBEEF)
+    lib.fr_split(_ptr(x), _ptr(w_s), _ptr(out), ctypes.c_int(len(pairs)))
+    r_inv = pow(1 << 256, -1, R)
+    assert bn254.ints_from_limbs(out) == [a * b * r_inv % R for a, b in pairs]
 
 
 # --- curve ---------------------------------------------------------------------------------

@@ -102,15 +102,24 @@ static u64 ntt_mul_count = 0;
 #ifndef NTT_SHOUP
 #define NTT_SHOUP 0
 #endif
-// NTT_SPLIT=1: the sub-NTT twiddle table holds each w (Montgomery) already split into the FP64
-// product's five 52-bit limbs (field.cuh FrSplit, made on the host), so a butterfly product
-// converts only its data operand.
+// NTT_SPLIT (the default where field.cuh's products are the FP64 pipe's): the sub-NTT twiddle
+// table holds each w (Montgomery) already split into the FP64 product's five 52-bit limbs
+// (field.cuh FrSplit, made on the host), so a butterfly product converts only its data operand:
+// 2^24 forward 5.52 -> 5.43-5.51 ms in three alternating runs on an H200, inverse 5.86-5.95 ->
+// 5.75-5.86 (bench/results/2026-12-01_kernels-ntt-split-s14_h200.json).
 #ifndef NTT_SPLIT
+#if defined(DP_F64_MUL) && !NTT_SHOUP
+#define NTT_SPLIT 1
+#else
 #define NTT_SPLIT 0
+#endif
 #endif
 #if NTT_SPLIT && NTT_SHOUP
 #error "NTT_SPLIT and NTT_SHOUP are two formats of the same twiddle table"
 #endif
+// The sub-NTT twiddle table this build takes, for the host that makes it (gpu/ntt.py
+// TWIDDLE_FORMATS): 0 Montgomery values, 1 Shoup pairs, 2 split limbs.
+#define NTT_TW_FORMAT (NTT_SHOUP ? 1u : (NTT_SPLIT ? 2u : 0u))
 
 #ifdef __CUDA_ARCH__
 #define DP_SYNC() __syncthreads()
@@ -463,6 +472,9 @@ extern "C" __global__ void dp_fr_scale(u32* x, const u32* c, unsigned long long 
     ntt_scale_body(x, c, count, (u64)blockIdx.x * blockDim.x + threadIdx.x,
                    (u64)gridDim.x * blockDim.x);
 }
+
+// The build's NTT_TW_FORMAT, read by the host (CupyKernels) before it makes the twiddle table.
+extern "C" __global__ void dp_ntt_tw_format(u32* out) { out[0] = NTT_TW_FORMAT; }
 
 extern "C" __global__ void dp_h_combine(const u32* a, const u32* b, const u32* c, u32* out,
                                         unsigned long long count) {

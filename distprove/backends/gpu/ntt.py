@@ -213,13 +213,18 @@ def shoup_table(base: int, count: int) -> np.ndarray:
     return np.concatenate([fr_limbs(pows), fr_limbs([(w << 256) // R for w in pows])], axis=1)
 
 
-def split_table(base: int, count: int) -> np.ndarray:
-    """(count, 12) uint32: base^e mod r (Montgomery) for e < count as field.cuh's FrSplit, five
-    52-bit limbs held exactly in doubles and a zero double, the sub-NTT twiddles of an NTT_SPLIT
-    build (ntt.cu's fr_mul_split)."""
+def split_limbs(values: list[int]) -> np.ndarray:
+    """(len, 12) uint32: each value (< 2^260) as field.cuh's FrSplit, its five 52-bit limbs held
+    exactly in doubles and a zero double."""
     mask = (1 << 52) - 1
-    limbs = [[float((mont(w) >> (52 * k)) & mask) for k in range(5)] + [0.0] for w in powers(base, count)]
-    return np.ascontiguousarray(np.array(limbs, dtype=np.float64).view(np.uint32))
+    limbs = [[float((v >> (52 * k)) & mask) for k in range(5)] + [0.0] for v in values]
+    return np.ascontiguousarray(np.array(limbs, dtype=np.float64).reshape(-1, 6).view(np.uint32))
+
+
+def split_table(base: int, count: int) -> np.ndarray:
+    """:func:`split_limbs` of base^e mod r (Montgomery) for e < count: the sub-NTT twiddles of an
+    NTT_SPLIT build (ntt.cu's fr_mul_split)."""
+    return split_limbs([mont(w) for w in powers(base, count)])
 
 
 def root(log_n: int, inverse: bool) -> int:
@@ -232,27 +237,24 @@ BUILDS: dict[str, tuple[str, ...]] = {
     "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DDP_CIOS_MUL", "-DNTT_MIN_BLOCKS=4"),
     "montgomery": ("-DDP_CIOS_MUL", "-DNTT_MIN_BLOCKS=4"),
     "shoup": ("-DNTT_SHOUP=1", "-DDP_CIOS_MUL"),
-    "split": ("-DNTT_SPLIT=1",),
+    "unsplit": ("-DNTT_SPLIT=0",),
 }
-"""Builds of ntt.cu beside the default (the tests check them against it, the benchmarks time them
-beside it): legacy, the shared-memory layout, butterfly order and arithmetic of commit b6f25e6;
-montgomery, CIOS-product butterflies (the default until session 10); shoup, Shoup-product
-butterflies and CIOS elsewhere (the default in session 10, until the FP64 product); split, FP64
-butterfly products by twiddles split into limbs on the host."""
+"""Earlier builds of ntt.cu kept as baselines (the tests check them against the default, the
+benchmarks time them beside it): legacy, the shared-memory layout, butterfly order and arithmetic
+of commit b6f25e6; montgomery, CIOS-product butterflies (the default until session 10); shoup,
+Shoup-product butterflies and CIOS elsewhere (the default in session 10, until the FP64 product);
+unsplit, FP64 products by Montgomery twiddles converted in every product (the default until
+session 14, when the twiddles came split on the host)."""
 
-
-def twiddle_format(options: tuple[str, ...]) -> str:
-    """The sub-NTT twiddle table that ntt.cu built with these options takes: "shoup"
-    (:func:`shoup_table` pairs, NTT_SHOUP), "split" (:func:`split_table`, NTT_SPLIT) or "mont"
-    (Montgomery values, made on the device)."""
-    if "-DNTT_SHOUP=1" in options:
-        return "shoup"
-    return "split" if "-DNTT_SPLIT=1" in options else "mont"
+TWIDDLE_FORMATS = ("mont", "shoup", "split")
+"""The sub-NTT twiddle tables a build of ntt.cu may take, by its NTT_TW_FORMAT: Montgomery values
+(made on the device), :func:`shoup_table` pairs or :func:`split_table` limbs (made on the host)."""
 
 
 class Kernels(Protocol):
     """What the planner needs from a device (CuPy) or a host build of ntt.cu. ``twiddles``: the
-    format of the build's sub-NTT twiddle table (:func:`twiddle_format`)."""
+    format of the build's sub-NTT twiddle table (one of :data:`TWIDDLE_FORMATS`, as the build
+    reports it)."""
 
     twiddles: str
 
@@ -442,8 +444,6 @@ class CupyKernels:
         from .compile import MODULES, load_module
 
         self.cp = cupy
-        self.twiddles = twiddle_format(options)
-        """The format of the sub-NTT twiddle table the build takes (the engine makes it)."""
         if big_threads != BIG_THREADS:
             options = (*options, f"-DNTT_BIG_THREADS={big_threads}")
         self.big_threads = big_threads
@@ -455,6 +455,10 @@ class CupyKernels:
         self._pow = mod.get_function("dp_ntt_pow_table")
         self._hcomb = mod.get_function("dp_h_combine")
         self._scale = mod.get_function("dp_fr_scale")
+        fmt = cupy.zeros(1, dtype=cupy.uint32)
+        mod.get_function("dp_ntt_tw_format")((1,), (1,), (fmt,))
+        self.twiddles = TWIDDLE_FORMATS[int(fmt.get()[0])]
+        """The format of the sub-NTT twiddle table the build takes (the engine makes it)."""
 
     @staticmethod
     def _ptr(a: Any) -> Any:
