@@ -37,15 +37,16 @@ NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
     "montgomery": (BUILDS["montgomery"], True),
     "shoup": (BUILDS["shoup"], True),
     "unsplit": (BUILDS["unsplit"], True),
+    "eager": (BUILDS["eager"], True),
     "default": ((), True),
     "blocks4": (("-DNTT_MIN_BLOCKS=4",), True),
     "blocks2": (("-DNTT_MIN_BLOCKS=2",), True),
 }
 """Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR).
-legacy, montgomery (CIOS butterflies), shoup (Shoup butterflies, CIOS elsewhere) and unsplit
-(Montgomery twiddles converted in every product): gpu/ntt.py's BUILDS; default: FP64-pipe Montgomery
-products everywhere (field.cuh), butterfly twiddles split on the host; blocks4/2: the pass kernel
-bounded to 4 or 2 blocks per SM instead of 3."""
+legacy, montgomery (CIOS butterflies), shoup (Shoup butterflies, CIOS elsewhere), unsplit
+(Montgomery twiddles converted in every product) and eager (no lazy butterflies): gpu/ntt.py's
+BUILDS; default: FP64-pipe Montgomery products everywhere (field.cuh), butterfly twiddles split on
+the host, lazy butterflies; blocks4/2: the pass kernel bounded to 4 or 2 blocks per SM instead of 3."""
 VARIANT_PLANS = (9, 12)
 """max_pass_log of the plans each variant is timed with."""
 

@@ -88,8 +88,9 @@ extern "C" void fr_shoup(const u32* x, const u32* w, const u32* wq, u32* out, in
     for (int i = 0; i < n; i++) st(out + 8 * i, fr_mul_shoup(ld<Fr>(x + 8 * i), ld<Fr>(w + 8 * i), ld<Fr>(wq + 8 * i)));
 }
 
-extern "C" void fr_split(const u32* x, const FrSplit* w, u32* out, int n) {
-    for (int i = 0; i < n; i++) st(out + 8 * i, fr_mul_split(ld<Fr>(x + 8 * i), w[i]));
+extern "C" void fr_split(const u32* x, const FrSplit* w, u32* out, int n, int lazy) {
+    for (int i = 0; i < n; i++)
+        st(out + 8 * i, lazy ? fr_mul_split_lazy(ld<Fr>(x + 8 * i), w[i]) : fr_mul_split(ld<Fr>(x + 8 * i), w[i]));
 }
 
 extern "C" void field_op(int field, int op, const u32* a, const u32* b, u32* out, int n) {
@@ -261,7 +262,8 @@ def test_fr_mul_shoup_matches_python(lib: ctypes.CDLL) -> None:
 
 def test_fr_mul_split_matches_python(lib: ctypes.CDLL) -> None:
     """fr_mul_split(x, w split into 52-bit limbs) = x w 2^-256 mod r (the Montgomery product) for
-    x, w < r: edge values, random pairs and the NTT's twiddles (gpu/ntt.py split_limbs)."""
+    x, w < r: edge values, random pairs and the NTT's twiddles (gpu/ntt.py split_limbs); and
+    fr_mul_split_lazy for x < 4r (ntt.cu's lazy butterflies): the same residue, below 2r."""
     from distprove.backends.gpu.ntt import split_limbs
 
     rng = random.Random()
@@ -270,12 +272,18 @@ def test_fr_mul_split_matches_python(lib: ctypes.CDLL) -> None:
     pairs += [(rng.randrange(R), rng.randrange(R)) for _ in range(2000)]
     w = pow(5, (R - 1) >> 12, R)
     pairs += [(x, pow(w, e, R)) for x in vals for e in (0, 1, 2047)]
-    x = bn254.limbs_from_ints([a for a, _ in pairs])
-    w_s = split_limbs([b for _, b in pairs])
-    out = np.full_like(x, 0xDEADBEEF)
-    lib.fr_split(_ptr(x), _ptr(w_s), _ptr(out), ctypes.c_int(len(pairs)))
     r_inv = pow(1 << 256, -1, R)
-    assert bn254.ints_from_limbs(out) == [a * b * r_inv % R for a, b in pairs]
+    wide = [4 * R - 1, 4 * R - 2, 3 * R, 2 * R, 2 * R - 1, R]
+    lazy_pairs = pairs + [(x, y) for x in wide for y in vals[:8] + [R - 1]]
+    lazy_pairs += [(rng.randrange(4 * R), rng.randrange(R)) for _ in range(2000)]
+    for lazy, cases in ((0, pairs), (1, lazy_pairs)):
+        x = bn254.limbs_from_ints([a for a, _ in cases])
+        w_s = split_limbs([b for _, b in cases])
+        out = np.full_like(x, 0xDEADBEEF)
+        lib.fr_split(_ptr(x), _ptr(w_s), _ptr(out), ctypes.c_int(len(cases)), ctypes.c_int(lazy))
+        got = bn254.ints_from_limbs(out)
+        assert [g % R for g in got] == [a * b * r_inv % R for a, b in cases]
+        assert max(got) < (2 * R if lazy else R)
 
 
 # --- curve ---------------------------------------------------------------------------------

@@ -363,7 +363,7 @@ DP_UNROLL
 
 // r = col 2^-256 mod p, for column sums of a product of two values below p: clears 52 bits
 // of column i four times and 48 once (col += q p 2^(52 i), q from the column's low bits).
-DP_INLINE void dp_redc(u32 r[8], u64 col[10], const u32 p[8], const double P[5], u64 np52) {
+DP_INLINE void dp_redc(u32 r[8], u64 col[10], const u32 p[8], const double P[5], u64 np52, bool reduce = true) {
     const u32 nlo = (u32)np52, nhi = (u32)(np52 >> 32);
 DP_UNROLL
     for (int i = 0; i < 5; i++) {
@@ -388,13 +388,20 @@ DP_UNROLL
     const u64 w2 = (col[7] >> 20) | (col[8] << 32);
     const u64 w3 = (col[8] >> 32) | (col[9] << 20);
     u32 t[8] = {(u32)w0, (u32)(w0 >> 32), (u32)w1, (u32)(w1 >> 32), (u32)w2, (u32)(w2 >> 32), (u32)w3, (u32)(w3 >> 32)};
-    mp_csub8(r, t, p);
+    if (reduce) {
+        mp_csub8(r, t, p);
+    } else {
+DP_UNROLL
+        for (int k = 0; k < 8; k++) r[k] = t[k];
+    }
 }
 
 // r = a B 2^-256 mod p for a < p and B the five 52-bit limbs of a value below p < 2^254 (p also as
 // 52-bit limbs P, and -p^-1 mod 2^52): a multiplier split once ahead of use skips its conversion.
+// reduce = false leaves out the final subtraction: for a < 4p (4p < 2^256) the result is below
+// p (1 + 4p / 2^256) < 2p, congruent to a B 2^-256 (ntt.cu's lazy butterflies).
 DP_INLINE void mont_mul_f64_split(u32 r[8], const u32 a[8], const double B[5], const u32 p[8], const double P[5],
-                                  u64 np52) {
+                                  u64 np52, bool reduce = true) {
     double A[5];
 DP_UNROLL
     for (int k = 0; k < 5; k++) A[k] = dp_limb52(a, k);
@@ -409,15 +416,16 @@ DP_UNROLL
             col[i + j + 1] += h;
         }
     }
-    dp_redc(r, col, p, P, np52);
+    dp_redc(r, col, p, P, np52, reduce);
 }
 
-// r = a b 2^-256 mod p for a, b < p < 2^254.
-DP_INLINE void mont_mul_f64(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], const double P[5], u64 np52) {
+// r = a b 2^-256 mod p for a, b < p < 2^254 (reduce = false: as mont_mul_f64_split's).
+DP_INLINE void mont_mul_f64(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], const double P[5], u64 np52,
+                            bool reduce = true) {
     double B[5];
 DP_UNROLL
     for (int k = 0; k < 5; k++) B[k] = dp_limb52(b, k);
-    mont_mul_f64_split(r, a, B, p, P, np52);
+    mont_mul_f64_split(r, a, B, p, P, np52, reduce);
 }
 
 // r = a^2 2^-256 mod p: each cross product made once and added twice (15 partial products).
@@ -504,6 +512,24 @@ DP_INLINE Fr fr_mul_split(Fr x, const FrSplit& w) {
     const double P[5] = DP_FR_P52;
     Fr r;
     mont_mul_f64_split(r.v, x.v, w.v, p, P, DP_FR_NP52);
+    return r;
+}
+
+// fr_mul_split and the FP64 product without the final subtraction: x < 4r and w < r in, a value
+// below 2r congruent to the Montgomery product out (ntt.cu's lazy butterflies).
+DP_INLINE Fr fr_mul_split_lazy(Fr x, const FrSplit& w) {
+    const u32 p[8] = DP_FR_P;
+    const double P[5] = DP_FR_P52;
+    Fr r;
+    mont_mul_f64_split(r.v, x.v, w.v, p, P, DP_FR_NP52, false);
+    return r;
+}
+
+DP_INLINE Fr fr_mul_f64_lazy(Fr x, Fr w) {
+    const u32 p[8] = DP_FR_P;
+    const double P[5] = DP_FR_P52;
+    Fr r;
+    mont_mul_f64(r.v, x.v, w.v, p, P, DP_FR_NP52, false);
     return r;
 }
 

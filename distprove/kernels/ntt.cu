@@ -117,6 +117,22 @@ static u64 ntt_mul_count = 0;
 #if NTT_SPLIT && NTT_SHOUP
 #error "NTT_SPLIT and NTT_SHOUP are two formats of the same twiddle table"
 #endif
+// NTT_LAZY (the default with NTT_SPLIT): Harvey's lazy butterflies. Values between butterfly
+// levels lie in [0, 4r) instead of [0, r), a pass's inputs in [0, 2r) (the transform's own are
+// below r): a butterfly brings u below 2r with one conditional subtraction (none where u is
+// known to be below 2r) and returns (u + t, u + 2r - t) unreduced, and the butterflies' twiddle
+// products and the four-step ones skip their final subtraction (fr_mul_split_lazy,
+// fr_mul_f64_lazy: below 2r for inputs below 4r), so a radix-4 item does 4 conditional
+// subtractions instead of 12. A product by w^0 = 1 that is skipped becomes a subtraction of 2r
+// where its operand may be above 2r. The last pass's outputs are reduced to [0, r): by the full
+// products of post_tab / post, or by two conditional subtractions. H200, 2^24 forward: 5.20-5.22
+// -> 5.01-5.03 ms against the same build without (NTT_LAZY=0), three alternating runs.
+#ifndef NTT_LAZY
+#define NTT_LAZY NTT_SPLIT
+#endif
+#if NTT_LAZY && !NTT_SPLIT
+#error "NTT_LAZY needs NTT_SPLIT's product (fr_mul_split_lazy)"
+#endif
 // The sub-NTT twiddle table this build takes, for the host that makes it (gpu/ntt.py
 // TWIDDLE_FORMATS): 0 Montgomery values, 1 Shoup pairs, 2 split limbs.
 #define NTT_TW_FORMAT (NTT_SHOUP ? 1u : (NTT_SPLIT ? 2u : 0u))
@@ -127,13 +143,19 @@ static u64 ntt_mul_count = 0;
 #define DP_SYNC() ((void)0)
 #endif
 
+// The low `bits` bits of x reversed (bits <= 12 here). On the device one BREV: the loop cost the
+// pass kernel's load phase ~35 instructions an element (cuobjdump -sass).
 DP_INLINE u32 ntt_brev(u32 x, u32 bits) {
+#ifdef __CUDA_ARCH__
+    return bits ? __brev(x) >> (32u - bits) : 0u;
+#else
     u32 r = 0;
     for (u32 i = 0; i < bits; i++) {
         r = (r << 1) | (x & 1u);
         x >>= 1;
     }
     return r;
+#endif
 }
 
 // Word offset of slot i's limb 0 (limb l at + l * 2^LOG_E). The swizzle xors the bank bits
@@ -149,20 +171,25 @@ DP_INLINE u32 ntt_slot(u32 i) {
 #endif
 }
 
+// The slot's pointer first, then constant limb offsets: an index (l << LOG_E) + p in u32 may wrap
+// as far as the compiler knows, so it kept eight addresses per element (16 live registers per
+// butterfly operand pair, spilled to local memory in the pass kernel); from a pointer the limbs
+// are immediate offsets of one address. H200, 2^24 forward: 5.42 -> 5.25 ms (three alternating
+// runs against the indexed form, bench/results/2026-12-01_kernels-ntt-smptr-s14_h200.json).
 template <u32 LOG_E>
 DP_INLINE Fr ntt_sm_get(const u32* sm, u32 i) {
     Fr x;
-    const u32 p = ntt_slot(i);
+    const u32* at = sm + ntt_slot(i);
     DP_UNROLL
-    for (u32 l = 0; l < 8; l++) x.v[l] = sm[(l << LOG_E) + p];
+    for (u32 l = 0; l < 8; l++) x.v[l] = at[l << LOG_E];
     return x;
 }
 
 template <u32 LOG_E>
 DP_INLINE void ntt_sm_put(u32* sm, u32 i, Fr x) {
-    const u32 p = ntt_slot(i);
+    u32* at = sm + ntt_slot(i);
     DP_UNROLL
-    for (u32 l = 0; l < 8; l++) sm[(l << LOG_E) + p] = x.v[l];
+    for (u32 l = 0; l < 8; l++) at[l << LOG_E] = x.v[l];
 }
 
 // Global element at word offset 8*pos, as two 16-byte accesses on the device.
@@ -204,6 +231,7 @@ DP_INLINE NttTw ntt_tw(const u32* tab, u32 e) {
     return t;
 }
 
+// A butterfly operand times its twiddle: below r, or below 2r with NTT_LAZY (x below 4r).
 DP_INLINE Fr ntt_tw_mul(Fr x, const NttTw& t) {
 #if NTT_SHOUP || NTT_SPLIT
 #ifdef NTT_COUNT_MULS
@@ -212,6 +240,8 @@ DP_INLINE Fr ntt_tw_mul(Fr x, const NttTw& t) {
 #endif
 #if NTT_SHOUP
     return fr_mul_shoup(x, t.w, t.wq);
+#elif NTT_LAZY
+    return fr_mul_split_lazy(x, t.w);
 #elif NTT_SPLIT
     return fr_mul_split(x, t.w);
 #else
@@ -219,11 +249,64 @@ DP_INLINE Fr ntt_tw_mul(Fr x, const NttTw& t) {
 #endif
 }
 
-// DIT butterfly (u, t) -> (u + t, u - t), t already multiplied by its twiddle.
-DP_INLINE void ntt_bfly(Fr& u, Fr& t) {
+// x - 2r if x >= 2r (x below 4r), as x.
+DP_INLINE Fr ntt_csub2r(Fr x) {
+    const u32 r2[8] = {0xe0000002u, 0x87c3eb27u, 0xf372e122u, 0x5067d090u,
+                       0x0302b0bau, 0x70a08b6du, 0xc2634053u, 0x60c89ce5u};
+    mp_csub8(x.v, x.v, r2);
+    return x;
+}
+
+// A butterfly operand whose product by w^0 = 1 is skipped: below 2r with NTT_LAZY, else as is.
+DP_INLINE Fr ntt_tw_skip(Fr x) {
+#if NTT_LAZY
+    return ntt_csub2r(x);
+#else
+    return x;
+#endif
+}
+
+// DIT butterfly (u, t) -> (u + t, u - t), t already multiplied by its twiddle. NTT_LAZY: u below
+// 4r (below 2r already when `low`), t below 2r; u is brought below 2r, then (u + t, u + 2r - t),
+// both below 4r.
+DP_INLINE void ntt_bfly(Fr& u, Fr& t, bool low = false) {
+#if NTT_LAZY
+    const u32 r2[8] = {0xe0000002u, 0x87c3eb27u, 0xf372e122u, 0x5067d090u,
+                       0x0302b0bau, 0x70a08b6du, 0xc2634053u, 0x60c89ce5u};
+    if (!low) u = ntt_csub2r(u);
+    Fr d;
+    mp_sub8(d.v, r2, t.v);
+    mp_add8(d.v, d.v, u.v);
+    mp_add8(u.v, u.v, t.v);
+    t = d;
+#else
     Fr d = fr_sub(u, t);
     u = fr_add(u, t);
     t = d;
+#endif
+}
+
+// A non-last pass's output times its four-step twiddle: below 2r with NTT_LAZY (the next pass
+// reads values below 4r), else below r.
+DP_INLINE Fr ntt_pass_mul(Fr x, Fr w) {
+#if NTT_LAZY
+#ifdef NTT_COUNT_MULS
+    ntt_mul_count++;
+#endif
+    return fr_mul_f64_lazy(x, w);
+#else
+    return NTT_MUL(x, w);
+#endif
+}
+
+// A value below 4r (NTT_LAZY) brought below r: the last pass's outputs that no product reduces.
+DP_INLINE Fr ntt_canonical(Fr x) {
+#if NTT_LAZY
+    const u32 r[8] = DP_FR_P;
+    x = ntt_csub2r(x);
+    mp_csub8(x.v, x.v, r);
+#endif
+    return x;
 }
 
 DP_INLINE void ntt_gstore(u32* base, u64 pos, Fr x) {
@@ -310,6 +393,9 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
     u32 s = 0;
     for (; s + 1u < a.m; s += 2u) {
         const u32 half = 1u << s;
+        // Level pair 0 takes the loaded values, below 2r with NTT_LAZY (a pass's inputs are), so
+        // its skipped products and first two butterflies need no subtraction of 2r.
+        const bool fresh = NTT_LAZY && s == 0u;
         for (u32 q = tid; q < (cnt >> 2); q += nthr) {
 #if NTT_LO_MAJOR
             const u32 lg = a.m - 2u - s, lip = a.log_t + lg;  // log2 groups per line, per lo
@@ -329,13 +415,16 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
                 NttTw t1 = ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 1u - s));
                 x1 = ntt_tw_mul(x1, t1);
                 x3 = ntt_tw_mul(x3, t1);
+            } else if (!fresh) {
+                x1 = ntt_tw_skip(x1);
+                x3 = ntt_tw_skip(x3);
             }
             Fr x2 = ntt_sm_get<LOG_E>(sm, i + 2u * half);
-            ntt_bfly(x2, x3);
+            ntt_bfly(x2, x3, fresh);
             x3 = ntt_tw_mul(x3, ntt_tw(a.tw_sub, (lo + half) << (NTT_TW_LOG - 2u - s)));
-            if (mul) x2 = ntt_tw_mul(x2, ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 2u - s)));
+            x2 = mul ? ntt_tw_mul(x2, ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 2u - s))) : ntt_tw_skip(x2);
             Fr x0 = ntt_sm_get<LOG_E>(sm, i);
-            ntt_bfly(x0, x1);
+            ntt_bfly(x0, x1, fresh);
             ntt_bfly(x0, x2);
             ntt_bfly(x1, x3);
             ntt_sm_put<LOG_E>(sm, i, x0);
@@ -358,7 +447,7 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
             const bool mul = s > 0u;
 #endif
             Fr v = ntt_sm_get<LOG_E>(sm, i + half);
-            if (mul) v = ntt_tw_mul(v, ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 1u - s)));
+            v = mul ? ntt_tw_mul(v, ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 1u - s))) : ntt_tw_skip(v);
             Fr u = ntt_sm_get<LOG_E>(sm, i);
             ntt_bfly(u, v);
             ntt_sm_put<LOG_E>(sm, i, u);
@@ -378,12 +467,15 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
         if (!a.last) {
             u32 col = (g & ((1u << a.log_c) - 1u)) >> a.log_s;
             if (a.tw_pass && k != 0u && col != 0u)
-                x = NTT_MUL(x, ntt_gload(a.tw_pass, ((u64)k << log_cols) | col));
+                x = ntt_pass_mul(x, ntt_gload(a.tw_pass, ((u64)k << log_cols) | col));
+            else
+                x = ntt_tw_skip(x);  // the next pass's inputs: below 2r (NTT_LAZY)
         } else if (a.post_tab) {
             u32 d = (g >> a.log_s) & ((1u << a.log_mp) - 1u);
             x = NTT_MUL(x, ntt_gload(a.post_tab, ((u64)k << a.log_mp) | d));
         }
         if (a.post) x = NTT_MUL(x, post);
+        else if (a.last && !a.post_tab) x = ntt_canonical(x);
         ntt_gstore(a.dst, pos, x);
     }
 }
