@@ -13,7 +13,9 @@ both modes give the same window sums. ``--affine-rounds table,0,1,2,3`` times on
 with each number of batch-affine pair rounds (``distprove.msm.affine-rounds``; "table" is the
 built-in plan; rows tagged ``affine-R`` with the rounds that ran, phases with ``pairs``), after
 checking that each gives the window sums of R = 0, and the witness-like cases with table and 0;
-``--sorts radix,atomic`` the same with each digit sort (``distprove.msm.sort``).
+``--sorts radix,atomic`` the same with each digit sort (``distprove.msm.sort``). ``--reduce`` and
+``--pair-k`` time host-side launch constants (the window reduction's geometry, the pair rounds'
+most jobs per thread) against the built-in values, window sums checked equal (host_settings).
 """
 
 from __future__ import annotations

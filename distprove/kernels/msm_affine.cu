@@ -253,21 +253,13 @@ inline void stage_host_land(u32 pending) {
 }
 #endif
 
-// Wait until at most the newest committed group (stage_wait3: the newest three) is in flight: the
-// buffer about to be read has landed.
-DP_INLINE void stage_wait1() {
+// Wait until at most the newest N committed groups are in flight: the buffer about to be read
+// has landed (the backward pass waits with N = 1, the forward pass with N = 3).
+template <u32 N> DP_INLINE void stage_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #elif !defined(__CUDA_ARCH__)
-    stage_host_land(1u);
-#endif
-}
-
-DP_INLINE void stage_wait3() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 3;\n" ::: "memory");
-#elif !defined(__CUDA_ARCH__)
-    stage_host_land(3u);
+    stage_host_land(N);
 #endif
 }
 
@@ -279,8 +271,7 @@ template <typename F> struct PairStage {
     static constexpr u32 BUF = 2u * CH;
     Chunk16* base;  // this thread's chunk 0
     DP_INLINE void commit() const { stage_commit(); }
-    DP_INLINE void wait1() const { stage_wait1(); }
-    DP_INLINE void wait3() const { stage_wait3(); }
+    template <u32 N> DP_INLINE void wait() const { stage_wait<N>(); }
     DP_INLINE void put(u32 f, const void* src, u32 count) const {
         const Chunk16* from = static_cast<const Chunk16*>(src);
 #pragma unroll
@@ -322,8 +313,7 @@ template <typename F> struct PairStage {
 template <typename F> struct PairDirect {
     const Aff<F>* pts;
     DP_INLINE void commit() const {}
-    DP_INLINE void wait1() const {}
-    DP_INLINE void wait3() const {}
+    template <u32 N> DP_INLINE void wait() const {}
     DP_INLINE void issue(u32, const Aff<F>*, PairJob) const {}
     DP_INLINE void issue_x(u32, const Aff<F>*, PairJob) const {}
     DP_INLINE Aff<F> read(u32, u32, u32 pt) const { return pair_load(pts, pt); }
@@ -360,7 +350,7 @@ template <typename F, typename S> DP_INLINE u32 pair_forward(const PairRound<F>&
     for (;;) {
         if (j3.p != DP_NO_PT) st.issue_x((slot + 3u) & 3u, a.pts, j3);
         st.commit();
-        st.wait3();
+        st.template wait<3u>();
         PairJob j4 = job((u64)j + 4u * (u64)stride);
         F px = st.read_x(slot, 0u, j0.p), qx = st.read_x(slot, 1u, j0.q);
         F d;
@@ -403,7 +393,7 @@ template <typename F, typename S> DP_INLINE void pair_backward(const PairRound<F
             if (jn >= t + stride) jb_nn = a.jobs[jn - stride];
         }
         st.commit();  // job jn's copies (none on the last job): the group after job j's
-        st.wait1();
+        st.template wait<1u>();
         Aff<F> q;
         if (jb.q == DP_NO_PT) {
             f_set_zero(q.x);

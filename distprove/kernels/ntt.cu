@@ -49,7 +49,7 @@
 // * Twiddle and coset tables are made once per size on the device by dp_ntt_pow_table from a
 //   two-level power table (base^i and base^(i*2^14), built on the host): one multiplication
 //   per entry.
-// * Shared memory is structure-of-arrays (limb l of slot i at sm[(l << LOG_E) + slot(i)]).
+// * Shared memory is structure-of-arrays (limb l of slot i at (sm + slot(i))[l << LOG_E]).
 //   Without a swizzle (slot(i) = i, the legacy build) the loads into bit-reversed slots had
 //   8-way (unit stride) to 32-way (strided views: passes 1..P-1) bank conflicts, strided
 //   stores 4-way and the first butterfly pairs 2-4-way; ntt_slot xors the bank bits so every
@@ -97,8 +97,9 @@ static u64 ntt_mul_count = 0;
 // CIOS). On one H200 the 2^24 forward NTT took 6.63 ms with CIOS butterflies, 5.76 with
 // Shoup's and 5.61 with the FP64 product (one run, bench/results/2026-12-01_kernels-ntt-s11_
 // h200.json), so Shoup is a build option now (gpu/ntt.py BUILDS "shoup"; the faster butterfly
-// on GPUs where field.cuh keeps CIOS). Harvey's lazy butterflies (values below 4r inside a
-// transform, half the conditional subtractions) were built and measured 1-2% slower here.
+// on GPUs where field.cuh keeps CIOS). Harvey's lazy butterflies were measured 1-2% slower
+// with Shoup's product (session 10, in a kernel that spilled); with the FP64 product they are
+// the default (NTT_LAZY below).
 #ifndef NTT_SHOUP
 #define NTT_SHOUP 0
 #endif
@@ -249,10 +250,12 @@ DP_INLINE Fr ntt_tw_mul(Fr x, const NttTw& t) {
 #endif
 }
 
+// 2r (below 2^255), the lazy butterflies' second modulus.
+#define NTT_2R {0xe0000002u, 0x87c3eb27u, 0xf372e122u, 0x5067d090u, 0x0302b0bau, 0x70a08b6du, 0xc2634053u, 0x60c89ce5u}
+
 // x - 2r if x >= 2r (x below 4r), as x.
 DP_INLINE Fr ntt_csub2r(Fr x) {
-    const u32 r2[8] = {0xe0000002u, 0x87c3eb27u, 0xf372e122u, 0x5067d090u,
-                       0x0302b0bau, 0x70a08b6du, 0xc2634053u, 0x60c89ce5u};
+    const u32 r2[8] = NTT_2R;
     mp_csub8(x.v, x.v, r2);
     return x;
 }
@@ -271,8 +274,7 @@ DP_INLINE Fr ntt_tw_skip(Fr x) {
 // both below 4r.
 DP_INLINE void ntt_bfly(Fr& u, Fr& t, bool low = false) {
 #if NTT_LAZY
-    const u32 r2[8] = {0xe0000002u, 0x87c3eb27u, 0xf372e122u, 0x5067d090u,
-                       0x0302b0bau, 0x70a08b6du, 0xc2634053u, 0x60c89ce5u};
+    const u32 r2[8] = NTT_2R;
     if (!low) u = ntt_csub2r(u);
     Fr d;
     mp_sub8(d.v, r2, t.v);
