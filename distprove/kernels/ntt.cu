@@ -134,6 +134,14 @@ static u64 ntt_mul_count = 0;
 #if NTT_LAZY && !NTT_SPLIT
 #error "NTT_LAZY needs NTT_SPLIT's product (fr_mul_split_lazy)"
 #endif
+// NTT_FUSE_LOAD=1 (opt-in, built in session 14 and not yet timed): each pass's load does the
+// first butterfly level pair in registers before its shared-memory stores, saving one store /
+// load round trip of the tile and one barrier a pass (~1-2% of the pass kernel's instructions,
+// counted from its SASS), but with four values in flight the kernel spills more (static local
+// loads / stores 49 / 33 against 19 / 15, pipelines/sass_report.py): only a timing decides.
+#ifndef NTT_FUSE_LOAD
+#define NTT_FUSE_LOAD 0
+#endif
 // The sub-NTT twiddle table this build takes, for the host that makes it (gpu/ntt.py
 // TWIDDLE_FORMATS): 0 Montgomery values, 1 Shoup pairs, 2 split limbs.
 #define NTT_TW_FORMAT (NTT_SHOUP ? 1u : (NTT_SPLIT ? 2u : 0u))
@@ -381,18 +389,50 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
     const bool jfast_out = (a.last ? a.log_mp + a.log_s : a.log_c) == 0u;
     Fr pre;
     if (a.pre) pre = fr_load(a.pre);
-    for (u32 q = tid; q < cnt; q += nthr) {
-        u32 t = jfast_in ? q >> a.m : q & (lines - 1u);
-        u32 j = jfast_in ? q & (n - 1u) : q >> a.log_t;
-        Fr x = ntt_gload(a.src, ntt_pos(a, g0 + t, j, false));
-        if (a.pre) x = NTT_MUL(x, pre);
-        ntt_sm_put<LOG_E>(sm, (t << a.m) | ntt_brev(j, a.m), x);
+    u32 s = 0;  // the first butterfly level still to do
+#if NTT_FUSE_LOAD
+    if (a.m >= 2u) {
+        // Level pair 0 on the loaded values: slots i .. i + 3 (i = brev(j0), j0 < n/4) hold
+        // elements j0, j0 + n/2, j0 + n/4, j0 + 3n/4 of the line; their twiddles are w^0 but one,
+        // w_4 on (x1, x3) at level 1. Lanes take consecutive j0 (or lines, on strided views), so
+        // each of the four loads coalesces and the stores hit the load's conflict-free slots.
+        const u32 quarter = n >> 2;
+        const NttTw w4 = ntt_tw(a.tw_sub, 1u << (NTT_TW_LOG - 2u));
+        for (u32 q = tid; q < (cnt >> 2); q += nthr) {
+            const u32 t = jfast_in ? q >> (a.m - 2u) : q & (lines - 1u);
+            const u32 j0 = jfast_in ? q & (quarter - 1u) : q >> a.log_t;
+            Fr x[4];
+            DP_UNROLL
+            for (u32 e = 0; e < 4u; e++) {  // e: slot i + e, element j0 + brev2(e) n/4
+                x[e] = ntt_gload(a.src, ntt_pos(a, g0 + t, j0 + ((e >> 1) | ((e & 1u) << 1)) * quarter, false));
+                if (a.pre) x[e] = NTT_MUL(x[e], pre);
+            }
+            ntt_bfly(x[2], x[3], NTT_LAZY);
+            x[3] = ntt_tw_mul(x[3], w4);
+            x[2] = ntt_tw_skip(x[2]);
+            ntt_bfly(x[0], x[1], NTT_LAZY);
+            ntt_bfly(x[0], x[2]);
+            ntt_bfly(x[1], x[3]);
+            const u32 i = (t << a.m) | ntt_brev(j0, a.m);
+            DP_UNROLL
+            for (u32 e = 0; e < 4u; e++) ntt_sm_put<LOG_E>(sm, i + e, x[e]);
+        }
+        s = 2u;
+    } else
+#endif
+    {
+        for (u32 q = tid; q < cnt; q += nthr) {
+            u32 t = jfast_in ? q >> a.m : q & (lines - 1u);
+            u32 j = jfast_in ? q & (n - 1u) : q >> a.log_t;
+            Fr x = ntt_gload(a.src, ntt_pos(a, g0 + t, j, false));
+            if (a.pre) x = NTT_MUL(x, pre);
+            ntt_sm_put<LOG_E>(sm, (t << a.m) | ntt_brev(j, a.m), x);
+        }
     }
     DP_SYNC();
     // DIT over each line, two levels per barrier (radix-4 groups in registers), then one
     // radix-2 level if m is odd. Level s pairs slots i, i + 2^s with twiddle
     // w_{2^{s+1}}^lo = w_{2^12}^{lo << (11 - s)}, lo = i mod 2^s (1 when lo = 0).
-    u32 s = 0;
     for (; s + 1u < a.m; s += 2u) {
         const u32 half = 1u << s;
         // Level pair 0 takes the loaded values, below 2r with NTT_LAZY (a pass's inputs are), so
