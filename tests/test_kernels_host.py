@@ -88,6 +88,10 @@ extern "C" void fr_shoup(const u32* x, const u32* w, const u32* wq, u32* out, in
     for (int i = 0; i < n; i++) st(out + 8 * i, fr_mul_shoup(ld<Fr>(x + 8 * i), ld<Fr>(w + 8 * i), ld<Fr>(wq + 8 * i)));
 }
 
+extern "C" void fq_lazy(const u32* a, const u32* b, u32* out, int n) {
+    for (int i = 0; i < n; i++) st(out + 8 * i, fq_mul_lazy(ld<Fq>(a + 8 * i), ld<Fq>(b + 8 * i)));
+}
+
 extern "C" void fr_split(const u32* x, const FrSplit* w, u32* out, int n, int lazy) {
     for (int i = 0; i < n; i++)
         st(out + 8 * i, lazy ? fr_mul_split_lazy(ld<Fr>(x + 8 * i), w[i]) : fr_mul_split(ld<Fr>(x + 8 * i), w[i]));
@@ -284,6 +288,24 @@ def test_fr_mul_split_matches_python(lib: ctypes.CDLL) -> None:
         got = bn254.ints_from_limbs(out)
         assert [g % R for g in got] == [a * b * r_inv % R for a, b in cases]
         assert max(got) < (2 * R if lazy else R)
+
+
+def test_fq_mul_lazy_bound(lib: ctypes.CDLL) -> None:
+    """fq_mul_lazy (each build's product without its final subtraction, msm_affine.cu's
+    DP_PAIR_LAZY) takes a, b < 2q and returns a value below 2q congruent to a b 2^-256: edge values
+    up to 2q - 1 on both sides, and random ones."""
+    rng = random.Random()
+    edge = [0, 1, Q - 1, Q, Q + 1, 2 * Q - 2, 2 * Q - 1] + _random_values("fq", rng, 20)
+    pairs = [(a, b) for a in edge for b in edge]
+    pairs += [(rng.randrange(2 * Q), rng.randrange(2 * Q)) for _ in range(3000)]
+    a = bn254.limbs_from_ints([x for x, _ in pairs])
+    b = bn254.limbs_from_ints([y for _, y in pairs])
+    out = np.full_like(a, 0xDEADBEEF)
+    lib.fq_lazy(_ptr(a), _ptr(b), _ptr(out), ctypes.c_int(len(pairs)))
+    got = bn254.ints_from_limbs(out)
+    r_inv = pow(1 << 256, -1, Q)
+    assert [g % Q for g in got] == [x * y * r_inv % Q for x, y in pairs]
+    assert max(got) < 2 * Q
 
 
 # --- curve ---------------------------------------------------------------------------------
@@ -494,8 +516,8 @@ class _EmuModule:
         return launch
 
 
-@pytest.fixture(scope="module")
-def emu(tmp_path_factory: pytest.TempPathFactory):
+def _build_emu(tmp_path_factory: pytest.TempPathFactory, options: tuple[str, ...] = ()) -> "_EmuModule":
+    """The MSM kernels built for the host emulation with extra preprocessor ``options``."""
     cxx = next((shutil.which(c) for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
     if cxx is None:
         pytest.skip("no C++ compiler to build the MSM emulation")
@@ -503,15 +525,41 @@ def emu(tmp_path_factory: pytest.TempPathFactory):
     src = d / "emu.cpp"
     src.write_text(EMU_SHIM)
     so = d / "emu.so"
-    cmd = [cxx, "-O1", "-std=c++17", "-shared", "-fPIC", "-pthread", "-I", str(KERNELS), str(src), "-o", str(so)]
+    cmd = [cxx, "-O1", "-std=c++17", "-shared", "-fPIC", "-pthread", *options, "-I", str(KERNELS), str(src),
+           "-o", str(so)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     return _EmuModule(ctypes.CDLL(str(so)))
 
 
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory: pytest.TempPathFactory):
+    return _build_emu(tmp_path_factory)
+
+
+EMU_BUILDS = {"pair_lazy": ("-DDP_PAIR_LAZY",), "pair_lazy_f64": ("-DDP_PAIR_LAZY", "-DDP_F64_MUL")}
+"""Opt-in builds of the MSM kernels that the pair-round emulations also run: msm_affine.cu's lazy
+products, with the host's CIOS product and with the device's FP64 one."""
+
+
+@pytest.fixture(scope="module", params=list(EMU_BUILDS))
+def emu_variant(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    return _build_emu(tmp_path_factory, EMU_BUILDS[request.param])
+
+
 @pytest.fixture()
 def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
     """distprove.backends.gpu.msm with numpy as 'cupy' and the emulated kernels; small slices/folds."""
+    return _emulate(emu, monkeypatch)
+
+
+@pytest.fixture()
+def emulated_msm_variant(emu_variant, monkeypatch: pytest.MonkeyPatch):
+    """:func:`emulated_msm` on an EMU_BUILDS build."""
+    return _emulate(emu_variant, monkeypatch)
+
+
+def _emulate(emu, monkeypatch: pytest.MonkeyPatch):
     import sys
     import types
 
@@ -725,7 +773,30 @@ def test_pair_rounds_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, gro
     """One round adds each row's entries two by two (the odd last one copied, negation applied)
     into slots cursor_out[row] + o/2, with entries (row, slot << 1) and counts ceil(count / 2);
     four rounds leave one point per row, its sum. One-thread blocks of k strided jobs cut through the rows."""
-    gm = emulated_msm
+    _pair_rows_case(emulated_msm, monkeypatch, group, k)
+
+
+@pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
+@pytest.mark.parametrize("k", [2, 16])
+def test_pair_rounds_builds_emulated(emulated_msm_variant, monkeypatch: pytest.MonkeyPatch, group: bn254.Group,
+                                     k: int) -> None:
+    """The same rows through each opt-in build of EMU_BUILDS (lazy products in the pair rounds)."""
+    _pair_rows_case(emulated_msm_variant, monkeypatch, group, k)
+
+
+@pytest.mark.parametrize("group,n,c,window_range,scalars", [(bn254.G1, 1000, 6, "random", "mixed"),
+                                                            (bn254.G1, 777, 4, "full", "equal"),
+                                                            (bn254.G2, 300, 6, "random", "equal")],
+                         ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v))
+def test_msm_pipeline_affine_builds_emulated(emulated_msm_variant, monkeypatch: pytest.MonkeyPatch, group, n, c,
+                                             window_range, scalars) -> None:
+    """The whole pipeline with 3 pair rounds through each opt-in build of EMU_BUILDS."""
+    monkeypatch.setattr(emulated_msm_variant, "AFFINE_ROUNDS", {"G1": ((0, 3),), "G2": ((0, 3),)})
+    monkeypatch.setattr(emulated_msm_variant, "PAIR_K", (2, 2))
+    _affine_case(emulated_msm_variant, group, n, c, window_range, scalars, random.Random(n))
+
+
+def _pair_rows_case(gm, monkeypatch: pytest.MonkeyPatch, group: bn254.Group, k: int) -> None:
     monkeypatch.setattr(gm, "PAIR_K", (k, k))
     monkeypatch.setattr(gm, "PAIR_THREADS", 1)
     rng = random.Random(k)

@@ -216,8 +216,9 @@ DP_UNROLL
     return (u32)c;
 }
 
-// r = a * b * 2^-256 mod p (CIOS), for a, b < p < 2^254; r < p.
-DP_INLINE void mont_mul8(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], u32 np) {
+// r = a * b * 2^-256 mod p (CIOS), for a, b < p < 2^254; r < p (reduce = false: a, b < 2p, and r
+// < 2p congruent to it, the subtraction left out).
+DP_INLINE void mont_mul8(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], u32 np, bool reduce = true) {
     u32 t[10];
 #if defined(DP_USE_PTX) && defined(DP_PTX_MUL)
     DP_UNROLL
@@ -251,7 +252,12 @@ DP_UNROLL
         t[8] = t[9] + (u32)(c >> 32);
     }
 #endif
-    mp_csub8(r, t, p);
+    if (reduce) {
+        mp_csub8(r, t, p);
+    } else {
+DP_UNROLL
+        for (int k = 0; k < 8; k++) r[k] = t[k];
+    }
 }
 
 // r = a^2 * 2^-256 mod p for a < p < 2^254; r < p (SOS: the square, then the reduction). The
@@ -465,12 +471,14 @@ DP_UNROLL
 // Fr and Fq: the same operation set, one with each modulus.
 // ---------------------------------------------------------------------------------------
 
-// The build's Montgomery product and square (p given both ways; each build uses one).
-DP_INLINE void mont_mul(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], u32 np, const double P[5], u64 np52) {
+// The build's Montgomery product and square (p given both ways; each build uses one). reduce =
+// false leaves out the final subtraction: for a, b < 2p (4p < 2^256) the result is below 2p.
+DP_INLINE void mont_mul(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], u32 np, const double P[5], u64 np52,
+                        bool reduce = true) {
 #ifdef DP_F64_MUL
-    mont_mul_f64(r, a, b, p, P, np52);
+    mont_mul_f64(r, a, b, p, P, np52, reduce);
 #else
-    mont_mul8(r, a, b, p, np);
+    mont_mul8(r, a, b, p, np, reduce);
 #endif
 }
 
@@ -492,6 +500,7 @@ DP_INLINE void mont_sqr(u32 r[8], const u32 a[8], const u32 p[8], u32 np, const 
     DP_INLINE T pre##_neg(T a) { return pre##_sub(pre##_zero(), a); }                         \
     DP_INLINE T pre##_dbl(T a) { return pre##_add(a, a); }                                     \
     DP_INLINE T pre##_mul(T a, T b) { const u32 p[8] = PLIT; const double P[5] = P52LIT; T r; mont_mul(r.v, a.v, b.v, p, NP, P, NP52); return r; } \
+    DP_INLINE T pre##_mul_lazy(T a, T b) { const u32 p[8] = PLIT; const double P[5] = P52LIT; T r; mont_mul(r.v, a.v, b.v, p, NP, P, NP52, false); return r; } \
     DP_INLINE T pre##_sqr(T a) { const u32 p[8] = PLIT; const double P[5] = P52LIT; T r; mont_sqr(r.v, a.v, p, NP, P, NP52); return r; } \
     DP_INLINE bool pre##_eq(T a, T b) { return mp_eq8(a.v, b.v); }                             \
     DP_INLINE bool pre##_is_zero(T a) { return mp_is_zero8(a.v); }                             \
@@ -584,6 +593,10 @@ static __device__ __noinline__ Fq fq_sqr_call(Fq a) { return fq_sqr(a); }
 #else
 DP_INLINE Fq fq_mul_call(Fq a, Fq b) { return fq_mul(a, b); }
 DP_INLINE Fq fq_sqr_call(Fq a) { return fq_sqr(a); }
+#endif
+// The lazy product's own out-of-line copy, only where it is used (msm_affine.cu's DP_PAIR_LAZY).
+#if defined(__CUDA_ARCH__) && defined(DP_PAIR_LAZY)
+static __device__ __noinline__ Fq fq_mul_lazy_call(Fq a, Fq b) { return fq_mul_lazy(a, b); }
 #endif
 #ifdef DP_FQ2_MUL_INLINE
 #define DP_FQ2_BASE_MUL fq_mul
