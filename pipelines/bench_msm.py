@@ -395,17 +395,20 @@ def host_settings(results: dict, equal_key: str, settings: list[tuple[str, dict[
     groups = {"G1": bn254.G1, "G2": bn254.G2}
     _, scalars, idx_all, tables = _inputs(groups, max(lg for _, lg in REDUCE_CASES), 1)
     built_in = {k: getattr(gmsm, k) for _, over in settings for k in over}
+
+    def use(values: dict[str, Any]) -> None:
+        for k, v in values.items():
+            setattr(gmsm, k, v)
+
     try:
         for name, lg in REDUCE_CASES:
             g, n = groups[name], 1 << lg
             c = gmsm.pick_window(n, g)
             bases = tables[name][idx_all[:n]]
-            for k, v in built_in.items():
-                setattr(gmsm, k, v)
+            use(built_in)
             want = gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c))
             for tag, over in settings:
-                for k, v in {**built_in, **over}.items():
-                    setattr(gmsm, k, v)
+                use({**built_in, **over})
                 same = gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c)) == want
                 results.setdefault(equal_key, {})[f"{name} 2^{lg} {tag}"] = same
                 if not same:
@@ -413,8 +416,7 @@ def host_settings(results: dict, equal_key: str, settings: list[tuple[str, dict[
                     continue
                 _time_case(results, tag, g, name, lg, c, bases, scalars[:n], reps)
     finally:
-        for k, v in built_in.items():
-            setattr(gmsm, k, v)
+        use(built_in)
 
 
 def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3) -> None:

@@ -33,20 +33,15 @@ SHOUP_COST = 214 / 264
 """Multiply instructions of Shoup's product (43 + 2 x 28 widening, 16 low-only) over CIOS's
 (128 widening, 8 low-only): a butterfly product's share of a Montgomery product in the floor."""
 NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "legacy": (BUILDS["legacy"], False),
-    "montgomery": (BUILDS["montgomery"], True),
-    "shoup": (BUILDS["shoup"], True),
-    "unsplit": (BUILDS["unsplit"], True),
-    "eager": (BUILDS["eager"], True),
+    **{name: (opts, "-DNTT_LO_MAJOR=0" not in opts) for name, opts in BUILDS.items()},
     "default": ((), True),
     "blocks4": (("-DNTT_MIN_BLOCKS=4",), True),
     "blocks2": (("-DNTT_MIN_BLOCKS=2",), True),
 }
 """Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR).
-legacy, montgomery (CIOS butterflies), shoup (Shoup butterflies, CIOS elsewhere), unsplit
-(Montgomery twiddles converted in every product) and eager (no lazy butterflies): gpu/ntt.py's
-BUILDS; default: FP64-pipe Montgomery products everywhere (field.cuh), butterfly twiddles split on
-the host, lazy butterflies; blocks4/2: the pass kernel bounded to 4 or 2 blocks per SM instead of 3."""
+gpu/ntt.py's BUILDS (legacy, montgomery, shoup, unsplit, eager, fuse_load: its docstring);
+default: FP64-pipe Montgomery products everywhere (field.cuh), butterfly twiddles split on the
+host, lazy butterflies; blocks4/2: the pass kernel bounded to 4 or 2 blocks per SM instead of 3."""
 VARIANT_PLANS = (9, 12)
 """max_pass_log of the plans each variant is timed with."""
 

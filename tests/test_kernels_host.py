@@ -94,7 +94,7 @@ extern "C" void fq_lazy(const u32* a, const u32* b, u32* out, int n) {
 
 extern "C" void fr_split(const u32* x, const FrSplit* w, u32* out, int n, int lazy) {
     for (int i = 0; i < n; i++)
-        st(out + 8 * i, lazy ? fr_mul_split_lazy(ld<Fr>(x + 8 * i), w[i]) : fr_mul_split(ld<Fr>(x + 8 * i), w[i]));
+        st(out + 8 * i, fr_mul_split(ld<Fr>(x + 8 * i), w[i], lazy == 0));
 }
 
 extern "C" void field_op(int field, int op, const u32* a, const u32* b, u32* out, int n) {
@@ -247,15 +247,22 @@ def test_field_ops_match_python(lib: ctypes.CDLL, field: str) -> None:
     assert _dec(field, back, mont=False) == xs
 
 
-def test_fr_mul_shoup_matches_python(lib: ctypes.CDLL) -> None:
-    """fr_mul_shoup(x, w, floor(w 2^256 / r)) = x w mod r for x, w < r: edge values (0, 1, r - 1,
-    values near 2^254, large quotients), random pairs, and every x against the twiddle-like w."""
-    rng = random.Random()
+def _twiddle_product_pairs(rng: random.Random) -> tuple[list[tuple[int, int]], list[int]]:
+    """(x, w) pairs below r for the NTT's twiddle products: edge values against each other, random
+    pairs, and every value against w^0, w^1, w^2047 of a 2^12-th root of unity (the NTT's table);
+    and the values."""
     vals = _random_values("fr", rng, 300)
     pairs = [(x, y) for x in vals[:8] for y in vals[:8]]
     pairs += [(rng.randrange(R), rng.randrange(R)) for _ in range(2000)]
-    w = pow(5, (R - 1) >> 12, R)  # a 2^12-th root of unity, as the NTT's table holds
+    w = pow(5, (R - 1) >> 12, R)
     pairs += [(x, pow(w, e, R)) for x in vals for e in (0, 1, 2047)]
+    return pairs, vals
+
+
+def test_fr_mul_shoup_matches_python(lib: ctypes.CDLL) -> None:
+    """fr_mul_shoup(x, w, floor(w 2^256 / r)) = x w mod r for x, w < r: edge values (0, 1, r - 1,
+    values near 2^254, large quotients), random pairs, and every x against the twiddle-like w."""
+    pairs, _ = _twiddle_product_pairs(random.Random())
     xs, ws = [x for x, _ in pairs], [y for _, y in pairs]
     enc = lambda v: bn254.limbs_from_ints(v)  # noqa: E731 (raw limbs: the product needs no Montgomery form)
     x, w_l, wq = enc(xs), enc(ws), enc([(y << 256) // R for y in ws])
@@ -267,15 +274,11 @@ def test_fr_mul_shoup_matches_python(lib: ctypes.CDLL) -> None:
 def test_fr_mul_split_matches_python(lib: ctypes.CDLL) -> None:
     """fr_mul_split(x, w split into 52-bit limbs) = x w 2^-256 mod r (the Montgomery product) for
     x, w < r: edge values, random pairs and the NTT's twiddles (gpu/ntt.py split_limbs); and
-    fr_mul_split_lazy for x < 4r (ntt.cu's lazy butterflies): the same residue, below 2r."""
+    without its final subtraction for x < 4r (ntt.cu's lazy butterflies): the same residue, below 2r."""
     from distprove.backends.gpu.ntt import split_limbs
 
     rng = random.Random()
-    vals = _random_values("fr", rng, 300)
-    pairs = [(x, y) for x in vals[:8] for y in vals[:8]]
-    pairs += [(rng.randrange(R), rng.randrange(R)) for _ in range(2000)]
-    w = pow(5, (R - 1) >> 12, R)
-    pairs += [(x, pow(w, e, R)) for x in vals for e in (0, 1, 2047)]
+    pairs, vals = _twiddle_product_pairs(rng)
     r_inv = pow(1 << 256, -1, R)
     wide = [4 * R - 1, 4 * R - 2, 3 * R, 2 * R, 2 * R - 1, R]
     lazy_pairs = pairs + [(x, y) for x in wide for y in vals[:8] + [R - 1]]

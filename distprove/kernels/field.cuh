@@ -153,6 +153,17 @@ DP_UNROLL
     for (int i = 0; i < 8; i++) r[i] = borrow ? a[i] : d[i];
 }
 
+// r = a - p if reduce and a >= p, else a: a Montgomery product's last step, which lazy callers
+// leave out (their values stay below 2p).
+DP_INLINE void mp_csub8_if(u32 r[8], const u32 a[8], const u32 p[8], bool reduce) {
+    if (reduce) {
+        mp_csub8(r, a, p);
+    } else {
+DP_UNROLL
+        for (int k = 0; k < 8; k++) r[k] = a[k];
+    }
+}
+
 // r = a + b mod p for a, b < p < 2^255.
 DP_INLINE void mod_add8(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8]) {
     u32 s[8];
@@ -252,12 +263,7 @@ DP_UNROLL
         t[8] = t[9] + (u32)(c >> 32);
     }
 #endif
-    if (reduce) {
-        mp_csub8(r, t, p);
-    } else {
-DP_UNROLL
-        for (int k = 0; k < 8; k++) r[k] = t[k];
-    }
+    mp_csub8_if(r, t, p, reduce);
 }
 
 // r = a^2 * 2^-256 mod p for a < p < 2^254; r < p (SOS: the square, then the reduction). The
@@ -394,12 +400,7 @@ DP_UNROLL
     const u64 w2 = (col[7] >> 20) | (col[8] << 32);
     const u64 w3 = (col[8] >> 32) | (col[9] << 20);
     u32 t[8] = {(u32)w0, (u32)(w0 >> 32), (u32)w1, (u32)(w1 >> 32), (u32)w2, (u32)(w2 >> 32), (u32)w3, (u32)(w3 >> 32)};
-    if (reduce) {
-        mp_csub8(r, t, p);
-    } else {
-DP_UNROLL
-        for (int k = 0; k < 8; k++) r[k] = t[k];
-    }
+    mp_csub8_if(r, t, p, reduce);
 }
 
 // r = a B 2^-256 mod p for a < p and B the five 52-bit limbs of a value below p < 2^254 (p also as
@@ -472,7 +473,8 @@ DP_UNROLL
 // ---------------------------------------------------------------------------------------
 
 // The build's Montgomery product and square (p given both ways; each build uses one). reduce =
-// false leaves out the final subtraction: for a, b < 2p (4p < 2^256) the result is below 2p.
+// false leaves out the final subtraction: for a b < 4p^2 (a, b < 2p, or a < 4p and b < p; 4p <
+// 2^256) the result is below 2p.
 DP_INLINE void mont_mul(u32 r[8], const u32 a[8], const u32 b[8], const u32 p[8], u32 np, const double P[5], u64 np52,
                         bool reduce = true) {
 #ifdef DP_F64_MUL
@@ -514,31 +516,14 @@ DP_DEFINE_FIELD(fr, Fr, DP_FR_P, DP_FR_NP, DP_FR_ONE, DP_FR_R2, DP_FR_P52, DP_FR
 // An Fr multiplier split ahead of use for the FP64 product: its five 52-bit limbs as exact doubles
 // and one double of padding (48 bytes: three 16-byte loads). fr_mul_split(x, w) = fr_mul(x, w's
 // value) on every build (the FP64 product is exact on the host too); ntt.cu's NTT_SPLIT twiddles.
+// reduce = false: x < 4r in, a value below 2r congruent to the product out (lazy butterflies).
 struct alignas(16) FrSplit { double v[6]; };
 
-DP_INLINE Fr fr_mul_split(Fr x, const FrSplit& w) {
+DP_INLINE Fr fr_mul_split(Fr x, const FrSplit& w, bool reduce = true) {
     const u32 p[8] = DP_FR_P;
     const double P[5] = DP_FR_P52;
     Fr r;
-    mont_mul_f64_split(r.v, x.v, w.v, p, P, DP_FR_NP52);
-    return r;
-}
-
-// fr_mul_split and the FP64 product without the final subtraction: x < 4r and w < r in, a value
-// below 2r congruent to the Montgomery product out (ntt.cu's lazy butterflies).
-DP_INLINE Fr fr_mul_split_lazy(Fr x, const FrSplit& w) {
-    const u32 p[8] = DP_FR_P;
-    const double P[5] = DP_FR_P52;
-    Fr r;
-    mont_mul_f64_split(r.v, x.v, w.v, p, P, DP_FR_NP52, false);
-    return r;
-}
-
-DP_INLINE Fr fr_mul_f64_lazy(Fr x, Fr w) {
-    const u32 p[8] = DP_FR_P;
-    const double P[5] = DP_FR_P52;
-    Fr r;
-    mont_mul_f64(r.v, x.v, w.v, p, P, DP_FR_NP52, false);
+    mont_mul_f64_split(r.v, x.v, w.v, p, P, DP_FR_NP52, reduce);
     return r;
 }
 

@@ -86,10 +86,11 @@
 // the planner's product count, gpu/ntt.py pass_products, against it).
 #ifdef NTT_COUNT_MULS
 static u64 ntt_mul_count = 0;
-#define NTT_MUL(x, y) (ntt_mul_count++, fr_mul((x), (y)))
+#define NTT_COUNTED(product) (ntt_mul_count++, (product))
 #else
-#define NTT_MUL(x, y) fr_mul((x), (y))
+#define NTT_COUNTED(product) (product)
 #endif
+#define NTT_MUL(x, y) NTT_COUNTED(fr_mul((x), (y)))
 
 // Butterfly products: Montgomery, by field.cuh's device product (the FP64 pipe's) unless
 // NTT_SHOUP=1: then the sub-NTT twiddle table holds (w, floor(w 2^256 / r)) per entry, w plain,
@@ -122,8 +123,8 @@ static u64 ntt_mul_count = 0;
 // levels lie in [0, 4r) instead of [0, r), a pass's inputs in [0, 2r) (the transform's own are
 // below r): a butterfly brings u below 2r with one conditional subtraction (none where u is
 // known to be below 2r) and returns (u + t, u + 2r - t) unreduced, and the butterflies' twiddle
-// products and the four-step ones skip their final subtraction (fr_mul_split_lazy,
-// fr_mul_f64_lazy: below 2r for inputs below 4r), so a radix-4 item does 4 conditional
+// products and the four-step ones skip their final subtraction (fr_mul_split / fr_mul_lazy
+// with reduce off: below 2r for inputs below 4r), so a radix-4 item does 4 conditional
 // subtractions instead of 12. A product by w^0 = 1 that is skipped becomes a subtraction of 2r
 // where its operand may be above 2r. The last pass's outputs are reduced to [0, r): by the full
 // products of post_tab / post, or by two conditional subtractions. H200, 2^24 forward: 5.20-5.22
@@ -132,7 +133,7 @@ static u64 ntt_mul_count = 0;
 #define NTT_LAZY NTT_SPLIT
 #endif
 #if NTT_LAZY && !NTT_SPLIT
-#error "NTT_LAZY needs NTT_SPLIT's product (fr_mul_split_lazy)"
+#error "NTT_LAZY needs NTT_SPLIT's product (fr_mul_split without its subtraction)"
 #endif
 // NTT_FUSE_LOAD=1 (opt-in, built in session 14 and not yet timed): each pass's load does the
 // first butterfly level pair in registers before its shared-memory stores, saving one store /
@@ -242,17 +243,10 @@ DP_INLINE NttTw ntt_tw(const u32* tab, u32 e) {
 
 // A butterfly operand times its twiddle: below r, or below 2r with NTT_LAZY (x below 4r).
 DP_INLINE Fr ntt_tw_mul(Fr x, const NttTw& t) {
-#if NTT_SHOUP || NTT_SPLIT
-#ifdef NTT_COUNT_MULS
-    ntt_mul_count++;
-#endif
-#endif
 #if NTT_SHOUP
-    return fr_mul_shoup(x, t.w, t.wq);
-#elif NTT_LAZY
-    return fr_mul_split_lazy(x, t.w);
+    return NTT_COUNTED(fr_mul_shoup(x, t.w, t.wq));
 #elif NTT_SPLIT
-    return fr_mul_split(x, t.w);
+    return NTT_COUNTED(fr_mul_split(x, t.w, !NTT_LAZY));
 #else
     return NTT_MUL(x, t.w);
 #endif
@@ -299,14 +293,7 @@ DP_INLINE void ntt_bfly(Fr& u, Fr& t, bool low = false) {
 // A non-last pass's output times its four-step twiddle: below 2r with NTT_LAZY (the next pass
 // reads values below 4r), else below r.
 DP_INLINE Fr ntt_pass_mul(Fr x, Fr w) {
-#if NTT_LAZY
-#ifdef NTT_COUNT_MULS
-    ntt_mul_count++;
-#endif
-    return fr_mul_f64_lazy(x, w);
-#else
-    return NTT_MUL(x, w);
-#endif
+    return NTT_COUNTED(NTT_LAZY ? fr_mul_lazy(x, w) : fr_mul(x, w));
 }
 
 // A value below 4r (NTT_LAZY) brought below r: the last pass's outputs that no product reduces.
