@@ -110,7 +110,6 @@ VARIANTS = {
     "g1_pair64_7": ("-DDP_PAIR_BLOCK=64", "-DDP_G1_PAIR_MIN_BLOCKS=7"),
     "g1_pair64": ("-DDP_PAIR_BLOCK=64",),
     "g2_unstaged": ("-DDP_G2_PAIR_STAGE=0",),
-    "pair_lazy": ("-DDP_PAIR_LAZY",),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default (FP64-pipe Fq
 products, field.cuh), CIOS products (the default until session 11), CIOS as PTX carry chains,
@@ -122,9 +121,7 @@ build before they became calls to the out-of-line Fq product, curve.cuh and fiel
 G2's pair rounds reading each point from global memory where it is used (msm_affine.cu
 PairDirect: no shared-memory stage; session 12's comparison ran the build before the stage,
 which prefetched points into registers one job ahead); G1's pair blocks of 64 threads, unbounded (166
-registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers);
-G1's pair rounds with 4 of a job's products left unreduced (msm_affine.cu DP_PAIR_LAZY, session 14,
-not yet timed)."""
+registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:

@@ -39,9 +39,10 @@ NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
     "blocks2": (("-DNTT_MIN_BLOCKS=2",), True),
 }
 """Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR).
-gpu/ntt.py's BUILDS (legacy, montgomery, shoup, unsplit, eager, fuse_load: its docstring);
+gpu/ntt.py's BUILDS (legacy, montgomery, shoup, unsplit, eager, unfused: its docstring);
 default: FP64-pipe Montgomery products everywhere (field.cuh), butterfly twiddles split on the
-host, lazy butterflies; blocks4/2: the pass kernel bounded to 4 or 2 blocks per SM instead of 3."""
+host, lazy butterflies, the first level pair done by the load; blocks4/2: the pass kernel
+bounded to 4 or 2 blocks per SM instead of 3."""
 VARIANT_PLANS = (9, 12)
 """max_pass_log of the plans each variant is timed with."""
 

@@ -134,10 +134,11 @@ NTT_VARIANTS: dict[str, tuple[str, ...]] = {
     **{name: opts if "-DDP_CIOS_MUL" in opts else (*opts, "-DDP_F64_MUL") for name, opts in gntt.BUILDS.items()},
 }
 """Host builds of ntt.cu: the default (Montgomery butterflies; CIOS products on the host), the
-device's FP64 product (butterfly twiddles split on the host, lazy butterflies: the device
-default), and gntt.BUILDS (the layout, order and arithmetic before the product-count work; CIOS
-butterflies; Shoup-product butterflies; FP64 products by unsplit twiddles; split twiddles without
-lazy butterflies). The FP64 ones take -DDP_F64_MUL here, the device's own choice on sm_90."""
+device's FP64 product (butterfly twiddles split on the host, lazy butterflies, the first level
+pair done by the load: the device default), and gntt.BUILDS (the layout, order and arithmetic
+before the product-count work; CIOS butterflies; Shoup-product butterflies; FP64 products by
+unsplit twiddles; split twiddles without lazy butterflies; lazy butterflies after the load's
+shared-memory round trip). The FP64 ones take -DDP_F64_MUL here, the device's own choice on sm_90."""
 PLANS = (9, 12)
 """max_pass_log of the NttEngine plans tested: the default and the two-pass 2^24 plan."""
 

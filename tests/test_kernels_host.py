@@ -88,8 +88,8 @@ extern "C" void fr_shoup(const u32* x, const u32* w, const u32* wq, u32* out, in
     for (int i = 0; i < n; i++) st(out + 8 * i, fr_mul_shoup(ld<Fr>(x + 8 * i), ld<Fr>(w + 8 * i), ld<Fr>(wq + 8 * i)));
 }
 
-extern "C" void fq_lazy(const u32* a, const u32* b, u32* out, int n) {
-    for (int i = 0; i < n; i++) st(out + 8 * i, fq_mul_lazy(ld<Fq>(a + 8 * i), ld<Fq>(b + 8 * i)));
+extern "C" void fr_lazy(const u32* a, const u32* b, u32* out, int n) {
+    for (int i = 0; i < n; i++) st(out + 8 * i, fr_mul_lazy(ld<Fr>(a + 8 * i), ld<Fr>(b + 8 * i)));
 }
 
 extern "C" void fr_split(const u32* x, const FrSplit* w, u32* out, int n, int lazy) {
@@ -293,22 +293,25 @@ def test_fr_mul_split_matches_python(lib: ctypes.CDLL) -> None:
         assert max(got) < (2 * R if lazy else R)
 
 
-def test_fq_mul_lazy_bound(lib: ctypes.CDLL) -> None:
-    """fq_mul_lazy (each build's product without its final subtraction, msm_affine.cu's
-    DP_PAIR_LAZY) takes a, b < 2q and returns a value below 2q congruent to a b 2^-256: edge values
-    up to 2q - 1 on both sides, and random ones."""
+def test_fr_mul_lazy_bound(lib: ctypes.CDLL) -> None:
+    """fr_mul_lazy (each build's product without its final subtraction: ntt.cu's four-step
+    products in the lazy NTT) returns a value below 2r congruent to a b 2^-256 for a, b < 2r and
+    for a < 4r, b < r: edge values on both sides, and random ones."""
     rng = random.Random()
-    edge = [0, 1, Q - 1, Q, Q + 1, 2 * Q - 2, 2 * Q - 1] + _random_values("fq", rng, 20)
-    pairs = [(a, b) for a in edge for b in edge]
-    pairs += [(rng.randrange(2 * Q), rng.randrange(2 * Q)) for _ in range(3000)]
+    vals = _random_values("fr", rng, 20)
+    edge2 = [0, 1, R - 1, R, R + 1, 2 * R - 2, 2 * R - 1] + vals
+    edge4 = [4 * R - 1, 4 * R - 2, 3 * R, 2 * R] + edge2
+    pairs = [(a, b) for a in edge2 for b in edge2] + [(a, b) for a in edge4 for b in [0, 1, R - 1] + vals]
+    pairs += [(rng.randrange(2 * R), rng.randrange(2 * R)) for _ in range(2000)]
+    pairs += [(rng.randrange(4 * R), rng.randrange(R)) for _ in range(2000)]
     a = bn254.limbs_from_ints([x for x, _ in pairs])
     b = bn254.limbs_from_ints([y for _, y in pairs])
     out = np.full_like(a, 0xDEADBEEF)
-    lib.fq_lazy(_ptr(a), _ptr(b), _ptr(out), ctypes.c_int(len(pairs)))
+    lib.fr_lazy(_ptr(a), _ptr(b), _ptr(out), ctypes.c_int(len(pairs)))
     got = bn254.ints_from_limbs(out)
-    r_inv = pow(1 << 256, -1, Q)
-    assert [g % Q for g in got] == [x * y * r_inv % Q for x, y in pairs]
-    assert max(got) < 2 * Q
+    r_inv = pow(1 << 256, -1, R)
+    assert [g % R for g in got] == [x * y * r_inv % R for x, y in pairs]
+    assert max(got) < 2 * R
 
 
 # --- curve ---------------------------------------------------------------------------------
@@ -540,9 +543,9 @@ def emu(tmp_path_factory: pytest.TempPathFactory):
     return _build_emu(tmp_path_factory)
 
 
-EMU_BUILDS = {"pair_lazy": ("-DDP_PAIR_LAZY",), "pair_lazy_f64": ("-DDP_PAIR_LAZY", "-DDP_F64_MUL")}
-"""Opt-in builds of the MSM kernels that the pair-round emulations also run: msm_affine.cu's lazy
-products, with the host's CIOS product and with the device's FP64 one."""
+EMU_BUILDS = {"f64": ("-DDP_F64_MUL",)}
+"""Builds of the MSM kernels that the pair-round emulations also run: the device's FP64 product
+(the default emulation takes the host's CIOS)."""
 
 
 @pytest.fixture(scope="module", params=list(EMU_BUILDS))
@@ -783,7 +786,7 @@ def test_pair_rounds_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, gro
 @pytest.mark.parametrize("k", [2, 16])
 def test_pair_rounds_builds_emulated(emulated_msm_variant, monkeypatch: pytest.MonkeyPatch, group: bn254.Group,
                                      k: int) -> None:
-    """The same rows through each opt-in build of EMU_BUILDS (lazy products in the pair rounds)."""
+    """The same rows through each build of EMU_BUILDS (the device's product in the pair rounds)."""
     _pair_rows_case(emulated_msm_variant, monkeypatch, group, k)
 
 
@@ -793,7 +796,7 @@ def test_pair_rounds_builds_emulated(emulated_msm_variant, monkeypatch: pytest.M
                          ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v))
 def test_msm_pipeline_affine_builds_emulated(emulated_msm_variant, monkeypatch: pytest.MonkeyPatch, group, n, c,
                                              window_range, scalars) -> None:
-    """The whole pipeline with 3 pair rounds through each opt-in build of EMU_BUILDS."""
+    """The whole pipeline with 3 pair rounds through each build of EMU_BUILDS."""
     monkeypatch.setattr(emulated_msm_variant, "AFFINE_ROUNDS", {"G1": ((0, 3),), "G2": ((0, 3),)})
     monkeypatch.setattr(emulated_msm_variant, "PAIR_K", (2, 2))
     _affine_case(emulated_msm_variant, group, n, c, window_range, scalars, random.Random(n))

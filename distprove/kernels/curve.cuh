@@ -67,13 +67,6 @@ DP_INLINE Fq f_sqr(Fq a) { return fq_sqr_call(a); }
 DP_INLINE Fq f_mul(Fq a, Fq b) { return fq_mul(a, b); }
 DP_INLINE Fq f_sqr(Fq a) { return fq_sqr(a); }
 #endif
-// The product without its final subtraction (inputs below 2p, a result below 2p): for values
-// that only ever reach other products (msm_affine.cu's DP_PAIR_LAZY). Fq2's stays reduced.
-#if defined(__CUDA_ARCH__) && defined(DP_PAIR_LAZY) && !defined(DP_G1_MUL_INLINE)
-DP_INLINE Fq f_mul_lazy(Fq a, Fq b) { return fq_mul_lazy_call(a, b); }
-#else
-DP_INLINE Fq f_mul_lazy(Fq a, Fq b) { return fq_mul_lazy(a, b); }
-#endif
 DP_INLINE Fq f_neg(Fq a) { return fq_neg(a); }
 DP_INLINE Fq f_inv(Fq a) { return fq_inv(a); }
 DP_INLINE bool f_is_zero(Fq a) { return fq_is_zero(a); }
@@ -82,7 +75,6 @@ DP_INLINE void f_set_one(Fq& a) { a = fq_one(); }
 DP_INLINE Fq2 f_add(Fq2 a, Fq2 b) { return fq2_add(a, b); }
 DP_INLINE Fq2 f_sub(Fq2 a, Fq2 b) { return fq2_sub(a, b); }
 DP_INLINE Fq2 f_mul(Fq2 a, Fq2 b) { return fq2_mul(a, b); }
-DP_INLINE Fq2 f_mul_lazy(Fq2 a, Fq2 b) { return fq2_mul(a, b); }
 DP_INLINE Fq2 f_sqr(Fq2 a) { return fq2_sqr(a); }
 DP_INLINE Fq2 f_neg(Fq2 a) { return fq2_neg(a); }
 DP_INLINE Fq2 f_inv(Fq2 a) { return fq2_inv(a); }

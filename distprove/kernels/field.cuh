@@ -579,10 +579,6 @@ static __device__ __noinline__ Fq fq_sqr_call(Fq a) { return fq_sqr(a); }
 DP_INLINE Fq fq_mul_call(Fq a, Fq b) { return fq_mul(a, b); }
 DP_INLINE Fq fq_sqr_call(Fq a) { return fq_sqr(a); }
 #endif
-// The lazy product's own out-of-line copy, only where it is used (msm_affine.cu's DP_PAIR_LAZY).
-#if defined(__CUDA_ARCH__) && defined(DP_PAIR_LAZY)
-static __device__ __noinline__ Fq fq_mul_lazy_call(Fq a, Fq b) { return fq_mul_lazy(a, b); }
-#endif
 #ifdef DP_FQ2_MUL_INLINE
 #define DP_FQ2_BASE_MUL fq_mul
 #else

@@ -50,17 +50,6 @@
 #ifndef DP_MSM_AFFINE_CU
 #define DP_MSM_AFFINE_CU
 
-// DP_PAIR_LAZY (opt-in, built in session 14 and not yet timed; G1 only, Fq2's products stay
-// reduced): the products whose values reach only other products (the running product and the
-// parked ones, the inverse chain, 1/d and the slope) skip their final subtraction (f_mul_lazy:
-// below 2p for inputs below 2p), 4 of a job's ~6.7 products. lambda^2 and lambda (x1 - x3) stay
-// reduced: subtractions take them. Counted: ~96 of the ~3,290 instructions a G1 job issues.
-#ifdef DP_PAIR_LAZY
-#define PAIR_MUL(a, b) f_mul_lazy((a), (b))
-#else
-#define PAIR_MUL(a, b) f_mul((a), (b))
-#endif
-
 // How a pair p + q is formed.
 #define DP_PAIR_COPY 0u  // an operand is infinity (the sum is the other) or q = -p (infinity)
 #define DP_PAIR_ADD 1u   // x_p != x_q: d = x_q - x_p, num = y_q - y_p
@@ -75,7 +64,7 @@ template <typename F> DP_INLINE Aff<F> pair_finish(const Aff<F>& p, const Aff<F>
         F x2 = f_sqr(p.x);
         num = f_add(f_add(x2, x2), x2);
     }
-    F lambda = PAIR_MUL(num, inv);
+    F lambda = f_mul(num, inv);
     Aff<F> r;
     r.x = f_sub(f_sub(f_sqr(lambda), p.x), q.x);
     r.y = f_sub(f_mul(lambda, f_sub(p.x, r.x)), p.y);
@@ -174,8 +163,8 @@ template <typename F> DP_INLINE void pair_back_one(const PairRound<F>& a, PairJo
     F d;
     u32 kind = pair_kind_x(a.pts, jb, p.x, q.x, d);
     if (kind != DP_PAIR_COPY) {
-        F inv_d = PAIR_MUL(inv, parked);
-        inv = PAIR_MUL(inv, d);
+        F inv_d = f_mul(inv, parked);
+        inv = f_mul(inv, d);
         a.sums[j] = pair_finish(p, q, kind, inv_d);
     } else if (f_is_zero(q.x)) {
         a.sums[j] = p;
@@ -367,7 +356,7 @@ template <typename F, typename S> DP_INLINE u32 pair_forward(const PairRound<F>&
         F d;
         if (pair_kind_x(a.pts, j0, px, qx, d) != DP_PAIR_COPY) {
             a.sums[j].x = acc;  // the product before d, read back by the backward pass
-            acc = PAIR_MUL(acc, d);
+            acc = f_mul(acc, d);
             any = true;
         }
         if ((u64)j + stride >= n) break;
@@ -541,6 +530,5 @@ DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_PAIR_BOUNDS, DP_G2_PAIR_STAGE)
 #undef DP_STAGE_DECL
 #undef DP_STAGE_DECL_0
 #undef DP_STAGE_DECL_1
-#undef PAIR_MUL
 
 #endif  // DP_MSM_AFFINE_CU

@@ -135,13 +135,15 @@ static u64 ntt_mul_count = 0;
 #if NTT_LAZY && !NTT_SPLIT
 #error "NTT_LAZY needs NTT_SPLIT's product (fr_mul_split without its subtraction)"
 #endif
-// NTT_FUSE_LOAD=1 (opt-in, built in session 14 and not yet timed): each pass's load does the
-// first butterfly level pair in registers before its shared-memory stores, saving one store /
-// load round trip of the tile and one barrier a pass (~1-2% of the pass kernel's instructions,
-// counted from its SASS), but with four values in flight the kernel spills more (static local
-// loads / stores 49 / 33 against 19 / 15, pipelines/sass_report.py): only a timing decides.
+// NTT_FUSE_LOAD (the default with NTT_LAZY): each pass's load does the first butterfly level
+// pair in registers before its shared-memory stores, saving one store / load round trip of the
+// tile and one barrier a pass (~1-2% of the pass kernel's instructions, counted from its SASS).
+// With four values in flight the kernel spills more (static local loads / stores 49 / 33
+// against 19 / 15, pipelines/sass_report.py), yet it is faster: H200, 2^24 forward 4.94 -> 4.87
+// ms in three alternating runs, inverse 5.24-5.26 -> 5.19-5.31, 2^22 forward 1.21 -> 1.19-1.22
+// (bench/results/2026-12-01_kernels-ntt-fuse-s15_h200.json; gpu/ntt.py BUILDS "unfused").
 #ifndef NTT_FUSE_LOAD
-#define NTT_FUSE_LOAD 0
+#define NTT_FUSE_LOAD NTT_LAZY
 #endif
 // The sub-NTT twiddle table this build takes, for the host that makes it (gpu/ntt.py
 // TWIDDLE_FORMATS): 0 Montgomery values, 1 Shoup pairs, 2 split limbs.

@@ -239,7 +239,7 @@ BUILDS: dict[str, tuple[str, ...]] = {
     "shoup": ("-DNTT_SHOUP=1", "-DDP_CIOS_MUL"),
     "unsplit": ("-DNTT_SPLIT=0",),
     "eager": ("-DNTT_LAZY=0",),
-    "fuse_load": ("-DNTT_FUSE_LOAD=1",),
+    "unfused": ("-DNTT_FUSE_LOAD=0",),
 }
 """Earlier builds of ntt.cu kept as baselines (the tests check them against the default, the
 benchmarks time them beside it): legacy, the shared-memory layout, butterfly order and arithmetic
@@ -247,8 +247,9 @@ of commit b6f25e6; montgomery, CIOS-product butterflies (the default until sessi
 Shoup-product butterflies and CIOS elsewhere (the default in session 10, until the FP64 product);
 unsplit, FP64 products by Montgomery twiddles converted in every product (the default until
 session 14, when the twiddles came split on the host); eager, split twiddles with every value
-reduced below r after each butterfly level (NTT_LAZY=0); fuse_load, the first level pair done
-by the load (NTT_FUSE_LOAD, not yet timed)."""
+reduced below r after each butterfly level (NTT_LAZY=0); unfused, lazy butterflies with the
+first level pair done after the load's shared-memory round trip (NTT_FUSE_LOAD=0, the default
+until session 15)."""
 
 TWIDDLE_FORMATS = ("mont", "shoup", "split")
 """The sub-NTT twiddle tables a build of ntt.cu may take, by its NTT_TW_FORMAT: Montgomery values
