@@ -110,6 +110,7 @@ VARIANTS = {
     "g1_pair64_7": ("-DDP_PAIR_BLOCK=64", "-DDP_G1_PAIR_MIN_BLOCKS=7"),
     "g1_pair64": ("-DDP_PAIR_BLOCK=64",),
     "g2_unstaged": ("-DDP_G2_PAIR_STAGE=0",),
+    "g2_tail_inline": ("-DDP_G2_TAIL_INLINE",),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default (FP64-pipe Fq
 products, field.cuh), CIOS products (the default until session 11), CIOS as PTX carry chains,
@@ -121,7 +122,9 @@ build before they became calls to the out-of-line Fq product, curve.cuh and fiel
 G2's pair rounds reading each point from global memory where it is used (msm_affine.cu
 PairDirect: no shared-memory stage; session 12's comparison ran the build before the stage,
 which prefetched points into registers one job ahead); G1's pair blocks of 64 threads, unbounded (166
-registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers)."""
+registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers);
+G2's window reductions and block trees with every addition inline (curve.cuh DP_G2_TAIL_INLINE,
+the default until session 15)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:

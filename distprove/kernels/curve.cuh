@@ -39,7 +39,8 @@ typedef Xyzz<Fq2> XyzzG2;
 // call it kept a 432-byte stack frame per entry, and inlining it made G2 MSMs 3-4% faster
 // (H200, 2^20 and 2^22) at no extra compile time. Inlining every G2 operation (DP_G2_INLINE,
 // which the msm module sets) gained 2-3% more (measured with the Fq products inline, when it
-// doubled the compile time; with them out of line the msm module compiles in about a minute).
+// doubled the compile time; with them out of line the msm module compiles in about a minute,
+// 13 s since the reductions' G2 additions went out of line again, below).
 #define DP_G2_MADD DP_INLINE
 // G1's general addition and doubling serve only the fold, the reductions and the trees, never
 // the per-entry loop (that is pt_madd), so they are out of line too: one copy each in the module.
@@ -198,6 +199,24 @@ DP_G2_OPS XyzzG2 pt_dbl(const XyzzG2& p) { return xyzz_dbl_t(p); }
 DP_G2_MADD XyzzG2 pt_madd(const XyzzG2& p, const AffG2& q) { return xyzz_madd_t(p, q); }
 DP_G2_OPS XyzzG2 pt_add(const XyzzG2& p, const XyzzG2& q) { return xyzz_add_t(p, q); }
 
+// The general addition and doubling of the window reductions and the block trees (chains with
+// two or three points live): G2's are one out-of-line copy each even where DP_G2_INLINE inlines
+// them elsewhere (G1's are out of line already). Inline, msm_reduce_win_g2 was 50,552
+// instructions with 1825 local loads and 1170 stores (sass_report.py); as calls 8,760 and 24 /
+// 624, the G2 reduce phase 4.5 -> 3.4 ms at 2^22 and 2.8 -> 2.0 at 2^20, witness-like G2 2^22
+// 14.5-15.1 -> 13.0-13.1 ms, and the msm module compiles in 13 s instead of 62 (H200, two
+// alternating rounds, bench/results/2026-12-01_kernels-msm-g2-tail-calls-s15_h200.json).
+// DP_G2_TAIL_INLINE keeps them inline (bench_msm.py build g2_tail_inline).
+#if defined(__CUDA_ARCH__) && defined(DP_G2_INLINE) && !defined(DP_G2_TAIL_INLINE)
+static __device__ __noinline__ XyzzG2 pt_add_tail(const XyzzG2& p, const XyzzG2& q) { return xyzz_add_t(p, q); }
+static __device__ __noinline__ XyzzG2 pt_dbl_tail(const XyzzG2& p) { return xyzz_dbl_t(p); }
+#else
+DP_INLINE XyzzG2 pt_add_tail(const XyzzG2& p, const XyzzG2& q) { return pt_add(p, q); }
+DP_INLINE XyzzG2 pt_dbl_tail(const XyzzG2& p) { return pt_dbl(p); }
+#endif
+DP_INLINE XyzzG1 pt_add_tail(const XyzzG1& p, const XyzzG1& q) { return pt_add(p, q); }
+DP_INLINE XyzzG1 pt_dbl_tail(const XyzzG1& p) { return pt_dbl(p); }
+
 template <typename F> DP_INLINE bool pt_is_inf(const Xyzz<F>& p) { return f_is_zero(p.zz); }
 
 template <typename F> DP_INLINE Xyzz<F> pt_identity(const Xyzz<F>&) { return xyzz_zero_t<F>(); }
@@ -299,6 +318,10 @@ DP_G1_COLD ProjG1 pt_add(const ProjG1& p, const ProjG1& q) { return proj_add_t(p
 DP_G1_COLD ProjG1 pt_dbl(const ProjG1& p) { return proj_dbl_t(p); }
 DP_G2_OPS ProjG2 pt_add(const ProjG2& p, const ProjG2& q) { return proj_add_t(p, q); }
 DP_G2_OPS ProjG2 pt_dbl(const ProjG2& p) { return proj_dbl_t(p); }
+DP_INLINE ProjG1 pt_add_tail(const ProjG1& p, const ProjG1& q) { return pt_add(p, q); }
+DP_INLINE ProjG1 pt_dbl_tail(const ProjG1& p) { return pt_dbl(p); }
+DP_INLINE ProjG2 pt_add_tail(const ProjG2& p, const ProjG2& q) { return pt_add(p, q); }
+DP_INLINE ProjG2 pt_dbl_tail(const ProjG2& p) { return pt_dbl(p); }
 
 template <typename F> DP_INLINE Proj<F> pt_identity(const Proj<F>&) { return proj_zero_t<F>(); }
 
@@ -309,8 +332,8 @@ template <typename P> DP_INLINE P pt_mul_u32(const P& p, u32 k) {
     int top = 31;
     while (top >= 0 && ((k >> top) & 1u) == 0u) top--;
     for (int i = top; i >= 0; i--) {
-        acc = pt_dbl(acc);
-        if ((k >> i) & 1u) acc = pt_add(acc, p);
+        acc = pt_dbl_tail(acc);
+        if ((k >> i) & 1u) acc = pt_add_tail(acc, p);
     }
     return acc;
 }

@@ -253,7 +253,7 @@ template <typename P> DP_INLINE void msm_block_tree(P* sh) {
     u32 t = threadIdx.x;
     for (u32 s = blockDim.x >> 1; s > 0u; s >>= 1) {
         __syncthreads();
-        if (t < s) sh[t] = pt_add(sh[t], sh[t + s]);
+        if (t < s) sh[t] = pt_add_tail(sh[t], sh[t + s]);
     }
     __syncthreads();
 }
@@ -269,8 +269,8 @@ DP_INLINE void msm_reduce_seg_impl(const Xyzz<F>* buckets, u32 segs, u32 seg, Xy
     Xyzz<F> run = b[seg - 1u];
     Xyzz<F> tot = run;
     for (u32 j = seg - 1u; j > 0u; j--) {
-        run = pt_add(run, b[j - 1u]);
-        tot = pt_add(tot, run);
+        run = pt_add_tail(run, b[j - 1u]);
+        tot = pt_add_tail(tot, run);
     }
     t_out[i] = tot;
     r_out[i] = run;
@@ -294,17 +294,17 @@ DP_INLINE void msm_reduce_win_impl(const Xyzz<F>* t_in, const Xyzz<F>* r_in, u32
     Xyzz<F> run = r[len - 1u];
     Xyzz<F> wsum = len > 1u ? run : xyzz_zero_t<F>();
     for (u32 k = len - 1u; k > 1u; k--) {
-        tsum = pt_add(tsum, t[k - 1u]);
-        run = pt_add(run, r[k - 1u]);
-        wsum = pt_add(wsum, run);
+        tsum = pt_add_tail(tsum, t[k - 1u]);
+        run = pt_add_tail(run, r[k - 1u]);
+        wsum = pt_add_tail(wsum, run);
     }
     if (len > 1u) {
-        tsum = pt_add(tsum, t[0]);
-        run = pt_add(run, r[0]);
+        tsum = pt_add_tail(tsum, t[0]);
+        run = pt_add_tail(run, r[0]);
     }
-    if (s0) wsum = pt_add(wsum, pt_mul_u32(run, s0));
-    for (u32 d = 0; d < seg_log; d++) wsum = pt_dbl(wsum);
-    sh[threadIdx.x] = pt_add(tsum, wsum);
+    if (s0) wsum = pt_add_tail(wsum, pt_mul_u32(run, s0));
+    for (u32 d = 0; d < seg_log; d++) wsum = pt_dbl_tail(wsum);
+    sh[threadIdx.x] = pt_add_tail(tsum, wsum);
     msm_block_tree(sh);
     if (threadIdx.x == 0u) partials[blockIdx.y * gridDim.x + blockIdx.x] = sh[0];
 }
@@ -361,7 +361,7 @@ DP_INLINE void msm_ones_impl(const u32* scalars, const Aff<F>* bases, u32 n, Xyz
 template <typename F>
 DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, Xyzz<F>* sh) {
     Xyzz<F> acc = xyzz_zero_t<F>();
-    for (u32 i = threadIdx.x; i < count; i += blockDim.x) acc = pt_add(acc, in[(u64)blockIdx.x * count + i]);
+    for (u32 i = threadIdx.x; i < count; i += blockDim.x) acc = pt_add_tail(acc, in[(u64)blockIdx.x * count + i]);
     sh[threadIdx.x] = acc;
     msm_block_tree(sh);
     if (threadIdx.x == 0u) out[blockIdx.x] = sh[0];
