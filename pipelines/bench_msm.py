@@ -123,8 +123,8 @@ G2's pair rounds reading each point from global memory where it is used (msm_aff
 PairDirect: no shared-memory stage; session 12's comparison ran the build before the stage,
 which prefetched points into registers one job ahead); G1's pair blocks of 64 threads, unbounded (166
 registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers);
-G2's window reductions and block trees with every addition inline (curve.cuh DP_G2_TAIL_INLINE,
-the default until session 15)."""
+G2's fold, window reductions and block trees with every addition inline (curve.cuh
+DP_G2_TAIL_INLINE, the default until session 15)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:

@@ -199,14 +199,15 @@ DP_G2_OPS XyzzG2 pt_dbl(const XyzzG2& p) { return xyzz_dbl_t(p); }
 DP_G2_MADD XyzzG2 pt_madd(const XyzzG2& p, const AffG2& q) { return xyzz_madd_t(p, q); }
 DP_G2_OPS XyzzG2 pt_add(const XyzzG2& p, const XyzzG2& q) { return xyzz_add_t(p, q); }
 
-// The general addition and doubling of the window reductions and the block trees (chains with
-// two or three points live): G2's are one out-of-line copy each even where DP_G2_INLINE inlines
-// them elsewhere (G1's are out of line already). Inline, msm_reduce_win_g2 was 50,552
-// instructions with 1825 local loads and 1170 stores (sass_report.py); as calls 8,760 and 24 /
-// 624, the G2 reduce phase 4.5 -> 3.4 ms at 2^22 and 2.8 -> 2.0 at 2^20, witness-like G2 2^22
-// 14.5-15.1 -> 13.0-13.1 ms, and the msm module compiles in 13 s instead of 62 (H200, two
-// alternating rounds, bench/results/2026-12-01_kernels-msm-g2-tail-calls-s15_h200.json).
-// DP_G2_TAIL_INLINE keeps them inline (bench_msm.py build g2_tail_inline).
+// The general addition and doubling of the fold, the window reductions and the block trees
+// (chains with two or three points live): G2's are one out-of-line copy each even where
+// DP_G2_INLINE inlines them elsewhere (G1's are out of line already). Inline, msm_reduce_win_g2
+// was 50,552 instructions with 1825 local loads and 1170 stores (sass_report.py); as calls 8,760
+// and 24 / 624, the G2 reduce phase 4.5 -> 3.4 ms at 2^22 and 2.8 -> 2.0 at 2^20, witness-like
+// G2 2^22 14.5-15.1 -> 13.0-13.1 ms, and the msm module compiles in 13 s instead of 62; the fold
+// as calls 1.2 -> 0.9 ms at 2^22 (H200, two alternating rounds each, bench/results/
+// 2026-12-01_kernels-msm-g2-{tail,fold}-calls-s15_h200.json). DP_G2_TAIL_INLINE keeps them
+// inline (bench_msm.py build g2_tail_inline).
 #if defined(__CUDA_ARCH__) && defined(DP_G2_INLINE) && !defined(DP_G2_TAIL_INLINE)
 static __device__ __noinline__ XyzzG2 pt_add_tail(const XyzzG2& p, const XyzzG2& q) { return xyzz_add_t(p, q); }
 static __device__ __noinline__ XyzzG2 pt_dbl_tail(const XyzzG2& p) { return xyzz_dbl_t(p); }

@@ -230,7 +230,7 @@ DP_INLINE void msm_fold_impl(const u32* in_rows, const Xyzz<F>* in_pts, u32 m, u
             acc = xyzz_zero_t<F>();
             cur = r;
         }
-        acc = pt_add(acc, in_pts[i]);
+        acc = pt_add_tail(acc, in_pts[i]);
     }
     if (cur == DP_NO_ROW) return;
     if (last_level) {
