@@ -197,8 +197,8 @@ def setup_cmd(dev: bool, circuit: str, store: str, zkey: str | None, vk: str | N
 def compile_cmd(modules: tuple[str, ...], arch: str | None, options: tuple[str, ...], jobs: int | None) -> None:
     """Compile the GPU kernel MODULES (default: all) into the disk cache ($DISTPROVE_CACHE_DIR).
 
-    A first proof otherwise compiles them on demand (minutes for the MSM); run this once per
-    machine or container image so workers start warm.
+    A first proof otherwise compiles them on demand (about half a minute for the set); run this
+    once per machine or container image so workers start warm.
     """
     import time
 
