@@ -33,6 +33,8 @@
 //   msm_sum_groups adds (with the ones partials), so the host reads nw + 1 XYZZ points.
 //   The multiples stay off the many level-1 threads: as a ladder there (the first design)
 //   they were as long as the running sum itself, on 255-register G2 threads that spilled.
+//   The fold, the reductions and the trees add through pt_add_tail: for G2 one out-of-line
+//   copy (curve.cuh), as the inlined ones spilled heavily with three points live.
 // * Kernels are templates over the field (Fq: G1, Fq2: G2) behind extern "C" wrappers.
 //   Launch geometry is the host's; the tree kernels need a power-of-two block of at most
 //   DP_TREE_MAX threads.
