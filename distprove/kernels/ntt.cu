@@ -145,6 +145,19 @@ static u64 ntt_mul_count = 0;
 #ifndef NTT_FUSE_LOAD
 #define NTT_FUSE_LOAD NTT_LAZY
 #endif
+// NTT_FUSE_STORE=1 (opt-in, built in session 15 and not yet timed; twiddle-ordered builds):
+// where a line's last butterfly step is a level pair (m even, m >= 4), the store does it: each
+// radix-4 group's four outputs go from registers to global memory instead of back to shared
+// memory, another barrier, and a read, the store's half of what NTT_FUSE_LOAD saved the load.
+// Unlike the load's first pair, these twiddles differ from lane to lane (lanes take
+// consecutive outputs, for coalescing), so their table loads no longer broadcast: a timing
+// decides (gpu/ntt.py BUILDS "fuse_store").
+#ifndef NTT_FUSE_STORE
+#define NTT_FUSE_STORE 0
+#endif
+#if NTT_FUSE_STORE && !NTT_LO_MAJOR
+#error "NTT_FUSE_STORE takes the twiddle-ordered butterflies (NTT_LO_MAJOR)"
+#endif
 // The sub-NTT twiddle table this build takes, for the host that makes it (gpu/ntt.py
 // TWIDDLE_FORMATS): 0 Montgomery values, 1 Shoup pairs, 2 split limbs.
 #define NTT_TW_FORMAT (NTT_SHOUP ? 1u : (NTT_SPLIT ? 2u : 0u))
@@ -364,6 +377,34 @@ DP_INLINE u64 ntt_pos(const NttPass& a, u32 g, u32 j, bool out) {
     return (((o << log_n) | mid) << a.log_s) | i;
 }
 
+// Level s on (x0, x1) and (x2, x3), level s + 1 on (x0, x2) and (x1, x3) of the radix-4 group at
+// slots i + e * 2^s, twiddles by lo = i mod 2^s (mul: lo != 0, or always in the legacy order;
+// fresh: the pass's own inputs, below 2r). Loaded and multiplied in an order that keeps at most
+// three values and one twiddle live.
+template <u32 LOG_E>
+DP_INLINE void ntt_group4(const NttPass& a, const u32* sm, u32 i, u32 s, u32 lo, bool mul, bool fresh,
+                          Fr& x0, Fr& x1, Fr& x2, Fr& x3) {
+    const u32 half = 1u << s;
+    x1 = ntt_sm_get<LOG_E>(sm, i + half);
+    x3 = ntt_sm_get<LOG_E>(sm, i + 3u * half);
+    if (mul) {
+        NttTw t1 = ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 1u - s));
+        x1 = ntt_tw_mul(x1, t1);
+        x3 = ntt_tw_mul(x3, t1);
+    } else if (!fresh) {
+        x1 = ntt_tw_skip(x1);
+        x3 = ntt_tw_skip(x3);
+    }
+    x2 = ntt_sm_get<LOG_E>(sm, i + 2u * half);
+    ntt_bfly(x2, x3, fresh);
+    x3 = ntt_tw_mul(x3, ntt_tw(a.tw_sub, (lo + half) << (NTT_TW_LOG - 2u - s)));
+    x2 = mul ? ntt_tw_mul(x2, ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 2u - s))) : ntt_tw_skip(x2);
+    x0 = ntt_sm_get<LOG_E>(sm, i);
+    ntt_bfly(x0, x1, fresh);
+    ntt_bfly(x0, x2);
+    ntt_bfly(x1, x3);
+}
+
 // One pass over 2^LOG_E-element tiles (2^log_t lines of n = 2^m per block). Butterfly work
 // items: with NTT_LO_MAJOR they run in twiddle order (item q: lo = q >> (log_t + groups bits),
 // then line, then group), so lanes of a warp share lo: the twiddle load is a broadcast and,
@@ -422,7 +463,10 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
     // DIT over each line, two levels per barrier (radix-4 groups in registers), then one
     // radix-2 level if m is odd. Level s pairs slots i, i + 2^s with twiddle
     // w_{2^{s+1}}^lo = w_{2^12}^{lo << (11 - s)}, lo = i mod 2^s (1 when lo = 0).
-    for (; s + 1u < a.m; s += 2u) {
+    // With NTT_FUSE_STORE the store does the last level pair (s_end = m - 2) where m is even.
+    const bool fuse_store = NTT_FUSE_STORE && (a.m & 1u) == 0u && a.m >= 4u;
+    const u32 s_end = fuse_store ? a.m - 2u : a.m;
+    for (; s + 1u < s_end; s += 2u) {
         const u32 half = 1u << s;
         // Level pair 0 takes the loaded values, below 2r with NTT_LAZY (a pass's inputs are), so
         // its skipped products and first two butterflies need no subtraction of 2r.
@@ -439,25 +483,8 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
             const u32 i = (t << a.m) | ((qq >> s) << (s + 2u)) | lo;
             const bool mul = s > 0u;
 #endif
-            // Level s on (x0, x1) and (x2, x3), level s + 1 on (x0, x2) and (x1, x3). Loaded
-            // and multiplied in an order that keeps at most three values and one twiddle live.
-            Fr x1 = ntt_sm_get<LOG_E>(sm, i + half), x3 = ntt_sm_get<LOG_E>(sm, i + 3u * half);
-            if (mul) {
-                NttTw t1 = ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 1u - s));
-                x1 = ntt_tw_mul(x1, t1);
-                x3 = ntt_tw_mul(x3, t1);
-            } else if (!fresh) {
-                x1 = ntt_tw_skip(x1);
-                x3 = ntt_tw_skip(x3);
-            }
-            Fr x2 = ntt_sm_get<LOG_E>(sm, i + 2u * half);
-            ntt_bfly(x2, x3, fresh);
-            x3 = ntt_tw_mul(x3, ntt_tw(a.tw_sub, (lo + half) << (NTT_TW_LOG - 2u - s)));
-            x2 = mul ? ntt_tw_mul(x2, ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 2u - s))) : ntt_tw_skip(x2);
-            Fr x0 = ntt_sm_get<LOG_E>(sm, i);
-            ntt_bfly(x0, x1, fresh);
-            ntt_bfly(x0, x2);
-            ntt_bfly(x1, x3);
+            Fr x0, x1, x2, x3;
+            ntt_group4<LOG_E>(a, sm, i, s, lo, mul, fresh, x0, x1, x2, x3);
             ntt_sm_put<LOG_E>(sm, i, x0);
             ntt_sm_put<LOG_E>(sm, i + 2u * half, x2);
             ntt_sm_put<LOG_E>(sm, i + half, x1);
@@ -465,7 +492,7 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
         }
         DP_SYNC();
     }
-    if (s < a.m) {  // s = m - 1: one group per line
+    if (s < s_end) {  // s = m - 1: one group per line
         const u32 half = 1u << s;
         for (u32 b = tid; b < (cnt >> 1); b += nthr) {
 #if NTT_LO_MAJOR
@@ -489,6 +516,38 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
     Fr post;
     if (a.post) post = fr_load(a.post);
     const u32 log_cols = a.log_c - a.log_s;  // non-last: log2(N_{p+1})
+#if NTT_FUSE_STORE
+    if (fuse_store) {
+        // Level pair m - 2 on each radix-4 group, its outputs k = lo + e n/4 straight to global
+        // memory (what the loop below does to each output). Lanes take consecutive lo (or lines,
+        // on strided views) so each store coalesces.
+        const u32 quarter = n >> 2;
+        for (u32 q = tid; q < (cnt >> 2); q += nthr) {
+            const u32 t = jfast_out ? q >> (a.m - 2u) : q & (lines - 1u);
+            const u32 lo = jfast_out ? q & (quarter - 1u) : q >> a.log_t;
+            const u32 g = g0 + t;
+            Fr x[4];
+            ntt_group4<LOG_E>(a, sm, (t << a.m) | lo, a.m - 2u, lo, lo != 0u, false, x[0], x[1], x[2], x[3]);
+            DP_UNROLL
+            for (u32 e = 0; e < 4u; e++) {
+                const u32 k = lo + e * quarter;
+                if (!a.last) {
+                    const u32 col = (g & ((1u << a.log_c) - 1u)) >> a.log_s;
+                    x[e] = a.tw_pass && k != 0u && col != 0u
+                               ? ntt_pass_mul(x[e], ntt_gload(a.tw_pass, ((u64)k << log_cols) | col))
+                               : ntt_tw_skip(x[e]);
+                } else if (a.post_tab) {
+                    const u32 d = (g >> a.log_s) & ((1u << a.log_mp) - 1u);
+                    x[e] = NTT_MUL(x[e], ntt_gload(a.post_tab, ((u64)k << a.log_mp) | d));
+                }
+                if (a.post) x[e] = NTT_MUL(x[e], post);
+                else if (a.last && !a.post_tab) x[e] = ntt_canonical(x[e]);
+                ntt_gstore(a.dst, ntt_pos(a, g, k, true), x[e]);
+            }
+        }
+        return;
+    }
+#endif
     for (u32 q = tid; q < cnt; q += nthr) {
         u32 t = jfast_out ? q >> a.m : q & (lines - 1u);
         u32 k = jfast_out ? q & (n - 1u) : q >> a.log_t;
