@@ -179,6 +179,25 @@ def plot_stages(runs: list[Run], out: Path) -> None:
     plt.close(fig)
 
 
+def _given_runs(files: list[Path]) -> list[Run]:
+    """Every named file as a bench_e2e result (FormatError for one that is not)."""
+    return [load_run(p) for p in files]
+
+
+def _committed_runs() -> list[Run]:
+    """The bench_e2e results among bench/results/*e2e*.json; other files that match the pattern
+    (e.g. the pool-cap runs of bench_e2e.py --pool-caps) are skipped with a note."""
+    runs = []
+    for path in sorted((REPO / "bench" / "results").glob("*e2e*.json")):
+        try:
+            runs.append(load_run(path))
+        except FormatError as err:
+            print(f"skipped: {err}")
+    if not runs:
+        raise FormatError(REPO / "bench" / "results", "no bench_e2e result among *e2e*.json")
+    return runs
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: plot the given (or all committed) bench_e2e result files."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -187,11 +206,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "e2e_latency.png")
     ap.add_argument("--stages-out", type=Path, default=REPO / "docs" / "e2e_stages.png")
     args = ap.parse_args(argv)
-    files = args.files or sorted((REPO / "bench" / "results").glob("*e2e*.json"))
     try:
-        if not files:
-            raise FormatError(REPO / "bench" / "results", "no *e2e*.json result file")
-        runs = sorted((load_run(p) for p in files), key=lambda r: r.date)
+        runs = sorted(_given_runs(args.files) if args.files else _committed_runs(), key=lambda r: r.date)
         plot_latency(runs, args.out)
         plot_stages(runs, args.stages_out)
     except DistproveError as err:
