@@ -179,11 +179,6 @@ def plot_stages(runs: list[Run], out: Path) -> None:
     plt.close(fig)
 
 
-def _given_runs(files: list[Path]) -> list[Run]:
-    """Every named file as a bench_e2e result (FormatError for one that is not)."""
-    return [load_run(p) for p in files]
-
-
 def _committed_runs() -> list[Run]:
     """The bench_e2e results among bench/results/*e2e*.json; other files that match the pattern
     (e.g. the pool-cap runs of bench_e2e.py --pool-caps) are skipped with a note."""
@@ -207,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--stages-out", type=Path, default=REPO / "docs" / "e2e_stages.png")
     args = ap.parse_args(argv)
     try:
-        runs = sorted(_given_runs(args.files) if args.files else _committed_runs(), key=lambda r: r.date)
+        runs = sorted([load_run(p) for p in args.files] if args.files else _committed_runs(), key=lambda r: r.date)
         plot_latency(runs, args.out)
         plot_stages(runs, args.stages_out)
     except DistproveError as err:

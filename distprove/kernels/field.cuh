@@ -502,7 +502,6 @@ DP_INLINE void mont_sqr(u32 r[8], const u32 a[8], const u32 p[8], u32 np, const 
     DP_INLINE T pre##_neg(T a) { return pre##_sub(pre##_zero(), a); }                         \
     DP_INLINE T pre##_dbl(T a) { return pre##_add(a, a); }                                     \
     DP_INLINE T pre##_mul(T a, T b) { const u32 p[8] = PLIT; const double P[5] = P52LIT; T r; mont_mul(r.v, a.v, b.v, p, NP, P, NP52); return r; } \
-    DP_INLINE T pre##_mul_lazy(T a, T b) { const u32 p[8] = PLIT; const double P[5] = P52LIT; T r; mont_mul(r.v, a.v, b.v, p, NP, P, NP52, false); return r; } \
     DP_INLINE T pre##_sqr(T a) { const u32 p[8] = PLIT; const double P[5] = P52LIT; T r; mont_sqr(r.v, a.v, p, NP, P, NP52); return r; } \
     DP_INLINE bool pre##_eq(T a, T b) { return mp_eq8(a.v, b.v); }                             \
     DP_INLINE bool pre##_is_zero(T a) { return mp_is_zero8(a.v); }                             \
@@ -512,6 +511,16 @@ DP_INLINE void mont_sqr(u32 r[8], const u32 a[8], const u32 p[8], u32 np, const 
     DP_INLINE void pre##_store(u32* dst, T a) { for (int i = 0; i < 8; i++) dst[i] = a.v[i]; }
 
 DP_DEFINE_FIELD(fr, Fr, DP_FR_P, DP_FR_NP, DP_FR_ONE, DP_FR_R2, DP_FR_P52, DP_FR_NP52)
+
+// x w 2^-256 without the final subtraction: below 2r for x < 4r, w < r (ntt.cu's lazy four-step
+// products).
+DP_INLINE Fr fr_mul_lazy(Fr x, Fr w) {
+    const u32 p[8] = DP_FR_P;
+    const double P[5] = DP_FR_P52;
+    Fr r;
+    mont_mul(r.v, x.v, w.v, p, DP_FR_NP, P, DP_FR_NP52, false);
+    return r;
+}
 
 // An Fr multiplier split ahead of use for the FP64 product: its five 52-bit limbs as exact doubles
 // and one double of padding (48 bytes: three 16-byte loads). fr_mul_split(x, w) = fr_mul(x, w's

@@ -405,6 +405,25 @@ DP_INLINE void ntt_group4(const NttPass& a, const u32* sm, u32 i, u32 s, u32 lo,
     ntt_bfly(x1, x3);
 }
 
+// Output k of line g to global memory: times its four-step twiddle (non-last passes; log_cols =
+// log2(N_{p+1})), its post_tab entry and post (last pass), or brought below r.
+DP_INLINE void ntt_store_out(const NttPass& a, u32 log_cols, u32 g, u32 k, Fr x, Fr post) {
+    u64 pos = ntt_pos(a, g, k, true);
+    if (!a.last) {
+        u32 col = (g & ((1u << a.log_c) - 1u)) >> a.log_s;
+        if (a.tw_pass && k != 0u && col != 0u)
+            x = ntt_pass_mul(x, ntt_gload(a.tw_pass, ((u64)k << log_cols) | col));
+        else
+            x = ntt_tw_skip(x);  // the next pass's inputs: below 2r (NTT_LAZY)
+    } else if (a.post_tab) {
+        u32 d = (g >> a.log_s) & ((1u << a.log_mp) - 1u);
+        x = NTT_MUL(x, ntt_gload(a.post_tab, ((u64)k << a.log_mp) | d));
+    }
+    if (a.post) x = NTT_MUL(x, post);
+    else if (a.last && !a.post_tab) x = ntt_canonical(x);
+    ntt_gstore(a.dst, pos, x);
+}
+
 // One pass over 2^LOG_E-element tiles (2^log_t lines of n = 2^m per block). Butterfly work
 // items: with NTT_LO_MAJOR they run in twiddle order (item q: lo = q >> (log_t + groups bits),
 // then line, then group), so lanes of a warp share lo: the twiddle load is a broadcast and,
@@ -519,8 +538,7 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
 #if NTT_FUSE_STORE
     if (fuse_store) {
         // Level pair m - 2 on each radix-4 group, its outputs k = lo + e n/4 straight to global
-        // memory (what the loop below does to each output). Lanes take consecutive lo (or lines,
-        // on strided views) so each store coalesces.
+        // memory. Lanes take consecutive lo (or lines, on strided views) so each store coalesces.
         const u32 quarter = n >> 2;
         for (u32 q = tid; q < (cnt >> 2); q += nthr) {
             const u32 t = jfast_out ? q >> (a.m - 2u) : q & (lines - 1u);
@@ -529,21 +547,7 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
             Fr x[4];
             ntt_group4<LOG_E>(a, sm, (t << a.m) | lo, a.m - 2u, lo, lo != 0u, false, x[0], x[1], x[2], x[3]);
             DP_UNROLL
-            for (u32 e = 0; e < 4u; e++) {
-                const u32 k = lo + e * quarter;
-                if (!a.last) {
-                    const u32 col = (g & ((1u << a.log_c) - 1u)) >> a.log_s;
-                    x[e] = a.tw_pass && k != 0u && col != 0u
-                               ? ntt_pass_mul(x[e], ntt_gload(a.tw_pass, ((u64)k << log_cols) | col))
-                               : ntt_tw_skip(x[e]);
-                } else if (a.post_tab) {
-                    const u32 d = (g >> a.log_s) & ((1u << a.log_mp) - 1u);
-                    x[e] = NTT_MUL(x[e], ntt_gload(a.post_tab, ((u64)k << a.log_mp) | d));
-                }
-                if (a.post) x[e] = NTT_MUL(x[e], post);
-                else if (a.last && !a.post_tab) x[e] = ntt_canonical(x[e]);
-                ntt_gstore(a.dst, ntt_pos(a, g, k, true), x[e]);
-            }
+            for (u32 e = 0; e < 4u; e++) ntt_store_out(a, log_cols, g, lo + e * quarter, x[e], post);
         }
         return;
     }
@@ -551,22 +555,8 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
     for (u32 q = tid; q < cnt; q += nthr) {
         u32 t = jfast_out ? q >> a.m : q & (lines - 1u);
         u32 k = jfast_out ? q & (n - 1u) : q >> a.log_t;
-        u32 g = g0 + t;
         Fr x = ntt_sm_get<LOG_E>(sm, (t << a.m) | k);
-        u64 pos = ntt_pos(a, g, k, true);
-        if (!a.last) {
-            u32 col = (g & ((1u << a.log_c) - 1u)) >> a.log_s;
-            if (a.tw_pass && k != 0u && col != 0u)
-                x = ntt_pass_mul(x, ntt_gload(a.tw_pass, ((u64)k << log_cols) | col));
-            else
-                x = ntt_tw_skip(x);  // the next pass's inputs: below 2r (NTT_LAZY)
-        } else if (a.post_tab) {
-            u32 d = (g >> a.log_s) & ((1u << a.log_mp) - 1u);
-            x = NTT_MUL(x, ntt_gload(a.post_tab, ((u64)k << a.log_mp) | d));
-        }
-        if (a.post) x = NTT_MUL(x, post);
-        else if (a.last && !a.post_tab) x = ntt_canonical(x);
-        ntt_gstore(a.dst, pos, x);
+        ntt_store_out(a, log_cols, g0 + t, k, x, post);
     }
 }
 

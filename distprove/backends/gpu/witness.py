@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 READ_CHUNK_BYTES = 4 << 20
 """Bytes per read (and per queued upload) of the witness values."""
-READ_THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+READ_THREADS = min(8, _CPUS)
 """Reader threads (at most 8, at most the CPUs this process may use); chunks are still uploaded
 in file order. One thread copies about 5 GB/s out of the page cache on the H200 host: a 134 MB
 witness (2^22 values) took 7.5 ms to upload with 4 threads of 8 MiB chunks, 4.2-4.6 with 8 of 4
