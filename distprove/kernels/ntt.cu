@@ -145,19 +145,6 @@ static u64 ntt_mul_count = 0;
 #ifndef NTT_FUSE_LOAD
 #define NTT_FUSE_LOAD NTT_LAZY
 #endif
-// NTT_FUSE_STORE=1 (opt-in, built in session 15 and not yet timed; twiddle-ordered builds):
-// where a line's last butterfly step is a level pair (m even, m >= 4), the store does it: each
-// radix-4 group's four outputs go from registers to global memory instead of back to shared
-// memory, another barrier, and a read, the store's half of what NTT_FUSE_LOAD saved the load.
-// Unlike the load's first pair, these twiddles differ from lane to lane (lanes take
-// consecutive outputs, for coalescing), so their table loads no longer broadcast: a timing
-// decides (gpu/ntt.py BUILDS "fuse_store").
-#ifndef NTT_FUSE_STORE
-#define NTT_FUSE_STORE 0
-#endif
-#if NTT_FUSE_STORE && !NTT_LO_MAJOR
-#error "NTT_FUSE_STORE takes the twiddle-ordered butterflies (NTT_LO_MAJOR)"
-#endif
 // The sub-NTT twiddle table this build takes, for the host that makes it (gpu/ntt.py
 // TWIDDLE_FORMATS): 0 Montgomery values, 1 Shoup pairs, 2 split limbs.
 #define NTT_TW_FORMAT (NTT_SHOUP ? 1u : (NTT_SPLIT ? 2u : 0u))
@@ -482,10 +469,7 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
     // DIT over each line, two levels per barrier (radix-4 groups in registers), then one
     // radix-2 level if m is odd. Level s pairs slots i, i + 2^s with twiddle
     // w_{2^{s+1}}^lo = w_{2^12}^{lo << (11 - s)}, lo = i mod 2^s (1 when lo = 0).
-    // With NTT_FUSE_STORE the store does the last level pair (s_end = m - 2) where m is even.
-    const bool fuse_store = NTT_FUSE_STORE && (a.m & 1u) == 0u && a.m >= 4u;
-    const u32 s_end = fuse_store ? a.m - 2u : a.m;
-    for (; s + 1u < s_end; s += 2u) {
+    for (; s + 1u < a.m; s += 2u) {
         const u32 half = 1u << s;
         // Level pair 0 takes the loaded values, below 2r with NTT_LAZY (a pass's inputs are), so
         // its skipped products and first two butterflies need no subtraction of 2r.
@@ -511,7 +495,7 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
         }
         DP_SYNC();
     }
-    if (s < s_end) {  // s = m - 1: one group per line
+    if (s < a.m) {  // s = m - 1: one group per line
         const u32 half = 1u << s;
         for (u32 b = tid; b < (cnt >> 1); b += nthr) {
 #if NTT_LO_MAJOR
@@ -535,23 +519,6 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
     Fr post;
     if (a.post) post = fr_load(a.post);
     const u32 log_cols = a.log_c - a.log_s;  // non-last: log2(N_{p+1})
-#if NTT_FUSE_STORE
-    if (fuse_store) {
-        // Level pair m - 2 on each radix-4 group, its outputs k = lo + e n/4 straight to global
-        // memory. Lanes take consecutive lo (or lines, on strided views) so each store coalesces.
-        const u32 quarter = n >> 2;
-        for (u32 q = tid; q < (cnt >> 2); q += nthr) {
-            const u32 t = jfast_out ? q >> (a.m - 2u) : q & (lines - 1u);
-            const u32 lo = jfast_out ? q & (quarter - 1u) : q >> a.log_t;
-            const u32 g = g0 + t;
-            Fr x[4];
-            ntt_group4<LOG_E>(a, sm, (t << a.m) | lo, a.m - 2u, lo, lo != 0u, false, x[0], x[1], x[2], x[3]);
-            DP_UNROLL
-            for (u32 e = 0; e < 4u; e++) ntt_store_out(a, log_cols, g, lo + e * quarter, x[e], post);
-        }
-        return;
-    }
-#endif
     for (u32 q = tid; q < cnt; q += nthr) {
         u32 t = jfast_out ? q >> a.m : q & (lines - 1u);
         u32 k = jfast_out ? q & (n - 1u) : q >> a.log_t;

@@ -240,7 +240,6 @@ BUILDS: dict[str, tuple[str, ...]] = {
     "unsplit": ("-DNTT_SPLIT=0",),
     "eager": ("-DNTT_LAZY=0",),
     "unfused": ("-DNTT_FUSE_LOAD=0",),
-    "fuse_store": ("-DNTT_FUSE_STORE=1",),
 }
 """Earlier builds of ntt.cu kept as baselines (the tests check them against the default, the
 benchmarks time them beside it): legacy, the shared-memory layout, butterfly order and arithmetic
@@ -250,8 +249,7 @@ unsplit, FP64 products by Montgomery twiddles converted in every product (the de
 session 14, when the twiddles came split on the host); eager, split twiddles with every value
 reduced below r after each butterfly level (NTT_LAZY=0); unfused, lazy butterflies with the
 first level pair done after the load's shared-memory round trip (NTT_FUSE_LOAD=0, the default
-until session 15); fuse_store, the last level pair done by the store as well (NTT_FUSE_STORE,
-opt-in, not yet timed)."""
+until session 15)."""
 
 TWIDDLE_FORMATS = ("mont", "shoup", "split")
 """The sub-NTT twiddle tables a build of ntt.cu may take, by its NTT_TW_FORMAT: Montgomery values
