@@ -1,14 +1,15 @@
-"""Model 4 and 8 GPUs from the 1- and 2-GPU measurements (issue #10): a model, not a measurement.
+"""Model 2, 4 and 8 GPUs from a 1-GPU measurement (issue #10): a model, not a measurement.
 
-4- and 8-GPU machines are not lent, so this script extends what 1 and 2 H200s measured
+8-GPU machines are not lent (a 4-GPU one was, once), so this script extends what one H200 measured
 (``bench/results/``) with the work per GPU, the measured per-task and per-batch costs, and byte
 counts over stated (assumed) link bandwidths:
 
 * **Batch throughput** (data mode, no pairing check), keys 2^20 and 2^22: per proof, a worker runs
   its tasks (the measured stage seconds of the 1-GPU batch) and idles between them (the rest of
   the 1-GPU wall time after the per-batch fixed cost, which is one lone proof's latency minus its
-  tasks). 2^22 adds the in-process (e2e) time difference between the keys: Dask's per-proof
-  overhead is taken as independent of the key's size. N GPUs take ceil(proofs / N) proofs each;
+  tasks). 2^22 adds the in-process (e2e) time difference between the keys, proofs as prove()
+  runs them (the MSMs overlapped): Dask's per-proof overhead is taken as independent of the key's
+  size, which a measured 2^22 batch checks. N GPUs take ceil(proofs / N) proofs each;
   the scheduler (``tasks_per_proof`` tasks at ``scheduler_task_s`` each) is a bound.
 * **Latency of one 2^24 proof, window-split MSMs** (the split planner as it runs): the prepare on
   one GPU (e2e witness + gather + H, the H scalars downloaded, plus the prepare task's measured
@@ -24,8 +25,8 @@ counts over stated (assumed) link bandwidths:
   residual of the 1-GPU run, kept serial). The same scheduler run as the measured code ran (file
   order, in-order writes, host twiddles packed once per worker and level, no blocking) is the check.
 
-Every model is checked against the measured 2-GPU numbers; at 1 GPU it reproduces its inputs by
-construction. Writes ``bench/results/<date>_scaling-model.json`` and prints markdown tables.
+Every model is checked against each multi-GPU measurement its inputs hold (the batch file's rows
+for 2 or 4 workers, the prepare's 2-worker run); at 1 GPU it reproduces its inputs by construction. Writes ``bench/results/<date>_scaling-model.json`` and prints markdown tables.
 
     python3 pipelines/model_scaling.py [--results bench/results] [--out FILE] [--dask-gbps 2]
 """
@@ -60,15 +61,19 @@ SCALAR_BYTES = 32
 SUM_BYTES = {"G1": 64, "G2": 128}  # one affine window sum
 PTAU_POWER = 20
 INPUTS = {
-    "batch": "2026-11-30_batch-chain20-64-s5run3_2xh200.json",
-    "e2e": "2026-11-30_e2e_h200_run2.json",
+    "batch": "2026-12-01_batch-chain20-64-1gpu-s16_h200.json",
+    "batch_large": "2026-12-01_batch-chain22-32-1gpu-s16_h200.json,2026-12-01_batch-chain24-4-1gpu-s16_h200.json",
+    "e2e": "2026-12-01_e2e_h200_run29.json",
     "ptau_levels": "2026-11-30_ptau-levels_2xh200.json",
     "ptau_prepare": "2026-11-30_ptau-prepare-p20-twiddlecache_2xh200.json",
 }
-"""The newest measurement of each kind (2026-11-30): a 2^20 batch without the pairing check on 1
-and 2 GPUs (fused data mode, pipelined pairs of proofs, commit 44ec498, with its split-mode latency rows), e2e stage
-breakdowns at 2^20-2^24 (commit 4e44a27: the one run with a 2^24 key), ptau level costs, and the
-power-20 prepare on 1 and 2 GPUs."""
+"""The newest measurement of each kind: a 2^20 batch without the pairing check on one H200 (session
+16, commit 6b4f4aa, with its split-mode latency rows; the newest with 2 and 4 GPUs is session 7's
+``2026-11-30_batch-chain20-64-1-2-4gpu-s7_4xh200.json``, for ``--batch``), 2^22 and 2^24 batches
+that check how the model carries the 2^20 batch to larger keys (``--batch-large``: files, or ''
+for none), e2e stage breakdowns at
+2^20, 2^22 and 2^24 (run 29, the same commit), ptau level costs, and the power-20 prepare on 1 and
+2 GPUs (2026-11-30)."""
 
 
 @dataclass(frozen=True)
@@ -111,14 +116,13 @@ def need(mapping: Any, key: Any, path: Path) -> Any:
 
 
 def batch_rows(batch: dict, path: Path) -> tuple[int, dict[int, dict]]:
-    """(log2 of the batch's key size, its rows by worker count); rows for 1 and 2 workers required."""
+    """(log2 of the batch's key size, its rows by worker count); the 1-worker row is required."""
     m = re.search(r"(?:_k|\^)(\d+)", str(need(batch, "key", path)))
     if m is None:
         raise FormatError(path, f"cannot tell the key's size from key {batch['key']!r}")
     rows = {int(need(r, "workers", path)): r for r in need(batch, "rows", path)}
-    for n in (1, 2):
-        if n not in rows:
-            raise FormatError(path, f"no row for {n} worker(s)")
+    if 1 not in rows:
+        raise FormatError(path, "no row for 1 worker")
     return int(m.group(1)), rows
 
 
@@ -126,10 +130,13 @@ def batch_rows(batch: dict, path: Path) -> tuple[int, dict[int, dict]]:
 class E2e:
     """One e2e key: its sizes and the per-stage seconds of one in-process proof (one MSM at a time)."""
 
+    key: str
     log_n: int
     n_vars: int
     seconds: dict[str, float]
     total_s: float
+    overlapped_s: float
+    """The proof as prove() runs it (the MSMs overlapped), what a data-mode task does."""
 
     def msm_points(self, which: str) -> int:
         """Points of MSM ``which`` (C skips w[0..nPublic]: one public input in the dev keys)."""
@@ -142,8 +149,27 @@ def e2e_entry(e2e: dict, log_n: int, path: Path) -> E2e:
         ms = entry.get("profiled_stages_ms") or entry.get("stages_ms", {})
         if entry.get("domain_log2") == log_n and "chain" in entry.get("key", "") and "msm_B2" in ms:
             total = entry.get("profiled_total_ms", entry.get("median_total_ms"))
-            return E2e(log_n, int(need(entry, "n_vars", path)), {k: v / 1e3 for k, v in ms.items()}, total / 1e3)
+            overlapped = entry.get("median_total_ms", total)
+            return E2e(entry["key"], log_n, int(need(entry, "n_vars", path)), {k: v / 1e3 for k, v in ms.items()}, total / 1e3,
+                       overlapped / 1e3)
     raise FormatError(path, f"no chain key of domain 2^{log_n} with per-MSM stages")
+
+
+def e2e_entries(paths: list[Path], sizes: list[int]) -> dict[int, E2e]:
+    """Each size's chain key from the first of ``paths`` that has it (a run at the batch's own
+    commit first, then one that adds the sizes it lacks)."""
+    docs = [(path, load(path)) for path in paths]
+    found = {}
+    for n in sizes:
+        for path, doc in docs:
+            try:
+                found[n] = e2e_entry(doc, n, path)
+                break
+            except FormatError:
+                continue
+        else:
+            raise FormatError(paths[-1], f"no chain key of domain 2^{n} with per-MSM stages")
+    return found
 
 
 # ---- batch throughput (data mode) ---------------------------------------------------------------
@@ -171,10 +197,10 @@ def batch_params(row: dict, path: Path) -> BatchParams:
     return BatchParams(proofs, task_s, idle_s, fixed_s)
 
 
-def batch_throughput(p: BatchParams, gpus: int, extra_s: float, a: Assumed) -> dict[str, float]:
-    """Proofs per second of a batch of the measured size on ``gpus`` GPUs (``extra_s``: more
-    in-process seconds per proof than the measured key), with what bounds it."""
-    proofs = p.proofs
+def batch_throughput(p: BatchParams, gpus: int, extra_s: float, a: Assumed, proofs: int | None = None) -> dict[str, float]:
+    """Proofs per second of a batch of ``proofs`` (default: the measured count) on ``gpus`` GPUs
+    (``extra_s``: more in-process seconds per proof than the measured key), with what bounds it."""
+    proofs = proofs or p.proofs
     work = p.fixed_s + math.ceil(proofs / gpus) * (p.task_s + p.idle_s + extra_s)
     sched = p.fixed_s + proofs * a.tasks_per_proof * a.scheduler_task_s
     wall = max(work, sched)
@@ -453,27 +479,36 @@ def ptau_model(costs: PtauCosts, rows: dict[int, dict], sp_task_s: float, a: Ass
 
 
 def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
-    """Every model, its 2-GPU check and the inputs it read."""
+    """Every model, its checks against the multi-GPU measurements and the inputs it read."""
     paths = {role: results / name for role, name in files.items()}
     batch = load(paths["batch"])
     log_b, rows = batch_rows(batch, paths["batch"])
-    e2e_doc = load(paths["e2e"])
-    e2e = {n: e2e_entry(e2e_doc, n, paths["e2e"]) for n in sorted({log_b, 22, 24})}
+    large_paths = [results / name for name in files["batch_large"].split(",") if name]
+    large = {path: batch_rows(load(path), path) for path in large_paths}
+    e2e = e2e_entries([results / name for name in files["e2e"].split(",")],
+                      sorted({log_b, 22, 24} | {log_l for log_l, _ in large.values()}))
+    for path, (log_l, _) in large.items():
+        if e2e[log_l].key not in str(load(path)["key"]):
+            raise FormatError(path, f"its key is not the e2e input's chain key of domain 2^{log_l}")
     wpt = int(config.get("planner.windows-per-task"))
 
     bp = batch_params(rows[1], paths["batch"])
-    batch_model = {
-        f"2^{n}": {g: batch_throughput(bp, g, e2e[n].total_s - e2e[log_b].total_s, a) for g in GPUS}
-        for n in (log_b, 22)
-    }
-    ratio = e2e[22].total_s / e2e[log_b].total_s  # the other reading: Dask's per-proof overhead grows with the key
+    extra = {n: e2e[n].overlapped_s - e2e[log_b].overlapped_s for n in e2e}
+    batch_model = {f"2^{n}": {g: batch_throughput(bp, g, extra[n], a) for g in GPUS} for n in (log_b, 22)}
+    ratio = e2e[22].overlapped_s / e2e[log_b].overlapped_s  # the other reading: Dask's per-proof overhead grows with the key
     scaled = BatchParams(bp.proofs, bp.task_s * ratio, bp.idle_s * ratio, bp.fixed_s)
     batch_model_scaled = {g: batch_throughput(scaled, g, 0.0, a) for g in GPUS}
     sp = split_params(rows[1], e2e[log_b], a, wpt, paths["batch"])
+    # One 2^24 proof's latency from a lone 2^24 split proof's own costs where a batch measured one:
+    # the prepare's overhead grows with the H scalars it hands back (session 16: 0.013 s at 2^20,
+    # 0.17 s at 2^24), which the batch key's costs miss (the check rows show by how much).
+    at24 = [(path, rows_l) for path, (log_l, rows_l) in large.items() if log_l == 24]
+    sp24 = split_params(at24[0][1][1], e2e[24], a, wpt, at24[0][0]) if at24 else sp
     latency = {
-        "as_run": {g: split_latency(sp, e2e[24], g, a, wpt) for g in GPUS},
-        "device_links": {g: split_latency(sp, e2e[24], g, a, wpt, device=True) for g in GPUS},
-        "data_mode_one_gpu_s": rows[1]["latency_data_s"] - e2e[log_b].total_s + e2e[24].total_s,
+        "split_costs_from": str(at24[0][0].name if at24 else paths["batch"].name),
+        "as_run": {g: split_latency(sp24, e2e[24], g, a, wpt) for g in GPUS},
+        "device_links": {g: split_latency(sp24, e2e[24], g, a, wpt, device=True) for g in GPUS},
+        "data_mode_one_gpu_s": rows[1]["latency_data_s"] + extra[24],
         "h_one_gpu_s": e2e[24].seconds["ntt"],
         "h_fourstep_dask_s": {g: fourstep_h_s(e2e[24], g, a.dask_tcp) for g in GPUS},
         "h_fourstep_device_s": {g: fourstep_h_s(e2e[24], g, a.device_link) for g in GPUS},
@@ -483,37 +518,52 @@ def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
     costs = ptau_costs(load(paths["ptau_levels"]), paths["ptau_levels"])
     ptau = ptau_model(costs, prep_rows, sp.task_overhead_s, a, paths["ptau_prepare"])
 
-    implied = implied_dask_bw(sp, e2e[log_b], a, wpt, rows[2]["latency_split_s"])
+    implied = implied_dask_bw(sp, e2e[log_b], a, wpt, rows[2]["latency_split_s"]) if 2 in rows else None
     if implied is not None:
         fitted = Assumed(**{**asdict(a), "dask_tcp": implied})
         latency["dask_bw_matching_2gpu_check"] = implied
-        latency["as_run_at_matching_bw"] = {g: split_latency(sp, e2e[24], g, fitted, wpt) for g in GPUS}
+        latency["as_run_at_matching_bw"] = {g: split_latency(sp24, e2e[24], g, fitted, wpt) for g in GPUS}
     rate = "throughput_proofs_per_s"
-    check = {  # (1 GPU measured, 2 GPUs measured, 2 GPUs model)
-        f"batch 2^{log_b} proofs/s ({bp.proofs} proofs, data mode)": (
-            rows[1][rate], rows[2][rate], batch_model[f"2^{log_b}"][2]["proofs_per_s"]),
-        f"split latency 2^{log_b}, one proof (s)": (
-            rows[1]["latency_split_s"], rows[2]["latency_split_s"], split_latency(sp, e2e[log_b], 2, a, wpt)["total"]),
-        f"ptau prepare p{PTAU_POWER} (s), code as measured": (
-            prep_rows[1]["seconds"], need(prep_rows, 2, paths["ptau_prepare"])["seconds"], ptau["as_measured"][2]),
-    }
+    checks = []  # (what, GPUs, 1 GPU measured, n GPUs measured, n GPUs model)
+    for n in sorted(g for g in rows if g > 1):
+        checks += [
+            (f"batch 2^{log_b} proofs/s ({bp.proofs} proofs, data mode)", n,
+             rows[1][rate], rows[n][rate], batch_model[f"2^{log_b}"][n]["proofs_per_s"]),
+            (f"split latency 2^{log_b}, one proof (s)", n,
+             rows[1]["latency_split_s"], rows[n]["latency_split_s"], split_latency(sp, e2e[log_b], n, a, wpt)["total"]),
+        ]
+    for path in large_paths:  # batches of larger keys: how the model carries the batch key's costs to them
+        log_l, rows_l = large[path]
+        for n, row in sorted(rows_l.items()):
+            checks += [
+                (f"batch 2^{log_l} proofs/s ({row['proofs']} proofs, data mode)", n, rows_l[1][rate], row[rate],
+                 batch_throughput(bp, n, extra[log_l], a, int(row["proofs"]))["proofs_per_s"]),
+                (f"data latency 2^{log_l}, one proof (s)", n, rows_l[1]["latency_data_s"], row["latency_data_s"],
+                 rows[1]["latency_data_s"] + extra[log_l]),
+                (f"split latency 2^{log_l}, one proof (s)", n, rows_l[1]["latency_split_s"], row["latency_split_s"],
+                 split_latency(sp, e2e[log_l], n, a, wpt)["total"]),
+            ]
+    if 2 in prep_rows:
+        checks.append((f"ptau prepare p{PTAU_POWER} (s), code as measured", 2,
+                       prep_rows[1]["seconds"], prep_rows[2]["seconds"], ptau["as_measured"][2]))
     return {
-        "note": "MODEL, not measured: 4 and 8 GPUs extrapolated from 1- and 2-GPU measurements (issue #10)",
+        "note": "MODEL, not measured: 2, 4 and 8 GPUs extrapolated from 1-GPU measurements (issue #10)",
         "inputs": dict(files),
         "assumed": asdict(a),
-        "measured_params": {"batch": asdict(bp), "split": asdict(sp), "windows_per_task": wpt,
+        "measured_params": {"batch": asdict(bp), "split": asdict(sp), "split_2^24": asdict(sp24),
+                            "windows_per_task": wpt,
                             "ptau_per_unit_s": costs.per_unit, "ptau_host_twiddle_s_per_scalar": costs.host_twiddle_s},
         "batch": batch_model,
         "batch_2^22_if_overhead_scales": batch_model_scaled,
         "latency_2^24": latency,
         "ptau_p20": ptau,
-        "check_2gpu": {k: {"measured_1": m1, "measured_2": m2, "model_2": p2, "model_over_measured": p2 / m2}
-                       for k, (m1, m2, p2) in check.items()},
+        "checks": [{"what": w, "gpus": n, "measured_1": m1, "measured": mn, "model": pn, "model_over_measured": pn / mn}
+                   for w, n, m1, mn, pn in checks],
     }
 
 
 def markdown(m: dict[str, Any]) -> str:
-    """The model's table, its 2-GPU check and where 8 GPUs lose, as markdown."""
+    """The model's table, its checks against measurements and where 8 GPUs lose, as markdown."""
     (k_small, small), (k_large, large) = m["batch"].items()
     lat = m["latency_2^24"]
     split, dev, pt = lat["as_run"], lat["device_links"], m["ptau_p20"]["current"]
@@ -531,9 +581,10 @@ def markdown(m: dict[str, Any]) -> str:
         cells = [cell(small, g, "proofs_per_s", True), cell(large, g, "proofs_per_s", True), cell(split, g, "total", False),
                  cell(dev, g, "total", False), cell(pt, g, "total", False)]
         out.append(f"| {g} | " + " | ".join(cells) + " |")
-    out += ["", "| check | 1 GPU measured | 2 GPUs measured | 2 GPUs model | model / measured |", "|---|---|---|---|---|"]
-    for k, c in m["check_2gpu"].items():
-        out.append(f"| {k} | {c['measured_1']:.3f} | {c['measured_2']:.3f} | {c['model_2']:.3f} | {c['model_over_measured']:.2f} |")
+    out += ["", "| check | GPUs | 1 GPU measured | measured | model | model / measured |", "|---|---|---|---|---|---|"]
+    for c in m["checks"]:
+        out.append(f"| {c['what']} | {c['gpus']} | {c['measured_1']:.3f} | {c['measured']:.3f} | {c['model']:.3f} "
+                   f"| {c['model_over_measured']:.2f} |")
 
     b8, s8, p8 = small[8], split[8], pt[8]
     out += [
@@ -567,7 +618,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path(__file__).resolve().parents[1] / "bench" / "results")
     for role, name in INPUTS.items():
-        ap.add_argument(f"--{role.replace('_', '-')}", default=name, help=f"file in --results (default {name})")
+        ap.add_argument(f"--{role.replace('_', '-')}", default=name,
+                        help=f"file in --results (default {name}){'; or FILE,FILE...' if ',' in name else ''}")
     ap.add_argument("--out", type=Path, help="JSON output (default <results>/<today>_scaling-model.json)")
     ap.add_argument("--dask-gbps", type=float, default=Assumed.dask_tcp / 1e9, help="assumed worker-to-worker GB/s")
     ap.add_argument("--pcie-gbps", type=float, default=Assumed.pcie / 1e9, help="assumed host<->device GB/s")

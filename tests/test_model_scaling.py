@@ -42,11 +42,17 @@ def _e2e(log_n: int, scale: float) -> dict:
             "profiled_total_ms": sum(ms.values())}
 
 
+_row24 = {**_row(1, 30.0), "latency_split_s": 1.9, "latency_split_stages": {
+    "prove-prepare": 0.3, "msm-windows": 1.2, "reduce": 0.012, "verify-write": 0.003}}
+
+
 @pytest.fixture()
 def results(tmp_path: Path, ms: ModuleType) -> Path:
     """A results folder of synthetic measurements under the script's default file names."""
     files = {
         "batch": {"key": "synth chain 2^20", "verify": False, "rows": [_row(1, 2.6), _row(2, 1.35)]},
+        "batch_large": [{"key": "keys/chain_k22/key.zarr", "verify": False, "rows": [_row(1, 7.0)]},
+                        {"key": "keys/chain_k24/key.zarr", "verify": False, "rows": [_row24]}],
         "e2e": {"synthetic": [_e2e(20, 1.0), _e2e(22, 3.0), _e2e(24, 12.0)]},
         "ptau_levels": [
             {"group": g, "log_n": p, "level_s": k * (1 << p) * (p + 1), "host_twiddles_s": 3e-6 * (1 << p)}
@@ -54,8 +60,9 @@ def results(tmp_path: Path, ms: ModuleType) -> Path:
         ],
         "ptau_prepare": [{"power": 20, "workers": 1, "seconds": 36.0}, {"power": 20, "workers": 2, "seconds": 25.0}],
     }
-    for role, doc in files.items():
-        (tmp_path / ms.INPUTS[role]).write_text(json.dumps(doc))
+    for role, docs in files.items():
+        for name, doc in zip(ms.INPUTS[role].split(","), docs if role == "batch_large" else [docs]):
+            (tmp_path / name).write_text(json.dumps(doc))
     return tmp_path
 
 
@@ -66,7 +73,15 @@ def test_reproduces_one_gpu_and_is_monotone(ms: ModuleType, results: Path, capsy
 
     b20, b22 = model["batch"]["2^20"], model["batch"]["2^22"]
     assert b20[1]["proofs_per_s"] == pytest.approx(batch["rows"][0]["throughput_proofs_per_s"])
-    checks = list(model["check_2gpu"].values())
+    checks = model["checks"]
+    assert [(c["what"].split()[:3], c["gpus"]) for c in checks] == [
+        (["batch", "2^20", "proofs/s"], 2), (["split", "latency", "2^20,"], 2),
+        (["batch", "2^22", "proofs/s"], 1), (["data", "latency", "2^22,"], 1), (["split", "latency", "2^22,"], 1),
+        (["batch", "2^24", "proofs/s"], 1), (["data", "latency", "2^24,"], 1), (["split", "latency", "2^24,"], 1),
+        (["ptau", "prepare", "p20"], 2)]
+    assert checks[2]["model"] == pytest.approx(b22[1]["proofs_per_s"])
+    # One 2^24 proof's split latency takes the 2^24 batch's own costs: at 1 GPU it is that batch's
+    assert model["latency_2^24"]["as_run"][1]["total"] == pytest.approx(1.9)
     assert checks[1]["measured_1"] == 0.4 and model["ptau_p20"]["as_measured"][1] == pytest.approx(36.0)
     a = ms.Assumed()
     e20 = ms.e2e_entry({"synthetic": [_e2e(20, 1.0)]}, 20, out)
@@ -87,7 +102,32 @@ def test_reproduces_one_gpu_and_is_monotone(ms: ModuleType, results: Path, capsy
     written = json.loads(out.read_text())
     assert written["note"].startswith("MODEL") and set(written["batch"]["2^20"]) == {"1", "2", "4", "8"}
     table = capsys.readouterr().out
-    assert "| 8 |" in table and "2 GPUs model" in table
+    assert "| 8 |" in table and "| model / measured |" in table
+
+
+@pytest.mark.parametrize("workers", [(1,), (1, 2, 4)])
+def test_checks_every_measured_gpu_count(ms: ModuleType, results: Path, workers: tuple[int, ...]) -> None:
+    """A 1-GPU batch alone builds the model with no batch check; 2 and 4 GPUs are each checked."""
+    walls = {1: 2.6, 2: 1.35, 4: 0.72}
+    batch = {"key": "synth chain 2^20", "verify": False, "rows": [_row(n, walls[n]) for n in workers]}
+    (results / ms.INPUTS["batch"]).write_text(json.dumps(batch))
+    model = ms.main(["--results", str(results), "--out", str(results / "m.json")])
+    batch_checks = [c for c in model["checks"] if c["what"].startswith("batch 2^20")]
+    assert [c["gpus"] for c in batch_checks] == [n for n in workers if n > 1]
+    for c in batch_checks:
+        assert c["measured"] == pytest.approx(16 / walls[c["gpus"]])
+        assert c["model"] == pytest.approx(model["batch"]["2^20"][c["gpus"]]["proofs_per_s"])
+    assert ("dask_bw_matching_2gpu_check" in model["latency_2^24"]) <= (2 in workers)
+
+
+def test_large_batch_of_another_key_is_refused(ms: ModuleType, results: Path) -> None:
+    """The 2^22 check needs the e2e input's own 2^22 key (another key of that domain is another circuit)."""
+    large22 = ms.INPUTS["batch_large"].split(",")[0]
+    (results / large22).write_text(json.dumps({"key": "keys/chain_n3200000^22", "rows": [_row(1, 7.0)]}))
+    with pytest.raises(FormatError, match="not the e2e input's chain key of domain 2\\^22"):
+        ms.main(["--results", str(results), "--out", str(results / "m.json")])
+    model = ms.main(["--results", str(results), "--out", str(results / "m.json"), "--batch-large", ""])
+    assert not [c for c in model["checks"] if "2^22" in c["what"]]
 
 
 def test_missing_file_is_one_line_error(ms: ModuleType, results: Path) -> None:
