@@ -525,6 +525,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 assemble_on_workers=opts.verify_in == "workers",
                 fuse_below=settings.fuse_below,
                 max_proofs_per_task=settings.proofs_per_task,
+                group_domain=settings.group_domain,
             )
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)

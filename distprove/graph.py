@@ -75,8 +75,8 @@ from distprove.worker import (
 MODES = ("auto", "data", "split")
 DEFAULT_FOURSTEP_MIN_DOMAIN = 1 << 16
 GROUP_DOMAIN = 1 << 22
-"""A prove-whole task of several proofs holds at most this many domain points in all (four proofs
-at 2^20, ~0.25 s of an H200). Each task loses about one proof's host tail (its assembly and write
+"""The default of ``distprove.planner.group-domain``: a prove-whole task of several proofs holds at
+most this many domain points in all (four proofs at 2^20, ~0.25 s of an H200 when it was set). Each task loses about one proof's host tail (its assembly and write
 with the device idle) plus the task's round trip, ~7-10 ms on 2 x H200: 8 fixture proofs (2^13)
 or 2 proofs at 2^20 a task left the workers at 0.82 and 0.94 of the pipelined bare loop."""
 TASKS_PER_WORKER = 8
@@ -109,6 +109,8 @@ class Plan:
     """Data mode proves a key whose domain size is below this in one task per proof (None: never)."""
     max_proofs_per_task: int = 1
     """Data mode: up to this many proofs of a fused key in one prove-whole task (see :meth:`proofs_per_task`)."""
+    group_domain: int = GROUP_DOMAIN
+    """Data mode: an unchecked group of fused proofs holds at most this many domain points."""
 
     def fuses(self, info: KeyInfo) -> bool:
         """Whether a proof of this key is one prove-whole task."""
@@ -129,7 +131,7 @@ class Plan:
         A Dask task costs ~2 ms of worker time around its body (measured on 2 x H200), and a
         group is pipelined (one proof's host assembly beside the next one's MSMs) except at its
         ends, so every task boundary costs about one proof's host work with the device idle;
-        grouping pays it once per task. Groups stay below :data:`GROUP_DOMAIN` domain points (but
+        grouping pays it once per task. Groups stay below :attr:`group_domain` domain points (but
         hold two proofs of a larger key), at most ``max_proofs_per_task``, and small enough that
         every worker gets :data:`TASKS_PER_WORKER` tasks to balance (the last task of a worker is
         the batch's tail); groups that check their proofs (:attr:`writes_in_task` with ``verify``)
@@ -137,7 +139,7 @@ class Plan:
         if not self.fuses(info):
             return 1
         checked = self.verify and self.writes_in_task
-        domain = CHECKED_GROUP_DOMAIN if checked else GROUP_DOMAIN
+        domain = CHECKED_GROUP_DOMAIN if checked else self.group_domain
         tasks = CHECKED_TASKS_PER_WORKER if checked else TASKS_PER_WORKER
         balance = n_proofs // (tasks * max(1, len(self.workers)))
         return max(1, min(self.max_proofs_per_task, max(2, domain // info.domain_size), balance))

@@ -360,6 +360,7 @@ def main() -> None:
     ap.add_argument("--fuse-below", help="distprove.planner.fuse-below for the batches: a domain size, or null (never fuse)")
     ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval on the workers (seconds; an experiment)")
     ap.add_argument("--proofs-per-task", type=int, help="distprove.planner.proofs-per-task for the batches (fused keys)")
+    ap.add_argument("--group-domain", type=int, help="distprove.planner.group-domain for the batches (fused keys)")
     ap.add_argument("--fourstep-min-domain", type=int,
                     help="also time one split-mode proof with H as four-step blocks across the workers (this threshold)")
     ap.add_argument("--no-parallel", action="store_true",
@@ -378,9 +379,14 @@ def main() -> None:
         import dask.config
 
         dask.config.set({"distprove.planner.proofs-per-task": args.proofs_per_task})
+    if args.group_domain is not None:
+        import dask.config
+
+        dask.config.set({"distprove.planner.group-domain": args.group_domain})
     from distprove import config
 
-    fuse_below, per_task = config.settings().fuse_below, config.settings().proofs_per_task
+    fuse_below, per_task, group_domain = (config.settings().fuse_below, config.settings().proofs_per_task,
+                                          config.settings().group_domain)
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         workdir = Path(tmp)
         if args.key is not None:
@@ -406,7 +412,7 @@ def main() -> None:
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpus": gpu_names(),
               "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
               "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below,
-              "proofs_per_task": per_task,
+              "proofs_per_task": per_task, "group_domain": group_domain,
               "switch_interval": args.switch_interval, "rows": rows, "bare": base,
               "bare_parallel": list(parallel.values()),
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}

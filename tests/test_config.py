@@ -116,6 +116,7 @@ def test_env_beats_yaml_file(fresh_config, monkeypatch: pytest.MonkeyPatch) -> N
         ("distprove.planner.mode", "both", ["distprove.planner.mode", "both"]),
         ("distprove.planner.windows-per-task", 0, ["windows-per-task", ">= 1"]),
         ("distprove.planner.gpu-split-min-domain", "big", ["gpu-split-min-domain", "big"]),
+        ("distprove.planner.group-domain", 0, ["group-domain", ">= 1"]),
         ("distprove.key-cache.count", "two", ["key-cache.count"]),
         ("distprove.key-cache.gpu-bytes", "lots", ["gpu-bytes", "lots"]),
         ("distprove.verify", "maybe", ["distprove.verify", "maybe"]),

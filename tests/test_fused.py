@@ -19,7 +19,7 @@ import distprove
 from distprove import config, worker
 from distprove.errors import FormatError
 from distprove.formats.jsonio import read_public
-from distprove.graph import Plan
+from distprove.graph import GROUP_DOMAIN, Plan
 from distprove.keystore import ZkeyKey, import_key
 from distprove.prover import prove
 from distprove.worker import Assembled, Collected, KeyInfo, ProofSpec, ProverState
@@ -93,6 +93,12 @@ def test_proofs_per_task_groups_small_fused_proofs_and_leaves_tasks_to_balance()
     assert Plan("data", ("a",), fuse_below=1 << 18, max_proofs_per_task=8).proofs_per_task(small, 64) == 8
     assert Plan("data", ("a",), fuse_below=1 << 12, max_proofs_per_task=8).proofs_per_task(small, 64) == 1  # not fused
     assert Plan("split", ("a",), fuse_below=1 << 18, max_proofs_per_task=8).proofs_per_task(small, 64) == 1
+    # planner.group-domain sets the unchecked groups' cap (not the checked ones')
+    assert config.settings().group_domain == GROUP_DOMAIN
+    wide = Plan("data", ("a",), verify=False, fuse_below=1 << 23, max_proofs_per_task=32, group_domain=1 << 23)
+    assert wide.proofs_per_task(mid, 64) == 8 and wide.proofs_per_task(mid, 1000) == 8 and wide.proofs_per_task(big, 1000) == 2
+    with dask.config.set({"distprove.planner.group-domain": 1 << 21}):
+        assert config.settings().group_domain == 1 << 21
 
 
 def test_auto_mode_splits_only_large_keys_with_few_proofs() -> None:
