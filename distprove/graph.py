@@ -74,11 +74,14 @@ from distprove.worker import (
 
 MODES = ("auto", "data", "split")
 DEFAULT_FOURSTEP_MIN_DOMAIN = 1 << 16
-GROUP_DOMAIN = 1 << 22
+GROUP_DOMAIN = 1 << 23
 """The default of ``distprove.planner.group-domain``: a prove-whole task of several proofs holds at
-most this many domain points in all (four proofs at 2^20, ~0.25 s of an H200 when it was set). Each task loses about one proof's host tail (its assembly and write
-with the device idle) plus the task's round trip, ~7-10 ms on 2 x H200: 8 fixture proofs (2^13)
-or 2 proofs at 2^20 a task left the workers at 0.82 and 0.94 of the pipelined bare loop."""
+most this many domain points in all (eight proofs at 2^20, ~0.3 s of an H200). Each task loses
+about one proof's host tail (its assembly and write with the device idle) plus the task's round
+trip, ~7-12 ms: 8 fixture proofs (2^13) or 2 proofs at 2^20 a task left the workers at 0.82 and
+0.94 of the pipelined bare loop (2 x H200, session 6); once proofs got faster, groups of 4 at 2^20
+left 0.89-0.91 and groups of 8 0.92-0.93 (23.8-24.2 against 24.9-25.4 proofs/s, 1 x H200,
+bench/results/2026-12-01_batch-chain20-64-group2{2,3}-r*-s16_h200.json)."""
 TASKS_PER_WORKER = 8
 """Grouped proofs leave at least this many tasks per worker, for the scheduler to balance."""
 CHECKED_GROUP_DOMAIN = 1 << 24

@@ -80,7 +80,7 @@ def test_proofs_per_task_groups_small_fused_proofs_and_leaves_tasks_to_balance()
     assert two.proofs_per_task(small, 64) == 4  # 64 proofs leave 8 tasks on each of 2 workers
     assert two.proofs_per_task(small, 1000) == 8  # at most the setting
     assert two.proofs_per_task(small, 20) == 1  # too few to group and still balance
-    assert two.proofs_per_task(mid, 1000) == 4  # 2^22 domain points a group
+    assert two.proofs_per_task(mid, 1000) == 8  # 2^23 domain points a group (and the setting's 8)
     assert two.proofs_per_task(big, 1000) == 2  # beyond them: two, for the pipelining
     assert two.proofs_per_task(big, 20) == 1
     # Checked in the task: a group's end also pays the batched check, so groups go larger.
@@ -95,8 +95,9 @@ def test_proofs_per_task_groups_small_fused_proofs_and_leaves_tasks_to_balance()
     assert Plan("split", ("a",), fuse_below=1 << 18, max_proofs_per_task=8).proofs_per_task(small, 64) == 1
     # planner.group-domain sets the unchecked groups' cap (not the checked ones')
     assert config.settings().group_domain == GROUP_DOMAIN
-    wide = Plan("data", ("a",), verify=False, fuse_below=1 << 23, max_proofs_per_task=32, group_domain=1 << 23)
-    assert wide.proofs_per_task(mid, 64) == 8 and wide.proofs_per_task(mid, 1000) == 8 and wide.proofs_per_task(big, 1000) == 2
+    narrow = Plan("data", ("a",), verify=False, fuse_below=1 << 23, max_proofs_per_task=32, group_domain=1 << 22)
+    assert narrow.proofs_per_task(mid, 64) == 4 and narrow.proofs_per_task(mid, 1000) == 4 and narrow.proofs_per_task(big, 1000) == 2
+    assert two.proofs_per_task(mid, 128) == 8 and narrow.proofs_per_task(small, 1000) == 32
     with dask.config.set({"distprove.planner.group-domain": 1 << 21}):
         assert config.settings().group_domain == 1 << 21
 
