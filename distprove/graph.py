@@ -153,6 +153,16 @@ class Plan:
         step = max(1, self.windows_per_task)
         return [(lo, min(lo + step, w_count)) for lo in range(0, w_count, step)]
 
+    def hands_h_over(self, info: KeyInfo) -> bool:
+        """Whether the prepare downloads the H scalars into its result for H tasks on other workers.
+
+        Only split mode pins H tasks elsewhere, and only a CPU key's workers are better off
+        receiving them: a GPU worker recomputes H from the witness it reads anyway for its other
+        tasks (gather and NTT, ~37 ms at 2^24 on an H200) faster than 512 MB cross Dask, and the
+        prepare then skips the download and its pickling (its overhead beyond the in-process
+        stages was 0.17 s at 2^24, 0.013 s at 2^20; 1 x H200, session 16)."""
+        return self.mode == "split" and info.backend == "cpu"
+
     def uses_fourstep(self, info: KeyInfo) -> bool:
         """Whether H for this key runs as four-step blocks across workers."""
         threshold = self.fourstep_min_domain
@@ -195,10 +205,9 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     nw = len(plan.workers)
     common: dict[str, Any] = {"pure": False, "priority": priority}
     fourstep = plan.uses_fourstep(info)
-    # Split mode pins H tasks to other workers: they need the H scalars on the host. In data mode
-    # they stay on the preparing worker's device (a task moved elsewhere recomputes them).
-    host_h = plan.mode == "split"
-    prepared = client.submit(prepare, spec, not fourstep, host_h, key=("prove-prepare", name, tag), **common)
+    # The H scalars stay on the preparing worker's device unless plan.hands_h_over: an H task that
+    # runs elsewhere recomputes them from the witness (worker._msm_scalars).
+    prepared = client.submit(prepare, spec, not fourstep, plan.hands_h_over(info), key=("prove-prepare", name, tag), **common)
     futures = [prepared]
     h_source: Future = prepared
     if fourstep:

@@ -413,6 +413,8 @@ def main() -> None:
               "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
               "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below,
               "proofs_per_task": per_task, "group_domain": group_domain,
+              # how split rows hand H to other workers (graph.Plan.hands_h_over: CPU keys only)
+              "split_h": "host" if base["backend"] == "cpu" else "recompute",
               "switch_interval": args.switch_interval, "rows": rows, "bare": base,
               "bare_parallel": list(parallel.values()),
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}

@@ -235,29 +235,44 @@ class SplitParams:
     task_overhead_s: float
     reduce_s: float
     write_s: float
+    h_on_host: bool = True
+    """How the measured code handed H to split H tasks elsewhere: downloaded by the prepare and
+    sent through Dask (True), or recomputed from the witness there (GPU keys since session 16)."""
 
 
-def split_params(row: dict, e: E2e, a: Assumed, windows_per_task: int, path: Path) -> SplitParams:
+def hands_h_over(batch: dict) -> bool:
+    """Whether a batch file's split rows ran with the H scalars downloaded and sent through Dask
+    (files before session 16 lack ``split_h``: they did)."""
+    return batch.get("split_h", "host") == "host"
+
+
+def split_params(row: dict, e: E2e, a: Assumed, windows_per_task: int, path: Path, h_on_host: bool = True) -> SplitParams:
     """Split-mode costs from one lone proof on one GPU, against the same key's e2e stages."""
     stages = need(row, "latency_split_stages", path)
     tasks = msm_tasks(e, windows_per_task)
-    prep_inproc = e.seconds["witness"] + e.seconds["gather"] + e.seconds["ntt"] + (SCALAR_BYTES << e.log_n) / a.pcie
+    prep_inproc = e.seconds["witness"] + e.seconds["gather"] + e.seconds["ntt"]
+    prep_inproc += (SCALAR_BYTES << e.log_n) / a.pcie if h_on_host else 0.0
     return SplitParams(
         fixed_s=need(row, "latency_split_s", path) - sum(stages.values()),
         prepare_overhead_s=need(stages, "prove-prepare", path) - prep_inproc,
         task_overhead_s=(need(stages, "msm-windows", path) - sum(t[2] for t in tasks)) / len(tasks),
         reduce_s=stages.get("reduce", 0.0),
         write_s=stages.get("verify-write", 0.0),
+        h_on_host=h_on_host,
     )
 
 
-def split_latency(sp: SplitParams, e: E2e, gpus: int, a: Assumed, windows_per_task: int, device: bool = False) -> dict[str, float]:
+def split_latency(sp: SplitParams, e: E2e, gpus: int, a: Assumed, windows_per_task: int, device: bool = False,
+                  h_on_host: bool | None = None) -> dict[str, float]:
     """Seconds of one proof in split mode on ``gpus`` GPUs and its parts (they add up to ``total``).
 
-    As the code runs (``device`` False): a worker other than the preparer (worker 0) fetches the
-    prepare result with the H scalars over Dask, reads and uploads the witness again for its
-    A/B1/B2/C tasks and uploads the H scalars for each H task. ``device``: both vectors go GPU to GPU.
+    A worker other than the preparer (worker 0) reads and uploads the witness again for its tasks;
+    for its H tasks, with ``h_on_host`` (default: as ``sp`` was measured) it fetches the H scalars
+    that the prepare downloaded over Dask and uploads them for each H task, without it (GPU keys
+    as the code runs now) it recomputes them once (gather and NTT). ``device``: both vectors go
+    GPU to GPU instead (a what-if).
     """
+    host = sp.h_on_host if h_on_host is None else h_on_host
     h_bytes, w_bytes = SCALAR_BYTES << e.log_n, SCALAR_BYTES * e.n_vars
     link = a.device_link if device else a.dask_tcp
     work, count, extra = [0.0] * gpus, [0] * gpus, [0.0] * gpus
@@ -271,13 +286,18 @@ def split_latency(sp: SplitParams, e: E2e, gpus: int, a: Assumed, windows_per_ta
         has_w[k] |= which != "H"
         sum_bytes += windows * SUM_BYTES["G2" if which == "B2" else "G1"] if k else 0  # the reducer on worker 0
     for k in range(1, gpus):
-        extra[k] += h_bytes / link if count[k] else 0.0
-        extra[k] += (w_bytes / link if device else e.seconds["witness"]) if has_w[k] else 0.0
-        extra[k] += 0.0 if device else h_tasks[k] * h_bytes / a.pcie
+        if device or host:
+            extra[k] += h_bytes / link if count[k] else 0.0
+            extra[k] += (w_bytes / link if device else e.seconds["witness"]) if has_w[k] else 0.0
+            extra[k] += 0.0 if device else h_tasks[k] * h_bytes / a.pcie
+        else:
+            extra[k] += e.seconds["witness"] if count[k] else 0.0
+            extra[k] += e.seconds["gather"] + e.seconds["ntt"] if h_tasks[k] else 0.0
     crit = max(range(gpus), key=lambda k: work[k] + count[k] * sp.task_overhead_s + extra[k])
     parts = {
         "fixed": sp.fixed_s,
-        "prepare": e.seconds["witness"] + e.seconds["gather"] + e.seconds["ntt"] + h_bytes / a.pcie + sp.prepare_overhead_s,
+        "prepare": e.seconds["witness"] + e.seconds["gather"] + e.seconds["ntt"] + (h_bytes / a.pcie if host else 0.0)
+        + sp.prepare_overhead_s,
         "msm_work_even": sum(work) / gpus,
         "msm_imbalance": work[crit] - sum(work) / gpus,
         "task_overhead": count[crit] * sp.task_overhead_s,
@@ -484,11 +504,12 @@ def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
     batch = load(paths["batch"])
     log_b, rows = batch_rows(batch, paths["batch"])
     large_paths = [results / name for name in files["batch_large"].split(",") if name]
-    large = {path: batch_rows(load(path), path) for path in large_paths}
+    large_docs = {path: load(path) for path in large_paths}
+    large = {path: batch_rows(doc, path) for path, doc in large_docs.items()}
     e2e = e2e_entries([results / name for name in files["e2e"].split(",")],
                       sorted({log_b, 22, 24} | {log_l for log_l, _ in large.values()}))
     for path, (log_l, _) in large.items():
-        if e2e[log_l].key not in str(load(path)["key"]):
+        if e2e[log_l].key not in str(large_docs[path]["key"]):
             raise FormatError(path, f"its key is not the e2e input's chain key of domain 2^{log_l}")
     wpt = int(config.get("planner.windows-per-task"))
 
@@ -498,15 +519,15 @@ def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
     ratio = e2e[22].overlapped_s / e2e[log_b].overlapped_s  # the other reading: Dask's per-proof overhead grows with the key
     scaled = BatchParams(bp.proofs, bp.task_s * ratio, bp.idle_s * ratio, bp.fixed_s)
     batch_model_scaled = {g: batch_throughput(scaled, g, 0.0, a) for g in GPUS}
-    sp = split_params(rows[1], e2e[log_b], a, wpt, paths["batch"])
+    sp = split_params(rows[1], e2e[log_b], a, wpt, paths["batch"], hands_h_over(batch))
     # One 2^24 proof's latency from a lone 2^24 split proof's own costs where a batch measured one:
     # the prepare's overhead grows with the H scalars it hands back (session 16: 0.013 s at 2^20,
     # 0.17 s at 2^24), which the batch key's costs miss (the check rows show by how much).
     at24 = [(path, rows_l) for path, (log_l, rows_l) in large.items() if log_l == 24]
-    sp24 = split_params(at24[0][1][1], e2e[24], a, wpt, at24[0][0]) if at24 else sp
+    sp24 = split_params(at24[0][1][1], e2e[24], a, wpt, at24[0][0], hands_h_over(large_docs[at24[0][0]])) if at24 else sp
     latency = {
         "split_costs_from": str(at24[0][0].name if at24 else paths["batch"].name),
-        "as_run": {g: split_latency(sp24, e2e[24], g, a, wpt) for g in GPUS},
+        "as_run": {g: split_latency(sp24, e2e[24], g, a, wpt, h_on_host=False) for g in GPUS},
         "device_links": {g: split_latency(sp24, e2e[24], g, a, wpt, device=True) for g in GPUS},
         "data_mode_one_gpu_s": rows[1]["latency_data_s"] + extra[24],
         "h_one_gpu_s": e2e[24].seconds["ntt"],
@@ -522,7 +543,7 @@ def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
     if implied is not None:
         fitted = Assumed(**{**asdict(a), "dask_tcp": implied})
         latency["dask_bw_matching_2gpu_check"] = implied
-        latency["as_run_at_matching_bw"] = {g: split_latency(sp24, e2e[24], g, fitted, wpt) for g in GPUS}
+        latency["as_run_at_matching_bw"] = {g: split_latency(sp24, e2e[24], g, fitted, wpt, h_on_host=False) for g in GPUS}
     rate = "throughput_proofs_per_s"
     checks = []  # (what, GPUs, 1 GPU measured, n GPUs measured, n GPUs model)
     for n in sorted(g for g in rows if g > 1):
@@ -541,7 +562,7 @@ def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
                 (f"data latency 2^{log_l}, one proof (s)", n, rows_l[1]["latency_data_s"], row["latency_data_s"],
                  rows[1]["latency_data_s"] + extra[log_l]),
                 (f"split latency 2^{log_l}, one proof (s)", n, rows_l[1]["latency_split_s"], row["latency_split_s"],
-                 split_latency(sp, e2e[log_l], n, a, wpt)["total"]),
+                 split_latency(sp, e2e[log_l], n, a, wpt, h_on_host=hands_h_over(large_docs[path]))["total"]),
             ]
     if 2 in prep_rows:
         checks.append((f"ptau prepare p{PTAU_POWER} (s), code as measured", 2,

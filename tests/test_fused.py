@@ -102,6 +102,14 @@ def test_proofs_per_task_groups_small_fused_proofs_and_leaves_tasks_to_balance()
         assert config.settings().group_domain == 1 << 21
 
 
+def test_split_hands_h_over_only_on_cpu_keys() -> None:
+    """A GPU worker recomputes H for its split H tasks; CPU workers receive the prepare's copy."""
+    cpu, gpu = (KeyInfo("k", "h", 10, 1, 1 << 20, {}, be, False) for be in ("cpu", "gpu"))
+    split, data = Plan("split", ("a", "b")), Plan("data", ("a", "b"))
+    assert split.hands_h_over(cpu) and not split.hands_h_over(gpu)
+    assert not data.hands_h_over(cpu) and not data.hands_h_over(gpu)
+
+
 def test_auto_mode_splits_only_large_keys_with_few_proofs() -> None:
     from distprove.graph import choose_mode
 
