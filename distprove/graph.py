@@ -158,9 +158,8 @@ class Plan:
 
         Only split mode pins H tasks elsewhere, and only a CPU key's workers are better off
         receiving them: a GPU worker recomputes H from the witness it reads anyway for its other
-        tasks (gather and NTT, ~37 ms at 2^24 on an H200) faster than 512 MB cross Dask, and the
-        prepare then skips the download and its pickling (its overhead beyond the in-process
-        stages was 0.17 s at 2^24, 0.013 s at 2^20; 1 x H200, session 16)."""
+        tasks (gather and NTT, ~37 ms at 2^24 on an H200), where 512 MB through Dask took ~0.17 s
+        (the ~3 GB/s at which the scaling model matches the measured 2-GPU split latency)."""
         return self.mode == "split" and info.backend == "cpu"
 
     def uses_fourstep(self, info: KeyInfo) -> bool:

@@ -62,7 +62,7 @@ SUM_BYTES = {"G1": 64, "G2": 128}  # one affine window sum
 PTAU_POWER = 20
 INPUTS = {
     "batch": "2026-12-01_batch-chain20-64-1gpu-s16_h200.json",
-    "batch_large": "2026-12-01_batch-chain22-32-1gpu-s16_h200.json,2026-12-01_batch-chain24-4-1gpu-s16_h200.json",
+    "batch_large": "2026-12-01_batch-chain22-32-1gpu-s16_h200.json,2026-12-01_batch-chain24-2-split-h-new-r1-s16_h200.json",
     "e2e": "2026-12-01_e2e_h200_run29.json",
     "ptau_levels": "2026-11-30_ptau-levels_2xh200.json",
     "ptau_prepare": "2026-11-30_ptau-prepare-p20-twiddlecache_2xh200.json",
