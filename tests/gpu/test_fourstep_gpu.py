@@ -127,3 +127,30 @@ def test_split_batch_with_gpu_fourstep_proves(client, tmp_path: Path) -> None:
                              fourstep_min_domain=4, verify=True, echo=None)
     assert not report.failed and len(report.proved) == 2
     assert "ntt-rows-forward" in report.stage_seconds  # H went through the distributed four-step
+
+
+def test_split_batch_recomputes_h_on_the_other_gpu_worker(client, tmp_path: Path) -> None:
+    """Split mode without the four-step: the prepare keeps H on its device (GPU keys do not hand it
+    over), so the H window tasks that run on the other worker recompute it from the witness; the
+    proofs still pass the pairing check."""
+    import ast
+    import shutil
+
+    from distributed import get_task_stream
+
+    import distprove
+
+    key = DATA / "mul_chain_1k" / "circuit_final.zkey"
+    wdir = tmp_path / "w"
+    wdir.mkdir()
+    for w in sorted((DATA / "mul_chain_1k" / "witnesses").glob("*.wtns"))[:2]:
+        shutil.copy(w, wdir / w.name)
+    with get_task_stream(client) as ts:
+        report = distprove.batch(wdir, key=key, out_dir=tmp_path / "out", client=client, mode="split", backend="gpu",
+                                 verify=True, echo=None)
+    assert not report.failed and len(report.proved) == 2
+    assert "ntt-rows-forward" not in report.stage_seconds  # H computed whole by the prepare
+    keys = [(ast.literal_eval(t["key"]) if isinstance(t["key"], str) else t["key"], t["worker"]) for t in ts.data]
+    prepared_on = {k[1]: w for k, w in keys if k[0] == "prove-prepare"}
+    away = [k for k, w in keys if k[0] == "msm-windows" and k[2] == "H" and w != prepared_on[k[1]]]
+    assert away  # H window tasks ran on the worker that did not prepare their proof
