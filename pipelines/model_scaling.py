@@ -12,12 +12,13 @@ counts over stated (assumed) link bandwidths:
   size, which a measured 2^22 batch checks. N GPUs take ceil(proofs / N) proofs each;
   the scheduler (``tasks_per_proof`` tasks at ``scheduler_task_s`` each) is a bound.
 * **Latency of one 2^24 proof, window-split MSMs** (the split planner as it runs): the prepare on
-  one GPU (e2e witness + gather + H, the H scalars downloaded, plus the prepare task's measured
-  overhead), then every MSM cut into ``windows-per-task`` window ranges pinned round-robin, each
-  costing its share of the e2e MSM time plus the measured per-task overhead; a worker other than
-  the preparer first fetches the prepare result (the H scalars) over Dask, reads the witness file
-  again and uploads the H scalars for each of its H tasks; then the reducer (measured) on tiny window
-  sums. A what-if moves those vectors device to device instead. The four-step H across GPUs
+  one GPU (e2e witness + gather + H, plus the prepare task's measured overhead), then every MSM
+  cut into ``windows-per-task`` window ranges pinned round-robin, each costing its share of the
+  e2e MSM time plus the measured per-task overhead; a worker other than the preparer reads the
+  witness file again and, for its H tasks, recomputes H (gather and NTT: GPU keys as the code runs
+  now) or, in files measured before that, fetched the H scalars the prepare downloaded over Dask
+  and uploaded them for each H task; then the reducer (measured) on tiny window sums. A what-if
+  moves the witness and H device to device instead. The four-step H across GPUs
   (3 vectors of n scalars per transpose) is costed beside it.
 * **ptau prepare, power 20**: the level costs (``*ptau-levels*.json``, fitted ∝ 2^p·(p+1) per
   group) list-scheduled over N workers as :class:`distprove.ptau.LevelFeed` submits them (largest
@@ -25,8 +26,10 @@ counts over stated (assumed) link bandwidths:
   residual of the 1-GPU run, kept serial). The same scheduler run as the measured code ran (file
   order, in-order writes, host twiddles packed once per worker and level, no blocking) is the check.
 
-Every model is checked against each multi-GPU measurement its inputs hold (the batch file's rows
-for 2 or 4 workers, the prepare's 2-worker run); at 1 GPU it reproduces its inputs by construction. Writes ``bench/results/<date>_scaling-model.json`` and prints markdown tables.
+Every model is checked against each measurement its inputs hold beyond its own (the batch file's
+rows for 2 or 4 workers, batches of larger keys, the prepare's 2-worker run); at 1 GPU it
+reproduces its inputs by construction. Writes ``bench/results/<date>_scaling-model.json`` and
+prints markdown tables.
 
     python3 pipelines/model_scaling.py [--results bench/results] [--out FILE] [--dask-gbps 2]
 """
@@ -71,9 +74,9 @@ INPUTS = {
 16, commit 6b4f4aa, with its split-mode latency rows; the newest with 2 and 4 GPUs is session 7's
 ``2026-11-30_batch-chain20-64-1-2-4gpu-s7_4xh200.json``, for ``--batch``), 2^22 and 2^24 batches
 that check how the model carries the 2^20 batch to larger keys (``--batch-large``: files, or ''
-for none), e2e stage breakdowns at
-2^20, 2^22 and 2^24 (run 29, the same commit), ptau level costs, and the power-20 prepare on 1 and
-2 GPUs (2026-11-30)."""
+for none; the 2^24 one with H recomputed, as split mode now runs), e2e stage breakdowns at 2^20,
+2^22 and 2^24 (run 29, the same commit), ptau level costs, and the power-20 prepare on 1 and 2
+GPUs (2026-11-30)."""
 
 
 @dataclass(frozen=True)
@@ -520,9 +523,8 @@ def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
     scaled = BatchParams(bp.proofs, bp.task_s * ratio, bp.idle_s * ratio, bp.fixed_s)
     batch_model_scaled = {g: batch_throughput(scaled, g, 0.0, a) for g in GPUS}
     sp = split_params(rows[1], e2e[log_b], a, wpt, paths["batch"], hands_h_over(batch))
-    # One 2^24 proof's latency from a lone 2^24 split proof's own costs where a batch measured one:
-    # the prepare's overhead grows with the H scalars it hands back (session 16: 0.013 s at 2^20,
-    # 0.17 s at 2^24), which the batch key's costs miss (the check rows show by how much).
+    # One 2^24 proof's latency from a lone 2^24 split proof's own costs where a batch measured one
+    # (the check rows show how far the batch key's costs carried to it).
     at24 = [(path, rows_l) for path, (log_l, rows_l) in large.items() if log_l == 24]
     sp24 = split_params(at24[0][1][1], e2e[24], a, wpt, at24[0][0], hands_h_over(large_docs[at24[0][0]])) if at24 else sp
     latency = {
