@@ -207,16 +207,13 @@ DP_G2_OPS XyzzG2 pt_add(const XyzzG2& p, const XyzzG2& q) { return xyzz_add_t(p,
 // G2 2^22 14.5-15.1 -> 13.0-13.1 ms, and the msm module compiles in 13 s instead of 62; the fold
 // as calls 1.2 -> 0.9 ms at 2^22 (H200, two alternating rounds each, bench/results/
 // 2026-12-01_kernels-msm-g2-{tail,fold}-calls-s15_h200.json). DP_G2_TAIL_INLINE keeps them
-// inline (bench_msm.py build g2_tail_inline).
+// inline (bench_msm.py build g2_tail_inline). Every other point type's tail is its pt_add / pt_dbl.
+template <typename P> DP_INLINE P pt_add_tail(const P& p, const P& q) { return pt_add(p, q); }
+template <typename P> DP_INLINE P pt_dbl_tail(const P& p) { return pt_dbl(p); }
 #if defined(__CUDA_ARCH__) && defined(DP_G2_INLINE) && !defined(DP_G2_TAIL_INLINE)
 static __device__ __noinline__ XyzzG2 pt_add_tail(const XyzzG2& p, const XyzzG2& q) { return xyzz_add_t(p, q); }
 static __device__ __noinline__ XyzzG2 pt_dbl_tail(const XyzzG2& p) { return xyzz_dbl_t(p); }
-#else
-DP_INLINE XyzzG2 pt_add_tail(const XyzzG2& p, const XyzzG2& q) { return pt_add(p, q); }
-DP_INLINE XyzzG2 pt_dbl_tail(const XyzzG2& p) { return pt_dbl(p); }
 #endif
-DP_INLINE XyzzG1 pt_add_tail(const XyzzG1& p, const XyzzG1& q) { return pt_add(p, q); }
-DP_INLINE XyzzG1 pt_dbl_tail(const XyzzG1& p) { return pt_dbl(p); }
 
 template <typename F> DP_INLINE bool pt_is_inf(const Xyzz<F>& p) { return f_is_zero(p.zz); }
 
@@ -319,10 +316,6 @@ DP_G1_COLD ProjG1 pt_add(const ProjG1& p, const ProjG1& q) { return proj_add_t(p
 DP_G1_COLD ProjG1 pt_dbl(const ProjG1& p) { return proj_dbl_t(p); }
 DP_G2_OPS ProjG2 pt_add(const ProjG2& p, const ProjG2& q) { return proj_add_t(p, q); }
 DP_G2_OPS ProjG2 pt_dbl(const ProjG2& p) { return proj_dbl_t(p); }
-DP_INLINE ProjG1 pt_add_tail(const ProjG1& p, const ProjG1& q) { return pt_add(p, q); }
-DP_INLINE ProjG1 pt_dbl_tail(const ProjG1& p) { return pt_dbl(p); }
-DP_INLINE ProjG2 pt_add_tail(const ProjG2& p, const ProjG2& q) { return pt_add(p, q); }
-DP_INLINE ProjG2 pt_dbl_tail(const ProjG2& p) { return pt_dbl(p); }
 
 template <typename F> DP_INLINE Proj<F> pt_identity(const Proj<F>&) { return proj_zero_t<F>(); }
 
