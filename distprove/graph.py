@@ -154,13 +154,9 @@ class Plan:
         return [(lo, min(lo + step, w_count)) for lo in range(0, w_count, step)]
 
     def hands_h_over(self, info: KeyInfo) -> bool:
-        """Whether the prepare downloads the H scalars into its result for H tasks on other workers.
-
-        Only split mode pins H tasks elsewhere, and only a CPU key's workers are better off
-        receiving them: a GPU worker recomputes H from the witness it reads anyway for its other
-        tasks (gather and NTT, ~37 ms at 2^24 on an H200), where 512 MB through Dask took ~0.17 s
-        (the ~3 GB/s at which the scaling model matches the measured 2-GPU split latency)."""
-        return self.mode == "split" and info.backend == "cpu"
+        """Whether the prepare downloads the H scalars into its result for H tasks on other
+        workers: only split mode pins H tasks elsewhere (see :func:`split_hands_h_over`)."""
+        return self.mode == "split" and split_hands_h_over(info.backend)
 
     def uses_fourstep(self, info: KeyInfo) -> bool:
         """Whether H for this key runs as four-step blocks across workers."""
@@ -174,6 +170,15 @@ class Plan:
             and info.domain_size >= max(4, threshold)
             and (info.backend == "cpu" or info.native_fourstep)
         )
+
+
+def split_hands_h_over(backend: str) -> bool:
+    """Whether split mode hands a key's H scalars to H tasks on other workers (downloaded by the
+    prepare, through Dask) rather than those workers recomputing them: only for CPU keys. A GPU
+    worker recomputes H from the witness it reads anyway for its other tasks (gather and NTT, ~37
+    ms at 2^24 on an H200), where 512 MB through Dask took ~0.17 s (the ~3 GB/s at which the
+    scaling model matches the measured 2-GPU split latency)."""
+    return backend == "cpu"
 
 
 def choose_mode(

@@ -369,24 +369,22 @@ def main() -> None:
     args = ap.parse_args()
     if args.proofs < 1:
         ap.error("--proofs must be at least 1")
+    planner: dict[str, Any] = {}  # distprove.planner settings the options override
     if args.fuse_below is not None:
-        import dask.config
-
         if args.fuse_below != "null" and not args.fuse_below.isdigit():
             ap.error("--fuse-below must be a domain size or null")
-        dask.config.set({"distprove.planner.fuse-below": None if args.fuse_below == "null" else int(args.fuse_below)})
+        planner["fuse-below"] = None if args.fuse_below == "null" else int(args.fuse_below)
     if args.proofs_per_task is not None:
-        import dask.config
-
-        dask.config.set({"distprove.planner.proofs-per-task": args.proofs_per_task})
+        planner["proofs-per-task"] = args.proofs_per_task
     if args.group_domain is not None:
-        import dask.config
+        planner["group-domain"] = args.group_domain
+    import dask.config
 
-        dask.config.set({"distprove.planner.group-domain": args.group_domain})
     from distprove import config
+    from distprove.graph import split_hands_h_over
 
-    fuse_below, per_task, group_domain = (config.settings().fuse_below, config.settings().proofs_per_task,
-                                          config.settings().group_domain)
+    dask.config.set({f"distprove.planner.{k}": v for k, v in planner.items()})
+    settings = config.settings()
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         workdir = Path(tmp)
         if args.key is not None:
@@ -411,10 +409,10 @@ def main() -> None:
                      args.fourstep_min_domain)
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "gpus": gpu_names(),
               "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
-              "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": fuse_below,
-              "proofs_per_task": per_task, "group_domain": group_domain,
-              # how split rows hand H to other workers (graph.Plan.hands_h_over: CPU keys only)
-              "split_h": "host" if base["backend"] == "cpu" else "recompute",
+              "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": settings.fuse_below,
+              "proofs_per_task": settings.proofs_per_task, "group_domain": settings.group_domain,
+              # how the split rows handed H to H tasks on other workers
+              "split_h": "host" if split_hands_h_over(base["backend"]) else "recompute",
               "switch_interval": args.switch_interval, "rows": rows, "bare": base,
               "bare_parallel": list(parallel.values()),
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}
