@@ -243,10 +243,24 @@ class SplitParams:
     sent through Dask (True), or recomputed from the witness there (GPU keys since session 16)."""
 
 
-def hands_h_over(batch: dict) -> bool:
-    """Whether a batch file's split rows ran with the H scalars downloaded and sent through Dask
-    (files before session 16 lack ``split_h``: they did)."""
-    return batch.get("split_h", "host") == "host"
+@dataclass(frozen=True)
+class BatchFile:
+    """One bench_batch result: its key's size, rows by worker count, and how its split rows handed
+    H over (through Dask from the prepare, or recomputed; files before session 16 lack ``split_h``:
+    through Dask)."""
+
+    path: Path
+    key: str
+    log_n: int
+    rows: dict[int, dict]
+    h_on_host: bool
+
+
+def load_batch(path: Path) -> BatchFile:
+    """A bench_batch result file (its 1-worker row required)."""
+    doc = load(path)
+    log_n, rows = batch_rows(doc, path)
+    return BatchFile(path, str(doc["key"]), log_n, rows, doc.get("split_h", "host") == "host")
 
 
 def split_params(row: dict, e: E2e, a: Assumed, windows_per_task: int, path: Path, h_on_host: bool = True) -> SplitParams:
@@ -504,16 +518,14 @@ def ptau_model(costs: PtauCosts, rows: dict[int, dict], sp_task_s: float, a: Ass
 def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
     """Every model, its checks against the multi-GPU measurements and the inputs it read."""
     paths = {role: results / name for role, name in files.items()}
-    batch = load(paths["batch"])
-    log_b, rows = batch_rows(batch, paths["batch"])
-    large_paths = [results / name for name in files["batch_large"].split(",") if name]
-    large_docs = {path: load(path) for path in large_paths}
-    large = {path: batch_rows(doc, path) for path, doc in large_docs.items()}
+    batch = load_batch(paths["batch"])
+    log_b, rows = batch.log_n, batch.rows
+    large = [load_batch(results / name) for name in files["batch_large"].split(",") if name]
     e2e = e2e_entries([results / name for name in files["e2e"].split(",")],
-                      sorted({log_b, 22, 24} | {log_l for log_l, _ in large.values()}))
-    for path, (log_l, _) in large.items():
-        if e2e[log_l].key not in str(large_docs[path]["key"]):
-            raise FormatError(path, f"its key is not the e2e input's chain key of domain 2^{log_l}")
+                      sorted({log_b, 22, 24} | {b.log_n for b in large}))
+    for b in large:
+        if e2e[b.log_n].key not in b.key:
+            raise FormatError(b.path, f"its key is not the e2e input's chain key of domain 2^{b.log_n}")
     wpt = int(config.get("planner.windows-per-task"))
 
     bp = batch_params(rows[1], paths["batch"])
@@ -522,13 +534,13 @@ def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
     ratio = e2e[22].overlapped_s / e2e[log_b].overlapped_s  # the other reading: Dask's per-proof overhead grows with the key
     scaled = BatchParams(bp.proofs, bp.task_s * ratio, bp.idle_s * ratio, bp.fixed_s)
     batch_model_scaled = {g: batch_throughput(scaled, g, 0.0, a) for g in GPUS}
-    sp = split_params(rows[1], e2e[log_b], a, wpt, paths["batch"], hands_h_over(batch))
+    sp = split_params(rows[1], e2e[log_b], a, wpt, batch.path, batch.h_on_host)
     # One 2^24 proof's latency from a lone 2^24 split proof's own costs where a batch measured one
     # (the check rows show how far the batch key's costs carried to it).
-    at24 = [(path, rows_l) for path, (log_l, rows_l) in large.items() if log_l == 24]
-    sp24 = split_params(at24[0][1][1], e2e[24], a, wpt, at24[0][0], hands_h_over(large_docs[at24[0][0]])) if at24 else sp
+    src24 = next((b for b in large if b.log_n == 24), batch)
+    sp24 = split_params(src24.rows[1], e2e[24], a, wpt, src24.path, src24.h_on_host) if src24 is not batch else sp
     latency = {
-        "split_costs_from": str(at24[0][0].name if at24 else paths["batch"].name),
+        "split_costs_from": src24.path.name,
         "as_run": {g: split_latency(sp24, e2e[24], g, a, wpt, h_on_host=False) for g in GPUS},
         "device_links": {g: split_latency(sp24, e2e[24], g, a, wpt, device=True) for g in GPUS},
         "data_mode_one_gpu_s": rows[1]["latency_data_s"] + extra[24],
@@ -555,8 +567,8 @@ def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
             (f"split latency 2^{log_b}, one proof (s)", n,
              rows[1]["latency_split_s"], rows[n]["latency_split_s"], split_latency(sp, e2e[log_b], n, a, wpt)["total"]),
         ]
-    for path in large_paths:  # batches of larger keys: how the model carries the batch key's costs to them
-        log_l, rows_l = large[path]
+    for b in large:  # batches of larger keys: how the model carries the batch key's costs to them
+        log_l, rows_l = b.log_n, b.rows
         for n, row in sorted(rows_l.items()):
             checks += [
                 (f"batch 2^{log_l} proofs/s ({row['proofs']} proofs, data mode)", n, rows_l[1][rate], row[rate],
@@ -564,7 +576,7 @@ def build(results: Path, files: dict[str, str], a: Assumed) -> dict[str, Any]:
                 (f"data latency 2^{log_l}, one proof (s)", n, rows_l[1]["latency_data_s"], row["latency_data_s"],
                  rows[1]["latency_data_s"] + extra[log_l]),
                 (f"split latency 2^{log_l}, one proof (s)", n, rows_l[1]["latency_split_s"], row["latency_split_s"],
-                 split_latency(sp, e2e[log_l], n, a, wpt, h_on_host=hands_h_over(large_docs[path]))["total"]),
+                 split_latency(sp, e2e[log_l], n, a, wpt, h_on_host=b.h_on_host)["total"]),
             ]
     if 2 in prep_rows:
         checks.append((f"ptau prepare p{PTAU_POWER} (s), code as measured", 2,
