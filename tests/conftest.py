@@ -6,16 +6,20 @@
 * :func:`snarkjs_verify`: run ``snarkjs groth16 verify`` on three files.
 * ``data_dir`` fixture: ``tests/data``.
 * markers ``gpu`` (needs a CUDA device that CuPy sees; skipped otherwise) and ``slow``.
+* :func:`load_script`: a script that is not a package module (``pipelines/``, ``cluster/``).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -23,6 +27,19 @@ import pytest
 REPO_ROOT = Path(__file__).parents[1]
 DATA_DIR = Path(__file__).parent / "data"
 SNARKJS_TIMEOUT_S = 300
+
+
+def load_script(path: Path, register: bool = False) -> ModuleType:
+    """The Python file at ``path`` as a module named after its stem. ``register``: also put it in
+    sys.modules, which dataclasses need (they look their module up while being made); left out,
+    the module's functions travel to Dask workers by value (cloudpickle pickles a registered
+    module's functions by name, which the workers cannot import)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    if register:
+        sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def find_snarkjs() -> str | None:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -32,7 +31,7 @@ from distprove import config, incremental
 from distprove.errors import FormatError
 from distprove.verifier import verify
 
-from conftest import REPO_ROOT, snarkjs_verify
+from conftest import REPO_ROOT, load_script, snarkjs_verify
 
 CLUSTER_DIR = REPO_ROOT / "cluster"
 START_TIMEOUT_S = 90
@@ -363,16 +362,9 @@ def test_run_lock_excludes_a_second_run(tmp_path: Path) -> None:
 # --- recipes that cannot run here ----------------------------------------------------------------
 
 
-def _load_recipe(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_slurm_job_script() -> None:
     pytest.importorskip("dask_jobqueue")
-    recipe = _load_recipe(CLUSTER_DIR / "slurm" / "slurm_cluster.py")
+    recipe = load_script(CLUSTER_DIR / "slurm" / "slurm_cluster.py")
     with recipe.make_cluster(4, cpus_per_gpu=6, memory_per_gpu="32GiB", partition="gpu", account="proj",
                              dashboard_address="127.0.0.1:0") as cluster:
         script = cluster.job_script()
@@ -391,7 +383,7 @@ def test_slurm_job_script() -> None:
 
 def test_slurm_recipe_dry_run_and_scheduled_files(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("dask_jobqueue")
-    recipe = _load_recipe(CLUSTER_DIR / "slurm" / "slurm_cluster.py")
+    recipe = load_script(CLUSTER_DIR / "slurm" / "slurm_cluster.py")
     assert recipe.main(["key.zarr", "in", "out", "--gpus-per-job", "2", "--dashboard-address", "127.0.0.1:0", "--dry-run"]) == 0
     assert "#SBATCH --gres=gpu:2" in capsys.readouterr().out
     sbatch = CLUSTER_DIR / "slurm" / "distprove-cron.sbatch"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from conftest import load_script
 from distprove.errors import FormatError
 
 SCRIPT = Path(__file__).parents[1] / "pipelines" / "model_scaling.py"
@@ -17,11 +16,7 @@ SCRIPT = Path(__file__).parents[1] / "pipelines" / "model_scaling.py"
 
 @pytest.fixture(scope="module")
 def ms() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("model_scaling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being made
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, register=True)
 
 
 def _row(workers: int, wall: float) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import errno
-import importlib.util
 import json
 import logging
 import os
@@ -28,7 +27,7 @@ from typing import Any, Callable
 import dask
 import numpy as np
 import pytest
-from conftest import local_client
+from conftest import load_script, local_client
 import zarr
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -750,10 +749,7 @@ def test_gpu_oom_retry_frees_then_evicts_lru_keys() -> None:
 
 
 def _soak_module() -> Any:
-    spec = importlib.util.spec_from_file_location("soak", REPO / "pipelines" / "soak.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "pipelines" / "soak.py")
 
 
 SOAK_TOLERANCE = 48 << 20

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from conftest import load_script
 
 SCRIPT = Path(__file__).parents[1] / "pipelines" / "sass_report.py"
 
@@ -41,11 +41,7 @@ RES = """Resource usage:
 
 @pytest.fixture(scope="module")
 def sr() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sass_report", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT, register=True)
 
 
 def test_census_counts_each_function_past_0xffff(sr: ModuleType) -> None:

@@ -12,7 +12,6 @@ It runs in fresh processes, where the pool's byte counts belong to the scenario 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from distprove.keystore import open_key
 from distprove.prover import prove
 
@@ -96,9 +96,7 @@ def test_oom_evicts_the_other_key_and_the_proof_is_right() -> None:
 
 def test_soak_gpu_memory_is_flat(tmp_path: Path) -> None:
     pytest.importorskip("cupy")
-    spec = importlib.util.spec_from_file_location("soak", REPO / "pipelines" / "soak.py")
-    soak = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(soak)
+    soak = load_script(REPO / "pipelines" / "soak.py")
     report = soak.run_soak(200, 40, 1, tmp_path, backend="gpu")
     assert report["failed"] == []
     g = report["growth"]
