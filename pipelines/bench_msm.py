@@ -111,6 +111,7 @@ VARIANTS = {
     "g1_pair64": ("-DDP_PAIR_BLOCK=64",),
     "g2_unstaged": ("-DDP_G2_PAIR_STAGE=0",),
     "g2_tail_inline": ("-DDP_G2_TAIL_INLINE",),
+    "mul_single": ("-DDP_MUL_SINGLE",),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default (FP64-pipe Fq
 products, field.cuh), CIOS products (the default until session 11), CIOS as PTX carry chains,
@@ -124,7 +125,8 @@ PairDirect: no shared-memory stage; session 12's comparison ran the build before
 which prefetched points into registers one job ahead); G1's pair blocks of 64 threads, unbounded (166
 registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers);
 G2's fold, window reductions and block trees with every addition inline (curve.cuh
-DP_G2_TAIL_INLINE, the default until session 15)."""
+DP_G2_TAIL_INLINE, the default until session 15); each Fq product its own call (field.cuh
+DP_MUL_SINGLE, the default until session 17: independent products now share a body)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:

@@ -61,12 +61,17 @@ DP_INLINE Fq f_sub(Fq a, Fq b) { return fq_sub(a, b); }
 // G1's Fq products are calls to one out-of-line copy on the device (DP_G1_MUL_INLINE: inline).
 // Inline, Nsight Compute put 44% of the 2^24 G1 accumulation's stall cycles on instruction
 // fetch; as calls that accumulation went 83.2 -> 74.2 ms (H200).
+// Independent products go in pairs (f_mul2, f_sqr2: one body of two, field.cuh's Two).
 #if defined(__CUDA_ARCH__) && !defined(DP_G1_MUL_INLINE)
 DP_INLINE Fq f_mul(Fq a, Fq b) { return fq_mul_call(a, b); }
 DP_INLINE Fq f_sqr(Fq a) { return fq_sqr_call(a); }
+DP_INLINE Two<Fq> f_mul2(Fq a, Fq b, Fq c, Fq d) { return fq_mul2_call(a, b, c, d); }
+DP_INLINE Two<Fq> f_sqr2(Fq a, Fq c) { return fq_sqr2_call(a, c); }
 #else
 DP_INLINE Fq f_mul(Fq a, Fq b) { return fq_mul(a, b); }
 DP_INLINE Fq f_sqr(Fq a) { return fq_sqr(a); }
+DP_INLINE Two<Fq> f_mul2(Fq a, Fq b, Fq c, Fq d) { return fq_mul2(a, b, c, d); }
+DP_INLINE Two<Fq> f_sqr2(Fq a, Fq c) { return fq_sqr2(a, c); }
 #endif
 DP_INLINE Fq f_neg(Fq a) { return fq_neg(a); }
 DP_INLINE Fq f_inv(Fq a) { return fq_inv(a); }
@@ -77,6 +82,13 @@ DP_INLINE Fq2 f_add(Fq2 a, Fq2 b) { return fq2_add(a, b); }
 DP_INLINE Fq2 f_sub(Fq2 a, Fq2 b) { return fq2_sub(a, b); }
 DP_INLINE Fq2 f_mul(Fq2 a, Fq2 b) { return fq2_mul(a, b); }
 DP_INLINE Fq2 f_sqr(Fq2 a) { return fq2_sqr(a); }
+DP_INLINE Two<Fq2> f_mul2(Fq2 a, Fq2 b, Fq2 c, Fq2 d) { return fq2_mul2(a, b, c, d); }
+DP_INLINE Two<Fq2> f_sqr2(Fq2 a, Fq2 c) { return fq2_sqr2(a, c); }
+// Every Fq product its own call, never two in one body: the pair rounds' (msm_affine.cu).
+DP_INLINE Fq f_mul_each(Fq a, Fq b) { return f_mul(a, b); }
+DP_INLINE Fq f_sqr_each(Fq a) { return f_sqr(a); }
+DP_INLINE Fq2 f_mul_each(Fq2 a, Fq2 b) { return fq2_mul_each(a, b); }
+DP_INLINE Fq2 f_sqr_each(Fq2 a) { return fq2_sqr_each(a); }
 DP_INLINE Fq2 f_neg(Fq2 a) { return fq2_neg(a); }
 DP_INLINE Fq2 f_inv(Fq2 a) { return fq2_inv(a); }
 DP_INLINE bool f_is_zero(Fq2 a) { return fq2_is_zero(a); }
@@ -105,30 +117,34 @@ template <typename F> DP_INLINE Xyzz<F> xyzz_from_aff_t(const Aff<F>& a) {
 // 2-torsion in either prime-order group, so Y = 0 never occurs for a finite point.
 template <typename F> DP_INLINE Xyzz<F> xyzz_dbl_t(const Xyzz<F>& p) {
     F u = f_add(p.y, p.y);
-    F v = f_sqr(u);
-    F w = f_mul(u, v);
-    F s = f_mul(p.x, v);
-    F x2 = f_sqr(p.x);
-    F m = f_add(f_add(x2, x2), x2);
+    Two<F> vx = f_sqr2(u, p.x);  // V = U^2, X^2
+    F v = vx.a;
+    Two<F> ws = f_mul2(u, v, p.x, v);  // W = U V, S = X V
+    F m = f_add(f_add(vx.b, vx.b), vx.b);
     Xyzz<F> r;
-    r.x = f_sub(f_sub(f_sqr(m), s), s);
-    r.y = f_sub(f_mul(m, f_sub(s, r.x)), f_mul(w, p.y));
-    r.zz = f_mul(v, p.zz);
-    r.zzz = f_mul(w, p.zzz);
+    r.x = f_sub(f_sub(f_sqr(m), ws.b), ws.b);
+    Two<F> y = f_mul2(m, f_sub(ws.b, r.x), ws.a, p.y);
+    r.y = f_sub(y.a, y.b);
+    Two<F> z = f_mul2(v, p.zz, ws.a, p.zzz);
+    r.zz = z.a;
+    r.zzz = z.b;
     return r;
 }
 
 // Shared tail of add-2008-s / madd-2008-s once P = U2 - U1 != 0 and R = S2 - S1 are known.
 template <typename F>
 DP_INLINE Xyzz<F> xyzz_add_tail_t(F pdiff, F rdiff, F u1, F s1, F zz, F zzz) {
-    F pp = f_sqr(pdiff);
-    F ppp = f_mul(pdiff, pp);
-    F q = f_mul(u1, pp);
+    Two<F> sq = f_sqr2(pdiff, rdiff);  // PP = P^2, R^2
+    F pp = sq.a;
+    Two<F> pq = f_mul2(pdiff, pp, u1, pp);  // PPP = P PP, Q = U1 PP
+    F ppp = pq.a, q = pq.b;
     Xyzz<F> r;
-    r.x = f_sub(f_sub(f_sub(f_sqr(rdiff), ppp), q), q);
-    r.y = f_sub(f_mul(rdiff, f_sub(q, r.x)), f_mul(s1, ppp));
-    r.zz = f_mul(zz, pp);
-    r.zzz = f_mul(zzz, ppp);
+    r.x = f_sub(f_sub(f_sub(sq.b, ppp), q), q);
+    Two<F> y = f_mul2(rdiff, f_sub(q, r.x), s1, ppp);
+    r.y = f_sub(y.a, y.b);
+    Two<F> z = f_mul2(zz, pp, zzz, ppp);
+    r.zz = z.a;
+    r.zzz = z.b;
     return r;
 }
 
@@ -136,10 +152,9 @@ DP_INLINE Xyzz<F> xyzz_add_tail_t(F pdiff, F rdiff, F u1, F s1, F zz, F zzz) {
 template <typename F> DP_INLINE Xyzz<F> xyzz_madd_t(const Xyzz<F>& p, const Aff<F>& q) {
     if (aff_is_inf_t(q)) return p;
     if (f_is_zero(p.zz)) return xyzz_from_aff_t(q);
-    F u2 = f_mul(q.x, p.zz);
-    F s2 = f_mul(q.y, p.zzz);
-    F pdiff = f_sub(u2, p.x);
-    F rdiff = f_sub(s2, p.y);
+    Two<F> us = f_mul2(q.x, p.zz, q.y, p.zzz);  // U2, S2
+    F pdiff = f_sub(us.a, p.x);
+    F rdiff = f_sub(us.b, p.y);
     if (f_is_zero(pdiff)) {
         if (f_is_zero(rdiff)) return pt_dbl(p);
         return xyzz_zero_t<F>();
@@ -151,17 +166,16 @@ template <typename F> DP_INLINE Xyzz<F> xyzz_madd_t(const Xyzz<F>& p, const Aff<
 template <typename F> DP_INLINE Xyzz<F> xyzz_add_t(const Xyzz<F>& p, const Xyzz<F>& q) {
     if (f_is_zero(q.zz)) return p;
     if (f_is_zero(p.zz)) return q;
-    F u1 = f_mul(p.x, q.zz);
-    F u2 = f_mul(q.x, p.zz);
-    F s1 = f_mul(p.y, q.zzz);
-    F s2 = f_mul(q.y, p.zzz);
-    F pdiff = f_sub(u2, u1);
-    F rdiff = f_sub(s2, s1);
+    Two<F> u = f_mul2(p.x, q.zz, q.x, p.zz);    // U1, U2
+    Two<F> s = f_mul2(p.y, q.zzz, q.y, p.zzz);  // S1, S2
+    F pdiff = f_sub(u.b, u.a);
+    F rdiff = f_sub(s.b, s.a);
     if (f_is_zero(pdiff)) {
         if (f_is_zero(rdiff)) return pt_dbl(p);
         return xyzz_zero_t<F>();
     }
-    return xyzz_add_tail_t(pdiff, rdiff, u1, s1, f_mul(p.zz, q.zz), f_mul(p.zzz, q.zzz));
+    Two<F> z = f_mul2(p.zz, q.zz, p.zzz, q.zzz);
+    return xyzz_add_tail_t(pdiff, rdiff, u.a, s.a, z.a, z.b);
 }
 
 template <typename F> DP_INLINE Aff<F> aff_neg_t(const Aff<F>& a) {

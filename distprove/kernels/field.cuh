@@ -594,6 +594,39 @@ DP_INLINE Fq fq_sqr_call(Fq a) { return fq_sqr(a); }
 #define DP_FQ2_BASE_MUL fq_mul_call
 #endif
 
+// Two values of one type: what a pair of independent products returns.
+template <typename T> struct Two { T a, b; };
+
+// Two independent Fq products (squares) in one body. A call is a scheduling barrier, so point
+// code that calls fq_mul_call twice runs the two products one after the other, each ending in
+// five dependent reduction steps; in one body the compiler interleaves them, which G1's kernels
+// (3 warps per scheduler at ~166 registers) cannot do across warps. DP_MUL_SINGLE keeps one
+// product a call (the build before; bench_msm.py mul_single).
+DP_INLINE Two<Fq> fq_mul2(Fq a, Fq b, Fq c, Fq d) { Two<Fq> r; r.a = fq_mul(a, b); r.b = fq_mul(c, d); return r; }
+DP_INLINE Two<Fq> fq_sqr2(Fq a, Fq c) { Two<Fq> r; r.a = fq_sqr(a); r.b = fq_sqr(c); return r; }
+#if defined(__CUDA_ARCH__) && !defined(DP_MUL_SINGLE)
+static __device__ __noinline__ Two<Fq> fq_mul2_call(Fq a, Fq b, Fq c, Fq d) { return fq_mul2(a, b, c, d); }
+static __device__ __noinline__ Two<Fq> fq_sqr2_call(Fq a, Fq c) { return fq_sqr2(a, c); }
+#else
+DP_INLINE Two<Fq> fq_mul2_call(Fq a, Fq b, Fq c, Fq d) {
+    Two<Fq> r;
+    r.a = fq_mul_call(a, b);
+    r.b = fq_mul_call(c, d);
+    return r;
+}
+DP_INLINE Two<Fq> fq_sqr2_call(Fq a, Fq c) {
+    Two<Fq> r;
+    r.a = fq_sqr_call(a);
+    r.b = fq_sqr_call(c);
+    return r;
+}
+#endif
+#if defined(DP_FQ2_MUL_INLINE)
+#define DP_FQ2_BASE_MUL2 fq_mul2
+#else
+#define DP_FQ2_BASE_MUL2 fq_mul2_call
+#endif
+
 // ---------------------------------------------------------------------------------------
 // Fq2 = Fq[u] / (u^2 + 1), c0 + c1 u.
 // ---------------------------------------------------------------------------------------
@@ -607,23 +640,65 @@ DP_INLINE Fq2 fq2_dbl(Fq2 a) { return fq2_add(a, a); }
 DP_INLINE bool fq2_is_zero(Fq2 a) { return fq_is_zero(a.c0) && fq_is_zero(a.c1); }
 DP_INLINE bool fq2_eq(Fq2 a, Fq2 b) { return fq_eq(a.c0, b.c0) && fq_eq(a.c1, b.c1); }
 
-// Karatsuba: 3 Fq products.
-DP_INLINE Fq2 fq2_mul(Fq2 a, Fq2 b) {
-    Fq t0 = DP_FQ2_BASE_MUL(a.c0, b.c0);
-    Fq t1 = DP_FQ2_BASE_MUL(a.c1, b.c1);
-    Fq t2 = DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1));
+// Karatsuba from its three Fq products t0 = a0 b0, t1 = a1 b1, t2 = (a0 + a1)(b0 + b1).
+DP_INLINE Fq2 fq2_karatsuba(Fq t0, Fq t1, Fq t2) {
     Fq2 r;
     r.c0 = fq_sub(t0, t1);
     r.c1 = fq_sub(t2, fq_add(t0, t1));
     return r;
 }
 
-// (c0 + c1)(c0 - c1) + 2 c0 c1 u: 2 Fq products.
+// Karatsuba: 3 Fq products, two of them in one body.
+DP_INLINE Fq2 fq2_mul(Fq2 a, Fq2 b) {
+    Two<Fq> t = DP_FQ2_BASE_MUL2(a.c0, b.c0, a.c1, b.c1);
+    return fq2_karatsuba(t.a, t.b, DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1)));
+}
+
+// (c0 + c1)(c0 - c1) + 2 c0 c1 u: 2 Fq products in one body.
 DP_INLINE Fq2 fq2_sqr(Fq2 a) {
+    Two<Fq> t = DP_FQ2_BASE_MUL2(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1), a.c0, a.c1);
+    Fq2 r;
+    r.c0 = t.a;
+    r.c1 = fq_add(t.b, t.b);
+    return r;
+}
+
+// The same two with each Fq product its own call: the pair rounds' (msm_affine.cu), which ran
+// slower with two in one body.
+DP_INLINE Fq2 fq2_mul_each(Fq2 a, Fq2 b) {
+    Fq t0 = DP_FQ2_BASE_MUL(a.c0, b.c0);
+    Fq t1 = DP_FQ2_BASE_MUL(a.c1, b.c1);
+    return fq2_karatsuba(t0, t1, DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1)));
+}
+
+DP_INLINE Fq2 fq2_sqr_each(Fq2 a) {
     Fq2 r;
     r.c0 = DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1));
     Fq t = DP_FQ2_BASE_MUL(a.c0, a.c1);
     r.c1 = fq_add(t, t);
+    return r;
+}
+
+// Two independent Fq2 products: six Fq products in three bodies of two.
+DP_INLINE Two<Fq2> fq2_mul2(Fq2 a, Fq2 b, Fq2 c, Fq2 d) {
+    Two<Fq> s = DP_FQ2_BASE_MUL2(a.c0, b.c0, a.c1, b.c1);
+    Two<Fq> t = DP_FQ2_BASE_MUL2(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1), c.c0, d.c0);
+    Two<Fq> u = DP_FQ2_BASE_MUL2(c.c1, d.c1, fq_add(c.c0, c.c1), fq_add(d.c0, d.c1));
+    Two<Fq2> r;
+    r.a = fq2_karatsuba(s.a, s.b, t.a);
+    r.b = fq2_karatsuba(t.b, u.a, u.b);
+    return r;
+}
+
+// Two independent Fq2 squares: four Fq products in two bodies.
+DP_INLINE Two<Fq2> fq2_sqr2(Fq2 a, Fq2 c) {
+    Two<Fq> s = DP_FQ2_BASE_MUL2(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1), a.c0, a.c1);
+    Two<Fq> t = DP_FQ2_BASE_MUL2(fq_add(c.c0, c.c1), fq_sub(c.c0, c.c1), c.c0, c.c1);
+    Two<Fq2> r;
+    r.a.c0 = s.a;
+    r.a.c1 = fq_add(s.b, s.b);
+    r.b.c0 = t.a;
+    r.b.c1 = fq_add(t.b, t.b);
     return r;
 }
 

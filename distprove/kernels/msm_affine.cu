@@ -61,13 +61,13 @@ template <typename F> DP_INLINE Aff<F> pair_finish(const Aff<F>& p, const Aff<F>
     if (kind == DP_PAIR_ADD) {
         num = f_sub(q.y, p.y);
     } else {
-        F x2 = f_sqr(p.x);
+        F x2 = f_sqr_each(p.x);
         num = f_add(f_add(x2, x2), x2);
     }
-    F lambda = f_mul(num, inv);
+    F lambda = f_mul_each(num, inv);
     Aff<F> r;
-    r.x = f_sub(f_sub(f_sqr(lambda), p.x), q.x);
-    r.y = f_sub(f_mul(lambda, f_sub(p.x, r.x)), p.y);
+    r.x = f_sub(f_sub(f_sqr_each(lambda), p.x), q.x);
+    r.y = f_sub(f_mul_each(lambda, f_sub(p.x, r.x)), p.y);
     return r;
 }
 
@@ -163,8 +163,8 @@ template <typename F> DP_INLINE void pair_back_one(const PairRound<F>& a, PairJo
     F d;
     u32 kind = pair_kind_x(a.pts, jb, p.x, q.x, d);
     if (kind != DP_PAIR_COPY) {
-        F inv_d = f_mul(inv, parked);
-        inv = f_mul(inv, d);
+        F inv_d = f_mul_each(inv, parked);
+        inv = f_mul_each(inv, d);
         a.sums[j] = pair_finish(p, q, kind, inv_d);
     } else if (f_is_zero(q.x)) {
         a.sums[j] = p;
@@ -356,7 +356,7 @@ template <typename F, typename S> DP_INLINE u32 pair_forward(const PairRound<F>&
         F d;
         if (pair_kind_x(a.pts, j0, px, qx, d) != DP_PAIR_COPY) {
             a.sums[j].x = acc;  // the product before d, read back by the backward pass
-            acc = f_mul(acc, d);
+            acc = f_mul_each(acc, d);
             any = true;
         }
         if ((u64)j + stride >= n) break;
