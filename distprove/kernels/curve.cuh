@@ -14,7 +14,9 @@
 //   can be made out-of-line: DP_G2_OPS controls that (noinline by default on the device,
 //   inline with DP_G2_INLINE and on the host); the mixed addition, the hot one, is inline. The
 //   Fq products inside them are calls to one out-of-line copy (field.cuh's fq_mul_call) on the
-//   device: inlined, they overflowed the instruction cache.
+//   device: inlined, they overflowed the instruction cache. Products that do not depend on
+//   each other go two to a call (f_mul2, f_sqr2: field.cuh's fq_mul2_call), so the formulas
+//   below are written in pairs: madd-2008-s is five calls instead of ten.
 // * Everything compiles as host C++ too, for tests/test_kernels_host.py.
 
 #ifndef DP_CURVE_CUH

@@ -23,7 +23,12 @@
 //   addition of ten (G1) or thirty (G2) unrolled CIOS products is a loop body larger than the
 //   instruction cache; as calls, G1 MSMs ran 9-13% and G2 MSMs 13% faster on an H200 and the
 //   msm module compiles in under a minute instead of ~7
-//   (bench/results/2026-11-30_kernels-msm-{mulcall,g2call}-s7_h200.json).
+//   (bench/results/2026-11-30_kernels-msm-{mulcall,g2call}-s7_h200.json). A call is a
+//   scheduling barrier, so two independent products go to one body of two (fq_mul2_call,
+//   fq_sqr2_call; Fq2's products use them too) where the compiler interleaves them: on an
+//   H200 the XYZZ accumulation of G1 2^20 witness-like scalars took 0.6 against 1.2 ms, G1
+//   2^21 10.1 against 10.5 ms, G2 2^22 43.3 against 43.8, the pair rounds excepted (below and
+//   msm_affine.cu; bench/results/2026-12-01_kernels-msm-mul2*-s17_h200.json).
 //   Device-only fast paths (inline PTX carry chains) live under `#ifdef __CUDA_ARCH__` and
 //   always have the portable C version beside them; define DP_PORTABLE to force it, and
 //   DP_PTX_MUL (with DP_CIOS_MUL) to use the PTX CIOS product as well.
@@ -599,9 +604,10 @@ template <typename T> struct Two { T a, b; };
 
 // Two independent Fq products (squares) in one body. A call is a scheduling barrier, so point
 // code that calls fq_mul_call twice runs the two products one after the other, each ending in
-// five dependent reduction steps; in one body the compiler interleaves them, which G1's kernels
-// (3 warps per scheduler at ~166 registers) cannot do across warps. DP_MUL_SINGLE keeps one
-// product a call (the build before; bench_msm.py mul_single).
+// five dependent reduction steps; in one body the compiler interleaves them, which helps most
+// where few warps share a scheduler (the XYZZ kernels at 2 or 3 blocks of 128 threads per SM).
+// DP_MUL_SINGLE makes each product its own call again (the build before; bench_msm.py
+// mul_single).
 DP_INLINE Two<Fq> fq_mul2(Fq a, Fq b, Fq c, Fq d) { Two<Fq> r; r.a = fq_mul(a, b); r.b = fq_mul(c, d); return r; }
 DP_INLINE Two<Fq> fq_sqr2(Fq a, Fq c) { Two<Fq> r; r.a = fq_sqr(a); r.b = fq_sqr(c); return r; }
 #if defined(__CUDA_ARCH__) && !defined(DP_MUL_SINGLE)
@@ -663,8 +669,9 @@ DP_INLINE Fq2 fq2_sqr(Fq2 a) {
     return r;
 }
 
-// The same two with each Fq product its own call: the pair rounds' (msm_affine.cu), which ran
-// slower with two in one body.
+// fq2_mul and fq2_sqr with each Fq product its own call: the pair rounds' (msm_affine.cu). With
+// two in one body G2 2^22's pair rounds took 31.8-32.0 against 29.5-30.0 ms on an H200
+// (bench/results/2026-12-01_kernels-msm-mul2-sites-s17_h200.json).
 DP_INLINE Fq2 fq2_mul_each(Fq2 a, Fq2 b) {
     Fq t0 = DP_FQ2_BASE_MUL(a.c0, b.c0);
     Fq t1 = DP_FQ2_BASE_MUL(a.c1, b.c1);

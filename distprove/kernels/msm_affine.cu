@@ -44,6 +44,10 @@
 //   63.7), and three rounds take G1 2^24 from 93.2 to 82.9 ms, G2 2^22 from 73.9 to 58.6. On
 //   witness-like scalars (45% zero, 45% one) they lose (G1 2^24 18.4 -> 20.8 ms forced), so the
 //   plan skips them there.
+// * Every Fq product of a pass is its own call (f_mul_each), unlike the XYZZ formulas' pairs
+//   (curve.cuh): 1/d and the next running inverse in one body of two made G1 2^24's rounds
+//   47.4 against 45.0 ms on an H200, and Fq2 products two to a body G2 2^22's 32.0 against 29.6
+//   (bench/results/2026-12-01_kernels-msm-mul2-{all,sites}-s17_h200.json).
 // * Per-thread bodies are DP_INLINE functions of (arguments, thread index), so a host build
 //   runs them one thread after another (tests/test_kernels_host.py).
 
