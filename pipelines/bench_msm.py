@@ -99,6 +99,8 @@ VARIANTS = {
     "g2_acc3": ("-DDP_G2_ACC_MIN_BLOCKS=3",),
     "g2_acc4": ("-DDP_G2_ACC_MIN_BLOCKS=4",),
     "g2_tail3": ("-DDP_G2_TAIL_MIN_BLOCKS=3",),
+    "g1_acc3": ("-DDP_G1_ACC_MIN_BLOCKS=3",),
+    "g1_sel0": ("-DDP_G1_SEL_MIN_BLOCKS=0",),
     "g1_acc4": ("-DDP_G1_ACC_MIN_BLOCKS=4",),
     "g1_acc6": ("-DDP_G1_ACC_MIN_BLOCKS=6",),
     "g1_mul_inline": ("-DDP_G1_MUL_INLINE",),
@@ -117,7 +119,9 @@ VARIANTS = {
 products, field.cuh), CIOS products (the default until session 11), CIOS as PTX carry chains,
 CIOS with squares by the general product (the build before mont_sqr8); G2's accumulation held to
 3 or 4 blocks of 128 threads per SM, G2's fold and first reduction level to 3, G1's accumulation
-and pair rounds to 4, 5 or 6 (register bounds: the FP64 product lifted G1's kernels from ~112
+to 3 (176 registers unbounded since session 17's paired products: 2 blocks per SM), 4 or 6, G1's
+accumulation after the pair rounds unbounded (the default holds it to 3, msm_affine.cu), G1's
+pair rounds to 4 or 5 (register bounds: the FP64 product lifted G1's kernels from ~112
 to ~166 registers, 3 blocks per SM); G1's Fq products inline and Fq2's products inline (each the
 build before they became calls to the out-of-line Fq product, curve.cuh and field.cuh); G1's and
 G2's pair rounds reading each point from global memory where it is used (msm_affine.cu

@@ -485,6 +485,24 @@ struct PairSet {
 #define DP_G2_PAIR_BOUNDS
 #endif
 
+// G1's accumulation after the pair rounds (msm_accumulate_sel_g1, every G1 MSM of 2^22 or more)
+// is held to 3 blocks of 128 threads per SM (168 registers, a few spilled): with its products in
+// pairs (curve.cuh) it takes 176 unbounded, 2 blocks. H200, alternating builds: the accumulation
+// of G1 2^24 took 7.3-7.5 against 7.7-7.8 ms, of 2^22 3.7 against 4.0, of witness-like 2^24 6.0
+// against 6.5 (bench/results/2026-12-01_kernels-msm-g1-acc3-s17_h200.json). msm_accumulate_g1
+// (smaller MSMs, no pair rounds) stays unbounded: held to 3, witness-like 2^20 took 1.0 against
+// 0.6 ms. DP_G1_ACC_MIN_BLOCKS (msm.cu) bounds both; DP_G1_SEL_MIN_BLOCKS=0 unbounds this one.
+#ifndef DP_G1_SEL_MIN_BLOCKS
+#define DP_G1_SEL_MIN_BLOCKS 3
+#endif
+#if DP_G1_ACC_MIN_BLOCKS
+#define DP_G1_SEL_BOUNDS DP_G1_ACC_BOUNDS
+#elif DP_G1_SEL_MIN_BLOCKS && (defined(__CUDACC__) || defined(__CUDACC_RTC__))
+#define DP_G1_SEL_BOUNDS __launch_bounds__(128, DP_G1_SEL_MIN_BLOCKS)
+#else
+#define DP_G1_SEL_BOUNDS
+#endif
+
 // The shared-memory stage of a pair kernel: dynamic shared memory of 4 points a thread (G1 32 KiB,
 // G2 64 KiB a block of 128 threads: above the 48 KiB of static shared memory, so the host opts
 // in; gpu/msm.py pair_stage_bytes), unless -DDP_G1_PAIR_STAGE=0 / -DDP_G2_PAIR_STAGE=0 (bench_msm.py's
@@ -526,7 +544,7 @@ struct PairSet {
                                rows, len, slices, buckets, spill_rows, spill_pts);                     \
     }
 
-DP_MSM_PAIRS(g1, Fq, DP_G1_ACC_BOUNDS, DP_G1_PAIR_BOUNDS, DP_G1_PAIR_STAGE)
+DP_MSM_PAIRS(g1, Fq, DP_G1_SEL_BOUNDS, DP_G1_PAIR_BOUNDS, DP_G1_PAIR_STAGE)
 DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_PAIR_BOUNDS, DP_G2_PAIR_STAGE)
 
 #undef DP_MSM_PAIRS
