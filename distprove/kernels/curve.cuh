@@ -63,7 +63,6 @@ DP_INLINE Fq f_sub(Fq a, Fq b) { return fq_sub(a, b); }
 // G1's Fq products are calls to one out-of-line copy on the device (DP_G1_MUL_INLINE: inline).
 // Inline, Nsight Compute put 44% of the 2^24 G1 accumulation's stall cycles on instruction
 // fetch; as calls that accumulation went 83.2 -> 74.2 ms (H200).
-// Independent products go in pairs (f_mul2, f_sqr2: one body of two, field.cuh's Two).
 #if defined(__CUDA_ARCH__) && !defined(DP_G1_MUL_INLINE)
 DP_INLINE Fq f_mul(Fq a, Fq b) { return fq_mul_call(a, b); }
 DP_INLINE Fq f_sqr(Fq a) { return fq_sqr_call(a); }
@@ -89,8 +88,8 @@ DP_INLINE Two<Fq2> f_sqr2(Fq2 a, Fq2 c) { return fq2_sqr2(a, c); }
 // Every Fq product its own call, never two in one body: the pair rounds' (msm_affine.cu).
 DP_INLINE Fq f_mul_each(Fq a, Fq b) { return f_mul(a, b); }
 DP_INLINE Fq f_sqr_each(Fq a) { return f_sqr(a); }
-DP_INLINE Fq2 f_mul_each(Fq2 a, Fq2 b) { return fq2_mul_each(a, b); }
-DP_INLINE Fq2 f_sqr_each(Fq2 a) { return fq2_sqr_each(a); }
+DP_INLINE Fq2 f_mul_each(Fq2 a, Fq2 b) { return fq2_mul(a, b, false); }
+DP_INLINE Fq2 f_sqr_each(Fq2 a) { return fq2_sqr(a, false); }
 DP_INLINE Fq2 f_neg(Fq2 a) { return fq2_neg(a); }
 DP_INLINE Fq2 f_inv(Fq2 a) { return fq2_inv(a); }
 DP_INLINE bool f_is_zero(Fq2 a) { return fq2_is_zero(a); }

@@ -654,35 +654,49 @@ DP_INLINE Fq2 fq2_karatsuba(Fq t0, Fq t1, Fq t2) {
     return r;
 }
 
-// Karatsuba: 3 Fq products, two of them in one body.
-DP_INLINE Fq2 fq2_mul(Fq2 a, Fq2 b) {
-    Two<Fq> t = DP_FQ2_BASE_MUL2(a.c0, b.c0, a.c1, b.c1);
-    return fq2_karatsuba(t.a, t.b, DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1)));
+// Karatsuba: 3 Fq products, the first two in one body unless !paired (the pair rounds' choice,
+// msm_affine.cu: with two in one body G2 2^22's pair rounds took 31.8-32.0 against 29.5-30.0 ms
+// on an H200, bench/results/2026-12-01_kernels-msm-mul2-sites-s17_h200.json).
+DP_INLINE Fq2 fq2_mul(Fq2 a, Fq2 b, bool paired = true) {
+    Fq t0, t1;
+    if (paired) {
+        Two<Fq> t = DP_FQ2_BASE_MUL2(a.c0, b.c0, a.c1, b.c1);
+        t0 = t.a;
+        t1 = t.b;
+    } else {
+        t0 = DP_FQ2_BASE_MUL(a.c0, b.c0);
+        t1 = DP_FQ2_BASE_MUL(a.c1, b.c1);
+    }
+    return fq2_karatsuba(t0, t1, DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1)));
 }
 
-// (c0 + c1)(c0 - c1) + 2 c0 c1 u: 2 Fq products in one body.
-DP_INLINE Fq2 fq2_sqr(Fq2 a) {
-    Two<Fq> t = DP_FQ2_BASE_MUL2(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1), a.c0, a.c1);
+// Two Fq products in one body, or each its own call (!paired).
+DP_INLINE Two<Fq> fq2_mul2_if(Fq a, Fq b, Fq c, Fq d, bool paired) {
+    if (paired) return DP_FQ2_BASE_MUL2(a, b, c, d);
+    Two<Fq> r;
+    r.a = DP_FQ2_BASE_MUL(a, b);
+    r.b = DP_FQ2_BASE_MUL(c, d);
+    return r;
+}
+// a^2 = (c0 + c1)(c0 - c1) + 2 c0 c1 u: its 2 Fq products (in one body unless !paired), then
+// the square from them.
+DP_INLINE Two<Fq> fq2_sqr_products(Fq2 a, bool paired = true) {
+    return fq2_mul2_if(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1), a.c0, a.c1, paired);
+}
+DP_INLINE Fq2 fq2_sqr_from(Two<Fq> t) {
     Fq2 r;
     r.c0 = t.a;
     r.c1 = fq_add(t.b, t.b);
     return r;
 }
+DP_INLINE Fq2 fq2_sqr(Fq2 a, bool paired = true) { return fq2_sqr_from(fq2_sqr_products(a, paired)); }
 
-// fq2_mul and fq2_sqr with each Fq product its own call: the pair rounds' (msm_affine.cu). With
-// two in one body G2 2^22's pair rounds took 31.8-32.0 against 29.5-30.0 ms on an H200
-// (bench/results/2026-12-01_kernels-msm-mul2-sites-s17_h200.json).
-DP_INLINE Fq2 fq2_mul_each(Fq2 a, Fq2 b) {
-    Fq t0 = DP_FQ2_BASE_MUL(a.c0, b.c0);
-    Fq t1 = DP_FQ2_BASE_MUL(a.c1, b.c1);
-    return fq2_karatsuba(t0, t1, DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_add(b.c0, b.c1)));
-}
-
-DP_INLINE Fq2 fq2_sqr_each(Fq2 a) {
-    Fq2 r;
-    r.c0 = DP_FQ2_BASE_MUL(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1));
-    Fq t = DP_FQ2_BASE_MUL(a.c0, a.c1);
-    r.c1 = fq_add(t, t);
+// Two independent Fq2 squares: both squares' products (two bodies of two), then the squares.
+DP_INLINE Two<Fq2> fq2_sqr2(Fq2 a, Fq2 c) {
+    Two<Fq> s = fq2_sqr_products(a), t = fq2_sqr_products(c);
+    Two<Fq2> r;
+    r.a = fq2_sqr_from(s);
+    r.b = fq2_sqr_from(t);
     return r;
 }
 
@@ -694,18 +708,6 @@ DP_INLINE Two<Fq2> fq2_mul2(Fq2 a, Fq2 b, Fq2 c, Fq2 d) {
     Two<Fq2> r;
     r.a = fq2_karatsuba(s.a, s.b, t.a);
     r.b = fq2_karatsuba(t.b, u.a, u.b);
-    return r;
-}
-
-// Two independent Fq2 squares: four Fq products in two bodies.
-DP_INLINE Two<Fq2> fq2_sqr2(Fq2 a, Fq2 c) {
-    Two<Fq> s = DP_FQ2_BASE_MUL2(fq_add(a.c0, a.c1), fq_sub(a.c0, a.c1), a.c0, a.c1);
-    Two<Fq> t = DP_FQ2_BASE_MUL2(fq_add(c.c0, c.c1), fq_sub(c.c0, c.c1), c.c0, c.c1);
-    Two<Fq2> r;
-    r.a.c0 = s.a;
-    r.a.c1 = fq_add(s.b, s.b);
-    r.b.c0 = t.a;
-    r.b.c1 = fq_add(t.b, t.b);
     return r;
 }
 
