@@ -114,8 +114,6 @@ VARIANTS = {
     "g2_unstaged": ("-DDP_G2_PAIR_STAGE=0",),
     "g2_tail_inline": ("-DDP_G2_TAIL_INLINE",),
     "mul_single": ("-DDP_MUL_SINGLE",),
-    "g1_pipe": ("-DDP_G1_PAIR_PIPE=1", "-DDP_G1_PAIR_MIN_BLOCKS=3"),
-    "g2_pipe": ("-DDP_G2_PAIR_PIPE=1",),
 }
 """Builds of msm.cu (NVRTC options, beside the module's own): the default (FP64-pipe Fq
 products, field.cuh), CIOS products (the default until session 11), CIOS as PTX carry chains,
@@ -132,9 +130,7 @@ which prefetched points into registers one job ahead); G1's pair blocks of 64 th
 registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers);
 G2's fold, window reductions and block trees with every addition inline (curve.cuh
 DP_G2_TAIL_INLINE, the default until session 15); each Fq product its own call (field.cuh
-DP_MUL_SINGLE, the default until session 17: independent products now share a body); G1's or
-G2's pair rounds as the pipelined pass (msm_affine.cu msm_pairs_pipe_body: forward and backward
-passes of consecutive batches in one loop, one wave of threads)."""
+DP_MUL_SINGLE, the default until session 17: independent products now share a body)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:

@@ -543,17 +543,14 @@ def emu(tmp_path_factory: pytest.TempPathFactory):
     return _build_emu(tmp_path_factory)
 
 
-EMU_BUILDS = {"f64": ("-DDP_F64_MUL",), "pipe": ("-DDP_G1_PAIR_PIPE=1", "-DDP_G2_PAIR_PIPE=1")}
+EMU_BUILDS = {"f64": ("-DDP_F64_MUL",)}
 """Builds of the MSM kernels that the pair-round emulations also run: the device's FP64 product
-(the default emulation takes the host's CIOS) and the pipelined pair pass (the host launches it
-as one wave: the emulation's kernel options name the build)."""
+(the default emulation takes the host's CIOS)."""
 
 
 @pytest.fixture(scope="module", params=list(EMU_BUILDS))
 def emu_variant(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    emu = _build_emu(tmp_path_factory, EMU_BUILDS[request.param])
-    emu.options = EMU_BUILDS[request.param]
-    return emu
+    return _build_emu(tmp_path_factory, EMU_BUILDS[request.param])
 
 
 @pytest.fixture()
@@ -565,9 +562,7 @@ def emulated_msm(emu, monkeypatch: pytest.MonkeyPatch):
 @pytest.fixture()
 def emulated_msm_variant(emu_variant, monkeypatch: pytest.MonkeyPatch):
     """:func:`emulated_msm` on an EMU_BUILDS build."""
-    gm = _emulate(emu_variant, monkeypatch)
-    monkeypatch.setattr(gm, "kernel_options", lambda: gm.KERNEL_OPTIONS + emu_variant.options)
-    return gm
+    return _emulate(emu_variant, monkeypatch)
 
 
 def _emulate(emu, monkeypatch: pytest.MonkeyPatch):
@@ -792,7 +787,7 @@ def test_pair_rounds_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, gro
 def test_pair_rounds_builds_emulated(emulated_msm_variant, monkeypatch: pytest.MonkeyPatch, group: bn254.Group,
                                      k: int, sms: int) -> None:
     """The same rows through each build of EMU_BUILDS (the device's product in the pair rounds),
-    on one resident thread or three (the pipelined pass: threads of unequal job counts)."""
+    on one resident thread or three (threads of unequal job counts)."""
     monkeypatch.setattr(emulated_msm_variant, "_sm_count", lambda: sms)
     _pair_rows_case(emulated_msm_variant, monkeypatch, group, k)
 

@@ -310,8 +310,6 @@ template <typename F> struct PairStage {
         else r = take<F>(s * CH + which * (CH / 2u));
         return r;
     }
-    // The pipelined pass's forward slots, after the backward pass's double buffer.
-    DP_INLINE PairStage forward_view() const { return {base + 2u * BUF * DP_PAIR_BLOCK}; }
 };
 
 // The same interface without a stage (-DDP_G1_PAIR_STAGE=0 / -DDP_G2_PAIR_STAGE=0, bench_msm.py's
@@ -329,7 +327,6 @@ template <typename F> struct PairDirect {
         else r = pts[pt >> 1].x;
         return r;
     }
-    DP_INLINE PairDirect forward_view() const { return *this; }
 };
 
 // Thread t's forward pass over jobs t, t + stride, ... (< n): each denominator enters the running
@@ -431,96 +428,6 @@ template <typename F, typename S> DP_INLINE void msm_pairs_body(const PairRound<
     pair_backward(a, t, stride, j, inv, st);
 }
 
-// The pipelined pass (DP_G1_PAIR_PIPE / DP_G2_PAIR_PIPE): one wave of threads, each walking
-// its jobs in batches of at most kmax, with batch b's forward pass and batch b - 1's backward
-// pass in the same loop (iteration i: forward job i, backward job i - B counted down from the
-// batch's end), so every iteration does both passes' work: one product and a gather of x
-// beside five products. The separate passes leave all resident threads in their forward
-// passes at once (bound by the gathers) and then in their backward passes (bound by issue).
-// The batch's inversion comes between phases; a parked product is read after the iteration's
-// forward step, which at a batch's end parks the one the next iteration reads. Both streams'
-// operands are staged one iteration ahead (six products cover the gather).
-template <typename F> DP_INLINE u32 pipe_stride(const PairRound<F>& a, u32 n, u32 launched) {
-    u64 k = ((u64)n + a.resident - 1u) / a.resident;
-    if (k < a.kmin) k = a.kmin;
-    u64 stride = (n + k - 1u) / k;
-    return stride < launched ? (u32)stride : launched;
-}
-
-template <typename F, typename S> DP_INLINE void msm_pairs_pipe_body(const PairRound<F>& a, u32 t, u32 launched,
-                                                                     const S& st) {
-    u32 n = a.cursor_out[a.rows - 1u] + a.counts_out[a.rows - 1u];
-    u32 stride = pipe_stride(a, n, launched);
-    if (t >= stride || t >= n) return;
-    const S fst = st.forward_view();
-    u32 k = (n - t + stride - 1u) / stride;      // this thread's jobs t + s * stride, s < k
-    u32 k0 = (n + stride - 1u) / stride;         // thread 0's: k0 - 1 <= k <= k0
-    u32 nb = (k0 + a.kmax - 1u) / a.kmax;
-    u32 B = (k0 + nb - 1u) / nb;                 // batch length, the same in every lane
-    u32 iters = (nb + 1u) * B;
-    const PairJob none = {DP_NO_PT, DP_NO_PT};
-    auto fwd = [&](u32 i) { return i < k ? i : DP_NO_PT; };
-    auto bwd = [&](u32 i) {
-        u32 p = i / B;
-        if (p == 0u || i >= iters) return DP_NO_PT;
-        u32 s = p * B - 1u - (i - p * B);
-        return s < k ? s : DP_NO_PT;
-    };
-    auto idx = [&](u32 s) { return (u32)(t + (u64)s * stride); };
-    auto job = [&](u32 s) { return s != DP_NO_PT ? a.jobs[idx(s)] : none; };
-    u32 sf = 0u, sb = DP_NO_PT;
-    PairJob jf = job(sf), jb = none;
-    fst.issue_x(0u, a.pts, jf);
-    st.commit();
-    PairJob jf_n = job(fwd(1u)), jb_n = job(bwd(1u));
-    F acc, inv, parked;
-    f_set_one(acc);
-    f_set_one(inv);
-    f_set_zero(parked);
-    bool any = false;
-    for (u32 i = 0u, left = B; i < iters; i++) {
-        u32 sf_n = fwd(i + 1u), sb_n = bwd(i + 1u), nbuf = (i + 1u) & 1u;
-        if (sf_n != DP_NO_PT) fst.issue_x(nbuf, a.pts, jf_n);
-        if (sb_n != DP_NO_PT) st.issue(nbuf, a.pts, jb_n);
-        st.commit();
-        PairJob jf_nn = job(fwd(i + 2u)), jb_nn = job(bwd(i + 2u));
-        st.template wait<1u>();
-        u32 buf = i & 1u;
-        if (sf != DP_NO_PT) {
-            F px = fst.read_x(buf, 0u, jf.p), qx = fst.read_x(buf, 1u, jf.q);
-            F d;
-            if (pair_kind_x(a.pts, jf, px, qx, d) != DP_PAIR_COPY) {
-                a.sums[idx(sf)].x = acc;
-                acc = f_mul_each(acc, d);
-                any = true;
-            }
-        }
-        if (sb != DP_NO_PT) {
-            Aff<F> q;
-            if (jb.q == DP_NO_PT) {
-                f_set_zero(q.x);
-                f_set_zero(q.y);
-            } else {
-                q = st.read(buf, 1u, jb.q);
-            }
-            pair_back_one(a, jb, idx(sb), st.read(buf, 0u, jb.p), q, parked, inv);
-        }
-        if (--left == 0u) {  // a phase ends: its forward batch's inverse serves the next backward
-            left = B;
-            inv = any ? f_inv(acc) : acc;
-            f_set_one(acc);
-            any = false;
-        }
-        if (sb_n != DP_NO_PT) parked = a.sums[idx(sb_n)].x;
-        sf = sf_n;
-        sb = sb_n;
-        jf = jf_n;
-        jb = jb_n;
-        jf_n = jf_nn;
-        jb_n = jb_nn;
-    }
-}
-
 // plan[0] = the rounds to run: how many of the first `rounds` thresholds min_total[r] the
 // sort's entry count reaches (the host knows only a bound; witness-like scalars, mostly 0 and 1,
 // leave buckets too thin for rounds to pay).
@@ -609,7 +516,7 @@ struct PairSet {
 #if defined(__CUDA_ARCH__)
 #define DP_STAGE_ARRAY extern __shared__ Chunk16 stage_buf[];
 #else
-#define DP_STAGE_ARRAY static Chunk16 stage_buf[3u * PairStage<Fq2>::BUF * DP_PAIR_BLOCK];
+#define DP_STAGE_ARRAY static Chunk16 stage_buf[2u * PairStage<Fq2>::BUF * DP_PAIR_BLOCK];
 #endif
 #define DP_STAGE_DECL_1(F)                                                                     \
     DP_STAGE_ARRAY                                                                             \
@@ -617,17 +524,7 @@ struct PairSet {
 #define DP_STAGE_DECL_0(F) PairDirect<F> st = {pts};
 #define DP_STAGE_DECL(ON, F) DP_STAGE_DECL_##ON(F)
 
-#ifndef DP_G1_PAIR_PIPE
-#define DP_G1_PAIR_PIPE 0
-#endif
-#ifndef DP_G2_PAIR_PIPE
-#define DP_G2_PAIR_PIPE 0
-#endif
-#define DP_PAIRS_BODY_0 msm_pairs_body
-#define DP_PAIRS_BODY_1 msm_pairs_pipe_body
-#define DP_PAIRS_BODY(PIPE) DP_PAIRS_BODY_##PIPE
-
-#define DP_MSM_PAIRS(G, F, ACC_BOUNDS, PAIR_BOUNDS, STAGED, PIPE)                                    \
+#define DP_MSM_PAIRS(G, F, ACC_BOUNDS, PAIR_BOUNDS, STAGED)                                          \
     extern "C" __global__ void PAIR_BOUNDS msm_pairs_##G(const u32* plan, u32 round, const PairJob* jobs, \
                                              const Aff<F>* pts, const u32* cursor_out,                 \
                                              const u32* counts_out, u32 rows, u32 resident, u32 kmin,  \
@@ -635,7 +532,7 @@ struct PairSet {
         if (round >= plan[0]) return;                                                                  \
         DP_STAGE_DECL(STAGED, F)                                                                       \
         PairRound<F> a = {jobs, pts, cursor_out, counts_out, rows, resident, kmin, kmax, sums};      \
-        DP_PAIRS_BODY(PIPE)(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, st);   \
+        msm_pairs_body(a, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, st);        \
     }                                                                                                  \
     extern "C" __global__ void ACC_BOUNDS msm_accumulate_sel_##G(                                     \
         const u32* plan, const PairSet* sets, u32 rows, u32 len, u32 slices, u32 resident, u32 target,    \
@@ -647,16 +544,13 @@ struct PairSet {
                                rows, len, slices, buckets, spill_rows, spill_pts);                     \
     }
 
-DP_MSM_PAIRS(g1, Fq, DP_G1_SEL_BOUNDS, DP_G1_PAIR_BOUNDS, DP_G1_PAIR_STAGE, DP_G1_PAIR_PIPE)
-DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_PAIR_BOUNDS, DP_G2_PAIR_STAGE, DP_G2_PAIR_PIPE)
+DP_MSM_PAIRS(g1, Fq, DP_G1_SEL_BOUNDS, DP_G1_PAIR_BOUNDS, DP_G1_PAIR_STAGE)
+DP_MSM_PAIRS(g2, Fq2, DP_G2_ACC_BOUNDS, DP_G2_PAIR_BOUNDS, DP_G2_PAIR_STAGE)
 
 #undef DP_MSM_PAIRS
 #undef DP_STAGE_ARRAY
 #undef DP_STAGE_DECL
 #undef DP_STAGE_DECL_0
 #undef DP_STAGE_DECL_1
-#undef DP_PAIRS_BODY
-#undef DP_PAIRS_BODY_0
-#undef DP_PAIRS_BODY_1
 
 #endif  // DP_MSM_AFFINE_CU

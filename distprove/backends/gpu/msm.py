@@ -673,31 +673,24 @@ def pair_block() -> int:
     return PAIR_THREADS
 
 
-def pair_pipe(group: Group) -> bool:
-    """Whether ``group``'s pair rounds run msm_affine.cu's pipelined pass (-DDP_G1_PAIR_PIPE=1 /
-    -DDP_G2_PAIR_PIPE=1): one wave of threads, each over its jobs in batches of PAIR_K[1]."""
-    return f"-DDP_{_suffix(group).upper()}_PAIR_PIPE=1" in kernel_options()
-
-
 def pair_stage_bytes(group: Group) -> int:
     """Dynamic shared memory of a pair-round block: msm_affine.cu's stage, two buffers of two affine
-    points a thread (G1 32 KiB, G2 64 KiB at 128 threads), and two of two x for the pipelined pass
-    (:func:`pair_pipe`); 0 for a build without it (-DDP_G1_PAIR_STAGE=0 / -DDP_G2_PAIR_STAGE=0)."""
+    points a thread (G1 32 KiB, G2 64 KiB at 128 threads); 0 for a build without it
+    (-DDP_G1_PAIR_STAGE=0 / -DDP_G2_PAIR_STAGE=0)."""
     if f"-DDP_{_suffix(group).upper()}_PAIR_STAGE=0" in kernel_options():
         return 0
-    points = 6 if pair_pipe(group) else 4
-    return points * 4 * group.limbs * pair_block()  # limbs: uint32 words of an affine point
+    return 4 * 4 * group.limbs * pair_block()  # limbs: uint32 words of an affine point
 
 
-def pair_threads(jobs: int, kernel: Any, dynamic: int = 0, pipe: bool = False) -> tuple[int, int]:
+def pair_threads(jobs: int, kernel: Any, dynamic: int = 0) -> tuple[int, int]:
     """(threads to launch, resident threads) for a pair round over at most ``jobs`` jobs with
     ``kernel`` and ``dynamic`` bytes of shared memory a block: enough whole waves of its resident
-    threads for ``jobs`` at PAIR_K[1] jobs a thread (one wave for the pipelined pass, ``pipe``),
-    at most ``jobs`` / PAIR_K[0] threads (a whole number of blocks). The kernel picks its stride
-    from the real job count (msm_affine.cu pair_stride / pipe_stride), within these threads."""
+    threads for ``jobs`` at PAIR_K[1] jobs a thread, at most ``jobs`` / PAIR_K[0] threads (a whole
+    number of blocks). The kernel picks its stride from the real job count (msm_affine.cu
+    pair_stride), within these threads."""
     block = pair_block()
     resident = _resident_threads(kernel, block, dynamic) or _sm_count() * block
-    waves = 1 if pipe else max(1, -(-jobs // (resident * PAIR_K[1])))
+    waves = max(1, -(-jobs // (resident * PAIR_K[1])))
     threads = min(waves * resident, -(-jobs // PAIR_K[0]))
     return -(-threads // block) * block, resident
 
@@ -792,7 +785,7 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
         cursor_out -= counts_out  # exclusive: each row's first slot
         make_jobs((min(-(-bound // 256), _sm_count() * PAIR_JOBS_BLOCKS_PER_SM),), (256,),
                   (plan, u32(r), entries, cursor, counts, cursor_out, u32(rows), jobs, entries_out))
-        threads, resident = pair_threads(out_bound, pairs, stage, pair_pipe(group))
+        threads, resident = pair_threads(out_bound, pairs, stage)
         pairs((threads // block,), (block,),
               (plan, u32(r), jobs, points, cursor_out, counts_out, u32(rows), u32(resident), u32(PAIR_K[0]),
                u32(PAIR_K[1]), points_out), shared_mem=stage)
