@@ -15,7 +15,7 @@ from . import bn254, config
 from .backends.base import Backend, LoadedWitness, MsmJob, msm_group, resolve_constant_work
 from .backends.select import get_backend
 from .keystore import KeyStore, ZkeyKey, open_key
-from .stages.assemble import assemble_windows, random_blinding
+from .stages.assemble import add_h, assemble_ahead, assemble_windows, random_blinding
 from .stages.msm import combine, live_fraction, num_windows
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,9 @@ class WindowSums:
     sums: dict[str, dict[int, bn254.Affine]]
     widths: dict[str, int]
     timings: dict[str, float]
+    ahead: Any = None
+    """What :func:`start_window_sums`'s ``ahead`` made of the witness MSMs' sums while H's MSM
+    ran (None: it was not called)."""
 
 
 @dataclass
@@ -174,6 +177,7 @@ def start_window_sums(
     profile: bool = False,
     overlap_h: bool = True,
     widths: Mapping[str, int] | None = None,
+    ahead: Callable[[dict[str, dict[int, bn254.Affine]], dict[str, int]], Any] | None = None,
 ) -> Callable[[], WindowSums]:
     """Every stage of :func:`prove` up to the assembly, on an opened key and a backend (the
     arguments mean what they mean there; ``widths``: each MSM's window width, by default the
@@ -182,7 +186,12 @@ def start_window_sums(
     function waits for the sums. The witness's errors raise here, before anything is queued
     (unless it comes :class:`Prefetched`: then its stage seconds are the prefetch's). With
     ``profile`` (or without ``overlap_h``) everything runs here and the function only hands the
-    result over."""
+    result over.
+
+    ``ahead(sums, widths)``: host work on the four witness MSMs' window sums, called by the
+    waiter as soon as they are in, while H's MSM still runs on the device (with ``overlap_h``
+    and without ``profile`` only); its result comes back as :attr:`WindowSums.ahead`, its
+    seconds as the ``assemble_ahead`` timing (part of ``msm``)."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -209,9 +218,15 @@ def start_window_sums(
         h_msm = start_msms(be, k, lambda _: hs, widths, names=("H",), constant_work=constant_work)
 
         def finish() -> WindowSums:
-            sums = {**witness_msms(), **h_msm()}
+            sums = witness_msms()
+            early = None
+            if ahead is not None:
+                t_ahead = time.perf_counter()
+                early = ahead(sums, widths)
+                timings["assemble_ahead"] = time.perf_counter() - t_ahead
+            sums.update(h_msm())
             lap("msm", t)
-            return WindowSums(public, sums, widths, timings)
+            return WindowSums(public, sums, widths, timings, early)
 
         return finish
     hs = be.h_scalars(k, evals)
@@ -326,16 +341,27 @@ def prove(
     ``overlap_h``: start the four witness MSMs before computing H, so that on a GPU the NTTs
     run beside them, then the H MSM; otherwise H first, then the five MSMs together.
 
+    With ``overlap_h`` (and without ``profile``) the host assembles pi_a, pi_b and all of pi_c
+    but H (:func:`distprove.stages.assemble.assemble_ahead`) as soon as the witness MSMs are
+    in, while H's MSM still runs; only H's chain is left after it.
+
     ``Proof.timings`` holds seconds per stage: witness (read, check and load into the backend:
     on a GPU the upload and the device range check), gather, ntt (not with ``overlap_h``, where
-    msm includes it), msm (the five MSMs, which a GPU overlaps: G2 on its own stream), assemble,
-    total. ``profile=True`` runs H, then the MSMs one at a time, and times each (msm_A ...
-    msm_H): a breakdown, at some cost in latency.
+    msm includes it), msm (the five MSMs, which a GPU overlaps: G2 on its own stream),
+    assemble_ahead (the assembly done during H's MSM, part of msm; with ``overlap_h`` only),
+    assemble (what is left after the MSMs), total. ``profile=True`` runs H, then the MSMs one
+    at a time, and times each (msm_A ... msm_H): a breakdown, at some cost in latency.
     """
     t0 = time.perf_counter()
     k, be = _opened(key, backend)
-    ws = start_window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h)()
-    proof = _assembled(k, ws, t0, blinding)
+    r, s = blinding if blinding is not None else random_blinding()
+
+    def ahead(sums: dict[str, dict[int, bn254.Affine]], widths: dict[str, int]) -> tuple:
+        return assemble_ahead(k.points, sums, widths, r, s)
+
+    ws = start_window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h,
+                           ahead=ahead)()
+    proof = _assembled(k, ws, t0, (r, s))
     log.debug("proved with %s backend in %.3f s", be.name, proof.timings["total"])
     return proof
 
@@ -348,10 +374,16 @@ def _opened(key: KeyLike, backend: str | Backend) -> tuple[KeyStore | ZkeyKey, B
 
 def _assembled(k: KeyStore | ZkeyKey, ws: WindowSums, t0: float, blinding: tuple[int, int] | None = None) -> Proof:
     """The proof from its window sums (Horner combines and blinding; fresh r, s unless
-    ``blinding``), its timings completed with assemble and total (from ``t0``)."""
+    ``blinding``), its timings completed with assemble and total (from ``t0``). When the
+    witness MSMs were assembled ahead (:attr:`WindowSums.ahead`, with their r and s), only H is
+    added here."""
     t = time.perf_counter()
-    r, s = blinding if blinding is not None else random_blinding()
-    pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)
+    if ws.ahead is not None:
+        pi_a, pi_b, partial_c = ws.ahead
+        pi_c = add_h(partial_c, ws.sums["H"], ws.widths["H"])
+    else:
+        r, s = blinding if blinding is not None else random_blinding()
+        pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)
     ws.timings["assemble"] = time.perf_counter() - t
     ws.timings["total"] = time.perf_counter() - t0
     return Proof(pi_a, pi_b, pi_c, ws.public, ws.timings)

@@ -12,7 +12,7 @@ import pytest
 from distprove import bn254
 from distprove.bn254 import G1, G2, Q, R
 from distprove.stages import _fastec
-from distprove.stages.assemble import assemble, assemble_windows
+from distprove.stages.assemble import add_h, assemble, assemble_ahead, assemble_windows
 from distprove.stages.msm import combine, num_windows
 
 try:
@@ -182,6 +182,29 @@ def test_assemble_windows_mixed_widths(fq: int) -> None:
     widths = {name: 4 for name in sums} | {"H": 7}
     r, s = rng.randrange(R), rng.randrange(R)
     assert assemble_windows(vk, sums, widths, r, s) == ref_assemble(vk, results, r, s)
+
+
+@pytest.mark.parametrize("infinite", [(), ("C",), ("H",), ("C", "H", "A")])
+def test_assemble_ahead_then_h_equals_reference(infinite: tuple[str, ...], fq: int) -> None:
+    """The proof assembled in two steps (the witness MSMs while H runs, then H) is the one-step
+    proof, H's width differing from C's, with whole MSMs at infinity."""
+    rng = random.Random(str(infinite))
+    vk, sums, results = random_case(rng, 5)
+    sums["H"] = dict(enumerate(points(G1, num_windows(7), rng)))
+    for name in infinite:
+        sums[name] = {w: None for w in sums[name]}
+    results = {name: ref_combine(G2 if name == "B2" else G1, sums[name], 7 if name == "H" else 5) for name in sums}
+    widths = {name: 5 for name in sums} | {"H": 7}
+    r, s = rng.randrange(R), rng.randrange(R)
+    witness = {name: sums[name] for name in ("A", "B1", "B2", "C")}
+    pi_a, pi_b, partial = assemble_ahead(vk, witness, widths, r, s)
+    want = ref_assemble(vk, results, r, s)
+    assert (pi_a, pi_b, add_h(partial, sums["H"], 7)) == want
+    assert assemble_windows(vk, sums, widths, r, s) == want
+    with pytest.raises(ValueError, match="missing for windows"):
+        add_h(partial, {w: p for w, p in sums["H"].items() if w}, 7)
+    with pytest.raises(ValueError, match="missing points"):
+        assemble_ahead(vk, {k: v for k, v in witness.items() if k != "B2"}, widths, r, s)
 
 
 def test_assemble_windows_checks_inputs() -> None:

@@ -19,10 +19,21 @@ def random_blinding() -> tuple[int, int]:
     return secrets.randbelow(R), secrets.randbelow(R)
 
 
-def _check_names(vk_points: Mapping[str, Affine], msm_names: Iterable[str]) -> None:
-    missing = [k for k in VK_POINTS if k not in vk_points] + [k for k in MSM_NAMES if k not in msm_names]
+WITNESS_MSMS = ("A", "B1", "B2", "C")
+"""The MSMs over the witness: :func:`assemble_ahead` needs only these."""
+
+
+def _check_names(vk_points: Mapping[str, Affine], msm_names: Iterable[str], need: Iterable[str] = MSM_NAMES) -> None:
+    missing = [k for k in VK_POINTS if k not in vk_points] + [k for k in need if k not in msm_names]
     if missing:
         raise ValueError(f"assemble: missing points {missing}")
+
+
+def _check_windows(sums: Mapping[str, Mapping[int, Affine]], widths: Mapping[str, int], names: Iterable[str]) -> None:
+    for name in names:
+        if name not in widths:
+            raise ValueError(f"assemble: missing window width of {name}")
+        check_window_sums(sums[name], widths[name])
 
 
 def _assemble(
@@ -32,13 +43,14 @@ def _assemble(
 
     pi_a = A + alpha1 + r delta1; pi_b = B2 + beta2 + s delta2; and, with b1 = B1 + beta1,
     pi_c = C + H + s pi_a + r b1, which equals DESIGN.md's C + H + s pi_a + r (b1 + s delta1)
-    - rs delta1 because G1 has prime order r.
+    - rs delta1 because G1 has prime order r. Without H in ``terms`` the third point lacks H
+    (:func:`assemble_ahead`).
     """
     chain = _fastec.combination
     acc_a = chain(G1, terms["A"], [(1, vk["alpha1"]), (r, vk["delta1"])])
     acc_b1 = chain(G1, terms["B1"], [(1, vk["beta1"])])
     pi_a, b1 = _fastec.to_affine(G1, [acc_a, acc_b1], as_int=False)
-    acc_c = chain(G1, [*terms["C"], *terms["H"]], [(s, pi_a), (r, b1)])
+    acc_c = chain(G1, [*terms["C"], *terms.get("H", ())], [(s, pi_a), (r, b1)])
     acc_b = chain(G2, terms["B2"], [(1, vk["beta2"]), (s, vk["delta2"])])
     (pi_c,) = _fastec.to_affine(G1, [acc_c])
     (pi_b,) = _fastec.to_affine(G2, [acc_b])
@@ -73,8 +85,29 @@ def assemble_windows(
     costs about half of :func:`~distprove.stages.msm.combine` five times plus :func:`assemble`.
     """
     _check_names(vk_points, sums)
-    for name in MSM_NAMES:
-        if name not in widths:
-            raise ValueError(f"assemble: missing window width of {name}")
-        check_window_sums(sums[name], widths[name])
+    _check_windows(sums, widths, MSM_NAMES)
     return _assemble(vk_points, {k: [(widths[k], sums[k])] for k in MSM_NAMES}, r, s)
+
+
+def assemble_ahead(
+    vk_points: Mapping[str, Affine],
+    sums: Mapping[str, Mapping[int, Affine]],
+    widths: Mapping[str, int],
+    r: int,
+    s: int,
+) -> tuple[Affine, Affine, Affine]:
+    """The proof but H, from the window sums of the four witness MSMs (A, B1, B2, C; arguments as
+    in :func:`assemble_windows`): (pi_a, pi_b, C + s pi_a + r b1). It runs while H's MSM is still
+    on the device; :func:`add_h` then finishes pi_c with one short chain. Together they cost one
+    G1 chain more than :func:`assemble_windows` (C and H no longer share one)."""
+    _check_names(vk_points, sums, WITNESS_MSMS)
+    _check_windows(sums, widths, WITNESS_MSMS)
+    return _assemble(vk_points, {k: [(widths[k], sums[k])] for k in WITNESS_MSMS}, r, s)
+
+
+def add_h(partial_c: Affine, sums: Mapping[int, Affine], width: int) -> Affine:
+    """pi_c from :func:`assemble_ahead`'s third point and the H MSM's window sums {w: S_w} of
+    window width ``width``."""
+    check_window_sums(sums, width)
+    (pi_c,) = _fastec.to_affine(G1, [_fastec.combination(G1, [(width, sums)], [(1, partial_c)])])
+    return pi_c
