@@ -77,8 +77,8 @@ def fixture_proofs(backend: str, out: Path) -> list[dict]:
 
 
 def prove_one_step(key: KeyStore, witness: Path, backend: str) -> Any:
-    """:func:`prove` as it was before the assembly moved ahead of H's MSM (session 18): the whole
-    assembly after the five MSMs, the baseline of ``one_step_assembly_total_ms``."""
+    """:func:`prove` as it was before the host assembled each MSM as it finished (session 18): the
+    whole assembly after the five MSMs, the baseline of ``one_step_assembly_total_ms``."""
     from distprove.prover import _assembled, _opened, start_window_sums
 
     t0 = time.perf_counter()
