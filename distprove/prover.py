@@ -12,10 +12,10 @@ from typing import Any, Callable, TypeVar, Union
 import numpy as np
 
 from . import bn254, config
-from .backends.base import Backend, LoadedWitness, MsmJob, as_completed, msm_group, resolve_constant_work
+from .backends.base import Backend, LoadedWitness, MsmJob, msm_group, resolve_constant_work
 from .backends.select import get_backend
 from .keystore import KeyStore, ZkeyKey, open_key
-from .stages.assemble import Assembly, assemble_windows, random_blinding, window_terms
+from .stages.assemble import assemble_windows, random_blinding
 from .stages.msm import combine, live_fraction, num_windows
 
 log = logging.getLogger(__name__)
@@ -107,13 +107,9 @@ def start_msms(
     ``scalars(which)``: that MSM's scalars; ``widths``: its window width) and return a function
     that waits for every one's window sums {which: {w: S_w}} (:meth:`Backend.msm_start_all`: the
     GPU recovers there from running out of memory)."""
-    wait = backend.msm_start_all(key, _jobs(scalars, widths, names), constant_work=constant_work)
+    jobs = {which: MsmJob(scalars(which), widths[which], 0, num_windows(widths[which])) for which in names}
+    wait = backend.msm_start_all(key, jobs, constant_work=constant_work)
     return lambda: {which: dict(enumerate(sums)) for which, sums in wait().items()}
-
-
-def _jobs(scalars: Callable[[str], Any], widths: Mapping[str, int], names: Iterable[str]) -> dict[str, MsmJob]:
-    """Every window of the MSMs ``names``, for :meth:`Backend.msm_start_all`."""
-    return {which: MsmJob(scalars(which), widths[which], 0, num_windows(widths[which])) for which in names}
 
 
 @dataclass
@@ -125,8 +121,6 @@ class WindowSums:
     sums: dict[str, dict[int, bn254.Affine]]
     widths: dict[str, int]
     timings: dict[str, float]
-    assembly: Assembly | None = None
-    """The proof's :class:`Assembly`, every MSM added as it finished (None: not assembled yet)."""
 
 
 @dataclass
@@ -180,7 +174,6 @@ def start_window_sums(
     profile: bool = False,
     overlap_h: bool = True,
     widths: Mapping[str, int] | None = None,
-    assembly: Assembly | None = None,
 ) -> Callable[[], WindowSums]:
     """Every stage of :func:`prove` up to the assembly, on an opened key and a backend (the
     arguments mean what they mean there; ``widths``: each MSM's window width, by default the
@@ -189,13 +182,7 @@ def start_window_sums(
     function waits for the sums. The witness's errors raise here, before anything is queued
     (unless it comes :class:`Prefetched`: then its stage seconds are the prefetch's). With
     ``profile`` (or without ``overlap_h``) everything runs here and the function only hands the
-    result over.
-
-    ``assembly``: the proof's :class:`~distprove.stages.assemble.Assembly`, to which the waiter
-    adds each MSM as soon as the device is done with it (with ``overlap_h`` and without
-    ``profile`` only), so that the host's doubling chains run while the other MSMs compute; it
-    comes back as :attr:`WindowSums.assembly` and its seconds as the ``assemble_ahead`` timing
-    (part of ``msm``)."""
+    result over."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -216,26 +203,15 @@ def start_window_sums(
     t = lap("gather", t)
     widths = dict(witness_widths(be, k, live_fraction(values), constant_work) if widths is None else widths)
     if overlap_h and not profile:
-        phases = [be.msm_start_all(k, _jobs(lambda _: w, widths, WITNESS_ORDER), constant_work=constant_work)]
+        witness_msms = start_msms(be, k, lambda _: w, widths, names=WITNESS_ORDER, constant_work=constant_work)
         hs = be.h_scalars(k, evals)
         del evals  # three domain-sized vectors the MSMs do not need (device memory)
-        phases.append(be.msm_start_all(k, _jobs(lambda _: hs, widths, ("H",)), constant_work=constant_work))
+        h_msm = start_msms(be, k, lambda _: hs, widths, names=("H",), constant_work=constant_work)
 
         def finish() -> WindowSums:
-            if assembly is None:
-                got = {which: sums for phase in phases for which, sums in phase().items()}
-            else:
-                got, host = {}, 0.0
-                for which, sums in as_completed(phases):
-                    got[which] = sums
-                    t_host = time.perf_counter()
-                    assembly.add(which, window_terms(which, dict(enumerate(sums)), widths))
-                    assembly.advance()
-                    host += time.perf_counter() - t_host
-                timings["assemble_ahead"] = host
+            sums = {**witness_msms(), **h_msm()}
             lap("msm", t)
-            return WindowSums(public, {which: dict(enumerate(got[which])) for which in MSM_NAMES}, widths, timings,
-                              assembly)
+            return WindowSums(public, sums, widths, timings)
 
         return finish
     hs = be.h_scalars(k, evals)
@@ -350,24 +326,16 @@ def prove(
     ``overlap_h``: start the four witness MSMs before computing H, so that on a GPU the NTTs
     run beside them, then the H MSM; otherwise H first, then the five MSMs together.
 
-    With ``overlap_h`` (and without ``profile``) the host assembles the proof as its MSMs finish
-    (:class:`distprove.stages.assemble.Assembly`), each MSM's chain while the others still run
-    on the device, so that only the last one's is left after them.
-
     ``Proof.timings`` holds seconds per stage: witness (read, check and load into the backend:
     on a GPU the upload and the device range check), gather, ntt (not with ``overlap_h``, where
-    msm includes it), msm (the five MSMs, which a GPU overlaps: G2 on its own stream),
-    assemble_ahead (the assembly done while MSMs still ran, part of msm; with ``overlap_h``
-    only),
-    assemble (what is left after the MSMs), total. ``profile=True`` runs H, then the MSMs one
-    at a time, and times each (msm_A ... msm_H): a breakdown, at some cost in latency.
+    msm includes it), msm (the five MSMs, which a GPU overlaps: G2 on its own stream), assemble,
+    total. ``profile=True`` runs H, then the MSMs one at a time, and times each (msm_A ...
+    msm_H): a breakdown, at some cost in latency.
     """
     t0 = time.perf_counter()
     k, be = _opened(key, backend)
-    r, s = blinding if blinding is not None else random_blinding()
-    ws = start_window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h,
-                           assembly=Assembly(k.points, r, s))()
-    proof = _assembled(k, ws, t0, (r, s))
+    ws = start_window_sums(k, witness, be, constant_work=constant_work, profile=profile, overlap_h=overlap_h)()
+    proof = _assembled(k, ws, t0, blinding)
     log.debug("proved with %s backend in %.3f s", be.name, proof.timings["total"])
     return proof
 
@@ -380,15 +348,10 @@ def _opened(key: KeyLike, backend: str | Backend) -> tuple[KeyStore | ZkeyKey, B
 
 def _assembled(k: KeyStore | ZkeyKey, ws: WindowSums, t0: float, blinding: tuple[int, int] | None = None) -> Proof:
     """The proof from its window sums (Horner combines and blinding; fresh r, s unless
-    ``blinding``), its timings completed with assemble and total (from ``t0``). When the MSMs
-    were added to an :class:`Assembly` as they finished (:attr:`WindowSums.assembly`, with its
-    own r and s), what is left of it runs here."""
+    ``blinding``), its timings completed with assemble and total (from ``t0``)."""
     t = time.perf_counter()
-    if ws.assembly is not None:
-        pi_a, pi_b, pi_c = ws.assembly.proof()
-    else:
-        r, s = blinding if blinding is not None else random_blinding()
-        pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)
+    r, s = blinding if blinding is not None else random_blinding()
+    pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)
     ws.timings["assemble"] = time.perf_counter() - t
     ws.timings["total"] = time.perf_counter() - t0
     return Proof(pi_a, pi_b, pi_c, ws.public, ws.timings)

@@ -9,8 +9,7 @@ Two parts, both on one backend (default gpu):
 * **synthetic keys** made by ``pipelines/make_bench_keys.py`` (``--keys DIR``: every folder with
   ``key.zarr`` and ``witness_*.wtns``, e.g. ``<kind>_k<power>`` or ``<kind>_n<constraints>``, smallest
   circuit first): a warm-up proof (kernel load and key upload), then ``--reps`` timed proofs in each
-  stage order of ``prove`` (default: H computed beside the witness MSMs; the same with the whole
-  assembly after the MSMs, alternating with it: :func:`prove_one_step`; ``overlap_h=False``: H
+  stage order of ``prove`` (default: H computed beside the witness MSMs; ``overlap_h=False``: H
   first; ``profile=True``: one MSM at a time, the per-MSM breakdown); the median of each stage of
   ``Proof.timings`` (the prover synchronises the device at every stage boundary) and one pairing
   check. Each row names its constraint count (from the folder's circuit.json) and, on the GPU, its
@@ -30,7 +29,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import dask
 
@@ -76,16 +74,6 @@ def fixture_proofs(backend: str, out: Path) -> list[dict]:
     return rows
 
 
-def prove_one_step(key: KeyStore, witness: Path, backend: str) -> Any:
-    """:func:`prove` as it was before the host assembled each MSM as it finished (session 18): the
-    whole assembly after the five MSMs, the baseline of ``one_step_assembly_total_ms``."""
-    from distprove.prover import _assembled, _opened, start_window_sums
-
-    t0 = time.perf_counter()
-    k, be = _opened(key, backend)
-    return _assembled(k, start_window_sums(k, witness, be)(), t0)
-
-
 def circuit_info(folder: Path) -> dict:
     """The folder's circuit.json (written by distprove.synth.write_circuit), or {} without one."""
     path = folder / "circuit.json"
@@ -112,18 +100,14 @@ def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
         t0 = time.perf_counter()
         first = prove(key, witnesses[0], backend=backend)
         warmup = time.perf_counter() - t0
-        runs, one_step = [], []
-        for i in range(reps):  # alternating, so that both see the same machine
-            runs.append(prove(key, witnesses[i % len(witnesses)], backend=backend))
-            one_step.append(prove_one_step(key, witnesses[i % len(witnesses)], backend))
+        runs = [prove(key, witnesses[i % len(witnesses)], backend=backend) for i in range(reps)]
         stages = {s: statistics.median(r.timings[s] for r in runs) for s in runs[0].timings}
         with dask.config.set({"distprove.msm.live-widths": False}):  # every MSM at its size's width
             dense = [prove(key, witnesses[i % len(witnesses)], backend=backend) for i in range(reps)]
         h_first = [prove(key, witnesses[i % len(witnesses)], backend=backend, overlap_h=False) for i in range(reps)]
         profiled = [prove(key, witnesses[i % len(witnesses)], backend=backend, profile=True) for i in range(reps)]
         breakdown = {s: statistics.median(r.timings[s] for r in profiled) for s in profiled[0].timings}
-        ok = verify_many([(key.vk_json(), p.public_json(), p.to_json())
-                          for p in (first, runs[-1], one_step[-1], profiled[-1])])
+        ok = verify_many([(key.vk_json(), p.public_json(), p.to_json()) for p in (first, runs[-1], profiled[-1])])
         info = circuit_info(folder)
         row = {
             "key": folder.name,
@@ -134,7 +118,6 @@ def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
             "reps": reps,
             "median_total_ms": 1e3 * stages["total"],
             "stages_ms": {s: 1e3 * v for s, v in stages.items()},
-            "one_step_assembly_total_ms": 1e3 * statistics.median(r.timings["total"] for r in one_step),
             "dense_widths_total_ms": 1e3 * statistics.median(r.timings["total"] for r in dense),
             "h_first_total_ms": 1e3 * statistics.median(r.timings["total"] for r in h_first),
             "profiled_total_ms": 1e3 * breakdown["total"],
@@ -151,8 +134,7 @@ def synthetic(backend: str, keys: Path, reps: int) -> list[dict]:
                   f"CuPy pool high water {pool.total_bytes() / 2**30:.2f} GiB", flush=True)
         rows.append(row)
         print(f"{folder.name} ({row['constraints']} constraints, domain 2^{key.power}): "
-              f"median {row['median_total_ms']:.1f} ms, assembled after all MSMs "
-              f"{row['one_step_assembly_total_ms']:.1f} ms, at the size's widths {row['dense_widths_total_ms']:.1f} ms, "
+              f"median {row['median_total_ms']:.1f} ms, at the size's widths {row['dense_widths_total_ms']:.1f} ms, "
               f"H before the MSMs {row['h_first_total_ms']:.1f} ms, "
               f"one MSM at a time {row['profiled_total_ms']:.1f} ms "
               f"(warm-up {warmup:.2f} s), "

@@ -5,7 +5,6 @@ Every fast path runs twice: on gmpy2.mpz (when installed) and on plain ints.
 
 from __future__ import annotations
 
-import itertools
 import random
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from distprove import bn254
 from distprove.bn254 import G1, G2, Q, R
 from distprove.stages import _fastec
-from distprove.stages.assemble import Assembly, assemble, assemble_windows, window_terms
+from distprove.stages.assemble import assemble, assemble_windows
 from distprove.stages.msm import combine, num_windows
 
 try:
@@ -183,48 +182,6 @@ def test_assemble_windows_mixed_widths(fq: int) -> None:
     widths = {name: 4 for name in sums} | {"H": 7}
     r, s = rng.randrange(R), rng.randrange(R)
     assert assemble_windows(vk, sums, widths, r, s) == ref_assemble(vk, results, r, s)
-
-
-@pytest.mark.parametrize("infinite", [(), ("C",), ("H",), ("C", "H", "A")])
-def test_assembly_in_any_arrival_order_equals_reference(infinite: tuple[str, ...], fq: int) -> None:
-    """The proof assembled as MSMs arrive, advancing after each (as prove does while the others
-    run), in every order of the five, equals the one-step proof and the reference; H's width
-    differs from C's, whole MSMs at infinity."""
-    rng = random.Random(str(infinite))
-    vk, sums, _ = random_case(rng, 5)
-    sums["H"] = dict(enumerate(points(G1, num_windows(7), rng)))
-    for name in infinite:
-        sums[name] = {w: None for w in sums[name]}
-    results = {name: ref_combine(G2 if name == "B2" else G1, sums[name], 7 if name == "H" else 5) for name in sums}
-    widths = {name: 5 for name in sums} | {"H": 7}
-    r, s = rng.randrange(R), rng.randrange(R)
-    want = ref_assemble(vk, results, r, s)
-    assert assemble_windows(vk, sums, widths, r, s) == want
-    orders = list(itertools.permutations(("A", "B1", "B2", "C", "H")))
-    for order in [orders[0], orders[-1], *rng.sample(orders, 6)]:
-        proof = Assembly(vk, r, s)
-        for name in order:
-            proof.add(name, window_terms(name, sums[name], widths))
-            proof.advance()
-        assert proof.proof() == want, order
-
-
-def test_assembly_checks_its_inputs() -> None:
-    rng = random.Random(4)
-    vk, sums, _ = random_case(rng, 6)
-    widths = {name: 6 for name in sums}
-    proof = Assembly(vk, 1, 2)
-    proof.add("A", window_terms("A", sums["A"], widths))
-    with pytest.raises(ValueError, match="added twice"):
-        proof.add("A", window_terms("A", sums["A"], widths))
-    with pytest.raises(ValueError, match=r"missing points \['B1', 'B2', 'C', 'H'\]"):
-        proof.proof()
-    with pytest.raises(ValueError, match="unknown MSM"):
-        proof.add("D", [])
-    with pytest.raises(ValueError, match="missing for windows"):
-        window_terms("H", {w: p for w, p in sums["H"].items() if w}, widths)
-    with pytest.raises(ValueError, match="missing points"):
-        Assembly({k: v for k, v in vk.items() if k != "beta1"}, 1, 2)
 
 
 def test_assemble_windows_checks_inputs() -> None:

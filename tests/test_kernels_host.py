@@ -565,31 +565,6 @@ def emulated_msm_variant(emu_variant, monkeypatch: pytest.MonkeyPatch):
     return _emulate(emu_variant, monkeypatch)
 
 
-class _EmuStream:
-    """A stand-in CUDA stream/event for the emulation: ordering is trivial on the host (host
-    launches are synchronous: every event has passed)."""
-
-    done = True
-
-    def __init__(self, **_: object) -> None:
-        pass
-
-    def __enter__(self) -> "_EmuStream":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def wait_event(self, event: object) -> None:
-        return None
-
-    def record(self, stream: object = None) -> None:
-        return None
-
-    def synchronize(self) -> None:
-        return None
-
-
 def _emulate(emu, monkeypatch: pytest.MonkeyPatch):
     import sys
     import types
@@ -598,7 +573,7 @@ def _emulate(emu, monkeypatch: pytest.MonkeyPatch):
 
     fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
                                  asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
-                                 cuda=types.SimpleNamespace(get_current_stream=lambda: None, Event=_EmuStream))
+                                 cuda=types.SimpleNamespace(get_current_stream=lambda: None))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "SLICE_LEN", {"G1": 4, "G2": 4})
@@ -722,6 +697,25 @@ def test_sort_plan_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, live:
         assert got == gm.msm_windows(bn254.G1, bases, bn254.limbs_from_ints(scal), c, 0, 26, scratch=gm.MsmScratch())
 
 
+class _EmuStream:
+    """A stand-in CUDA stream/event for the emulation: ordering is trivial on the host."""
+
+    def __enter__(self) -> "_EmuStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def wait_event(self, event: object) -> None:
+        return None
+
+    def record(self, stream: object = None) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+
 @pytest.mark.parametrize("n,c,lo,hi", [(90, 6, 0, 43), (40, 4, 5, 20)])
 def test_shared_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n: int, c: int, lo: int, hi: int) -> None:
     """One sort_digits serves MSMs over G1 and G2 bases with the same scalars (as a proof's A, B1
@@ -732,6 +726,7 @@ def test_shared_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatc
     fake = sys.modules["cupy"]
     monkeypatch.setattr(fake, "zeros", np.zeros, raising=False)
     monkeypatch.setattr(fake.cuda, "get_current_stream", lambda: _EmuStream())
+    monkeypatch.setattr(fake.cuda, "Event", _EmuStream, raising=False)
     rng = random.Random(n)
     scal = [rng.choice([0, 1, R - 1, rng.randrange(R)]) for _ in range(n)]
     limbs = bn254.limbs_from_ints(scal)
@@ -951,6 +946,7 @@ def test_affine_rounds_from_config_emulated(emulated_msm, monkeypatch: pytest.Mo
     fake = sys.modules["cupy"]
     monkeypatch.setattr(fake, "zeros", np.zeros, raising=False)
     monkeypatch.setattr(fake.cuda, "get_current_stream", lambda: _EmuStream())
+    monkeypatch.setattr(fake.cuda, "Event", _EmuStream, raising=False)
     rng = random.Random(7)
     n, c = 200, 5
     limbs = bn254.limbs_from_ints([rng.choice([0, 1, rng.randrange(R)]) for _ in range(n)])

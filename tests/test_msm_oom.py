@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from distprove import bn254
-from distprove.backends.base import MSM_NAMES, MsmJob, as_completed, msm_group
+from distprove.backends.base import MSM_NAMES, MsmJob, msm_group
 from distprove.backends.cpu import CpuBackend
 from distprove.backends.cpu import msm as cpu_msm
 from distprove.backends.gpu import msm as gpu_msm
@@ -107,16 +107,13 @@ def _cpu_sums(group: bn254.Group, bases: np.ndarray, scalars: np.ndarray, c: int
 
 class _Device:
     """The fake GPU MSM functions: starts fail at the ``fail_start``-th call (1-based) or their
-    waiters when ``fail_wait`` (an int k: from the k-th wait on); a synchronous call fails unless
-    ``fits(windows, points)``. Started MSMs finish in the order of their start indices in
-    ``land`` (None: all at once). At the first synchronous call it records what the phase still
-    held then."""
+    waiters when ``fail_wait``; a synchronous call fails unless ``fits(windows, points)``. At the
+    first synchronous call it records what the phase still held then."""
 
-    def __init__(self, fail_start: int | None = None, fail_wait: bool | int = False,
-                 fits: Callable[[int, int], bool] = lambda nw, n: True, land: list[int] | None = None) -> None:
-        self.fail_start, self.fail_wait, self.fits, self.land = fail_start, fail_wait, fits, land
+    def __init__(self, fail_start: int | None = None, fail_wait: bool = False,
+                 fits: Callable[[int, int], bool] = lambda nw, n: True) -> None:
+        self.fail_start, self.fail_wait, self.fits = fail_start, fail_wait, fits
         self.starts: list[str] = []
-        self.waited: list[int] = []
         self.sorts: list[tuple[int, int, int]] = []
         self.digits: dict[str, int | None] = {}
         self.calls: list[tuple[str, int, int, int]] = []
@@ -149,7 +146,6 @@ class _Device:
 
     def start(self, group, bases, scalars, c, lo, hi, scratch, stream, constant_work=False, digits=None):  # noqa: ANN001, ANN201
         self.starts.append(group.name)
-        index = len(self.starts) - 1
         self.digits[f"{len(self.starts)}"] = None if digits is None else id(digits)  # not the object: it must be freed
         scratch.held = True
         if len(self.starts) == self.fail_start:
@@ -159,15 +155,10 @@ class _Device:
         sums = _cpu_sums(group, bases, scalars, c, lo, hi, constant_work)
 
         def wait() -> list:
-            if self.fail_wait is True or (self.fail_wait and len(self.waited) + 1 >= self.fail_wait):
+            if self.fail_wait:
                 raise _OOM("out of memory waiting")
-            self.waited.append(index)
             return sums
 
-        def ready() -> bool:  # done once every MSM landing before it was waited for
-            return self.land is None or all(i in self.waited for i in self.land[: self.land.index(index)])
-
-        wait.ready = ready
         wait.buffer = buf  # alive as long as the waiter
         wait.digits = digits  # as the real waiter holds a shared sort
         return wait
@@ -251,28 +242,6 @@ def test_oom_in_the_overlapped_phase_redoes_it_one_msm_at_a_time(
     assert held["live_buffers"] == 0 and held["held_scratch"] == 0
     assert held["syncs"] >= 1 and held["frees"] >= 1
     assert "running its 5 MSMs one at a time" in caplog.text
-
-
-@pytest.mark.parametrize("fail_at", [None, 1, 3])
-def test_msms_taken_as_they_finish(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-                                   fail_at: int | None) -> None:
-    """as_completed takes the phase's MSMs in the order the device finishes them (not the start
-    order); an OOM at the k-th take runs only the MSMs not yet taken again, one at a time (the
-    failed one first, then all done: taken in start order), and every sum is the CPU's."""
-    land = [2, 3, 0, 4, 1]  # started B2, H, A, B1, C; finished A, B1, B2, C, H
-    device = _Device(fail_wait=fail_at or False, land=land)
-    be = _backend(monkeypatch, device)
-    key = open_key(MINI_ZKEY)
-    jobs = _jobs(key, be)
-    with caplog.at_level(logging.INFO, logger="distprove.backends.gpu.backend"):
-        got = list(as_completed([be.msm_start_all(key, jobs)]))
-    landed = ["A", "B1", "B2", "C", "H"]
-    finished = landed if fail_at is None else landed[: fail_at - 1]
-    redone = [] if fail_at is None else [landed[fail_at - 1]] + [w for w in OVERLAP_ORDER if w not in landed[:fail_at]]
-    assert [which for which, _ in got] == finished + redone
-    assert dict(got) == _reference(key, jobs)
-    assert [call[0] for call in device.calls] == [msm_group(w).name for w in MSM_NAMES if w in redone]
-    assert (f"running its {len(redone)} MSMs one at a time" in caplog.text) == bool(redone)
 
 
 @pytest.mark.parametrize("constant_work", [False, True])

@@ -20,9 +20,7 @@ Only numpy-style slicing (``key.a[lo:hi]``) is assumed of the array attributes.
 from __future__ import annotations
 
 import os
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
 from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
@@ -79,58 +77,6 @@ class MsmJob(NamedTuple):
     c: int
     lo: int
     hi: int
-
-
-class MsmWait:
-    """The MSMs one :meth:`Backend.msm_start_all` call started. Call it for every one's window
-    sums at once ({which: sums} in :data:`MSM_NAMES` order), or take them one at a time:
-    ``ready(which)`` says without waiting whether the device is done with that MSM and
-    ``take(which)`` waits for its sums (:func:`as_completed` takes MSMs as they finish). Each
-    MSM is taken once. ``take``: {which: waiter} in start order; ``ready``: which -> done (None:
-    every MSM is done already)."""
-
-    def __init__(self, take: Mapping[str, Callable[[], list[Affine]]],
-                 ready: Callable[[str], bool] | None = None) -> None:
-        self._take = dict(take)
-        self._ready = ready
-
-    @classmethod
-    def done(cls, sums: Mapping[str, list[Affine]]) -> "MsmWait":
-        """The phase of MSMs already computed: ``sums`` {which: window sums}."""
-        return cls({which: (lambda got=got: got) for which, got in sums.items()})
-
-    def pending(self) -> list[str]:
-        """The MSMs not taken yet, in start order."""
-        return list(self._take)
-
-    def ready(self, which: str) -> bool:
-        """Whether ``take(which)`` would return without waiting for the device."""
-        return self._ready is None or self._ready(which)
-
-    def take(self, which: str) -> list[Affine]:
-        """MSM ``which``'s window sums, once the device is done with it."""
-        return self._take.pop(which)()
-
-    def __call__(self) -> dict[str, list[Affine]]:
-        return {which: self.take(which) for which in MSM_NAMES if which in self._take}
-
-
-POLL_SECONDS = 1e-4
-"""How long :func:`as_completed` sleeps when no MSM it waits for is done."""
-
-
-def as_completed(waits: Sequence[MsmWait]) -> Iterator[tuple[str, list[Affine]]]:
-    """(which, window sums) of every MSM not yet taken from the phases ``waits``, each as soon as
-    the device is done with it (the earliest started first among those done), so that host work
-    on one MSM's sums runs while the others still compute."""
-    pending = [(wait, which) for wait in waits for which in wait.pending()]
-    while pending:
-        i = next((i for i, (wait, which) in enumerate(pending) if wait.ready(which)), None)
-        if i is None:
-            time.sleep(POLL_SECONDS)
-            continue
-        wait, which = pending.pop(i)
-        yield which, wait.take(which)
 
 
 class Backend(ABC):
@@ -232,20 +178,21 @@ class Backend(ABC):
         """Start :meth:`msm_windows` and return a function that waits for its window sums: the
         phase of :meth:`msm_start_all` with this one MSM (backends override that, not this)."""
         wait = self.msm_start_all(key, {which: MsmJob(scalars, c, lo, hi)}, constant_work=constant_work)
-        return lambda: wait.take(which)
+        return lambda: wait()[which]
 
-    def msm_start_all(self, key: Any, jobs: Mapping[str, MsmJob], *, constant_work: bool | None = None) -> MsmWait:
-        """Start the MSMs ``jobs`` ({which: job}) in the mapping's order and return their
-        :class:`MsmWait`: called, it waits for them all ({which: window sums} in
-        :data:`MSM_NAMES` order); or take each as it finishes.
+    def msm_start_all(
+        self, key: Any, jobs: Mapping[str, MsmJob], *, constant_work: bool | None = None
+    ) -> Callable[[], dict[str, list[Affine]]]:
+        """Start the MSMs ``jobs`` ({which: job}) in the mapping's order and return a function that
+        waits for them all: {which: window sums}, collected in :data:`MSM_NAMES` order.
 
         A backend that can overlap MSMs (the GPU: G1 and G2 on two streams) queues the work and
-        returns at once, and recovers the MSMs not yet taken when the device runs out of memory
-        with MSMs in flight; the default computes each now with :meth:`msm_windows`. Take every
-        MSM before the scalars change or the next proof begins.
+        returns at once, and recovers the whole phase when the device runs out of memory with
+        MSMs in flight; the default computes each now with :meth:`msm_windows`. Wait for every
+        start before the scalars change or the next proof begins.
         """
-        return MsmWait.done({which: self.msm_windows(key, which, *job, constant_work=constant_work)
-                             for which, job in jobs.items()})
+        sums = {which: self.msm_windows(key, which, *job, constant_work=constant_work) for which, job in jobs.items()}
+        return lambda: {which: sums[which] for which in MSM_NAMES if which in sums}
 
     @abstractmethod
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:

@@ -22,8 +22,7 @@ from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 import numpy as np
 
-from distprove.backends.base import (MSM_NAMES, Backend, Evals, LoadedWitness, MsmJob, MsmWait, msm_group,
-                                    resolve_constant_work)
+from distprove.backends.base import MSM_NAMES, Backend, Evals, LoadedWitness, MsmJob, msm_group, resolve_constant_work
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
 from distprove.stages.msm import sums_in_parts
@@ -266,22 +265,24 @@ class GpuBackend(Backend):
             plan.parts.pop(shape, None)
         return sums
 
-    def msm_start_all(self, key: Any, jobs: Mapping[str, MsmJob], *, constant_work: bool | None = None) -> MsmWait:
+    def msm_start_all(
+        self, key: Any, jobs: Mapping[str, MsmJob], *, constant_work: bool | None = None
+    ) -> Callable[[], dict[str, list[Affine]]]:
         """Queue each MSM of ``jobs`` on its group's stream (G1 and G2 overlap; each after
-        everything queued so far on the current stream: uploads, gather, NTT) and return their
-        :class:`MsmWait` (an MSM is ready once an event after its last kernel has passed).
+        everything queued so far on the current stream: uploads, gather, NTT) and return the
+        waiter for their window sums.
 
-        Short of memory anywhere in the phase, starting or waiting: the started MSMs not yet
-        taken are dropped with their buffers, the scratch and CuPy's cached blocks freed, and
-        those MSMs (all of ``jobs`` when starting) run again one at a time by
-        :meth:`msm_windows` (which evicts other keys and, if one MSM alone does not fit, runs it
-        in parts).
+        Short of memory anywhere in the phase, starting or waiting: the started MSMs are waited
+        for and dropped with their buffers, the scratch and CuPy's cached blocks freed, and every
+        MSM of ``jobs`` run again one at a time by :meth:`msm_windows` (which evicts other keys
+        and, if one MSM alone does not fit, runs it in parts).
         """
         plan = self._plans.get(key.content_hash)
         if plan is not None and plan.serial:
-            return MsmWait.done(self._one_at_a_time(key, jobs, constant_work, None))
+            sums = self._one_at_a_time(key, jobs, constant_work, None)
+            return lambda: sums
         oom = self.cp.cuda.memory.OutOfMemoryError
-        started: dict[str, gpu_msm.Started] = {}
+        started: dict[str, Callable[[], list[Affine]]] = {}
         share = {which: self._sort_share(which, job, constant_work) for which, job in jobs.items()}
         uses = Counter(share.values())
         sorts: dict[tuple, gpu_msm.DigitSort] = {}
@@ -295,28 +296,18 @@ class GpuBackend(Backend):
         if len(started) < len(jobs):
             failed = next(w for w in jobs if w not in started)
             started.clear()
-            return MsmWait.done(self._one_at_a_time(key, jobs, constant_work, f"starting MSM {failed}"))
-        recovered: dict[str, list[Affine]] = {}
+            sums = self._one_at_a_time(key, jobs, constant_work, f"starting MSM {failed}")
+            return lambda: sums
 
-        def taker(which: str) -> Callable[[], list[Affine]]:
-            def take() -> list[Affine]:
-                if which in started:
-                    try:
-                        return started.pop(which)()
-                    except oom:
-                        pass
-                    # outside the handler (its traceback holds the failed readback's buffers)
-                    rest = {w: job for w, job in jobs.items() if w == which or w in started}
-                    started.clear()
-                    recovered.update(self._one_at_a_time(key, rest, constant_work, "waiting for the MSMs"))
-                return recovered.pop(which)
+        def wait() -> dict[str, list[Affine]]:
+            try:
+                return {which: started[which]() for which in MSM_NAMES if which in started}
+            except oom:
+                pass
+            started.clear()
+            return self._one_at_a_time(key, jobs, constant_work, "waiting for the MSMs")
 
-            return take
-
-        def ready(which: str) -> bool:
-            return which not in started or started[which].ready()
-
-        return MsmWait({which: taker(which) for which in started}, ready)
+        return wait
 
     @staticmethod
     def _sort_share(which: str, job: MsmJob, constant_work: bool | None) -> tuple | None:
@@ -329,7 +320,7 @@ class GpuBackend(Backend):
 
     def _start(
         self, key: Any, which: str, job: MsmJob, constant_work: bool | None, sorts: dict[tuple, Any], share: tuple | None
-    ) -> gpu_msm.Started:
+    ) -> Callable[[], list[Affine]]:
         """Queue one MSM on its group's lane (after the current stream's work); its waiter. With a
         ``share`` key, the digit sort is taken from ``sorts``, or made on this lane and left there."""
         group, bases, s, cw = self._msm_operands(key, which, job.scalars, constant_work)

@@ -348,9 +348,8 @@ def msm_windows_start(
     stream: "cupy.cuda.Stream",
     constant_work: bool = False,
     digits: DigitSort | None = None,
-) -> "Started":
-    """Queue :func:`msm_windows` on ``stream`` and return a :class:`Started`: called, it waits
-    for the sums.
+) -> Callable[[], list[Affine]]:
+    """Queue :func:`msm_windows` on ``stream`` and return a function that waits for its sums.
 
     Nothing waits on the host until the returned function is called, so MSMs started on two
     streams overlap on the device, and MSMs started one after another on one stream run back to
@@ -362,27 +361,12 @@ def msm_windows_start(
     """
     n = _check_inputs(group, bases, scalars, c, lo, hi)
     if n == 0:
-        return Started(lambda: [None] * (hi - lo))
+        return lambda: [None] * (hi - lo)
     if digits is not None and (constant_work or digits.key != (n, c, lo, hi)):
         raise ValueError(f"digit sort of {digits.key} does not fit an MSM of {(n, c, lo, hi)}"
                          f"{' in constant-work mode' if constant_work else ''}")
     with stream:
         return _launch(group, bases, scalars, n, c, lo, hi, scratch, None, constant_work, digits)
-
-
-class Started:
-    """A queued MSM: call it to wait for its window sums; ``ready()`` says without waiting
-    whether the device has finished it (``landed``: an event recorded after its last kernel;
-    None: nothing was queued)."""
-
-    def __init__(self, wait: Callable[[], list[Affine]], landed: Any = None) -> None:
-        self._wait, self._landed = wait, landed
-
-    def __call__(self) -> list[Affine]:
-        return self._wait()
-
-    def ready(self) -> bool:
-        return self._landed is None or bool(self._landed.done)
 
 
 class DigitSort(NamedTuple):
@@ -518,7 +502,7 @@ def _launch(
     phases: dict[str, float] | None,
     constant_work: bool = False,
     digits: DigitSort | None = None,
-) -> Started:
+) -> Callable[[], list[Affine]]:
     """Queue every kernel of one window-range MSM on the current stream (the sort skipped when
     ``digits`` has it); return the waiter."""
     import cupy
@@ -637,8 +621,6 @@ def _launch(
         sum_groups((1,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
         timer.mark("ones")
     stream = cupy.cuda.get_current_stream()
-    landed = cupy.cuda.Event(disable_timing=True)
-    landed.record(stream)
 
     def wait() -> list[Affine]:
         timer.finish()
@@ -652,7 +634,7 @@ def _launch(
             sums[0] = _fastec.add(group, sums[0], points[nw])
         return sums
 
-    return Started(wait, landed)
+    return wait
 
 
 def slice_length(bound: int, target: int, kernel: Any) -> int:
