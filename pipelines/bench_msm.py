@@ -425,16 +425,19 @@ def host_settings(results: dict, equal_key: str, settings: list[tuple[str, dict[
         use(built_in)
 
 
-def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3) -> None:
+def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, groups: tuple[int, ...] = ()) -> None:
     """Emulate precomputed window multiples (every window's digits in one set of buckets) without
     building them: for (group, log2 n, c), window 0 of an MSM over E = ceil(254 / c) * n points
     (bases drawn from the 1024-point table, uniform scalars), so the sort, pair rounds,
     accumulation and one bucket reduction see E entries in 2^(c-1) buckets, as a merged MSM of n
-    points with E / n stored multiples per base would. Rows are tagged ``merged``; their
-    ``madds`` is E."""
+    points with E / n stored multiples per base would (from c = 20 the radix sort takes three
+    passes; each row's sum is checked against the counting sort's). Each of ``groups`` (default: the built-in REDUCE_GROUPS) is a number of blocks for
+    the one window's second reduction level. Rows are tagged ``merged``; their ``madds`` is E."""
     import cupy
+    import dask
 
     from distprove import bn254
+    from distprove.backends.gpu import msm as gmsm
     from distprove.backends.gpu.msm import msm_windows
 
     groups = {"G1": bn254.G1, "G2": bn254.G2}
@@ -449,15 +452,28 @@ def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3) -> N
         step = 1 << 24  # host memory for one chunk at a time
         for a in range(0, e, step):
             scalars[a:a + step] = cupy.asarray(_uniform_scalars(rng, min(step, e - a)))
-        times = _time(lambda: msm_windows(g, bases, scalars, c, 0, 1), reps)
-        phases: dict[str, float] = {}
-        msm_windows(g, bases, scalars, c, 0, 1, phases=phases)
-        ms = statistics.median(times)
-        results["rows"].append({"name": f"msm {name} c={c} merged", "log_n": lg, "c": c, "windows": w,
-                                "median_ms": ms, "times_ms": times, "madds": e, "phases_ms": phases,
-                                "scalars": "uniform", "merged": True})
-        ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
-        print(f"msm {name} 2^{lg} c={c} merged ({w} windows, {e} entries): {ms:.1f} ms [{ph}]", flush=True)
+        built_in = gmsm.REDUCE_GROUPS
+        with dask.config.set({"distprove.msm.sort": "atomic"}):  # the counting sort's sum: the reference
+            want = msm_windows(g, bases, scalars, c, 0, 1)
+        try:
+            for reduce_groups in groups or (built_in,):
+                gmsm.REDUCE_GROUPS = reduce_groups
+                if msm_windows(g, bases, scalars, c, 0, 1) != want:
+                    print(f"msm {name} 2^{lg} c={c} merged, {reduce_groups} reduction blocks: sum DIFFERS from the "
+                          "counting sort's", flush=True)
+                    continue
+                times = _time(lambda: msm_windows(g, bases, scalars, c, 0, 1), reps)
+                phases: dict[str, float] = {}
+                msm_windows(g, bases, scalars, c, 0, 1, phases=phases)
+                ms = statistics.median(times)
+                results["rows"].append({"name": f"msm {name} c={c} merged", "log_n": lg, "c": c, "windows": w,
+                                        "median_ms": ms, "times_ms": times, "madds": e, "phases_ms": phases,
+                                        "scalars": "uniform", "merged": True, "reduce_groups": reduce_groups})
+                ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
+                print(f"msm {name} 2^{lg} c={c} merged ({w} windows, {e} entries, {reduce_groups} reduction "
+                      f"blocks): {ms:.1f} ms [{ph}]", flush=True)
+        finally:
+            gmsm.REDUCE_GROUPS = built_in
         del bases, scalars
         cupy.get_default_memory_pool().free_all_blocks()
 
@@ -545,6 +561,8 @@ if __name__ == "__main__":
     ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
     ap.add_argument("--merged", default="", help="emulate precomputed window multiples for these rows "
                                                  "(group:log2 n:widths, as --cases): merged()")
+    ap.add_argument("--merged-groups", default="", help="second-level reduction blocks of the --merged rows' one "
+                                                        "window, e.g. 8,64,256 (default: REDUCE_GROUPS)")
     ap.add_argument("--reduce", default="", help="window-reduction geometries SEG:GROUPS, e.g. 16:4,16:32: "
                                                  "host_settings()")
     ap.add_argument("--pair-k", default="", help="most jobs per thread of a pair round (PAIR_K[1]), e.g. "
@@ -565,7 +583,7 @@ if __name__ == "__main__":
     elif a.pair_k:
         host_settings(r, "msm_pair_k_equal", [(f"pair-k-{k}", {"PAIR_K": (16, int(k))}) for k in a.pair_k.split(",")])
     elif a.merged:
-        merged(r, parse_cases(a.merged))
+        merged(r, parse_cases(a.merged), groups=tuple(int(x) for x in a.merged_groups.split(",") if x))
     elif a.builds:
         builds(r, tuple(a.builds.split(",")), groups_only=tuple(a.groups.split(",")))
     elif a.sorts:

@@ -191,14 +191,15 @@ def test_msm_affine_rounds() -> None:
 def test_msm_sort_setting() -> None:
     """distprove.msm.sort picks the GPU digit sort: auto lets the device choose from RADIX_MIN_N
     points, radix and atomic force one (constant-work mode and keys wider than the radix sort's
-    always count); anything else is a one-line FormatError naming the setting. Widths the cost
+    three passes always count); anything else is a one-line FormatError naming the setting. Widths the cost
     model picks above the measured sizes stay within the radix sort's keys."""
     from distprove import bn254
     from distprove.backends.gpu import msm
 
     big = msm.RADIX_MIN_N
     assert [msm.sort_kind(n, 17) for n in (big - 1, big)] == ["atomic", "planned"]
-    assert msm.sort_kind(big, msm.RADIX_MAX_KEY_BITS + 2) == "atomic"
+    assert msm.sort_kind(big, msm.RADIX_MAX_KEY_BITS + 2) == "planned"  # three radix passes
+    assert msm.sort_kind(big, msm.RADIX_THREE_PASS_BITS + 2) == "atomic"
     assert msm.sort_kind(big, 17, constant_work=True) == "atomic"
     with dask.config.set({"distprove.msm.sort": "radix"}):
         assert msm.sort_kind(1, 13) == "radix" and msm.sort_kind(1, 13, constant_work=True) == "atomic"

@@ -469,11 +469,14 @@ EMU(msm_radix_digits, true, (pl, s, d, h, n, c, lo, nw, t, d1, ts), const u32* p
     u32 n, u32 c, u32 lo, u32 nw, u32 t, u32 d1, u32 ts)
 EMU(msm_radix_pass1, false, (pl, d, h, e, k, p, n, t, d1, ts), const u32* pl, const u32* d, const u32* h,
     const u32* e, u32* k, u32* p, u32 n, u32 t, u32 d1, u32 ts)
-EMU(msm_radix_hist2, true, (pl, k, h1, e1, h2, t, d1, d2, ts), const u32* pl, const u32* k, const u32* h1,
-    const u32* e1, u32* h2, u32 t, u32 d1, u32 d2, u32 ts)
-EMU(msm_radix_pass2, false, (pl, k, p, h1, e1, h2, e2, en, nb, t, d1, d2, ts), const u32* pl, const u32* k,
+EMU(msm_radix_hist2, true, (pl, k, h1, e1, h2, t, d1, sh, d2, ts), const u32* pl, const u32* k, const u32* h1,
+    const u32* e1, u32* h2, u32 t, u32 d1, u32 sh, u32 d2, u32 ts)
+EMU(msm_radix_mid, false, (pl, k, p, h1, e1, hm, em, ko, po, t, d1, dm, ts), const u32* pl, const u32* k,
+    const u32* p, const u32* h1, const u32* e1, const u32* hm, const u32* em, u32* ko, u32* po, u32 t, u32 d1,
+    u32 dm, u32 ts)
+EMU(msm_radix_pass2, false, (pl, k, p, h1, e1, h2, e2, en, nb, t, d1, sh, d2, ts), const u32* pl, const u32* k,
     const u32* p, const u32* h1, const u32* e1, const u32* h2, const u32* e2, MsmEntry* en, u32 nb, u32 t, u32 d1,
-    u32 d2, u32 ts)
+    u32 sh, u32 d2, u32 ts)
 EMU(msm_radix_runs, false, (pl, en, e2, l, cn), const u32* pl, const MsmEntry* en, const u32* e2, u32 l, u32* cn)
 EMU(msm_radix_cursor, false, (pl, cn, cu, r), const u32* pl, const u32* cn, u32* cu, u32 r)
 #define EMU_GROUP(G, F)                                                                                   \
@@ -630,6 +633,7 @@ def _emu_case(gm, group: bn254.Group, n: int, c: int, lo: int, hi: int, equal: b
         (bn254.G2, 30, 7, 0, 37, False),
         (bn254.G2, 50, 5, 2, 6, True),
         (bn254.G2, 40, 9, 0, 29, False),
+        (bn254.G1, 50, 21, 0, 2, False),  # the radix sort in three passes
     ],
     ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v),
 )
@@ -642,15 +646,20 @@ def test_msm_pipeline_emulated(emulated_msm, group, n, c, lo, hi, equal, sort) -
         _emu_case(emulated_msm, group, n, c, lo, hi, equal, random.Random())
 
 
-@pytest.mark.parametrize("n,c,lo,hi,tile", [(1, 3, 0, 85, 7), (40, 4, 0, 64, 7), (90, 7, 3, 20, 5), (64, 11, 0, 24, 16),
-                                            (150, 19, 1, 14, 9), (30, 2, 0, 127, 4)])
-def test_radix_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n, c, lo, hi, tile) -> None:
+@pytest.mark.parametrize("n,c,lo,hi,tile,two_pass_bits", [
+    (1, 3, 0, 85, 7, 18), (40, 4, 0, 64, 7, 18), (90, 7, 3, 20, 5, 18), (64, 11, 0, 24, 16, 18), (150, 19, 1, 14, 9, 18),
+    (30, 2, 0, 127, 4, 18), (70, 21, 0, 3, 6, 18), (40, 24, 2, 5, 5, 18),  # three passes (keys of 20, 23 bits)
+    (90, 7, 3, 20, 5, 1), (64, 11, 0, 24, 16, 1), (30, 3, 0, 85, 4, 1),  # three passes forced at narrow keys
+])
+def test_radix_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n, c, lo, hi, tile, two_pass_bits) -> None:
     """msm_sort.cu's radix sort (host build, tiles of a few items so windows span several) leaves
     every row's entries in point order, and counts and cursor equal to the digits'; with the plan
     set to the counting sort, the same kernels queued give its entries (in some order in a row):
-    all-equal, 0/1, r - 1 and random scalars."""
+    all-equal, 0/1, r - 1 and random scalars. Keys wider than RADIX_MAX_KEY_BITS (here also
+    lowered to force it) take three passes, the middle one as stable as the last."""
     gm = emulated_msm
     monkeypatch.setattr(gm, "RADIX_TILE", tile)
+    monkeypatch.setattr(gm, "RADIX_MAX_KEY_BITS", two_pass_bits)
     rng = random.Random(n * c)
     same = rng.randrange(2, R)
     scal = [rng.choice([0, 1, R - 1, same, same, rng.randrange(R)]) for _ in range(n)]
@@ -667,6 +676,7 @@ def test_radix_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n, c
 
         gm._planned_sort(gm._module(), limbs, n, c, lo, nw, counts, cursor, entries, take, min_live)
         assert int(bufs["radix_plan"][0]) == plan
+        assert ("radix_keysm" in bufs) == (c - 1 > two_pass_bits)
         got = entries.reshape(-1, 2)[: len(want_entries)]
         if not plan:
             got = got[np.lexsort((got[:, 1], got[:, 0]))]

@@ -6,7 +6,9 @@
 //   the L2's atomic units. Here global memory sees only plain loads and stores. A row is
 //   (window, key = |digit| - 1) with c - 1 <= 18 key bits, sorted per window in two passes,
 //   d1 = ceil((c-1)/2) low bits then d2 = c-1-d1 high bits (at most 512 bins), so each pass's
-//   bookkeeping fits in shared memory.
+//   bookkeeping fits in shared memory. Wider keys (up to 27 bits: precomputed window multiples
+//   put every window's digits in one set of 2^(c-1) buckets, c = 20..24) take a stable middle
+//   pass (msm_radix_mid) between them, each pass at most 9 bits.
 // * Reduce, then scan, per pass: a histogram kernel leaves the count of each (window, bin, tile)
 //   at hist[(w * bins + bin) * tiles + tile]; the host takes one inclusive cupy.cumsum over the
 //   whole array, which is where every (window, bin, tile) run ends in the pass's output:
@@ -240,13 +242,15 @@ DP_INLINE void radix_window(const u32* hist1, const u32* ends1, u32 w, u32 bins1
     end = ends1[at + bins1 * tiles - 1u];
 }
 
-// Pass 2's histogram, block (b, w): the high d2 bits of tile b of window w's pass-1 keys.
+// A later pass's histogram, block (b, w): key bits [shift, shift + d) of tile b of window w's
+// output of the pass before (pass 2 of two: shift = d1, the high bits; of three, the middle
+// pass's shift = d1 and the last's d1 + dm). Every pass's windows are pass 1's ranges.
 extern "C" __global__ void msm_radix_hist2(const u32* plan, const u32* keys, const u32* hist1, const u32* ends1,
-                                           u32* hist2, u32 tile, u32 d1, u32 d2, u32 tiles) {
+                                           u32* hist2, u32 tile, u32 d1, u32 shift, u32 d, u32 tiles) {
     __shared__ u32 h[RADIX_MAX_BINS];
     if (plan[0] == 0u) return;
     u32 b = blockIdx.x, w = blockIdx.y;
-    u32 bins2 = 1u << d2;
+    u32 bins2 = 1u << d;
     u32 first, end;
     radix_window(hist1, ends1, w, 1u << d1, tiles, first, end);
     for (u32 j = threadIdx.x; j < bins2; j += blockDim.x) h[j] = 0u;
@@ -254,42 +258,66 @@ extern "C" __global__ void msm_radix_hist2(const u32* plan, const u32* keys, con
     u64 lo = (u64)first + (u64)b * tile;
     if (lo < end) {
         u32 last = (u32)(lo + tile < end ? lo + tile : end);
-        for (u32 i = (u32)lo + threadIdx.x; i < last; i += blockDim.x) atomicAdd(&h[keys[i] >> d1], 1u);
+        for (u32 i = (u32)lo + threadIdx.x; i < last; i += blockDim.x)
+            atomicAdd(&h[(keys[i] >> shift) & (bins2 - 1u)], 1u);
     }
     __syncthreads();
     for (u32 j = threadIdx.x; j < bins2; j += blockDim.x) hist2[(w * bins2 + j) * tiles + b] = h[j];
 }
 
-// Pass 2, block (b, w): tile b of window w's pass-1 output, by the keys' high d2 bits, to the
-// entries of msm.cu (row (w * nb + key), sorted by row).
-extern "C" __global__ void RADIX_BOUNDS
-msm_radix_pass2(const u32* plan, const u32* keys, const u32* pts, const u32* hist1, const u32* ends1,
-                const u32* hist2, const u32* ends2, MsmEntry* entries, u32 nb, u32 tile, u32 d1, u32 d2, u32 tiles) {
-    if (plan[0] == 0u) return;
+// A stable later pass, block (b, w): tile b of window w's output of the pass before, by key bits
+// [shift, shift + d), through put(slot, key, val).
+template <typename Put>
+DP_INLINE void radix_later_pass(const u32* keys, const u32* pts, const u32* hist1, const u32* ends1, const u32* hist,
+                                const u32* ends, u32 tile, u32 d1, u32 shift, u32 d, u32 tiles, Put put) {
     u32 b = blockIdx.x, w = blockIdx.y;
-    u32 bins2 = 1u << d2;
+    u32 bins = 1u << d;
     u32 first, end;
     radix_window(hist1, ends1, w, 1u << d1, tiles, first, end);
     u64 lo = (u64)first + (u64)b * tile;
     if (lo >= end) return;
     u32 from = (u32)lo;
     radix_tile<true>(
-        radix_min(tile, end - from), d1, d2,
+        radix_min(tile, end - from), shift, d,
         [&](u32 k, u32& key, u32& val) {
             key = keys[from + k];
             val = pts[from + k];
             return true;
         },
         [&](u32 bin) {
-            u32 at = (w * bins2 + bin) * tiles + b;
-            return ends2[at] - hist2[at];
+            u32 at = (w * bins + bin) * tiles + b;
+            return ends[at] - hist[at];
         },
-        [&](u32 slot, u32 key, u32 val) {
-            MsmEntry out;
-            out.row = w * nb + key;
-            out.pt = val;
-            entries[slot] = out;
-        });
+        put);
+}
+
+// The middle pass of three (keys wider than two passes' 18 bits): key bits [d1, d1 + dm) of
+// pass 1's output, stably, to keys_out / pts_out for the last pass.
+extern "C" __global__ void RADIX_BOUNDS
+msm_radix_mid(const u32* plan, const u32* keys, const u32* pts, const u32* hist1, const u32* ends1, const u32* histm,
+              const u32* endsm, u32* keys_out, u32* pts_out, u32 tile, u32 d1, u32 dm, u32 tiles) {
+    if (plan[0] == 0u) return;
+    radix_later_pass(keys, pts, hist1, ends1, histm, endsm, tile, d1, d1, dm, tiles, [&](u32 slot, u32 key, u32 val) {
+        keys_out[slot] = key;
+        pts_out[slot] = val;
+    });
+}
+
+// The last pass, block (b, w): tile b of window w's output of the pass before, by the keys' high
+// d2 bits (from bit shift), to the entries of msm.cu (row (w * nb + key), sorted by row).
+extern "C" __global__ void RADIX_BOUNDS
+msm_radix_pass2(const u32* plan, const u32* keys, const u32* pts, const u32* hist1, const u32* ends1,
+                const u32* hist2, const u32* ends2, MsmEntry* entries, u32 nb, u32 tile, u32 d1, u32 shift, u32 d2,
+                u32 tiles) {
+    if (plan[0] == 0u) return;
+    u32 w = blockIdx.y;
+    radix_later_pass(keys, pts, hist1, ends1, hist2, ends2, tile, d1, shift, d2, tiles,
+                     [&](u32 slot, u32 key, u32 val) {
+                         MsmEntry out;
+                         out.row = w * nb + key;
+                         out.pt = val;
+                         entries[slot] = out;
+                     });
 }
 
 // counts[row] of the sorted entries (counts zeroed by the host; total = ends2[last]): a row's

@@ -66,7 +66,11 @@ RADIX_TILE = 4096
 """Items per tile of the radix sort (msm_sort.cu): its device code ranks RADIX_ITEMS (16) per
 thread of a RADIX_THREADS block, so on a GPU it must be 16 * RADIX_THREADS."""
 RADIX_MAX_KEY_BITS = 18
-"""Widest key (c - 1 bits) the radix sort takes: two passes of at most 512 bins."""
+"""Widest key (c - 1 bits) of the two-pass radix sort (passes of at most 512 bins), and so the
+widest window :func:`pick_window` models."""
+RADIX_THREE_PASS_BITS = 27
+"""Widest key the radix sort takes at all: above :data:`RADIX_MAX_KEY_BITS`, three passes (the
+middle one msm_sort.cu's msm_radix_mid), each at most 9 bits."""
 RADIX_MIN_N = 1 << 19
 """Fewest points for which ``distprove.msm.sort: auto`` may take the radix sort (H200, bench_sort.py:
 at 2^18 it only tied the counting sort on uniform scalars, 0.31 against 0.33 ms)."""
@@ -408,11 +412,11 @@ def sort_kind(n: int, c: int, constant_work: bool = False) -> str:
     sort), ``"radix"`` (msm_sort.cu) or ``"planned"`` (the device picks one of the two from the
     scalars, :data:`RADIX_MIN_LIVE`). ``distprove.msm.sort`` chooses: auto (planned from
     :data:`RADIX_MIN_N` points, the counting sort below), radix or atomic. Constant-work mode and
-    keys wider than :data:`RADIX_MAX_KEY_BITS` bits always take the counting sort."""
+    keys wider than :data:`RADIX_THREE_PASS_BITS` bits always take the counting sort."""
     kind = config.get("msm.sort", "auto")
     if kind not in ("auto", "radix", "atomic"):
         raise FormatError("distprove.msm.sort", f"must be auto, radix or atomic (got {kind!r})")
-    if constant_work or c - 1 > RADIX_MAX_KEY_BITS or kind == "atomic":
+    if constant_work or c - 1 > RADIX_THREE_PASS_BITS or kind == "atomic":
         return "atomic"
     if kind == "radix":
         return "radix"
@@ -454,13 +458,16 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     """msm_sort_plan picks the sort on the device (the radix sort when at least ``min_live`` / 1024
     of a sample of the scalars are live), and the kernels of both are queued: those of the other
     one return at once. The radix sort (msm_sort.cu): digits, then per pass a histogram of
-    (window, bin, tile) counts, its inclusive scan (where each run ends) and a stable scatter; then
-    counts and cursor from the sorted rows."""
+    (window, bin, tile) counts, its inclusive scan (where each run ends) and a scatter (stable
+    after the first); then counts and cursor from the sorted rows. Keys of c - 1 bits: two passes
+    up to :data:`RADIX_MAX_KEY_BITS`, three above (d1 >= dm >= d2 bits, low to high)."""
     import cupy
 
     u32 = np.uint32
-    d2 = (c - 1) // 2
-    d1 = c - 1 - d2
+    passes = 2 if c - 1 <= RADIX_MAX_KEY_BITS else 3
+    d2 = (c - 1) // passes
+    dm = (c - 1 - d2) // 2 if passes == 3 else 0
+    d1 = c - 1 - d2 - dm
     rows = nw << (c - 1)
     tiles = -(-n // RADIX_TILE)
     grid = (tiles, nw)
@@ -478,11 +485,20 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     cupy.cumsum(hist1, dtype=cupy.uint32, out=ends1)  # unread when the plan is the counting sort
     mod.get_function("msm_radix_pass1")(grid, (RADIX_THREADS,),
                                         (plan, digits, hist1, ends1, keys, pts, u32(n)) + tile_args + (u32(tiles),))
-    mod.get_function("msm_radix_hist2")(grid, (RADIX_THREADS,),
-                                        (plan, keys, hist1, ends1, hist2) + tile_args + (u32(d2), u32(tiles)))
+    later_hist = mod.get_function("msm_radix_hist2")
+    if dm:
+        histm, endsm = (take(f"radix_{name}m", (nw << dm) * tiles) for name in ("hist", "ends"))
+        keys_m, pts_m = (take(f"radix_{name}m", nw * n) for name in ("keys", "pts"))
+        later_hist(grid, (RADIX_THREADS,), (plan, keys, hist1, ends1, histm) + tile_args + (u32(d1), u32(dm), u32(tiles)))
+        cupy.cumsum(histm, dtype=cupy.uint32, out=endsm)
+        mod.get_function("msm_radix_mid")(grid, (RADIX_THREADS,), (plan, keys, pts, hist1, ends1, histm, endsm, keys_m,
+                                                                   pts_m) + tile_args + (u32(dm), u32(tiles)))
+        keys, pts = keys_m, pts_m
+    later_hist(grid, (RADIX_THREADS,), (plan, keys, hist1, ends1, hist2) + tile_args + (u32(d1 + dm), u32(d2), u32(tiles)))
     cupy.cumsum(hist2, dtype=cupy.uint32, out=ends2)
     mod.get_function("msm_radix_pass2")(grid, (RADIX_THREADS,), (plan, keys, pts, hist1, ends1, hist2, ends2, entries,
-                                                                 u32(1 << (c - 1))) + tile_args + (u32(d2), u32(tiles)))
+                                                                 u32(1 << (c - 1))) + tile_args
+                                        + (u32(d1 + dm), u32(d2), u32(tiles)))
     runs_grid = (max(1, min(-(-(nw * n) // 256), _sm_count() * 8)),)
     mod.get_function("msm_radix_runs")(runs_grid, (256,), (plan, entries, ends2, u32(len(ends2) - 1), counts))
     cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)  # each row's end
