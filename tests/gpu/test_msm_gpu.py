@@ -184,11 +184,15 @@ def test_g2_window_sums(n, c, window_range, pattern, sort) -> None:
     ((1 << 17) + 3, 19, 1, 14, "random"),  # 512 bins; the digit histogram in two rounds of windows
     ((1 << 19) + 5, 15, 0, 18, "bits"),  # auto: the device picks the counting sort
     (1 << 20, 17, 0, 16, "random"),  # auto: the radix sort
+    ((1 << 17) + 3, 21, 0, 3, "random"),  # three passes (msm_radix_mid): 20-bit keys
+    ((1 << 16) + 7, 22, 1, 3, "equal"),  # three passes, every scalar in one bin of each
+    ((1 << 19) + 5, 24, 0, 2, "mixed"),  # three passes of 8 + 8 + 7 bits: 23-bit keys
 ])
 def test_digit_sort_equals_the_digits(n, c, lo, hi, pattern, sort) -> None:
-    """msm_sort.cu on the device (tiles of 4096, pass 2's stable warp ranking): entries sorted by
-    row (in any order inside a row), each row's entries, counts and cursor equal to the digits'
-    computed on the host. ``auto``: from RADIX_MIN_N points the device picks."""
+    """msm_sort.cu on the device (tiles of 4096, the later passes' stable warp ranking; keys above
+    18 bits in three passes): entries sorted by row (in any order inside a row), each row's
+    entries, counts and cursor equal to the digits' computed on the host. ``auto``: from
+    RADIX_MIN_N points the device picks."""
     from conftest import expected_digit_sort
 
     from distprove.backends.gpu import msm as gm
