@@ -478,6 +478,59 @@ def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, grou
         cupy.get_default_memory_pool().free_all_blocks()
 
 
+def precomputed(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, groups: tuple[int, ...] = ()) -> None:
+    """The precomputed-multiples MSM itself (gpu.msm.msm_merged over precompute_multiples' table)
+    against the window-range MSM at the size's own width, on the same bases (the 1024-point table
+    indexed at random) and uniform scalars: for (group, log2 n, c), the table is built once (its
+    seconds in the row), the merged sum checked against the window MSM's combined sum, then both
+    timed, alternating. ``groups`` as for :func:`merged`. Rows are tagged ``precomputed`` and
+    ``window-range``."""
+    import cupy
+
+    from distprove import bn254
+    from distprove.backends.gpu import msm as gmsm
+    from distprove.stages.msm import combine, num_windows
+
+    named = {"G1": bn254.G1, "G2": bn254.G2}
+    for name, lg, c in specs:
+        g = named[name]
+        _, scalars, idx, tables = _inputs({name: g}, lg, 11)
+        bases = cupy.ascontiguousarray(tables[name][idx])
+        t0 = time.perf_counter()
+        table = gmsm.precompute_multiples(g, bases, c)
+        cupy.cuda.Device().synchronize()
+        build_s = time.perf_counter() - t0
+        c0 = gmsm.pick_window(1 << lg, g)
+        want = combine(g, dict(enumerate(gmsm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0)))), c0)
+        built_in = gmsm.REDUCE_GROUPS
+        try:
+            for reduce_groups in groups or (built_in,):
+                gmsm.REDUCE_GROUPS = reduce_groups
+                if gmsm.msm_merged(g, table, scalars, c) != want:
+                    print(f"msm {name} 2^{lg} c={c} precomputed: sum DIFFERS from the window-range MSM's", flush=True)
+                    continue
+                merged_t, window_t = [], []
+                for _ in range(reps):
+                    merged_t += _time(lambda: gmsm.msm_merged(g, table, scalars, c), 1)
+                    window_t += _time(lambda: gmsm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0)), 1)
+                phases: dict[str, float] = {}
+                gmsm.msm_merged(g, table, scalars, c, phases=phases)
+                for tag, cc, times, ph in (("precomputed", c, merged_t, phases), ("window-range", c0, window_t, {})):
+                    results["rows"].append({"name": f"msm {name} c={cc} {tag}", "log_n": lg, "c": cc,
+                                            "median_ms": statistics.median(times), "times_ms": times,
+                                            "phases_ms": ph, "scalars": "uniform", "reduce_groups": reduce_groups,
+                                            "table_bytes": int(table.nbytes), "table_build_s": build_s})
+                ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
+                print(f"msm {name} 2^{lg} precomputed c={c} ({num_windows(c)} windows, table "
+                      f"{table.nbytes / 2**30:.1f} GiB built in {build_s:.2f} s, {reduce_groups} reduction blocks): "
+                      f"{statistics.median(merged_t):.1f} ms [{ph}] against c={c0} window-range "
+                      f"{statistics.median(window_t):.1f} ms", flush=True)
+        finally:
+            gmsm.REDUCE_GROUPS = built_in
+        del table, bases, scalars
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
 def witness_like(uniform: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A copy of the (n, 8) scalar limbs with 45% zeros and 45% ones (as in SHA-256-like witnesses)."""
     out = uniform.copy()
@@ -561,8 +614,11 @@ if __name__ == "__main__":
     ap.add_argument("--cases", default="", help="only these rows, e.g. G1:24:16-19,G2:20:15 (group:log2 n:widths)")
     ap.add_argument("--merged", default="", help="emulate precomputed window multiples for these rows "
                                                  "(group:log2 n:widths, as --cases): merged()")
+    ap.add_argument("--precomputed", default="", help="the precomputed-multiples MSM for these rows "
+                                                      "(group:log2 n:widths) against the window-range MSM: precomputed()")
     ap.add_argument("--merged-groups", default="", help="second-level reduction blocks of the --merged rows' one "
-                                                        "window, e.g. 8,64,256 (default: REDUCE_GROUPS)")
+                                                        "window (and --precomputed's), e.g. 8,64,256 (default: "
+                                                        "REDUCE_GROUPS)")
     ap.add_argument("--reduce", default="", help="window-reduction geometries SEG:GROUPS, e.g. 16:4,16:32: "
                                                  "host_settings()")
     ap.add_argument("--pair-k", default="", help="most jobs per thread of a pair round (PAIR_K[1]), e.g. "
@@ -584,6 +640,8 @@ if __name__ == "__main__":
         host_settings(r, "msm_pair_k_equal", [(f"pair-k-{k}", {"PAIR_K": (16, int(k))}) for k in a.pair_k.split(",")])
     elif a.merged:
         merged(r, parse_cases(a.merged), groups=tuple(int(x) for x in a.merged_groups.split(",") if x))
+    elif a.precomputed:
+        precomputed(r, parse_cases(a.precomputed), groups=tuple(int(x) for x in a.merged_groups.split(",") if x))
     elif a.builds:
         builds(r, tuple(a.builds.split(",")), groups_only=tuple(a.groups.split(",")))
     elif a.sorts:

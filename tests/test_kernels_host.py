@@ -435,6 +435,7 @@ inline unsigned atomicSub(unsigned* p, unsigned v) { return __atomic_fetch_sub(p
 #include "msm.cu"
 #include "msm_sort.cu"
 #include "msm_affine.cu"
+#include "msm_merged.cu"
 
 static void emu_launch(unsigned gx, unsigned gy, unsigned bx, bool sync, const std::function<void()>& body) {
     gridDim = {gx, gy, 1};
@@ -477,9 +478,12 @@ EMU(msm_radix_mid, false, (pl, k, p, h1, e1, hm, em, ko, po, t, d1, dm, ts), con
 EMU(msm_radix_pass2, false, (pl, k, p, h1, e1, h2, e2, en, nb, t, d1, sh, d2, ts), const u32* pl, const u32* k,
     const u32* p, const u32* h1, const u32* e1, const u32* h2, const u32* e2, MsmEntry* en, u32 nb, u32 t, u32 d1,
     u32 sh, u32 d2, u32 ts)
+EMU(msm_radix_flat_hist, true, (pl, d, tot, h, t, d1, ts), const u32* pl, const u32* d, u32 tot, u32* h, u32 t,
+    u32 d1, u32 ts)
 EMU(msm_radix_runs, false, (pl, en, e2, l, cn), const u32* pl, const MsmEntry* en, const u32* e2, u32 l, u32* cn)
 EMU(msm_radix_cursor, false, (pl, cn, cu, r), const u32* pl, const u32* cn, u32* cu, u32 r)
 #define EMU_GROUP(G, F)                                                                                   \
+    EMU(msm_precompute_##G, false, (b, n, c, w, t), const Aff<F>* b, u32 n, u32 c, u32 w, Aff<F>* t)       \
     EMU(msm_clear_##G, false, (b, rows), Xyzz<F>* b, u32 rows)                                            \
     EMU(msm_accumulate_##G, false, (e, bs, cur, cnt, rows, len, sl, b, sr, sp), const MsmEntry* e,        \
         const Aff<F>* bs, const u32* cur, const u32* cnt, u32 rows, u32 len, u32 sl, Xyzz<F>* b, u32* sr,  \
@@ -576,7 +580,7 @@ def _emulate(emu, monkeypatch: pytest.MonkeyPatch):
 
     fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
                                  asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
-                                 cuda=types.SimpleNamespace(get_current_stream=lambda: None))
+                                 cuda=types.SimpleNamespace(get_current_stream=_EmuStream, Event=_EmuStream))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "SLICE_LEN", {"G1": 4, "G2": 4})
@@ -754,6 +758,54 @@ def test_shared_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatc
     assert swapped[1:] == gm.msm_windows(group, bases, other, c, lo, hi, scratch=gm.MsmScratch())[1:]
     with pytest.raises(ValueError, match="does not fit"):
         gm.msm_windows_start(group, bases, limbs, c + 1, 0, 1, gm.MsmScratch(), _EmuStream(), digits=digits)
+
+
+# --- precomputed window multiples (msm_merged.cu), emulated ----------------------------------
+
+
+@pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
+def test_precomputed_multiples_emulated(emulated_msm, group: bn254.Group) -> None:
+    """Row w * n + i of the table is 2^(c w) P_i (infinity stays the all-zero row)."""
+    gm = emulated_msm
+    rng = random.Random(group.name)
+    pts = _points(group, rng, 5) + [None]
+    c = 9
+    table = gm.precompute_multiples(group, bn254.points_to_limbs(group, pts), c)
+    got = bn254.points_from_limbs(group, table)
+    w_count = -(-256 // c)
+    assert len(got) == w_count * len(pts)
+    for w in range(w_count):
+        for i, p in enumerate(pts):
+            want = None if p is None else bn254.to_affine(group, bn254.jac_mul(group, bn254.to_jacobian(group, p), 1 << (c * w)))
+            assert got[w * len(pts) + i] == want, (w, i)
+
+
+@pytest.mark.parametrize("group,n,c,two_pass_bits", [
+    (bn254.G1, 300, 6, 18), (bn254.G1, 90, 20, 18), (bn254.G1, 200, 7, 2),  # two passes; three (wide, forced)
+    (bn254.G2, 120, 8, 18), (bn254.G2, 40, 5, 1),
+])
+def test_merged_msm_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, group: bn254.Group, n: int, c: int,
+                             two_pass_bits: int) -> None:
+    """msm_merged over a precomputed table (every window's digits in one set of buckets, sorted as
+    one window of W n items, tiles across window boundaries) equals sum_i s_i P_i: 0/1, r - 1,
+    repeated and random scalars, infinity bases, the pair rounds forced on."""
+    gm = emulated_msm
+    monkeypatch.setattr(gm, "RADIX_TILE", 7)
+    monkeypatch.setattr(gm, "RADIX_MAX_KEY_BITS", two_pass_bits)
+    monkeypatch.setattr(gm, "AFFINE_ROUNDS", {"G1": ((0, 2),), "G2": ((0, 2),)})
+    rng = random.Random(n * c)
+    table_pts = _points(group, rng, 8) + [None]
+    pts = [rng.choice(table_pts) for _ in range(n)]
+    same = rng.randrange(2, R)
+    scal = [rng.choice([0, 1, R - 1, same, same, rng.randrange(R)]) for _ in range(n)]
+    table = gm.precompute_multiples(group, bn254.points_to_limbs(group, pts), c)
+    got = gm.msm_merged(group, table, bn254.limbs_from_ints(scal), c, scratch=gm.MsmScratch())
+    want = bn254.to_jacobian(group, None)
+    for p, s in zip(pts, scal):
+        want = bn254.jac_add(group, want, bn254.jac_mul(group, bn254.to_jacobian(group, p), s))
+    assert got == bn254.to_affine(group, want)
+    with pytest.raises(ValueError, match="table must be"):
+        gm.msm_merged(group, table[:-1], bn254.limbs_from_ints(scal), c)
 
 
 # --- batch-affine pair rounds (msm_affine.cu), emulated -------------------------------------

@@ -330,6 +330,27 @@ def test_started_msms_overlap_and_equal_the_synchronous_ones() -> None:
         assert sums == msm_windows(group, bases, scal, c, 0, num_windows(c))
 
 
+@pytest.mark.parametrize("group,n,c,pattern", [
+    (bn254.G1, 1000, 10, "mixed"),
+    (bn254.G1, (1 << 16) + 7, 21, "mixed"),  # the radix sort in three passes, over 13 windows as one
+    (bn254.G1, (1 << 18) + 5, 22, "equal"),
+    (bn254.G2, 3001, 13, "mixed"),
+])
+def test_precomputed_multiples_msm(group, n, c, pattern) -> None:
+    """msm_merged over precompute_multiples' table (every window's digits in one set of buckets)
+    equals the window-range MSM's combined sum: bases with infinity, 0/1/r-1 or all-equal scalars."""
+    from distprove.backends.gpu.msm import msm_merged, msm_windows, precompute_multiples
+
+    rng = np.random.default_rng()
+    _, limbs = _table(group)
+    bases = cupy.asarray(limbs[_indices(n, rng)])
+    scal = cupy.asarray(_scalars(n, pattern, rng))
+    table = precompute_multiples(group, bases, c)
+    assert table.shape == (num_windows(c) * n, group.limbs)
+    want = combine(group, dict(enumerate(msm_windows(group, bases, scal, 13, 0, num_windows(13)))), 13)
+    assert msm_merged(group, table, scal, c) == want
+
+
 @pytest.mark.parametrize("rounds", [0, 2])
 @pytest.mark.parametrize("n,c,lo,hi", [((1 << 16) + 7, 13, 0, 20), (5000, 9, 4, 20), ((1 << 20) + 3, 16, 0, 16)])
 def test_shared_digit_sort_across_streams(monkeypatch, n, c, lo, hi, rounds) -> None:

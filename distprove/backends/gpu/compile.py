@@ -37,7 +37,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "gather": ("field.cuh", "gather.cu"),
     "witness": ("field.cuh", "witness.cu"),
     "ntt": ("field.cuh", "ntt.cu"),
-    "msm": ("field.cuh", "curve.cuh", "msm.cu", "msm_sort.cu", "msm_affine.cu"),
+    "msm": ("field.cuh", "curve.cuh", "msm.cu", "msm_sort.cu", "msm_affine.cu", "msm_merged.cu"),
     "msm_cw": ("field.cuh", "curve.cuh", "msm.cu", "msm_cw.cu"),
     "fixedbase": ("field.cuh", "curve.cuh", "fixedbase.cu"),
     "groupfft": ("field.cuh", "curve.cuh", "fixedbase.cu", "groupfft.cu"),

@@ -407,6 +407,62 @@ def sort_digits(scalars: "cupy.ndarray", c: int, lo: int, hi: int, stream: "cupy
     return DigitSort((n, c, lo, hi), counts, cursor, entries, done)
 
 
+def precompute_multiples(group: Group, bases: "cupy.ndarray", c: int) -> "cupy.ndarray":
+    """The table of :func:`msm_merged`: for ``bases`` ((n, limbs) uint32, Montgomery affine, all-zero
+    rows infinity) and width ``c``, a (W(c) * n, limbs) array whose row w * n + i is 2^(c w) P_i
+    (msm_merged.cu msm_precompute_*): W(c) times the bases' memory, made once per key and width."""
+    import cupy
+
+    if bases.ndim != 2 or bases.shape[1] != group.limbs or bases.dtype != np.uint32 or not bases.flags.c_contiguous:
+        raise ValueError(f"bases must be C-contiguous (n, {group.limbs}) uint32, got {bases.shape} {bases.dtype}")
+    n, w = bases.shape[0], num_windows(c)
+    if w * n >= 1 << 31:
+        raise ValueError(f"{w} windows x {n} points exceed the 31-bit point indices")
+    table = cupy.empty((w * n, group.limbs), dtype=cupy.uint32)
+    if n:
+        _module().get_function(f"msm_precompute_{_suffix(group)}")(
+            (-(-n // TREE_THREADS),), (TREE_THREADS,), (bases, np.uint32(n), np.uint32(c), np.uint32(w), table))
+    return table
+
+
+def msm_merged(group: Group, table: "cupy.ndarray", scalars: "cupy.ndarray", c: int,
+               scratch: MsmScratch | None = None, phases: dict[str, float] | None = None) -> Affine:
+    """sum_i scalars[i] * P_i over a :func:`precompute_multiples` table of width ``c`` (W(c) * n
+    rows for n scalars), affine: every window's digits sorted into one set of 2^(c-1) buckets
+    (the radix sort's passes over all windows as one, msm_merged.cu), then the pair rounds,
+    accumulation and one bucket reduction of the window-range MSM; the scalars equal to 1 add
+    their P_i (the table's window 0). ``phases`` as for :func:`msm_windows`."""
+    import cupy
+
+    n = _check_scalars(scalars, c, 0, 1)
+    w = num_windows(c)
+    if table.ndim != 2 or table.shape != (w * n, group.limbs) or table.dtype != np.uint32:
+        raise ValueError(f"table must be ({w} * {n}, {group.limbs}) uint32 for c={c}, got {table.shape} {table.dtype}")
+    if w * n >= 1 << 31:
+        raise ValueError(f"{w} windows x {n} points exceed the 31-bit point indices")
+    if n == 0:
+        return None
+    scratch = scratch or default_scratch()
+    rows = 1 << (c - 1)
+    with scratch.lock:
+        counts = scratch.take("merged_counts", rows)
+        counts.fill(0)
+        cursor = scratch.take("merged_cursor", rows)
+        entries = scratch.take("merged_entries", 2 * w * n)
+        timer = _Phases(phases)
+        _planned_sort(_module(), scalars, n, c, 0, w, counts, cursor, entries, scratch.take, 0, flat=True)
+        timer.mark("merged_sort")
+        timer.finish()
+        done = cupy.cuda.Event()
+        done.record()
+        sort = DigitSort((w * n, c, 0, 1), counts, cursor, entries, done)
+        rest: dict[str, float] | None = {} if phases is not None else None
+        (total,) = _launch(group, table, scalars, w * n, c, 0, 1, scratch, rest, False, sort, ones_n=n)()
+    if phases is not None and rest is not None:
+        phases.update({"sort": phases.pop("merged_sort", 0.0) + rest.pop("sort", 0.0), **rest})
+    return total
+
+
 def sort_kind(n: int, c: int, constant_work: bool = False) -> str:
     """Which digit sort an MSM of ``n`` points at width ``c`` takes: ``"atomic"`` (msm.cu's counting
     sort), ``"radix"`` (msm_sort.cu) or ``"planned"`` (the device picks one of the two from the
@@ -454,13 +510,17 @@ def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, c
 
 def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
                   cursor: "cupy.ndarray", entries: "cupy.ndarray", take: Callable[[str, int], "cupy.ndarray"],
-                  min_live: int) -> None:
+                  min_live: int, flat: bool = False) -> None:
     """msm_sort_plan picks the sort on the device (the radix sort when at least ``min_live`` / 1024
     of a sample of the scalars are live), and the kernels of both are queued: those of the other
     one return at once. The radix sort (msm_sort.cu): digits, then per pass a histogram of
     (window, bin, tile) counts, its inclusive scan (where each run ends) and a scatter (stable
     after the first); then counts and cursor from the sorted rows. Keys of c - 1 bits: two passes
-    up to :data:`RADIX_MAX_KEY_BITS`, three above (d1 >= dm >= d2 bits, low to high)."""
+    up to :data:`RADIX_MAX_KEY_BITS`, three above (d1 >= dm >= d2 bits, low to high).
+
+    ``flat`` (precomputed window multiples, :func:`msm_merged_start`): the nw windows' digits are
+    sorted as one window of nw * n items, rows 2^(c-1) and point index w * n + i (the table row);
+    always the radix sort (``min_live`` must be 0)."""
     import cupy
 
     u32 = np.uint32
@@ -468,26 +528,33 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     d2 = (c - 1) // passes
     dm = (c - 1 - d2) // 2 if passes == 3 else 0
     d1 = c - 1 - d2 - dm
-    rows = nw << (c - 1)
-    tiles = -(-n // RADIX_TILE)
-    grid = (tiles, nw)
+    tiles_n = -(-n // RADIX_TILE)  # msm_radix_digits' tiles, over the scalars
+    sort_n, sort_nw = (nw * n, 1) if flat else (n, nw)  # the passes' items per window and windows
+    rows = sort_nw << (c - 1)
+    tiles = -(-sort_n // RADIX_TILE)
+    grid = (tiles, sort_nw)
     tile_args = (u32(RADIX_TILE), u32(d1))
     plan = take("radix_plan", 1)
     digits, keys, pts = (take(f"radix_{name}", nw * n) for name in ("digits", "keys", "pts"))
-    hist1, ends1 = (take(f"radix_{name}1", (nw << d1) * tiles) for name in ("hist", "ends"))
-    hist2, ends2 = (take(f"radix_{name}2", (nw << d2) * tiles) for name in ("hist", "ends"))
+    hist1, ends1 = (take(f"radix_{name}1", (sort_nw << d1) * tiles) for name in ("hist", "ends"))
+    hist2, ends2 = (take(f"radix_{name}2", (sort_nw << d2) * tiles) for name in ("hist", "ends"))
     shape = (u32(n), u32(c), u32(lo), u32(nw), u32(1 << (c - 1)))  # the counting sort's kernels'
     sort_grid = (-(-n // SORT_THREADS),)
     mod.get_function("msm_sort_plan")((1,), (RADIX_THREADS,), (scalars, u32(n), u32(min_live), plan))
-    mod.get_function("msm_count_sel")(sort_grid, (SORT_THREADS,), (plan, scalars, counts) + shape)
-    mod.get_function("msm_radix_digits")((tiles,), (RADIX_THREADS,), (plan, scalars, digits, hist1, u32(n), u32(c),
-                                                                    u32(lo), u32(nw)) + tile_args + (u32(tiles),))
+    if not flat:
+        mod.get_function("msm_count_sel")(sort_grid, (SORT_THREADS,), (plan, scalars, counts) + shape)
+    hist_w = take("radix_hist_windows", (nw << d1) * tiles_n) if flat else hist1
+    mod.get_function("msm_radix_digits")((tiles_n,), (RADIX_THREADS,), (plan, scalars, digits, hist_w, u32(n), u32(c),
+                                                                      u32(lo), u32(nw)) + tile_args + (u32(tiles_n),))
+    if flat:
+        mod.get_function("msm_radix_flat_hist")((tiles,), (RADIX_THREADS,),
+                                                (plan, digits, u32(sort_n), hist1) + tile_args + (u32(tiles),))
     cupy.cumsum(hist1, dtype=cupy.uint32, out=ends1)  # unread when the plan is the counting sort
     mod.get_function("msm_radix_pass1")(grid, (RADIX_THREADS,),
-                                        (plan, digits, hist1, ends1, keys, pts, u32(n)) + tile_args + (u32(tiles),))
+                                        (plan, digits, hist1, ends1, keys, pts, u32(sort_n)) + tile_args + (u32(tiles),))
     later_hist = mod.get_function("msm_radix_hist2")
     if dm:
-        histm, endsm = (take(f"radix_{name}m", (nw << dm) * tiles) for name in ("hist", "ends"))
+        histm, endsm = (take(f"radix_{name}m", (sort_nw << dm) * tiles) for name in ("hist", "ends"))
         keys_m, pts_m = (take(f"radix_{name}m", nw * n) for name in ("keys", "pts"))
         later_hist(grid, (RADIX_THREADS,), (plan, keys, hist1, ends1, histm) + tile_args + (u32(d1), u32(dm), u32(tiles)))
         cupy.cumsum(histm, dtype=cupy.uint32, out=endsm)
@@ -502,7 +569,8 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     runs_grid = (max(1, min(-(-(nw * n) // 256), _sm_count() * 8)),)
     mod.get_function("msm_radix_runs")(runs_grid, (256,), (plan, entries, ends2, u32(len(ends2) - 1), counts))
     cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)  # each row's end
-    mod.get_function("msm_scatter_sel")(sort_grid, (SORT_THREADS,), (plan, scalars, cursor, entries) + shape)
+    if not flat:
+        mod.get_function("msm_scatter_sel")(sort_grid, (SORT_THREADS,), (plan, scalars, cursor, entries) + shape)
     mod.get_function("msm_radix_cursor")((-(-rows // 256),), (256,), (plan, counts, cursor, u32(rows)))
 
 
@@ -518,9 +586,11 @@ def _launch(
     phases: dict[str, float] | None,
     constant_work: bool = False,
     digits: DigitSort | None = None,
+    ones_n: int | None = None,
 ) -> Callable[[], list[Affine]]:
     """Queue every kernel of one window-range MSM on the current stream (the sort skipped when
-    ``digits`` has it); return the waiter."""
+    ``digits`` has it); return the waiter. ``ones_n``: the scalars equal to 1 are summed over the
+    first ``ones_n`` points only (default n; a merged MSM's window 0)."""
     import cupy
 
     if not 4 <= FOLD_MIN <= FOLD_LEN:
@@ -631,9 +701,9 @@ def _launch(
     timer.mark("reduce")
     with_ones = lo == 0 and not constant_work
     if with_ones:
-        ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-n // TREE_THREADS)))
+        ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-(ones_n or n) // TREE_THREADS)))
         ones = scratch.take("ones", ones_blocks * pw)
-        mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,), (scalars, bases, u32(n), ones))
+        mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,), (scalars, bases, u32(ones_n or n), ones))
         sum_groups((1,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
         timer.mark("ones")
     stream = cupy.cuda.get_current_stream()
