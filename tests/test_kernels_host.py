@@ -466,8 +466,8 @@ EMU(msm_count_sel, false, (p, s, cnt, n, c, lo, nw, nb), const u32* p, const u32
     u32 nw, u32 nb)
 EMU(msm_scatter_sel, false, (p, s, cur, e, n, c, lo, nw, nb), const u32* p, const u32* s, u32* cur, MsmEntry* e,
     u32 n, u32 c, u32 lo, u32 nw, u32 nb)
-EMU(msm_radix_digits, true, (pl, s, d, h, n, c, lo, nw, t, d1, ts), const u32* pl, const u32* s, u32* d, u32* h,
-    u32 n, u32 c, u32 lo, u32 nw, u32 t, u32 d1, u32 ts)
+EMU(msm_radix_digits, true, (pl, s, d, h, n, c, lo, nw, t, d1, ts, fl), const u32* pl, const u32* s, u32* d, u32* h,
+    u32 n, u32 c, u32 lo, u32 nw, u32 t, u32 d1, u32 ts, u32 fl)
 EMU(msm_radix_pass1, false, (pl, d, h, e, k, p, n, t, d1, ts), const u32* pl, const u32* d, const u32* h,
     const u32* e, u32* k, u32* p, u32 n, u32 t, u32 d1, u32 ts)
 EMU(msm_radix_hist2, true, (pl, k, h1, e1, h2, t, d1, sh, d2, ts), const u32* pl, const u32* k, const u32* h1,
@@ -783,6 +783,7 @@ def test_precomputed_multiples_emulated(emulated_msm, group: bn254.Group) -> Non
 @pytest.mark.parametrize("group,n,c,two_pass_bits", [
     (bn254.G1, 300, 6, 18), (bn254.G1, 90, 20, 18), (bn254.G1, 200, 7, 2),  # two passes; three (wide, forced)
     (bn254.G2, 120, 8, 18), (bn254.G2, 40, 5, 1),
+    (bn254.G1, 301, 6, 18), (bn254.G2, 119, 20, 18),  # tiles of 7 dividing n: the digits' histogram is pass 1's
 ])
 def test_merged_msm_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, group: bn254.Group, n: int, c: int,
                              two_pass_bits: int) -> None:

@@ -58,9 +58,11 @@ DP_INLINE u32 radix_min(u32 a, u32 b) { return a < b ? a : b; }
 
 // Digit words (|d| - 1) | (d < 0) << 31 of windows [lo, lo + nw) at digits[(w - lo) * n + i],
 // RADIX_NONE for d = 0 and for scalars 0 and 1. Block b takes scalars [b*tile, (b+1)*tile) and
-// counts the low d1 bits of its keys per window into hist (layout above).
+// counts the low d1 bits of its keys per window into hist (layout above; with `flat`, the layout
+// of one window of nw * n items whose tile w * tiles + b this block's window w is: msm_merged.cu's
+// sort, when tile divides n).
 extern "C" __global__ void msm_radix_digits(const u32* plan, const u32* scalars, u32* digits, u32* hist, u32 n,
-                                            u32 c, u32 lo, u32 nw, u32 tile, u32 d1, u32 tiles) {
+                                            u32 c, u32 lo, u32 nw, u32 tile, u32 d1, u32 tiles, u32 flat) {
     __shared__ u32 h[RADIX_HIST_WORDS];
     if (plan[0] == 0u) return;
     u32 bins = 1u << d1;
@@ -88,8 +90,10 @@ extern "C" __global__ void msm_radix_digits(const u32* plan, const u32* scalars,
             });
         }
         __syncthreads();
-        for (u32 j = threadIdx.x; j < (w1 - w0) * bins; j += blockDim.x)
-            hist[(w0 * bins + j) * tiles + blockIdx.x] = h[j];
+        for (u32 j = threadIdx.x; j < (w1 - w0) * bins; j += blockDim.x) {
+            u64 at = flat ? ((u64)(j & (bins - 1u)) * nw + w0 + (j >> d1)) * tiles : (u64)(w0 * bins + j) * tiles;
+            hist[at + blockIdx.x] = h[j];
+        }
         __syncthreads();
     }
 }

@@ -543,10 +543,14 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     mod.get_function("msm_sort_plan")((1,), (RADIX_THREADS,), (scalars, u32(n), u32(min_live), plan))
     if not flat:
         mod.get_function("msm_count_sel")(sort_grid, (SORT_THREADS,), (plan, scalars, counts) + shape)
-    hist_w = take("radix_hist_windows", (nw << d1) * tiles_n) if flat else hist1
+    # Flat, the digit kernel's histogram is pass 1's when every tile lies in one window; else
+    # msm_radix_flat_hist counts the words again over tiles that cross windows.
+    fused = flat and n % RADIX_TILE == 0
+    hist_w = take("radix_hist_windows", (nw << d1) * tiles_n) if flat and not fused else hist1
     mod.get_function("msm_radix_digits")((tiles_n,), (RADIX_THREADS,), (plan, scalars, digits, hist_w, u32(n), u32(c),
-                                                                      u32(lo), u32(nw)) + tile_args + (u32(tiles_n),))
-    if flat:
+                                                                      u32(lo), u32(nw)) + tile_args
+                                         + (u32(tiles_n), u32(fused)))
+    if flat and not fused:
         mod.get_function("msm_radix_flat_hist")((tiles,), (RADIX_THREADS,),
                                                 (plan, digits, u32(sort_n), hist1) + tile_args + (u32(tiles),))
     cupy.cumsum(hist1, dtype=cupy.uint32, out=ends1)  # unread when the plan is the counting sort
