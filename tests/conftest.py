@@ -159,3 +159,32 @@ def expected_digit_sort(limbs: np.ndarray, c: int, lo: int, hi: int) -> tuple[np
     entries = np.stack([rows[order], (i[order] << 1) | (d[order] < 0)], axis=1).astype(np.uint32)
     counts = np.bincount(rows, minlength=(hi - lo) * nb).astype(np.uint32)
     return entries, counts, (np.cumsum(counts) - counts).astype(np.uint32)
+
+
+class HostStream:
+    """A stand-in CUDA stream/event for the kernels' host emulation: ordering is trivial there."""
+
+    def __init__(self, non_blocking: bool = False) -> None:
+        return None
+
+    def __enter__(self) -> "HostStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def wait_event(self, event: object) -> None:
+        return None
+
+    def record(self, stream: object = None) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+
+def host_cuda() -> Any:
+    """The ``cupy.cuda`` of an emulation's fake ``cupy``: streams and events that order nothing."""
+    import types
+
+    return types.SimpleNamespace(get_current_stream=HostStream, Event=HostStream, Stream=HostStream)

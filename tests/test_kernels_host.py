@@ -22,7 +22,7 @@ import pytest
 from distprove import bn254
 from distprove.bn254 import Q, R
 
-from conftest import expected_digit_sort
+from conftest import HostStream, expected_digit_sort, host_cuda
 
 KERNELS = Path(__file__).resolve().parents[1] / "distprove" / "kernels"
 
@@ -580,7 +580,7 @@ def _emulate(emu, monkeypatch: pytest.MonkeyPatch):
 
     fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
                                  asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
-                                 cuda=types.SimpleNamespace(get_current_stream=_EmuStream, Event=_EmuStream))
+                                 cuda=host_cuda())
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "SLICE_LEN", {"G1": 4, "G2": 4})
@@ -711,25 +711,6 @@ def test_sort_plan_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, live:
         assert got == gm.msm_windows(bn254.G1, bases, bn254.limbs_from_ints(scal), c, 0, 26, scratch=gm.MsmScratch())
 
 
-class _EmuStream:
-    """A stand-in CUDA stream/event for the emulation: ordering is trivial on the host."""
-
-    def __enter__(self) -> "_EmuStream":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def wait_event(self, event: object) -> None:
-        return None
-
-    def record(self, stream: object = None) -> None:
-        return None
-
-    def synchronize(self) -> None:
-        return None
-
-
 @pytest.mark.parametrize("n,c,lo,hi", [(90, 6, 0, 43), (40, 4, 5, 20)])
 def test_shared_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, n: int, c: int, lo: int, hi: int) -> None:
     """One sort_digits serves MSMs over G1 and G2 bases with the same scalars (as a proof's A, B1
@@ -739,25 +720,25 @@ def test_shared_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatc
     gm = emulated_msm
     fake = sys.modules["cupy"]
     monkeypatch.setattr(fake, "zeros", np.zeros, raising=False)
-    monkeypatch.setattr(fake.cuda, "get_current_stream", lambda: _EmuStream())
-    monkeypatch.setattr(fake.cuda, "Event", _EmuStream, raising=False)
+    monkeypatch.setattr(fake.cuda, "get_current_stream", lambda: HostStream())
+    monkeypatch.setattr(fake.cuda, "Event", HostStream, raising=False)
     rng = random.Random(n)
     scal = [rng.choice([0, 1, R - 1, rng.randrange(R)]) for _ in range(n)]
     limbs = bn254.limbs_from_ints(scal)
-    digits = gm.sort_digits(limbs, c, lo, hi, _EmuStream())
+    digits = gm.sort_digits(limbs, c, lo, hi, HostStream())
     for group in (bn254.G1, bn254.G2, bn254.G1):
         table = _points(group, rng, 8) + [None]
         bases = bn254.points_to_limbs(group, [rng.choice(table) for _ in range(n)])
         want = gm.msm_windows(group, bases, limbs, c, lo, hi, scratch=gm.MsmScratch())
-        wait = gm.msm_windows_start(group, bases, limbs, c, lo, hi, gm.MsmScratch(), _EmuStream(), digits=digits)
+        wait = gm.msm_windows_start(group, bases, limbs, c, lo, hi, gm.MsmScratch(), HostStream(), digits=digits)
         assert wait() == want
     # the sort given is the one used: another scalar vector's sort (same shape) gives its sums
     other = bn254.limbs_from_ints([rng.randrange(2, R) for _ in range(n)])
-    swapped = gm.msm_windows_start(group, bases, limbs, c, lo, hi, gm.MsmScratch(), _EmuStream(),
-                                   digits=gm.sort_digits(other, c, lo, hi, _EmuStream()))()
+    swapped = gm.msm_windows_start(group, bases, limbs, c, lo, hi, gm.MsmScratch(), HostStream(),
+                                   digits=gm.sort_digits(other, c, lo, hi, HostStream()))()
     assert swapped[1:] == gm.msm_windows(group, bases, other, c, lo, hi, scratch=gm.MsmScratch())[1:]
     with pytest.raises(ValueError, match="does not fit"):
-        gm.msm_windows_start(group, bases, limbs, c + 1, 0, 1, gm.MsmScratch(), _EmuStream(), digits=digits)
+        gm.msm_windows_start(group, bases, limbs, c + 1, 0, 1, gm.MsmScratch(), HostStream(), digits=digits)
 
 
 # --- precomputed window multiples (msm_merged.cu), emulated ----------------------------------
@@ -905,8 +886,8 @@ def _pair_rows_case(gm, monkeypatch: pytest.MonkeyPatch, group: bn254.Group, k: 
 def _round_output(gm, scratch, group: bn254.Group, rows: int, r: int, plan, sets) -> tuple:
     """Round r's (entries, points, cursor, counts) from its scratch buffers, after checking that the
     plan ran rounds 0..r and that the accumulation's last pointer set names these buffers."""
-    side = "ab"[r % 2]
-    bufs = {k: scratch._bufs[f"pair_{k}_{side}"] for k in ("entries", "points", "cursor", "counts")}
+    names = {"entries": r, "points": "ab"[r % 2], "cursor": r, "counts": r}
+    bufs = {k: scratch._bufs[f"pair_{k}_{names[k]}"] for k in names}
     assert int(plan[0]) == r + 1 and len(sets) == 4 * (r + 2)
     assert sets[4 * (r + 1) :].tolist() == [b.ctypes.data for b in bufs.values()]
     return tuple(b.view(np.uint32) for b in bufs.values())
@@ -923,17 +904,17 @@ def test_pair_plan_emulated(emulated_msm, need: list[int], ran: int) -> None:
     cursor = np.array([0, 3], dtype=np.uint32)
     entries = np.array([0, 0, 0, 2, 0, 3, 1, 0], dtype=np.uint32)
     scratch = gm.MsmScratch()
-    for side in "ab":  # poison the round buffers: a skipped round must leave them alone
-        scratch.take(f"pair_counts_{side}", 2).fill(0xDEAD)
+    for r in range(len(need)):  # poison the round buffers: a skipped round must leave them alone
+        scratch.take(f"pair_counts_{r}", 2).fill(0xDEAD)
     plan, sets, _ = gm._pair_rounds(gm._module(), group, need, entries, pts, cursor, counts, 2, 4, scratch)
     assert int(plan[0]) == ran
     start = 4 * ran
     if ran == 0:
         assert sets[:4].tolist() == [a.ctypes.data for a in (entries, pts, cursor, counts)]
     else:
-        assert sets[start + 3] == scratch._bufs[f"pair_counts_{'ab'[(ran - 1) % 2]}"].ctypes.data
-    for side in "ab"[ran:]:
-        assert (scratch._bufs[f"pair_counts_{side}"].view(np.uint32)[:2] == 0xDEAD).all()
+        assert sets[start + 3] == scratch._bufs[f"pair_counts_{ran - 1}"].ctypes.data
+    for r in range(ran, len(need)):
+        assert (scratch._bufs[f"pair_counts_{r}"].view(np.uint32)[:2] == 0xDEAD).all()
 
 
 def _affine_case(gm, group: bn254.Group, n: int, c: int, window_range: str, scalars: str,
@@ -1008,12 +989,12 @@ def test_affine_rounds_from_config_emulated(emulated_msm, monkeypatch: pytest.Mo
     gm = emulated_msm
     fake = sys.modules["cupy"]
     monkeypatch.setattr(fake, "zeros", np.zeros, raising=False)
-    monkeypatch.setattr(fake.cuda, "get_current_stream", lambda: _EmuStream())
-    monkeypatch.setattr(fake.cuda, "Event", _EmuStream, raising=False)
+    monkeypatch.setattr(fake.cuda, "get_current_stream", lambda: HostStream())
+    monkeypatch.setattr(fake.cuda, "Event", HostStream, raising=False)
     rng = random.Random(7)
     n, c = 200, 5
     limbs = bn254.limbs_from_ints([rng.choice([0, 1, rng.randrange(R)]) for _ in range(n)])
-    digits = gm.sort_digits(limbs, c, 0, num_windows(c), _EmuStream())
+    digits = gm.sort_digits(limbs, c, 0, num_windows(c), HostStream())
     before = [a.copy() for a in (digits.counts, digits.cursor, digits.entries)]
     with dask.config.set({"distprove.msm.affine-rounds": {"G1": 2, "G2": 3}}):
         assert (len(gm.round_thresholds(bn254.G1, n)), len(gm.round_thresholds(bn254.G2, n))) == (2, 3)
@@ -1021,7 +1002,7 @@ def test_affine_rounds_from_config_emulated(emulated_msm, monkeypatch: pytest.Mo
             table = _points(group, rng, 4) + [None]
             bases = bn254.points_to_limbs(group, [rng.choice(table) for _ in range(n)])
             with_rounds = gm.msm_windows_start(group, bases, limbs, c, 0, num_windows(c), gm.MsmScratch(),
-                                               _EmuStream(), digits=digits)()
+                                               HostStream(), digits=digits)()
             assert all(np.array_equal(a, b) for a, b in zip(before, (digits.counts, digits.cursor, digits.entries)))
             with dask.config.set({"distprove.msm.affine-rounds": 0}):
                 assert with_rounds == gm.msm_windows(group, bases, limbs, c, 0, num_windows(c),

@@ -26,6 +26,7 @@ from distprove import bn254
 from distprove.backends.cpu.msm import msm_windows as cpu_msm_windows
 from distprove.bn254 import R
 from distprove.stages.msm import combine, num_windows, signed_digits_array
+from conftest import host_cuda
 from test_kernels_host import EMU_SHIM, KERNELS, _dec_xyzz, _EmuModule, _enc_xyzz, _points
 
 CW_SHIM = EMU_SHIM + r"""
@@ -167,7 +168,7 @@ def emulated_cw(cw_lib, monkeypatch: pytest.MonkeyPatch):
     emu = _EmuModule(cw_lib)
     fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
                                  asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
-                                 cuda=types.SimpleNamespace(get_current_stream=lambda: None))
+                                 cuda=host_cuda())
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "_cw_module", lambda: emu)
@@ -317,7 +318,7 @@ def test_cw_module_build_has_every_kernel_the_host_launches(cw_lib, monkeypatch,
     rec = _Recorder(cw_lib)
     fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
                                  asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
-                                 cuda=types.SimpleNamespace(get_current_stream=lambda: None))
+                                 cuda=host_cuda())
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_cw_module", lambda: rec)
     rng = random.Random()

@@ -56,6 +56,11 @@ wait on one long chain each (the segments' running sums and one multiple s0 R): 
 against 4 took the reduction of G2 2^22 from 5.0 to 4.6 ms and 2^20 from 3.0 to 2.8, G1 within
 0.1 ms; 16 and 32 lengthen the multiples more than they shorten the chains (H200,
 bench_msm.py --reduce, bench/results/2026-12-01_kernels-msm-reduce{,-repeat}-s13_h200.json)."""
+REDUCE_BLOCKS = 128
+"""Least second-level blocks of the reduction over all windows: an MSM of few windows (a merged
+one has one) takes up to this many per window, a power of two, when REDUCE_GROUPS would leave
+most SMs idle on the serial chains (G1 2^24 merged at c = 22, one window of 2^21 buckets: 2.8 ms
+at 8 blocks, 2.1 at 64, 1.9 at 128; H200, 2026-12-01 session 19)."""
 TREE_THREADS = 128
 """Block size of the tree kernels (must equal DP_TREE_MAX in msm.cu or be a smaller power of 2)."""
 KERNEL_OPTIONS: tuple[str, ...] = ()
@@ -246,7 +251,17 @@ class MsmScratch:
 
     def __init__(self) -> None:
         self._bufs: dict[str, "cupy.ndarray"] = {}
+        self._side: "cupy.cuda.Stream | None" = None
         self.lock = threading.Lock()
+
+    def side_stream(self) -> "cupy.cuda.Stream":
+        """A stream of this scratch's own for bookkeeping that runs beside an MSM's arithmetic
+        (the pair rounds' job lists, the ones): made on first use, on the current device."""
+        import cupy
+
+        if self._side is None:
+            self._side = cupy.cuda.Stream(non_blocking=True)
+        return self._side
 
     def take(self, name: str, count: int, dtype: type = np.uint32) -> "cupy.ndarray":
         """A 1-D array of ``count`` elements of ``dtype`` backed by the buffer ``name``.
@@ -635,10 +650,33 @@ def _launch(
         plan, sets, by_address = _pair_rounds(mod, group, [t * nw for t in need], entries, bases, cursor, counts,
                                               rows, bound, scratch)
         acc_inputs: tuple = (plan, sets)
-        timer.mark("pairs")
     else:
         accumulate = mod.get_function(f"msm_accumulate_{sfx}")
         acc_inputs, by_address = (entries, bases, cursor, counts), []
+    # The scalars equal to 1 (their bases summed as they are) on the side stream, after the pair
+    # rounds' job lists there (which already wait for the sort, so for the inputs): beside the
+    # rounds or the accumulation instead of after the reduction.
+    main = cupy.cuda.get_current_stream()
+    out = cupy.empty((nw + 1) * pw, dtype=cupy.uint32)  # per call: queued MSMs each keep their own
+    with_ones = lo == 0 and not constant_work
+    ones_done = None
+    if with_ones:
+        side = scratch.side_stream()
+        if not need:
+            inputs = cupy.cuda.Event()
+            inputs.record(main)
+            side.wait_event(inputs)
+        ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-(ones_n or n) // TREE_THREADS)))
+        ones = scratch.take("ones", ones_blocks * pw)
+        with side:
+            mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,),
+                                                (scalars, bases, u32(ones_n or n), ones))
+            mod.get_function(f"msm_sum_groups{cw}_{sfx}")((1,), (TREE_THREADS,),
+                                                          (ones, u32(ones_blocks), out[nw * pw :]))
+            ones_done = cupy.cuda.Event()
+            ones_done.record(side)
+    if need:
+        timer.mark("pairs")
     # Buffers the device finds by an address stored in another buffer (the pair rounds' sets):
     # the waiter holds them, so a later take() that runs short of memory and drops the scratch's
     # buffers cannot free them under a kernel still queued to read them.
@@ -684,7 +722,6 @@ def _launch(
 
     timer.mark("fold")
     # Window reduction: one partial per group of bucket segments, then one point per window.
-    out = cupy.empty((nw + 1) * pw, dtype=cupy.uint32)  # per call: queued MSMs each keep their own
     sum_groups = mod.get_function(f"msm_sum_groups{cw}_{sfx}")
     if constant_work:  # one segment of seg buckets per thread, each with its multiple a * R
         seg = min(REDUCE_SEG, nb)
@@ -703,14 +740,9 @@ def _launch(
                                                   (seg_t, seg_r, u32(nseg), u32(seg.bit_length() - 1), partials))
     sum_groups((nw,), (TREE_THREADS,), (partials, u32(groups), out))
     timer.mark("reduce")
-    with_ones = lo == 0 and not constant_work
-    if with_ones:
-        ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-(ones_n or n) // TREE_THREADS)))
-        ones = scratch.take("ones", ones_blocks * pw)
-        mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,), (scalars, bases, u32(ones_n or n), ones))
-        sum_groups((1,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
-        timer.mark("ones")
-    stream = cupy.cuda.get_current_stream()
+    if ones_done is not None:
+        main.wait_event(ones_done)
+    stream = main
 
     def wait() -> list[Affine]:
         timer.finish()
@@ -806,8 +838,9 @@ def _resident_threads(kernel: Any, block: int, dynamic: int = 0) -> int | None:
 def reduce_geometry(nb: int, nw: int, kernel: Any = None) -> tuple[int, int, int, int]:
     """(seg, nseg, threads, groups) of the window reduction over ``nw`` windows of ``nb`` buckets (a
     power of two): seg buckets per first-level thread (nseg = nb / seg segments per window), then
-    groups blocks of threads per window in the second level, each thread over nseg / (groups *
-    threads) segments (every count a power of two, so each divides the next). seg is
+    groups blocks of threads per window in the second level (:data:`REDUCE_GROUPS`, more for few
+    windows: :data:`REDUCE_BLOCKS`), each thread over nseg / (groups * threads) segments (every
+    count a power of two, so each divides the next). seg is
     :data:`REDUCE_SEG`, or smaller (down to 2) where the first level would not fill half the
     device's resident threads of ``kernel`` (the first-level kernel; None: REDUCE_SEG): small MSMs
     then wait on shorter serial chains."""
@@ -817,7 +850,8 @@ def reduce_geometry(nb: int, nw: int, kernel: Any = None) -> tuple[int, int, int
         seg //= 2
     nseg = nb // seg
     threads = min(TREE_THREADS, nseg)
-    groups = min(REDUCE_GROUPS, nseg // threads)
+    few = 1 << max(0, (REDUCE_BLOCKS // max(nw, 1)).bit_length() - 1)  # a power of two
+    groups = min(max(REDUCE_GROUPS, few), nseg // threads)
     return seg, nseg, threads, groups
 
 
@@ -841,15 +875,16 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
     u32 = np.uint32
     rounds = len(min_total)
     # Every round's buffers first, so that their addresses (the sets msm_accumulate_sel reads)
-    # and the thresholds go up in one copy.
+    # and the thresholds go up in one copy. Each round's entries, cursor, counts and jobs are its
+    # own (the side stream builds round r + 1's while round r's pairs read them); the sums
+    # alternate between two buffers, written and read on the calling stream only.
     sides = []
     out_bound = bound
     for r in range(rounds):
-        side = "ab"[r % 2]
         out_bound = (out_bound + min(rows, out_bound)) // 2
-        sides.append((out_bound, scratch.take(f"pair_entries_{side}", 2 * out_bound),
-                      scratch.take(f"pair_points_{side}", out_bound * group.limbs),
-                      scratch.take(f"pair_cursor_{side}", rows), scratch.take(f"pair_counts_{side}", rows)))
+        sides.append((out_bound, scratch.take(f"pair_entries_{r}", 2 * out_bound),
+                      scratch.take(f"pair_points_{'ab'[r % 2]}", out_bound * group.limbs),
+                      scratch.take(f"pair_cursor_{r}", rows), scratch.take(f"pair_counts_{r}", rows)))
     ptrs = [_ptr(a) for a in (entries, bases, cursor, counts)]
     for _, *arrays in sides:
         ptrs += [_ptr(a) for a in arrays]
@@ -867,20 +902,31 @@ def _pair_rounds(mod: Any, group: Group, min_total: list[int], entries: "cupy.nd
         pairs.max_dynamic_shared_size_bytes = stage  # above 48 KiB a launch must opt in
     make_jobs = mod.get_function("msm_pair_jobs")
     halve = mod.get_function("msm_pair_counts")
-    points = bases
+    # The job lists depend on the sort alone, not on any sums: the side stream builds them all,
+    # one round ahead of the pairs, which wait for their round's list only.
+    main, side = cupy.cuda.get_current_stream(), scratch.side_stream()
+    sorted_ = cupy.cuda.Event()
+    sorted_.record(main)
+    side.wait_event(sorted_)
+    points, held = bases, []
     for r, (out_bound, entries_out, points_out, cursor_out, counts_out) in enumerate(sides):
-        jobs = scratch.take("pair_jobs", 2 * out_bound)
-        halve((-(-rows // 256),), (256,), (plan, u32(r), counts, counts_out, u32(rows)))
-        cupy.cumsum(counts_out, dtype=cupy.uint32, out=cursor_out)  # garbage when the round is skipped: unread
-        cursor_out -= counts_out  # exclusive: each row's first slot
-        make_jobs((min(-(-bound // 256), _sm_count() * PAIR_JOBS_BLOCKS_PER_SM),), (256,),
-                  (plan, u32(r), entries, cursor, counts, cursor_out, u32(rows), jobs, entries_out))
+        jobs = scratch.take(f"pair_jobs_{r}", 2 * out_bound)
+        held.append(jobs)
+        with side:
+            halve((-(-rows // 256),), (256,), (plan, u32(r), counts, counts_out, u32(rows)))
+            cupy.cumsum(counts_out, dtype=cupy.uint32, out=cursor_out)  # garbage when the round is skipped: unread
+            cursor_out -= counts_out  # exclusive: each row's first slot
+            make_jobs((min(-(-bound // 256), _sm_count() * PAIR_JOBS_BLOCKS_PER_SM),), (256,),
+                      (plan, u32(r), entries, cursor, counts, cursor_out, u32(rows), jobs, entries_out))
+            listed = cupy.cuda.Event()
+            listed.record(side)
+        main.wait_event(listed)
         threads, resident = pair_threads(out_bound, pairs, stage)
         pairs((threads // block,), (block,),
               (plan, u32(r), jobs, points, cursor_out, counts_out, u32(rows), u32(resident), u32(PAIR_K[0]),
                u32(PAIR_K[1]), points_out), shared_mem=stage)
         entries, points, cursor, counts, bound = entries_out, points_out, cursor_out, counts_out, out_bound
-    return plan, sets[: len(ptrs)], [a for _, *arrays in sides for a in arrays]
+    return plan, sets[: len(ptrs)], [a for _, *arrays in sides for a in arrays] + held
 
 
 def _ptr(a: Any) -> int:
