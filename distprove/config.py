@@ -71,6 +71,7 @@ class Settings:
     state_file: str
     metrics: bool
     msm_constant_work: bool
+    msm_precompute: tuple[str, ...]
 
     def output_paths(self, witness: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> tuple[Path, Path]:
         """(proof path, public path) in ``out_dir`` for a witness file, by the configured suffixes."""
@@ -109,6 +110,23 @@ def get_bool(name: str) -> bool:
     if not isinstance(value, bool):
         raise FormatError(f"{NAMESPACE}.{name}", f"must be true or false (got {value!r})")
     return value
+
+
+def msm_precompute() -> tuple[str, ...]:
+    """``distprove.msm.precompute``: the MSMs (of A, B1, B2, C, H) whose bases the GPU backend
+    also keeps as precomputed window multiples; a list, or a comma-separated string (e.g. from
+    an environment variable). FormatError naming the setting otherwise."""
+    from distprove.backends.base import MSM_NAMES
+
+    value = get("msm.precompute", None)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v in MSM_NAMES for v in value):
+        raise FormatError(f"{NAMESPACE}.msm.precompute",
+                          f"must be a list of MSM names from {', '.join(MSM_NAMES)} (got {get('msm.precompute')!r})")
+    return tuple(dict.fromkeys(value))
 
 
 def _optional_int(name: str, minimum: int) -> int | None:
@@ -180,4 +198,5 @@ def settings() -> Settings:
         state_file=_file_name("incremental.state-file"),
         metrics=get_bool("metrics.enabled"),
         msm_constant_work=get_bool("msm.constant-work"),
+        msm_precompute=msm_precompute(),
     )

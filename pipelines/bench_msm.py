@@ -20,10 +20,11 @@ most jobs per thread) against the built-in values, window sums checked equal (ho
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import statistics
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -41,6 +42,9 @@ CHECK = (18, 13)
 """log2 size and window width of the cross-build equality check."""
 CW_CASES = [("G1", 20), ("G1", 22), ("G2", 20)]
 """(group, log2 size) of the constant-work rows."""
+PRECOMPUTED_CASES = [("G1", 22), ("G1", 24), ("G2", 22)]
+"""(group, log2 size) of the precomputed-multiples rows (distprove.msm.precompute): the merged MSM
+at gpu.msm.merged_width beside the window-range MSM, timed alternating."""
 WITNESS_CASES = [("G1", 16), ("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
 """(group, log2 size) timed on witness-like scalars (45% zero, 45% one, 10% uniform)."""
 
@@ -209,6 +213,9 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
                 for name, lg in [(n, lg) for n, lg in WITNESS_CASES if n in groups_only]:
                     _time_case(results, variant, groups[name], name, lg, pick_window(1 << lg, groups[name]),
                                tables[name][idx_all[: 1 << lg]], wit[: 1 << lg], reps, label="witness")
+            if variant == "default" and not cases:
+                precomputed(results, [(name, lg, gmsm.merged_width(1 << lg, groups[name]))
+                                      for name, lg in PRECOMPUTED_CASES if name in groups_only], reps)
             if constant_work and variant == "default" and not cases:
                 _constant_work_rows(results, groups, tables, idx_all, host, reps)
     finally:
@@ -425,14 +432,27 @@ def host_settings(results: dict, equal_key: str, settings: list[tuple[str, dict[
         use(built_in)
 
 
+@contextlib.contextmanager
+def _reduce_blocks(gmsm: Any, blocks: int | None) -> Iterator[None]:
+    """gpu.msm's reduction with ``blocks`` second-level blocks for a one-window MSM (REDUCE_GROUPS
+    and REDUCE_BLOCKS both set; None: the built-in geometry), restored after."""
+    saved = gmsm.REDUCE_GROUPS, gmsm.REDUCE_BLOCKS
+    if blocks is not None:
+        gmsm.REDUCE_GROUPS = gmsm.REDUCE_BLOCKS = blocks
+    try:
+        yield
+    finally:
+        gmsm.REDUCE_GROUPS, gmsm.REDUCE_BLOCKS = saved
+
+
 def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, groups: tuple[int, ...] = ()) -> None:
     """Emulate precomputed window multiples (every window's digits in one set of buckets) without
     building them: for (group, log2 n, c), window 0 of an MSM over E = ceil(254 / c) * n points
     (bases drawn from the 1024-point table, uniform scalars), so the sort, pair rounds,
     accumulation and one bucket reduction see E entries in 2^(c-1) buckets, as a merged MSM of n
     points with E / n stored multiples per base would (from c = 20 the radix sort takes three
-    passes; each row's sum is checked against the counting sort's). Each of ``groups`` (default: the built-in REDUCE_GROUPS) is a number of blocks for
-    the one window's second reduction level. Rows are tagged ``merged``; their ``madds`` is E."""
+    passes; each row's sum is checked against the counting sort's). Each of ``groups`` (default: the built-in geometry) is a number of blocks for
+    the one window's second reduction level (:func:`_reduce_blocks`). Rows are tagged ``merged``; their ``madds`` is E."""
     import cupy
     import dask
 
@@ -440,10 +460,10 @@ def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, grou
     from distprove.backends.gpu import msm as gmsm
     from distprove.backends.gpu.msm import msm_windows
 
-    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    named = {"G1": bn254.G1, "G2": bn254.G2}
     rng = np.random.default_rng(7)
     for name, lg, c in specs:
-        g = groups[name]
+        g = named[name]
         w = -(-254 // c)
         e = w << lg
         table = cupy.asarray(_table(g))
@@ -452,12 +472,10 @@ def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, grou
         step = 1 << 24  # host memory for one chunk at a time
         for a in range(0, e, step):
             scalars[a:a + step] = cupy.asarray(_uniform_scalars(rng, min(step, e - a)))
-        built_in = gmsm.REDUCE_GROUPS
         with dask.config.set({"distprove.msm.sort": "atomic"}):  # the counting sort's sum: the reference
             want = msm_windows(g, bases, scalars, c, 0, 1)
-        try:
-            for reduce_groups in groups or (built_in,):
-                gmsm.REDUCE_GROUPS = reduce_groups
+        for reduce_groups in groups or (None,):
+            with _reduce_blocks(gmsm, reduce_groups):
                 if msm_windows(g, bases, scalars, c, 0, 1) != want:
                     print(f"msm {name} 2^{lg} c={c} merged, {reduce_groups} reduction blocks: sum DIFFERS from the "
                           "counting sort's", flush=True)
@@ -472,8 +490,6 @@ def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, grou
                 ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
                 print(f"msm {name} 2^{lg} c={c} merged ({w} windows, {e} entries, {reduce_groups} reduction "
                       f"blocks): {ms:.1f} ms [{ph}]", flush=True)
-        finally:
-            gmsm.REDUCE_GROUPS = built_in
         del bases, scalars
         cupy.get_default_memory_pool().free_all_blocks()
 
@@ -502,10 +518,8 @@ def precomputed(results: dict, specs: list[tuple[str, int, int]], reps: int = 3,
         build_s = time.perf_counter() - t0
         c0 = gmsm.pick_window(1 << lg, g)
         want = combine(g, dict(enumerate(gmsm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0)))), c0)
-        built_in = gmsm.REDUCE_GROUPS
-        try:
-            for reduce_groups in groups or (built_in,):
-                gmsm.REDUCE_GROUPS = reduce_groups
+        for reduce_groups in groups or (None,):
+            with _reduce_blocks(gmsm, reduce_groups):
                 if gmsm.msm_merged(g, table, scalars, c) != want:
                     print(f"msm {name} 2^{lg} c={c} precomputed: sum DIFFERS from the window-range MSM's", flush=True)
                     continue
@@ -516,8 +530,10 @@ def precomputed(results: dict, specs: list[tuple[str, int, int]], reps: int = 3,
                 phases: dict[str, float] = {}
                 gmsm.msm_merged(g, table, scalars, c, phases=phases)
                 for tag, cc, times, ph in (("precomputed", c, merged_t, phases), ("window-range", c0, window_t, {})):
+                    madds = (1 << lg) * num_windows(cc)
                     results["rows"].append({"name": f"msm {name} c={cc} {tag}", "log_n": lg, "c": cc,
                                             "median_ms": statistics.median(times), "times_ms": times,
+                                            "floor_ms": madds * MADD_MULS[name] / FQ_MUL_PER_S * 1e3, "madds": madds,
                                             "phases_ms": ph, "scalars": "uniform", "reduce_groups": reduce_groups,
                                             "table_bytes": int(table.nbytes), "table_build_s": build_s})
                 ph = " ".join(f"{k}={v:.1f}" for k, v in phases.items())
@@ -525,8 +541,6 @@ def precomputed(results: dict, specs: list[tuple[str, int, int]], reps: int = 3,
                       f"{table.nbytes / 2**30:.1f} GiB built in {build_s:.2f} s, {reduce_groups} reduction blocks): "
                       f"{statistics.median(merged_t):.1f} ms [{ph}] against c={c0} window-range "
                       f"{statistics.median(window_t):.1f} ms", flush=True)
-        finally:
-            gmsm.REDUCE_GROUPS = built_in
         del table, bases, scalars
         cupy.get_default_memory_pool().free_all_blocks()
 

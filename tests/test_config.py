@@ -213,3 +213,22 @@ def test_msm_sort_setting() -> None:
         for group in (bn254.G1, bn254.G2):
             assert msm.pick_window(1 << lg, group) - 1 <= msm.RADIX_MAX_KEY_BITS
 
+
+
+@pytest.mark.parametrize(("env", "want"), [(None, ()), ('["H"]', ("H",)), ("H, B1,H", ("H", "B1")), ("[]", ())])
+def test_msm_precompute(fresh_config, monkeypatch: pytest.MonkeyPatch, env: str | None, want: tuple) -> None:
+    """msm.precompute: a list of MSM names, from yaml or an environment variable (a list literal
+    or a comma-separated string), duplicates dropped in order."""
+    _, refresh = fresh_config
+    if env is not None:
+        monkeypatch.setenv("DASK_DISTPROVE__MSM__PRECOMPUTE", env)
+    refresh()
+    assert config.msm_precompute() == want
+    assert config.settings().msm_precompute == want
+
+
+@pytest.mark.parametrize("bad", [["H", "D"], "Z", [1], {"H": True}])
+def test_msm_precompute_rejects_unknown_names(fresh_config, bad: object) -> None:
+    with dask.config.set({"distprove.msm.precompute": bad}):
+        with pytest.raises(FormatError, match=r"msm\.precompute.*A, B1, B2, C, H"):
+            config.settings()

@@ -790,6 +790,19 @@ def test_merged_msm_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, grou
         gm.msm_merged(group, table[:-1], bn254.limbs_from_ints(scal), c)
 
 
+
+def test_merged_width() -> None:
+    """The table's width minimises W(c) n + k 2^(c-1): 22 for G1 2^24 (the measured best of
+    22-24), wider with n, and its W(c) n rows fit msm_merged's 31-bit point indices to 2^26."""
+    from distprove.backends.gpu import msm as gm
+    from distprove.stages.msm import num_windows
+
+    assert gm.merged_width(1 << 24, bn254.G1) == 22
+    widths = [gm.merged_width(1 << lg, bn254.G1) for lg in range(1, 27)]
+    assert widths == sorted(widths)
+    assert all(num_windows(gm.merged_width(1 << lg, g)) << lg < 1 << 31 for lg in range(27) for g in (bn254.G1, bn254.G2))
+
+
 # --- batch-affine pair rounds (msm_affine.cu), emulated -------------------------------------
 
 # Rows of one pair round's input as (table index, negated) entries; table = [P, Q, S, None].

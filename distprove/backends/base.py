@@ -161,7 +161,10 @@ class Backend(ABC):
         B2 and C (the backend slices w[n_public+1:] for C) or the H scalars for H. Index i
         of the result is window lo+i, an affine point or None (infinity).
         ``constant_work``: the opt-in mode of docs/CONSTANT_WORK.md (same sums, every scalar
-        in every window); None = :func:`resolve_constant_work`'s config default.
+        in every window); None = :func:`resolve_constant_work`'s config default. A backend may
+        return a whole MSM (lo = 0, hi = W(c)) as its total in window 0 and infinity elsewhere
+        (the GPU's precomputed window multiples, ``distprove.msm.precompute``): the sums'
+        :func:`~distprove.stages.msm.combine` is the same point.
         """
 
     def msm_start(

@@ -140,3 +140,77 @@ def test_pipelined_proofs_with_prefetched_witnesses_verify(gpu, name: str) -> No
     assert verify_many([(vk, first.public, (first.pi_a, first.pi_b, first.pi_c))]) == [True]
     with pytest.raises(Exception, match="truncated.wtns"):
         next(gen)
+
+
+ALL_MSMS = ["A", "B1", "B2", "C", "H"]
+
+
+@pytest.mark.parametrize(("name", "zkey", "witness"), CASES[1:3], ids=[c[0] for c in CASES[1:3]])
+def test_precomputed_multiples_give_the_same_proof(gpu, name: str, zkey: Path, witness: Path) -> None:
+    """distprove.msm.precompute naming every MSM: each whole MSM runs merged over its table of
+    window multiples and the proof equals the window-range MSMs' (same blinding); the tables stay
+    resident with the key, W(c) times their bases, and count in resident_bytes."""
+    import dask
+
+    from distprove.backends.gpu import msm as gmsm
+    from distprove.keystore import open_key
+    from distprove.stages.msm import num_windows
+
+    key = open_key(zkey)
+    gpu.evict()
+    want = prove(zkey, witness, backend=gpu, blinding=(7, 8))
+    before = gpu.resident_bytes(key.content_hash)
+    with dask.config.set({"distprove.msm.precompute": ALL_MSMS}):
+        got = prove(zkey, witness, backend=gpu, blinding=(7, 8))
+    assert (got.pi_a, got.pi_b, got.pi_c) == (want.pi_a, want.pi_b, want.pi_c)
+    state = gpu._states[key.content_hash]
+    tables = {attr.split("_multiples_")[0]: (arr, int(attr.split("_multiples_")[1]))
+              for attr, arr in state.items() if "_multiples_" in attr}
+    assert sorted(tables) == sorted(ALL_MSMS)
+    for which, (table, width) in tables.items():
+        bases = state[{"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}[which]]
+        assert width == gmsm.merged_width(bases.shape[0], bn254.G2 if which == "B2" else bn254.G1)
+        assert table.shape == (num_windows(width) * bases.shape[0], bases.shape[1])
+        assert np.array_equal(table[: bases.shape[0]].get(), bases.get())  # window 0: the bases
+    assert gpu.resident_bytes(key.content_hash) == before + sum(int(t.nbytes) for t, _ in tables.values())
+
+
+def test_precomputed_multiples_only_for_whole_msms_and_when_they_fit(gpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    """msm_windows with a table: a whole MSM comes back as its total in window 0 (combine equal to
+    the window sums'), a window range that is not whole gets its real window sums; a table that
+    does not fit is skipped (the MSM runs by windows) and not tried again until evict()."""
+    import cupy
+    import dask
+
+    from distprove.backends.gpu import msm as gmsm
+    from distprove.keystore import open_key
+    from distprove.stages.msm import combine, num_windows
+
+    key = open_key(CASES[2][1])
+    gpu.evict()
+    rng = random.Random(5)
+    vals = [rng.choice([0, 1, bn254.R - 1, rng.randrange(bn254.R)]) for _ in range(key.n_vars)]
+    scalars = cupy.asarray(bn254.limbs_from_ints(vals))
+    c = 7
+    w = num_windows(c)
+    plain = gpu.msm_windows(key, "B1", scalars, c, 0, w)
+    part = gpu.msm_windows(key, "B1", scalars, c, 2, w)
+    with dask.config.set({"distprove.msm.precompute": "B1, B2"}):
+        merged = gpu.msm_windows(key, "B1", scalars, c, 0, w)
+        assert merged[1:] == [None] * (w - 1)
+        assert combine(bn254.G1, dict(enumerate(merged)), c) == combine(bn254.G1, dict(enumerate(plain)), c)
+        assert gpu.msm_windows(key, "B1", scalars, c, 2, w) == part
+        assert combine(bn254.G2, dict(enumerate(gpu.msm_windows(key, "B2", scalars, c, 0, w))), c) == combine(
+            bn254.G2, dict(enumerate(gpu.msm_windows(key, "B2", scalars, c, 0, w, constant_work=True))), c)
+        gpu.evict()
+        calls = {"n": 0}
+
+        def short(*args, **kwargs):
+            calls["n"] += 1
+            raise cupy.cuda.memory.OutOfMemoryError(1 << 40, 0)
+
+        monkeypatch.setattr(gmsm, "precompute_multiples", short)
+        assert gpu.msm_windows(key, "B1", scalars, c, 0, w) == plain
+        assert gpu.msm_windows(key, "B1", scalars, c, 0, w) == plain
+        assert calls["n"] == 2  # one try and one after freeing the scratch, then not again
+        assert not any("_multiples_" in attr for attr in gpu._states[key.content_hash])

@@ -7,9 +7,12 @@ CuPy's cached blocks are freed and then the least recently used other keys are e
 time, retrying after each; an MSM that still does not fit runs in parts, and an overlapped MSM
 phase that runs out is dropped and run again one MSM at a time (:meth:`GpuBackend.msm_start_all`).
 MSMs started together over the same witness with the same window width (A, B1, B2) sort its
-digits once. Vectors stay on the device: gather gives Montgomery-form evaluations
-(wrapped in :class:`MontVector`), h_scalars a standard-form ``(n, 8)`` array the H MSM takes
-directly; only window sums come back to the host.
+digits once. The MSMs that ``distprove.msm.precompute`` names also keep a table of window
+multiples of their bases (built on first use): a whole MSM then runs merged, every window's
+digits in one set of buckets (gpu.msm.msm_merged_start), and comes back as its total. Vectors
+stay on the device: gather gives Montgomery-form evaluations (wrapped in :class:`MontVector`),
+h_scalars a standard-form ``(n, 8)`` array the H MSM takes directly; only window sums come back
+to the host.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 import numpy as np
 
+from distprove import config
 from distprove.backends.base import MSM_NAMES, Backend, Evals, LoadedWitness, MsmJob, msm_group, resolve_constant_work
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
-from distprove.stages.msm import sums_in_parts
+from distprove.stages.msm import num_windows, sums_in_parts
 
 from . import fourstep as gpu_fourstep
 from . import msm as gpu_msm
@@ -60,6 +64,8 @@ class MemoryPlan:
     parts: dict[tuple[str, int, int, int, int, bool], list[tuple[int, int, int, int]]] = field(default_factory=dict)
     """(which, c, lo, hi, n, constant work) -> the parts (windows lo..hi, points start..stop) an
     MSM ran in."""
+    no_multiples: set[str] = field(default_factory=set)
+    """MSMs whose table of window multiples (``distprove.msm.precompute``) did not fit."""
 
 
 class GpuBackend(Backend):
@@ -165,6 +171,45 @@ class GpuBackend(Backend):
             scratch.release()
         gpu_msm.default_scratch().release()
 
+    def _multiples(self, key: Any, which: str, group: Group, bases: Any, c: int, lo: int, hi: int,
+                   cw: bool) -> tuple[Any, int] | None:
+        """(table, width) of ``which``'s window multiples (gpu.msm.precompute_multiples) when
+        ``distprove.msm.precompute`` names it and the MSM is whole (windows 0 .. W(c)) in the
+        default mode; built on first use and kept with the key's arrays (evicted with them,
+        counted by :meth:`resident_bytes`). None otherwise, or when the table does not fit even
+        after the rebuildable buffers are freed (no key is evicted for it): the key then runs
+        that MSM without one until the memory plans are forgotten (:meth:`evict`)."""
+        n = int(bases.shape[0])
+        if cw or lo != 0 or hi != num_windows(c) or n == 0 or which not in config.msm_precompute():
+            return None
+        width = gpu_msm.merged_width(n, group)
+        if num_windows(width) * n >= 1 << 31:
+            return None
+        st = self._state(key)
+        attr = f"{which}_multiples_{width}"
+        table = st.get(attr)
+        if table is None:
+            plan = self._plans.get(key.content_hash)
+            if plan is not None and which in plan.no_multiples:
+                return None
+            oom = self.cp.cuda.memory.OutOfMemoryError
+            for attempt in range(2):
+                try:
+                    table = gpu_msm.precompute_multiples(group, bases, width)
+                    break
+                except oom:
+                    pass
+                if attempt == 0:  # after what is queued (started MSMs) has run: their buffers go too
+                    self.synchronize()
+                    self._free_rebuildable()
+            if table is None:
+                log.info("GPU memory short for %s's window multiples (%.1f GB): its MSMs run without them", which,
+                         num_windows(width) * n * group.limbs * 4 / 1e9)
+                self._plans.setdefault(key.content_hash, MemoryPlan()).no_multiples.add(which)
+                return None
+            st[attr] = table
+        return table, width
+
     def _csr(self, key: Any, m: str) -> DeviceCsr:
         return DeviceCsr(*(self._array(key, f"{m}_{part}") for part in ("row_ptr", "signal", "value")))
 
@@ -247,6 +292,15 @@ class GpuBackend(Backend):
         The parts are remembered (:class:`MemoryPlan`): the same MSM of the key runs in them next time."""
         group, bases, s, cw = self._msm_operands(key, which, scalars, constant_work)
         n = int(bases.shape[0])
+        oom = self.cp.cuda.memory.OutOfMemoryError
+        multiples = self._multiples(key, which, group, bases, c, lo, hi, cw)
+        if multiples is not None:
+            table, width = multiples
+            try:
+                total = self._retry_oom(key.content_hash, lambda: gpu_msm.msm_merged(group, table, s, width))
+                return [total] + [None] * (hi - lo - 1)
+            except oom:
+                log.info("GPU memory short for the merged MSM %s: running it by windows", which)
 
         def run(lo: int, hi: int, start: int, stop: int) -> list[Affine]:
             return self._retry_oom(
@@ -254,7 +308,6 @@ class GpuBackend(Backend):
                 lambda: gpu_msm.msm_windows(group, bases[start:stop], s[start:stop], c, lo, hi, constant_work=cw),
             )
 
-        oom = self.cp.cuda.memory.OutOfMemoryError
         shape = (which, c, lo, hi, n, cw)
         plan = self._plans.get(key.content_hash)
         ran: list[tuple[int, int, int, int]] = []
@@ -324,10 +377,15 @@ class GpuBackend(Backend):
         """Queue one MSM on its group's lane (after the current stream's work); its waiter. With a
         ``share`` key, the digit sort is taken from ``sorts``, or made on this lane and left there."""
         group, bases, s, cw = self._msm_operands(key, which, job.scalars, constant_work)
+        multiples = self._multiples(key, which, group, bases, job.c, job.lo, job.hi, cw)  # a new table: this stream
         stream, scratch = self._lane(group)
         ready = self.cp.cuda.Event()
         ready.record()
         stream.wait_event(ready)
+        if multiples is not None:
+            table, width = multiples
+            total = gpu_msm.msm_merged_start(group, table, s, width, scratch, stream)
+            return lambda: [total()] + [None] * (job.hi - job.lo - 1)
         digits = None
         if share is not None:
             if share not in sorts:

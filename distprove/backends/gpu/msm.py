@@ -440,13 +440,25 @@ def precompute_multiples(group: Group, bases: "cupy.ndarray", c: int) -> "cupy.n
     return table
 
 
-def msm_merged(group: Group, table: "cupy.ndarray", scalars: "cupy.ndarray", c: int,
-               scratch: MsmScratch | None = None, phases: dict[str, float] | None = None) -> Affine:
-    """sum_i scalars[i] * P_i over a :func:`precompute_multiples` table of width ``c`` (W(c) * n
-    rows for n scalars), affine: every window's digits sorted into one set of 2^(c-1) buckets
-    (the radix sort's passes over all windows as one, msm_merged.cu), then the pair rounds,
-    accumulation and one bucket reduction of the window-range MSM; the scalars equal to 1 add
-    their P_i (the table's window 0). ``phases`` as for :func:`msm_windows`."""
+def merged_width(n: int, group: Group) -> int:
+    """Window width of a :func:`precompute_multiples` table for ``n`` points: the c minimising
+    W(c) * n + k * 2^(c-1) (every window's entries into one set of buckets, reduced once; k as
+    in :func:`pick_window`), up to the radix sort's widest key. At G1 2^24 that is 22, the
+    fastest of 22-24 measured (H200, bench_msm.py --precomputed, 2026-12-01 session 19)."""
+    k = 4 if group is bn254.G1 else 5
+    n = max(n, 1)
+    return min(range(MIN_WINDOW, min(MAX_WINDOW, RADIX_THREE_PASS_BITS + 1) + 1), key=lambda c: (num_windows(c) * n + k * (1 << (c - 1)), c))
+
+
+def msm_merged_start(group: Group, table: "cupy.ndarray", scalars: "cupy.ndarray", c: int, scratch: MsmScratch,
+                     stream: "cupy.cuda.Stream", phases: dict[str, float] | None = None) -> Callable[[], Affine]:
+    """Queue sum_i scalars[i] * P_i over a :func:`precompute_multiples` table of width ``c`` (W(c)
+    * n rows for n scalars) on ``stream``; return the function that waits for it (affine): every
+    window's digits sorted into one set of 2^(c-1) buckets (the radix sort's passes over all
+    windows as one, msm_merged.cu), then the pair rounds, accumulation and one bucket reduction
+    of the window-range MSM; the scalars equal to 1 add their P_i (the table's window 0).
+    ``scratch`` and ``stream`` as for :func:`msm_windows_start`; ``phases`` as for
+    :func:`msm_windows` (filled when the waiter returns)."""
     import cupy
 
     n = _check_scalars(scalars, c, 0, 1)
@@ -456,10 +468,9 @@ def msm_merged(group: Group, table: "cupy.ndarray", scalars: "cupy.ndarray", c: 
     if w * n >= 1 << 31:
         raise ValueError(f"{w} windows x {n} points exceed the 31-bit point indices")
     if n == 0:
-        return None
-    scratch = scratch or default_scratch()
+        return lambda: None
     rows = 1 << (c - 1)
-    with scratch.lock:
+    with stream:
         counts = scratch.take("merged_counts", rows)
         counts.fill(0)
         cursor = scratch.take("merged_cursor", rows)
@@ -467,15 +478,30 @@ def msm_merged(group: Group, table: "cupy.ndarray", scalars: "cupy.ndarray", c: 
         timer = _Phases(phases)
         _planned_sort(_module(), scalars, n, c, 0, w, counts, cursor, entries, scratch.take, 0, flat=True)
         timer.mark("merged_sort")
-        timer.finish()
         done = cupy.cuda.Event()
         done.record()
         sort = DigitSort((w * n, c, 0, 1), counts, cursor, entries, done)
         rest: dict[str, float] | None = {} if phases is not None else None
-        (total,) = _launch(group, table, scalars, w * n, c, 0, 1, scratch, rest, False, sort, ones_n=n)()
-    if phases is not None and rest is not None:
-        phases.update({"sort": phases.pop("merged_sort", 0.0) + rest.pop("sort", 0.0), **rest})
-    return total
+        finish = _launch(group, table, scalars, w * n, c, 0, 1, scratch, rest, False, sort, ones_n=n)
+
+    def wait() -> Affine:
+        (total,) = finish()
+        if phases is not None and rest is not None:
+            timer.finish()
+            phases.update({"sort": phases.pop("merged_sort", 0.0) + rest.pop("sort", 0.0), **rest})
+        return total
+
+    return wait
+
+
+def msm_merged(group: Group, table: "cupy.ndarray", scalars: "cupy.ndarray", c: int,
+               scratch: MsmScratch | None = None, phases: dict[str, float] | None = None) -> Affine:
+    """:func:`msm_merged_start` on the current stream, waited for."""
+    import cupy
+
+    scratch = scratch or default_scratch()
+    with scratch.lock:
+        return msm_merged_start(group, table, scalars, c, scratch, cupy.cuda.get_current_stream(), phases)()
 
 
 def sort_kind(n: int, c: int, constant_work: bool = False) -> str:
