@@ -187,4 +187,5 @@ def host_cuda() -> Any:
     """The ``cupy.cuda`` of an emulation's fake ``cupy``: streams and events that order nothing."""
     import types
 
-    return types.SimpleNamespace(get_current_stream=HostStream, Event=HostStream, Stream=HostStream)
+    return types.SimpleNamespace(get_current_stream=HostStream, Event=HostStream, Stream=HostStream,
+                                 runtime=types.SimpleNamespace(getDevice=lambda: 0))

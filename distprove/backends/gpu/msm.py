@@ -251,17 +251,19 @@ class MsmScratch:
 
     def __init__(self) -> None:
         self._bufs: dict[str, "cupy.ndarray"] = {}
-        self._side: "cupy.cuda.Stream | None" = None
+        self._side: dict[int, "cupy.cuda.Stream"] = {}
         self.lock = threading.Lock()
 
     def side_stream(self) -> "cupy.cuda.Stream":
         """A stream of this scratch's own for bookkeeping that runs beside an MSM's arithmetic
-        (the pair rounds' job lists, the ones): made on first use, on the current device."""
+        (the pair rounds' job lists, the ones): one per device, made on first use there."""
         import cupy
 
-        if self._side is None:
-            self._side = cupy.cuda.Stream(non_blocking=True)
-        return self._side
+        device = cupy.cuda.runtime.getDevice()
+        side = self._side.get(device)
+        if side is None:
+            side = self._side[device] = cupy.cuda.Stream(non_blocking=True)
+        return side
 
     def take(self, name: str, count: int, dtype: type = np.uint32) -> "cupy.ndarray":
         """A 1-D array of ``count`` elements of ``dtype`` backed by the buffer ``name``.
