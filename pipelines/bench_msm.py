@@ -545,6 +545,62 @@ def precomputed(results: dict, specs: list[tuple[str, int, int]], reps: int = 3,
         cupy.get_default_memory_pool().free_all_blocks()
 
 
+def precomputed_chunks(results: dict, specs: list[tuple[str, int, int]], chunks: tuple[int, ...], reps: int = 5) -> None:
+    """The merged MSM over k tables of n / k points each (one per chunk of the bases, the same
+    memory as one table), started on k streams with a scratch each and summed on the host,
+    against one table, alternating: whether one chunk's digit sort (memory-bound) overlaps another
+    chunk's pair rounds (compute-bound) by more than the extra bucket reductions cost. The sums
+    are checked equal first. Rows are tagged ``precomputed x k``."""
+    import cupy
+
+    from distprove import bn254
+    from distprove.backends.gpu import msm as gmsm
+    from distprove.stages import _fastec
+
+    named = {"G1": bn254.G1, "G2": bn254.G2}
+    for name, lg, c in specs:
+        g = named[name]
+        n = 1 << lg
+        _, scalars, idx, tables = _inputs({name: g}, lg, 11)
+        bases = cupy.ascontiguousarray(tables[name][idx])
+        whole = gmsm.precompute_multiples(g, bases, c)
+        want = gmsm.msm_merged(g, whole, scalars, c)
+        for k in chunks:
+            step = -(-n // k)
+            parts = [(gmsm.precompute_multiples(g, cupy.ascontiguousarray(bases[a:a + step]), c),
+                      cupy.ascontiguousarray(scalars[a:a + step]), cupy.cuda.Stream(non_blocking=True), gmsm.MsmScratch())
+                     for a in range(0, n, step)]
+
+            def run() -> Any:
+                ready = cupy.cuda.Event()
+                ready.record()
+                started = []
+                for table, sc, stream, scratch in parts:
+                    stream.wait_event(ready)
+                    started.append(gmsm.msm_merged_start(g, table, sc, c, scratch, stream))
+                total = None
+                for wait in started:
+                    total = _fastec.add(g, total, wait())
+                return total
+
+            if run() != want:
+                print(f"msm {name} 2^{lg} c={c} precomputed x {k}: sum DIFFERS from one table's", flush=True)
+                continue
+            chunked_t, one_t = [], []
+            for _ in range(reps):
+                chunked_t += _time(run, 1)
+                one_t += _time(lambda: gmsm.msm_merged(g, whole, scalars, c), 1)
+            for tag, times in ((f"precomputed x {k}", chunked_t), ("precomputed x 1", one_t)):
+                results["rows"].append({"name": f"msm {name} c={c} {tag}", "log_n": lg, "c": c, "chunks": k,
+                                        "median_ms": statistics.median(times), "times_ms": times, "scalars": "uniform"})
+            print(f"msm {name} 2^{lg} c={c} precomputed in {k} chunks on {k} streams: "
+                  f"{statistics.median(chunked_t):.1f} ms against one table {statistics.median(one_t):.1f} ms", flush=True)
+            del parts
+            cupy.get_default_memory_pool().free_all_blocks()
+        del whole, bases, scalars
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
 def witness_like(uniform: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A copy of the (n, 8) scalar limbs with 45% zeros and 45% ones (as in SHA-256-like witnesses)."""
     out = uniform.copy()
@@ -630,6 +686,9 @@ if __name__ == "__main__":
                                                  "(group:log2 n:widths, as --cases): merged()")
     ap.add_argument("--precomputed", default="", help="the precomputed-multiples MSM for these rows "
                                                       "(group:log2 n:widths) against the window-range MSM: precomputed()")
+    ap.add_argument("--precomputed-chunks", default="", help="with --precomputed: the merged MSM over this many "
+                                                             "tables of n / k points on k streams, e.g. 2,4: "
+                                                             "precomputed_chunks()")
     ap.add_argument("--merged-groups", default="", help="second-level reduction blocks of the --merged rows' one "
                                                         "window (and --precomputed's), e.g. 8,64,256 (default: "
                                                         "REDUCE_GROUPS)")
@@ -654,6 +713,8 @@ if __name__ == "__main__":
         host_settings(r, "msm_pair_k_equal", [(f"pair-k-{k}", {"PAIR_K": (16, int(k))}) for k in a.pair_k.split(",")])
     elif a.merged:
         merged(r, parse_cases(a.merged), groups=tuple(int(x) for x in a.merged_groups.split(",") if x))
+    elif a.precomputed and a.precomputed_chunks:
+        precomputed_chunks(r, parse_cases(a.precomputed), tuple(int(x) for x in a.precomputed_chunks.split(",")))
     elif a.precomputed:
         precomputed(r, parse_cases(a.precomputed), groups=tuple(int(x) for x in a.merged_groups.split(",") if x))
     elif a.builds:
