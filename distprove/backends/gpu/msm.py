@@ -8,9 +8,13 @@ scalar-1 bases, which it adds to S_0. The Horner combine stays on the host
 (:func:`distprove.stages.msm.combine`). With ``constant_work=True`` the
 same sums come from the kernels of ``msm_cw.cu`` (docs/CONSTANT_WORK.md): every scalar in every
 window, zero digits to dummy rows the reduction skips, no ones path, complete formulas.
+:func:`msm_merged` is the MSM over a :func:`precompute_multiples` table (msm_merged.cu): every
+window's digits in one set of buckets, one reduction, its sum.
 
 Scratch memory is kept between calls in a :class:`MsmScratch` (one per process by default): the
-buffers are reused, never trusted to hold zeros; the kernels clear what they read.
+buffers are reused, never trusted to hold zeros; the kernels clear what they read. Its side
+stream runs the bookkeeping that depends on the sort alone (the pair rounds' job lists, the ones)
+beside the arithmetic.
 """
 
 from __future__ import annotations
