@@ -140,7 +140,8 @@ class ProverState(WorkerPlugin):
 
     ``max_keys`` bounds how many keys stay resident (``distprove.key-cache.count``); on the GPU
     backend, ``gpu_bytes`` (``distprove.key-cache.gpu-bytes``) also bounds the bytes of their
-    arrays (what the backend uploads). The least recently used key goes first, never the one in
+    arrays (what the backend uploads, or holds for the key when that is more: its tables of
+    window multiples). The least recently used key goes first, never the one in
     use; it is dropped here and, when the backend offers ``evict(content_hash)`` (the GPU
     backend does), from the backend's own per-key state, together with the proofs of that key.
     The proof cache holds at most ``distprove.proof-cache.count`` proofs (read on the worker,
@@ -289,7 +290,13 @@ class ProverState(WorkerPlugin):
         return getattr(self.backend, "fourstep", cpu_fourstep)
 
     def _device_bytes(self) -> int:
-        return sum(k.nbytes for k in self._keys.values()) if getattr(self.backend, "name", "") == "gpu" else 0
+        """GPU memory of the resident keys: per key, its arrays' bytes or what the backend holds for
+        it, whichever is more (tables of window multiples, ``distprove.msm.precompute``, grow a
+        key after it loaded)."""
+        if getattr(self.backend, "name", "") != "gpu":
+            return 0
+        held = getattr(self.backend, "resident_bytes", None)
+        return sum(max(k.nbytes, held(h) if held is not None else 0) for h, k in self._keys.items())
 
     def _evict(self) -> None:
         while len(self._keys) > 1 and (

@@ -136,6 +136,42 @@ def test_cache_is_bounded_and_follows_key_eviction(tmp_path: Path) -> None:
         ProverState("cpu").setup(FakeWorker())
 
 
+
+class _HeldGpu:
+    """A GPU backend stand-in for the key cache: what it holds per key, and what it evicted."""
+
+    name = "gpu"
+
+    def __init__(self) -> None:
+        self.held: dict[str, int] = {}
+        self.evicted: list[str] = []
+
+    def resident_bytes(self, content_hash: str | None = None) -> int:
+        return self.held.get(content_hash, 0) if content_hash else sum(self.held.values())
+
+    def evict(self, content_hash: str | None = None) -> None:
+        self.evicted.append(content_hash)
+
+
+def test_gpu_bytes_count_what_the_backend_holds_for_a_key() -> None:
+    """key-cache.gpu-bytes bounds each resident key's arrays or what the GPU backend holds for it,
+    whichever is more: a key whose tables of window multiples were built since it loaded counts
+    them, and the least recently used key goes when the next one loads."""
+    zkeys = [MINI_ZKEY, MUL_ZKEY, DATA / "poseidon_k4" / "circuit_final.zkey"]
+    sizes = [worker.ResidentKey(distprove.open_key(z), keep_host=False).nbytes for z in zkeys]
+    st = ProverState("cpu", max_keys=3, gpu_bytes=sum(sizes) + 1)
+    st.setup(FakeWorker())
+    st.backend = gpu = _HeldGpu()
+    first, second = st.key(str(zkeys[0])), st.key(str(zkeys[1]))
+    gpu.held[first.content_hash] = sizes[0] + 1  # what the backend uploaded: a byte more than the arrays
+    st.key(str(zkeys[1]))  # the second key is the most recently used again
+    gpu.held[first.content_hash] = 8 * sum(sizes)  # tables built for the first key
+    st.key(str(zkeys[2]))
+    assert gpu.evicted == [first.content_hash]
+    assert first.content_hash not in [k.content_hash for k in st._keys.values()]
+    assert second.content_hash in st._keys
+
+
 def test_public_signals_check_only_the_values_taken() -> None:
     assert worker.public_signals(str(MINI_WTNS), 2) == read_public(DATA / "mini" / "public.json")
     bad = DATA / "bad" / "value_ge_r.wtns"  # value 3 is r + 3
