@@ -451,8 +451,9 @@ def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, grou
     (bases drawn from the 1024-point table, uniform scalars), so the sort, pair rounds,
     accumulation and one bucket reduction see E entries in 2^(c-1) buckets, as a merged MSM of n
     points with E / n stored multiples per base would (from c = 20 the radix sort takes three
-    passes; each row's sum is checked against the counting sort's). Each of ``groups`` (default: the built-in geometry) is a number of blocks for
-    the one window's second reduction level (:func:`_reduce_blocks`). Rows are tagged ``merged``; their ``madds`` is E."""
+    passes; each row's sum is checked against the counting sort's). Each of ``groups`` (default:
+    the built-in geometry) is a number of blocks for the one window's second reduction level
+    (:func:`_reduce_blocks`). Rows are tagged ``merged``; their ``madds`` is E."""
     import cupy
     import dask
 

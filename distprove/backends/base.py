@@ -30,6 +30,8 @@ from distprove.stages.msm import default_window
 
 MSM_NAMES = ("A", "B1", "B2", "C", "H")
 """The five MSMs of a proof (DESIGN.md step 4)."""
+BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
+"""The key attribute holding each MSM's bases."""
 
 
 def msm_group(which: str) -> Group:

@@ -152,6 +152,7 @@ def test_precomputed_multiples_give_the_same_proof(gpu, name: str, zkey: Path, w
     resident with the key, W(c) times their bases, and count in resident_bytes."""
     import dask
 
+    from distprove.backends.base import BASE_ATTR, msm_group
     from distprove.backends.gpu import msm as gmsm
     from distprove.keystore import open_key
     from distprove.stages.msm import num_windows
@@ -168,8 +169,8 @@ def test_precomputed_multiples_give_the_same_proof(gpu, name: str, zkey: Path, w
               for attr, arr in state.items() if "_multiples_" in attr}
     assert sorted(tables) == sorted(ALL_MSMS)
     for which, (table, width) in tables.items():
-        bases = state[{"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}[which]]
-        assert width == gmsm.merged_width(bases.shape[0], bn254.G2 if which == "B2" else bn254.G1)
+        bases = state[BASE_ATTR[which]]
+        assert width == gmsm.merged_width(bases.shape[0], msm_group(which))
         assert table.shape == (num_windows(width) * bases.shape[0], bases.shape[1])
         assert np.array_equal(table[: bases.shape[0]].get(), bases.get())  # window 0: the bases
     assert gpu.resident_bytes(key.content_hash) == before + sum(int(t.nbytes) for t, _ in tables.values())

@@ -9,14 +9,13 @@ from typing import Any
 import numpy as np
 
 from distprove import bn254
-from distprove.backends.base import Backend, Evals, msm_group, resolve_constant_work
+from distprove.backends.base import BASE_ATTR, Backend, Evals, msm_group, resolve_constant_work
 from distprove.backends.cpu import gather as _gather
 from distprove.backends.cpu import msm as _msm
 from distprove.backends.cpu import ntt as _ntt
 from distprove.bn254 import Affine
 from distprove.errors import BackendUnavailable
 
-_BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 
 
 class _KeyState:
@@ -64,7 +63,7 @@ class CpuBackend(Backend):
         st = self._state(key)
         if which not in st.bases:
             group = msm_group(which)
-            pts = bn254.points_from_limbs(group, getattr(key, _BASE_ATTR[which])[:])
+            pts = bn254.points_from_limbs(group, getattr(key, BASE_ATTR[which])[:])
             st.bases[which] = _msm.to_mpz_points(group, pts) if self._mpz else pts
         return st.bases[which]
 

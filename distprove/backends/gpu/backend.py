@@ -26,7 +26,8 @@ from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 import numpy as np
 
 from distprove import config
-from distprove.backends.base import MSM_NAMES, Backend, Evals, LoadedWitness, MsmJob, msm_group, resolve_constant_work
+from distprove.backends.base import (BASE_ATTR, MSM_NAMES, Backend, Evals, LoadedWitness, MsmJob, msm_group,
+                                    resolve_constant_work)
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
 from distprove.stages.msm import num_windows, sums_in_parts
@@ -40,7 +41,6 @@ from .witness import WitnessUploader
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 SORT_SHARING = ("A", "B1", "B2")
 """MSMs over the whole witness: started together with equal widths they share one digit sort."""
 UPLOAD_ROWS_BYTES = 64 << 20
@@ -51,6 +51,12 @@ class MontVector(NamedTuple):
     """A device (n, 8) uint32 vector in Montgomery form (the members of the GPU's Evals)."""
 
     data: Any
+
+
+def _as_window_sums(total: Affine, windows: int) -> list[Affine]:
+    """A merged MSM's total as the sums of its ``windows`` windows: all in window 0, whose
+    combine() is the same point."""
+    return [total] + [None] * (windows - 1)
 
 
 @dataclass
@@ -113,16 +119,16 @@ class GpuBackend(Backend):
         states = list(self._states.values()) if content_hash is None else [self._states.get(content_hash, {})]
         return sum(int(arr.nbytes) for st in states for arr in st.values())
 
-    def _retry_oom(self, keep: str, fn: Callable[..., T], *args: Any) -> T:
+    def _retry_oom(self, keep: str, fn: Callable[..., T], *args: Any, evict_others: bool = True) -> T:
         """fn(*args); when the device runs out of memory, free the MSM scratch, the NTT tables and
-        CuPy's cached blocks, then evict least recently used keys other than ``keep`` one at a time, retrying
-        after each."""
+        CuPy's cached blocks, then (unless not ``evict_others``) evict least recently used keys
+        other than ``keep`` one at a time, retrying after each."""
         freed = False
         while True:
             try:
                 return fn(*args)
             except self.cp.cuda.memory.OutOfMemoryError:
-                victims = [h for h in self._states if h != keep]
+                victims = [h for h in self._states if h != keep] if evict_others else []
                 if freed and not victims:
                     raise
             # outside the handler, whose traceback keeps the failed call's buffers alive
@@ -183,7 +189,7 @@ class GpuBackend(Backend):
         if cw or lo != 0 or hi != num_windows(c) or n == 0 or which not in config.msm_precompute():
             return None
         width = gpu_msm.merged_width(n, group)
-        if num_windows(width) * n >= 1 << 31:
+        if not gpu_msm.table_fits(n, width):
             return None
         st = self._state(key)
         attr = f"{which}_multiples_{width}"
@@ -192,17 +198,10 @@ class GpuBackend(Backend):
             plan = self._plans.get(key.content_hash)
             if plan is not None and which in plan.no_multiples:
                 return None
-            oom = self.cp.cuda.memory.OutOfMemoryError
-            for attempt in range(2):
-                try:
-                    table = gpu_msm.precompute_multiples(group, bases, width)
-                    break
-                except oom:
-                    pass
-                if attempt == 0:  # after what is queued (started MSMs) has run: their buffers go too
-                    self.synchronize()
-                    self._free_rebuildable()
-            if table is None:
+            try:
+                table = self._retry_oom(key.content_hash, gpu_msm.precompute_multiples, group, bases, width,
+                                        evict_others=False)
+            except self.cp.cuda.memory.OutOfMemoryError:
                 log.info("GPU memory short for %s's window multiples (%.1f GB): its MSMs run without them", which,
                          num_windows(width) * n * group.limbs * 4 / 1e9)
                 self._plans.setdefault(key.content_hash, MemoryPlan()).no_multiples.add(which)
@@ -273,7 +272,7 @@ class GpuBackend(Backend):
         s = self.cp.asarray(scalars, dtype=self.cp.uint32)
         if which == "C":
             s = s[key.n_public + 1 :]
-        return msm_group(which), self._array(key, _BASE_ATTR[which]), s, resolve_constant_work(constant_work)
+        return msm_group(which), self._array(key, BASE_ATTR[which]), s, resolve_constant_work(constant_work)
 
     def msm_windows(
         self,
@@ -298,7 +297,7 @@ class GpuBackend(Backend):
             table, width = multiples
             try:
                 total = self._retry_oom(key.content_hash, lambda: gpu_msm.msm_merged(group, table, s, width))
-                return [total] + [None] * (hi - lo - 1)
+                return _as_window_sums(total, hi - lo)
             except oom:
                 log.info("GPU memory short for the merged MSM %s: running it by windows", which)
 
@@ -385,7 +384,7 @@ class GpuBackend(Backend):
         if multiples is not None:
             table, width = multiples
             total = gpu_msm.msm_merged_start(group, table, s, width, scratch, stream)
-            return lambda: [total()] + [None] * (job.hi - job.lo - 1)
+            return lambda: _as_window_sums(total(), job.hi - job.lo)
         digits = None
         if share is not None:
             if share not in sorts:

@@ -428,6 +428,12 @@ def sort_digits(scalars: "cupy.ndarray", c: int, lo: int, hi: int, stream: "cupy
     return DigitSort((n, c, lo, hi), counts, cursor, entries, done)
 
 
+def table_fits(n: int, c: int) -> bool:
+    """Whether a :func:`precompute_multiples` table of width ``c`` for ``n`` points has rows that
+    msm.cu's entries can index (31 bits: the low bit of an entry's point word is the sign)."""
+    return num_windows(c) * n < 1 << 31
+
+
 def precompute_multiples(group: Group, bases: "cupy.ndarray", c: int) -> "cupy.ndarray":
     """The table of :func:`msm_merged`: for ``bases`` ((n, limbs) uint32, Montgomery affine, all-zero
     rows infinity) and width ``c``, a (W(c) * n, limbs) array whose row w * n + i is 2^(c w) P_i
@@ -437,7 +443,7 @@ def precompute_multiples(group: Group, bases: "cupy.ndarray", c: int) -> "cupy.n
     if bases.ndim != 2 or bases.shape[1] != group.limbs or bases.dtype != np.uint32 or not bases.flags.c_contiguous:
         raise ValueError(f"bases must be C-contiguous (n, {group.limbs}) uint32, got {bases.shape} {bases.dtype}")
     n, w = bases.shape[0], num_windows(c)
-    if w * n >= 1 << 31:
+    if not table_fits(n, c):
         raise ValueError(f"{w} windows x {n} points exceed the 31-bit point indices")
     table = cupy.empty((w * n, group.limbs), dtype=cupy.uint32)
     if n:
@@ -453,7 +459,8 @@ def merged_width(n: int, group: Group) -> int:
     fastest of 22-24 measured (H200, bench_msm.py --precomputed, 2026-12-01 session 19)."""
     k = 4 if group is bn254.G1 else 5
     n = max(n, 1)
-    return min(range(MIN_WINDOW, min(MAX_WINDOW, RADIX_THREE_PASS_BITS + 1) + 1), key=lambda c: (num_windows(c) * n + k * (1 << (c - 1)), c))
+    widths = range(MIN_WINDOW, min(MAX_WINDOW, RADIX_THREE_PASS_BITS + 1) + 1)
+    return min(widths, key=lambda c: (num_windows(c) * n + k * (1 << (c - 1)), c))
 
 
 def msm_merged_start(group: Group, table: "cupy.ndarray", scalars: "cupy.ndarray", c: int, scratch: MsmScratch,
@@ -471,7 +478,7 @@ def msm_merged_start(group: Group, table: "cupy.ndarray", scalars: "cupy.ndarray
     w = num_windows(c)
     if table.ndim != 2 or table.shape != (w * n, group.limbs) or table.dtype != np.uint32:
         raise ValueError(f"table must be ({w} * {n}, {group.limbs}) uint32 for c={c}, got {table.shape} {table.dtype}")
-    if w * n >= 1 << 31:
+    if not table_fits(n, c):
         raise ValueError(f"{w} windows x {n} points exceed the 31-bit point indices")
     if n == 0:
         return lambda: None
@@ -774,13 +781,12 @@ def _launch(
     timer.mark("reduce")
     if ones_done is not None:
         main.wait_event(ones_done)
-    stream = main
 
     def wait() -> list[Affine]:
         timer.finish()
         if digits is not None:  # a shared sort's buffers live until every MSM reading them was waited for
             digits.done.synchronize()
-        host = cupy.asnumpy(out[: (nw + int(with_ones)) * pw], stream=stream).reshape(-1, pw)
+        host = cupy.asnumpy(out[: (nw + int(with_ones)) * pw], stream=main).reshape(-1, pw)
         in_flight.clear()  # the readback waited for every kernel of this MSM
         points = xyzz_to_affine(group, host)
         sums = points[:nw]
