@@ -475,12 +475,11 @@ EMU(msm_radix_hist2, true, (pl, k, h1, e1, h2, t, d1, sh, d2, ts), const u32* pl
 EMU(msm_radix_mid, false, (pl, k, p, h1, e1, hm, em, ko, po, t, d1, dm, ts), const u32* pl, const u32* k,
     const u32* p, const u32* h1, const u32* e1, const u32* hm, const u32* em, u32* ko, u32* po, u32 t, u32 d1,
     u32 dm, u32 ts)
-EMU(msm_radix_pass2, false, (pl, k, p, h1, e1, h2, e2, en, nb, t, d1, sh, d2, ts), const u32* pl, const u32* k,
-    const u32* p, const u32* h1, const u32* e1, const u32* h2, const u32* e2, MsmEntry* en, u32 nb, u32 t, u32 d1,
-    u32 sh, u32 d2, u32 ts)
+EMU(msm_radix_pass2, false, (pl, k, p, h1, e1, h2, e2, en, cn, nb, t, d1, sh, d2, ts), const u32* pl, const u32* k,
+    const u32* p, const u32* h1, const u32* e1, const u32* h2, const u32* e2, MsmEntry* en, u32* cn, u32 nb, u32 t,
+    u32 d1, u32 sh, u32 d2, u32 ts)
 EMU(msm_radix_flat_hist, true, (pl, d, tot, h, t, d1, ts), const u32* pl, const u32* d, u32 tot, u32* h, u32 t,
     u32 d1, u32 ts)
-EMU(msm_radix_runs, false, (pl, en, e2, l, cn), const u32* pl, const MsmEntry* en, const u32* e2, u32 l, u32* cn)
 EMU(msm_radix_cursor, false, (pl, cn, cu, r), const u32* pl, const u32* cn, u32* cu, u32 r)
 #define EMU_GROUP(G, F)                                                                                   \
     EMU(msm_precompute_##G, false, (b, n, c, w, t), const Aff<F>* b, u32 n, u32 c, u32 w, Aff<F>* t)       \

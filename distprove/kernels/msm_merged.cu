@@ -65,13 +65,7 @@ extern "C" __global__ void msm_radix_flat_hist(const u32* plan, const u32* digit
     for (u32 j = threadIdx.x; j < bins; j += blockDim.x) h[j] = 0u;
     __syncthreads();
     u64 lo = (u64)t * tile;
-    if (lo < total) {
-        u32 last = (u32)(lo + tile < total ? lo + tile : total);
-        for (u32 i = (u32)lo + threadIdx.x; i < last; i += blockDim.x) {
-            u32 word = digits[i];
-            if (word != RADIX_NONE) atomicAdd(&h[word & (bins - 1u)], 1u);
-        }
-    }
+    if (lo < total) radix_count_bits(digits, (u32)lo, (u32)(lo + tile < total ? lo + tile : total), 0u, bins - 1u, h);
     __syncthreads();
     for (u32 j = threadIdx.x; j < bins; j += blockDim.x) hist[j * tiles + t] = h[j];
 }

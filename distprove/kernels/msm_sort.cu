@@ -24,8 +24,9 @@
 //   pass 2 keeps pass 1's order inside each high bin, and the output is sorted by row.
 // * msm_radix_digits computes each scalar's digits once (from window 0 up, for the carry) and
 //   writes them per window, so pass 1 reads 4-byte words coalesced; pass 2 reads pass 1's keys
-//   and point words. msm_radix_runs turns the sorted rows into msm.cu's counts (the host's
-//   cumsum gives the cursor), so everything after the sort is unchanged.
+//   and point words. The last pass also leaves msm.cu's counts (each tile's rows are runs of
+//   its sorted output; the host's cumsum gives the cursor), so everything after the sort is
+//   unchanged.
 // * Traffic at G1 2^24, c = 17 (16 windows, 251.7 M entries): ~12 GB of plain loads and stores,
 //   2.7 ms at 4.3 TB/s; measured 7.1 ms on an H200 against the counting sort's 16.2
 //   (pipelines/bench_sort.py, docs/BENCHMARKS.md "Session 9").
@@ -132,9 +133,11 @@ DP_UNROLL
 
 // The items of one tile, in order k = 0 .. count-1, to their slots: item(k, key, val) loads item
 // k (false: none), its bin is (key >> shift) & (2^d - 1), start(bin) is the bin's first slot for
-// this tile, put(slot, key, val) stores. STABLE: a bin's items keep their tile order (per-warp
-// counters and ballots); otherwise a shared-memory atomic per item ranks them in any order.
-template <bool STABLE, typename Item, typename Start, typename Put>
+// this tile, put(slot, key, val, first, last) stores. STABLE: a bin's items keep their tile order
+// (per-warp counters and ballots); otherwise a shared-memory atomic per item ranks them in any
+// order. RUNS: first / last say whether the item opens / closes its run of equal keys in the
+// sorted tile (the last pass's keys are whole rows, sorted within the tile; false otherwise).
+template <bool STABLE, bool RUNS, typename Item, typename Start, typename Put>
 DP_INLINE void radix_tile(u32 count, u32 shift, u32 d, Item item, Start start, Put put) {
     u32 bins = 1u << d;
 #ifdef __CUDA_ARCH__
@@ -196,17 +199,38 @@ DP_UNROLL
     for (u32 t = threadIdx.x; t < total; t += RADIX_THREADS) {
         u32 k = skey[t];
         u32 b = (k >> shift) & (bins - 1u);
-        put(gs[b] + t - (STABLE ? (u32)wc[b * RADIX_WARPS] : cnt[b]), k, sval[t]);
+        bool first = RUNS && (t == 0u || skey[t - 1u] != k);
+        bool last = RUNS && (t + 1u == total || skey[t + 1u] != k);
+        put(gs[b] + t - (STABLE ? (u32)wc[b * RADIX_WARPS] : cnt[b]), k, sval[t], first, last);
     }
 #else
+    // Thread 0 sorts the tile by bin, stably (the order the device's STABLE ranking gives, and
+    // one the unstable ranking may give), then stores it as the device does.
     if (threadIdx.x != 0u) return;
-    u32 seen[RADIX_MAX_BINS];
-    for (u32 b = 0; b < bins; b++) seen[b] = 0u;
+    if (count > RADIX_ITEMS * RADIX_THREADS) __builtin_trap();
+    u32 skey[RADIX_ITEMS * RADIX_THREADS], sval[RADIX_ITEMS * RADIX_THREADS];
+    u32 ikey[RADIX_ITEMS * RADIX_THREADS], ival[RADIX_ITEMS * RADIX_THREADS];
+    u32 at[RADIX_MAX_BINS + 1u] = {};
+    u32 total = 0u;
     for (u32 k = 0; k < count; k++) {
-        u32 key, val;
-        if (!item(k, key, val)) continue;
-        u32 b = (key >> shift) & (bins - 1u);
-        put(start(b) + seen[b]++, key, val);
+        if (!item(k, ikey[total], ival[total])) continue;
+        at[((ikey[total] >> shift) & (bins - 1u)) + 1u]++;
+        total++;
+    }
+    for (u32 b = 0; b < bins; b++) at[b + 1u] += at[b];
+    u32 first_of[RADIX_MAX_BINS];
+    for (u32 b = 0; b < bins; b++) first_of[b] = at[b];
+    for (u32 k = 0; k < total; k++) {
+        u32 t = at[(ikey[k] >> shift) & (bins - 1u)]++;
+        skey[t] = ikey[k];
+        sval[t] = ival[k];
+    }
+    for (u32 t = 0; t < total; t++) {
+        u32 k = skey[t];
+        u32 b = (k >> shift) & (bins - 1u);
+        bool first = RUNS && (t == 0u || skey[t - 1u] != k);
+        bool last = RUNS && (t + 1u == total || skey[t + 1u] != k);
+        put(start(b) + t - first_of[b], k, sval[t], first, last);
     }
 #endif
 }
@@ -221,7 +245,7 @@ msm_radix_pass1(const u32* plan, const u32* digits, const u32* hist, const u32* 
     if (plan[0] == 0u || first >= n) return;
     u32 bins = 1u << d1;
     const u32* src = digits + (u64)w * n + first;
-    radix_tile<false>(
+    radix_tile<false, false>(
         radix_min(tile, n - first), 0u, d1,
         [&](u32 k, u32& key, u32& val) {
             u32 word = src[k];
@@ -233,7 +257,7 @@ msm_radix_pass1(const u32* plan, const u32* digits, const u32* hist, const u32* 
             u32 at = (w * bins + bin) * tiles + b;
             return ends[at] - hist[at];
         },
-        [&](u32 slot, u32 key, u32 val) {
+        [&](u32 slot, u32 key, u32 val, bool, bool) {
             keys[slot] = key;
             pts[slot] = val;
         });
@@ -244,6 +268,23 @@ DP_INLINE void radix_window(const u32* hist1, const u32* ends1, u32 w, u32 bins1
     u32 at = w * bins1 * tiles;
     first = ends1[at] - hist1[at];
     end = ends1[at + bins1 * tiles - 1u];
+}
+
+// h[(words[i] >> shift) & mask]++ for i in [from, to) by the block, RADIX_ITEMS loads of each
+// thread in flight together (a load, then its atomic, left one load per thread in flight:
+// 0.39 ms for G1 2^24's 201 M keys, about half the copy rate). RADIX_NONE words are skipped.
+DP_INLINE void radix_count_bits(const u32* words, u32 from, u32 to, u32 shift, u32 mask, u32* h) {
+    for (u32 base = from; base < to; base += RADIX_ITEMS * blockDim.x) {
+        u32 v[RADIX_ITEMS];
+DP_UNROLL
+        for (u32 r = 0; r < RADIX_ITEMS; r++) {
+            u32 i = base + r * blockDim.x + threadIdx.x;
+            v[r] = i < to ? words[i] : RADIX_NONE;
+        }
+DP_UNROLL
+        for (u32 r = 0; r < RADIX_ITEMS; r++)
+            if (v[r] != RADIX_NONE) atomicAdd(&h[(v[r] >> shift) & mask], 1u);
+    }
 }
 
 // A later pass's histogram, block (b, w): key bits [shift, shift + d) of tile b of window w's
@@ -260,18 +301,14 @@ extern "C" __global__ void msm_radix_hist2(const u32* plan, const u32* keys, con
     for (u32 j = threadIdx.x; j < bins2; j += blockDim.x) h[j] = 0u;
     __syncthreads();
     u64 lo = (u64)first + (u64)b * tile;
-    if (lo < end) {
-        u32 last = (u32)(lo + tile < end ? lo + tile : end);
-        for (u32 i = (u32)lo + threadIdx.x; i < last; i += blockDim.x)
-            atomicAdd(&h[(keys[i] >> shift) & (bins2 - 1u)], 1u);
-    }
+    if (lo < end) radix_count_bits(keys, (u32)lo, (u32)(lo + tile < end ? lo + tile : end), shift, bins2 - 1u, h);
     __syncthreads();
     for (u32 j = threadIdx.x; j < bins2; j += blockDim.x) hist2[(w * bins2 + j) * tiles + b] = h[j];
 }
 
 // A stable later pass, block (b, w): tile b of window w's output of the pass before, by key bits
-// [shift, shift + d), through put(slot, key, val).
-template <typename Put>
+// [shift, shift + d), through put(slot, key, val, first, last) (radix_tile).
+template <bool RUNS, typename Put>
 DP_INLINE void radix_later_pass(const u32* keys, const u32* pts, const u32* hist1, const u32* ends1, const u32* hist,
                                 const u32* ends, u32 tile, u32 d1, u32 shift, u32 d, u32 tiles, Put put) {
     u32 b = blockIdx.x, w = blockIdx.y;
@@ -281,7 +318,7 @@ DP_INLINE void radix_later_pass(const u32* keys, const u32* pts, const u32* hist
     u64 lo = (u64)first + (u64)b * tile;
     if (lo >= end) return;
     u32 from = (u32)lo;
-    radix_tile<true>(
+    radix_tile<true, RUNS>(
         radix_min(tile, end - from), shift, d,
         [&](u32 k, u32& key, u32& val) {
             key = keys[from + k];
@@ -301,42 +338,34 @@ extern "C" __global__ void RADIX_BOUNDS
 msm_radix_mid(const u32* plan, const u32* keys, const u32* pts, const u32* hist1, const u32* ends1, const u32* histm,
               const u32* endsm, u32* keys_out, u32* pts_out, u32 tile, u32 d1, u32 dm, u32 tiles) {
     if (plan[0] == 0u) return;
-    radix_later_pass(keys, pts, hist1, ends1, histm, endsm, tile, d1, d1, dm, tiles, [&](u32 slot, u32 key, u32 val) {
-        keys_out[slot] = key;
-        pts_out[slot] = val;
-    });
+    radix_later_pass<false>(keys, pts, hist1, ends1, histm, endsm, tile, d1, d1, dm, tiles,
+                            [&](u32 slot, u32 key, u32 val, bool, bool) {
+                                keys_out[slot] = key;
+                                pts_out[slot] = val;
+                            });
 }
 
 // The last pass, block (b, w): tile b of window w's output of the pass before, by the keys' high
-// d2 bits (from bit shift), to the entries of msm.cu (row (w * nb + key), sorted by row).
+// d2 bits (from bit shift), to the entries of msm.cu (row (w * nb + key), sorted by row), and
+// counts[row] (zeroed by the host): the tile holds each of its rows as one run of consecutive
+// slots, whose first entry subtracts its slot and last adds its slot + 1 (fire-and-forget
+// atomics, two per row and tile: ~12.6 M at G1 2^24 merged, where a kernel of its own that
+// found the runs in the sorted entries read all 1.6 GB of them again: 0.67 ms).
 extern "C" __global__ void RADIX_BOUNDS
 msm_radix_pass2(const u32* plan, const u32* keys, const u32* pts, const u32* hist1, const u32* ends1,
-                const u32* hist2, const u32* ends2, MsmEntry* entries, u32 nb, u32 tile, u32 d1, u32 shift, u32 d2,
-                u32 tiles) {
+                const u32* hist2, const u32* ends2, MsmEntry* entries, u32* counts, u32 nb, u32 tile, u32 d1,
+                u32 shift, u32 d2, u32 tiles) {
     if (plan[0] == 0u) return;
     u32 w = blockIdx.y;
-    radix_later_pass(keys, pts, hist1, ends1, hist2, ends2, tile, d1, shift, d2, tiles,
-                     [&](u32 slot, u32 key, u32 val) {
-                         MsmEntry out;
-                         out.row = w * nb + key;
-                         out.pt = val;
-                         entries[slot] = out;
-                     });
-}
-
-// counts[row] of the sorted entries (counts zeroed by the host; total = ends2[last]): a row's
-// first entry subtracts its slot, its last adds its slot + 1 (fire-and-forget atomics, two per
-// nonempty row).
-extern "C" __global__ void msm_radix_runs(const u32* plan, const MsmEntry* entries, const u32* ends2, u32 last,
-                                          u32* counts) {
-    if (plan[0] == 0u) return;
-    u32 total = ends2[last];
-    u32 stride = gridDim.x * blockDim.x;
-    for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < total; j += stride) {
-        u32 row = entries[j].row;
-        if (j == 0u || entries[j - 1u].row != row) atomicSub(&counts[row], j);
-        if (j + 1u == total || entries[j + 1u].row != row) atomicAdd(&counts[row], j + 1u);
-    }
+    radix_later_pass<true>(keys, pts, hist1, ends1, hist2, ends2, tile, d1, shift, d2, tiles,
+                           [&](u32 slot, u32 key, u32 val, bool first, bool last) {
+                               MsmEntry out;
+                               out.row = w * nb + key;
+                               out.pt = val;
+                               entries[slot] = out;
+                               if (first) atomicSub(&counts[out.row], slot);
+                               if (last) atomicAdd(&counts[out.row], slot + 1u);
+                           });
 }
 
 // cursor[row] = its first entry, from the inclusive scan of counts the host left there.

@@ -566,10 +566,11 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
                   cursor: "cupy.ndarray", entries: "cupy.ndarray", take: Callable[[str, int], "cupy.ndarray"],
                   min_live: int, flat: bool = False) -> None:
     """msm_sort_plan picks the sort on the device (the radix sort when at least ``min_live`` / 1024
-    of a sample of the scalars are live), and the kernels of both are queued: those of the other
-    one return at once. The radix sort (msm_sort.cu): digits, then per pass a histogram of
-    (window, bin, tile) counts, its inclusive scan (where each run ends) and a scatter (stable
-    after the first); then counts and cursor from the sorted rows. Keys of c - 1 bits: two passes
+    of a sample of the scalars are live; ``min_live`` 0: the radix sort, no sample taken), and the
+    kernels of both are queued: those of the other one return at once. The radix sort
+    (msm_sort.cu): digits, then per pass a histogram of (window, bin, tile) counts, its inclusive
+    scan (where each run ends) and a scatter (stable after the first; the last also counts each
+    row's entries); then the cursor from the counts. Keys of c - 1 bits: two passes
     up to :data:`RADIX_MAX_KEY_BITS`, three above (d1 >= dm >= d2 bits, low to high).
 
     ``flat`` (precomputed window multiples, :func:`msm_merged_start`): the nw windows' digits are
@@ -594,7 +595,10 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     hist2, ends2 = (take(f"radix_{name}2", (sort_nw << d2) * tiles) for name in ("hist", "ends"))
     shape = (u32(n), u32(c), u32(lo), u32(nw), u32(1 << (c - 1)))  # the counting sort's kernels'
     sort_grid = (-(-n // SORT_THREADS),)
-    mod.get_function("msm_sort_plan")((1,), (RADIX_THREADS,), (scalars, u32(n), u32(min_live), plan))
+    if min_live:
+        mod.get_function("msm_sort_plan")((1,), (RADIX_THREADS,), (scalars, u32(n), u32(min_live), plan))
+    else:  # the radix sort whatever the scalars: no sample to wait for (74 us at G1 2^24)
+        plan.fill(1)
     if not flat:
         mod.get_function("msm_count_sel")(sort_grid, (SORT_THREADS,), (plan, scalars, counts) + shape)
     # Flat, the digit kernel's histogram is pass 1's when every tile lies in one window; else
@@ -622,10 +626,8 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     later_hist(grid, (RADIX_THREADS,), (plan, keys, hist1, ends1, hist2) + tile_args + (u32(d1 + dm), u32(d2), u32(tiles)))
     cupy.cumsum(hist2, dtype=cupy.uint32, out=ends2)
     mod.get_function("msm_radix_pass2")(grid, (RADIX_THREADS,), (plan, keys, pts, hist1, ends1, hist2, ends2, entries,
-                                                                 u32(1 << (c - 1))) + tile_args
+                                                                 counts, u32(1 << (c - 1))) + tile_args
                                         + (u32(d1 + dm), u32(d2), u32(tiles)))
-    runs_grid = (max(1, min(-(-(nw * n) // 256), _sm_count() * 8)),)
-    mod.get_function("msm_radix_runs")(runs_grid, (256,), (plan, entries, ends2, u32(len(ends2) - 1), counts))
     cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)  # each row's end
     if not flat:
         mod.get_function("msm_scatter_sel")(sort_grid, (SORT_THREADS,), (plan, scalars, cursor, entries) + shape)
