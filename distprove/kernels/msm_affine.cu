@@ -88,12 +88,11 @@ struct alignas(8) PairJob {
     u32 p, q;
 };
 
-// Entry i of a round's input: when it opens a pair (even offset in its row), job j =
-// cursor_out[row] + offset / 2 and the output entry (row, j << 1).
-DP_INLINE void msm_pair_jobs_body(const MsmEntry* in, const u32* cursor_in, const u32* counts_in,
-                                  const u32* cursor_out, PairJob* jobs, MsmEntry* out, u32 i) {
-    MsmEntry e = in[i];
-    u32 o = i - cursor_in[e.row];
+// Entry i = e of a round's input, its row starting at `start`: when it opens a pair (even
+// offset in its row), job j = cursor_out[row] + offset / 2 and the output entry (row, j << 1).
+DP_INLINE void msm_pair_jobs_body(const MsmEntry* in, u32 start, const u32* counts_in, const u32* cursor_out,
+                                  PairJob* jobs, MsmEntry* out, u32 i, MsmEntry e) {
+    u32 o = i - start;
     if (o & 1u) return;
     u32 j = cursor_out[e.row] + (o >> 1);
     PairJob jb;
@@ -106,6 +105,10 @@ DP_INLINE void msm_pair_jobs_body(const MsmEntry* in, const u32* cursor_in, cons
     out[j] = oe;
 }
 
+// Entries per thread and step of msm_pair_jobs' grid-stride loop, their loads issued together:
+// one entry a step left one entry -> cursor -> pair chain of loads per thread in flight.
+#define PAIR_JOBS_UNROLL 4u
+
 // Grid-stride over the round's real entries: a small fixed grid, so a round the plan skips
 // costs one launch of few blocks rather than one thread per entry of the host's bound.
 extern "C" __global__ void msm_pair_jobs(const u32* plan, u32 round, const MsmEntry* in, const u32* cursor_in,
@@ -113,8 +116,21 @@ extern "C" __global__ void msm_pair_jobs(const u32* plan, u32 round, const MsmEn
                                          MsmEntry* out) {
     if (round >= plan[0]) return;
     u32 total = cursor_in[rows - 1u] + counts_in[rows - 1u];
-    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x)
-        msm_pair_jobs_body(in, cursor_in, counts_in, cursor_out, jobs, out, i);
+    u32 stride = gridDim.x * blockDim.x;
+    for (u32 i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += PAIR_JOBS_UNROLL * stride) {
+        MsmEntry e[PAIR_JOBS_UNROLL];
+        u32 start[PAIR_JOBS_UNROLL];
+DP_UNROLL
+        for (u32 q = 0; q < PAIR_JOBS_UNROLL; q++)
+            if (i0 + q * stride < total) e[q] = in[i0 + q * stride];
+DP_UNROLL
+        for (u32 q = 0; q < PAIR_JOBS_UNROLL; q++)
+            if (i0 + q * stride < total) start[q] = cursor_in[e[q].row];
+DP_UNROLL
+        for (u32 q = 0; q < PAIR_JOBS_UNROLL; q++)
+            if (i0 + q * stride < total)
+                msm_pair_jobs_body(in, start[q], counts_in, cursor_out, jobs, out, i0 + q * stride, e[q]);
+    }
 }
 
 // One pair round's arguments (see the banner).
