@@ -9,8 +9,9 @@ warm launches::
 
 Cases: ``g1-N`` / ``g2-N`` (window sums of every window of 2^N uniform scalars on bench_msm's
 random-access bases, at pick_window's width; suffixes ``-cC`` for width C, ``-rR`` for R batch-affine
-pair rounds, ``@variant`` for one of bench_msm's builds), ``ntt-N`` (forward NTT of 2^N random
-Montgomery values). Nothing is checked here: the GPU tests check these kernels.
+pair rounds, ``@variant`` for one of bench_msm's builds), ``p1-N`` / ``p2-N`` (the merged MSM over a
+precomputed table of window multiples, at merged_width or ``-cC``), ``ntt-N`` (forward NTT of 2^N
+random Montgomery values). Nothing is checked here: the GPU tests check these kernels.
 """
 
 from __future__ import annotations
@@ -48,6 +49,26 @@ def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int, variant: 
     return run
 
 
+def _merged_case(group_name: str, log_n: int, c: int | None) -> Callable[[], None]:
+    """One merged MSM case (gpu.msm.msm_merged over a table built here): run once to warm up, once
+    profiled."""
+    import bench_msm
+
+    from distprove import bn254
+    from distprove.backends.gpu import msm as gmsm
+
+    group = bn254.G1 if group_name == "g1" else bn254.G2
+    _, scalars, idx, tables = bench_msm._inputs({group_name: group}, log_n, 1)
+    width = c or gmsm.merged_width(1 << log_n, group)
+    table = gmsm.precompute_multiples(group, tables[group_name][idx], width)
+    print(f"{group_name} 2^{log_n} merged: c = {width}", flush=True)
+
+    def run() -> None:
+        gmsm.msm_merged(group, table, scalars, width)
+
+    return run
+
+
 def _ntt_case(log_n: int) -> Callable[[], None]:
     """One forward NTT case: run once to warm up, once profiled."""
     import bench_ntt
@@ -76,6 +97,8 @@ def main() -> int:
         parts = case.split("-")
         if parts[0] == "ntt":
             run = _ntt_case(int(parts[1]))
+        elif parts[0] in ("p1", "p2"):
+            run = _merged_case("g" + parts[0][1], int(parts[1]), int(parts[2][1:]) if len(parts) > 2 else None)
         else:
             opts = {p[0]: int(p[1:]) for p in parts[2:]}
             run = _msm_case(parts[0], int(parts[1]), opts.get("c"), opts.get("r", 0), variant or "default")
