@@ -1,0 +1,178 @@
+"""A/B of the G1 MSM between source trees, in alternating processes on one GPU.
+
+Each tree (a directory holding a ``distprove`` package, e.g. ``git archive REV distprove
+pipelines | tar x -C DIR``; ``.`` is this checkout) runs in a process of its own, trees in turn,
+``--rounds`` times, so drift between processes and machines shows next to the difference. A
+process times the merged MSM over a precomputed table (``merged_width``) and the window-range MSM
+(``pick_window``) of the same 2^N uniform scalars, alternating, after checking both sums against
+the known-discrete-log total (bench_msm's bases are (1 + 0x1234567 j) G), then sums CUDA-event
+times per kernel of the msm module over one merged MSM (kernels on the side stream include their
+wait). Nothing is written but ``--out``::
+
+    python3 pipelines/ab_msm.py --trees .,/tmp/old --log-n 24 --rounds 2 --out ab.json
+
+The trees' compiled modules share ``$DISTPROVE_CACHE_DIR`` (kernel text differs, so cubins do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+
+def known_total(group: Any, scalars: Any, idx: Any, table_size: int) -> Any:
+    """sum_i s_i P_idx[i] for bench_msm's table P_j = (1 + 0x1234567 j) G, from the scalars' limbs
+    summed per base on the host (float64 sums of < 2^32 words over <= 2^21 scalars a base are exact);
+    device arrays are copied back, host arrays taken as they are."""
+    import numpy as np
+
+    from distprove import bn254
+
+    host = np.asarray(scalars.get() if hasattr(scalars, "get") else scalars).astype(np.float64)
+    ix = np.asarray(idx.get() if hasattr(idx, "get") else idx)
+    per = [np.bincount(ix, weights=host[:, limb], minlength=table_size) for limb in range(8)]
+    total = 0
+    for j in range(table_size):
+        total += sum(int(per[limb][j]) << (32 * limb) for limb in range(8)) * (1 + j * 0x1234567)
+    return bn254.mul(group, group.generator, total % bn254.R)
+
+
+def kernel_times(gm: Any, run: Any) -> dict[str, float]:
+    """Device ms per kernel name of the msm module over one call of ``run`` (events around each
+    launch, summed per name)."""
+    import cupy
+
+    mod = gm._module()
+    events: list = []
+
+    class Timed:
+        def __init__(self, fn: Any, name: str) -> None:
+            object.__setattr__(self, "fn", fn)
+            object.__setattr__(self, "name", name)
+
+        def __call__(self, *args: Any, **kw: Any) -> None:
+            stream = cupy.cuda.get_current_stream()
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            self.fn(*args, **kw)
+            stop.record(stream)
+            events.append((self.name, start, stop))
+
+        def __getattr__(self, key: str) -> Any:
+            return getattr(self.fn, key)
+
+        def __setattr__(self, key: str, value: Any) -> None:
+            setattr(self.fn, key, value)
+
+    class Module:
+        def get_function(self, name: str) -> Timed:
+            return Timed(mod.get_function(name), name)
+
+    saved = gm._module
+    gm._module = lambda: Module()
+    try:
+        run()
+        cupy.cuda.Device().synchronize()
+    finally:
+        gm._module = saved
+    out: dict[str, float] = {}
+    for name, start, stop in events:
+        out[name] = out.get(name, 0.0) + cupy.cuda.get_elapsed_time(start, stop)
+    return out
+
+
+def one_tree(tag: str, log_n: int, reps: int) -> dict:
+    """This process's timings (its ``distprove`` is the tree's: see main)."""
+    import bench_msm
+    import cupy
+
+    import distprove
+    from distprove import bn254
+    from distprove.backends.gpu import msm as gm
+    from distprove.stages.msm import combine, num_windows
+
+    g = bn254.G1
+    _, scalars, idx, tables = bench_msm._inputs({"G1": g}, log_n, 11)
+    bases = cupy.ascontiguousarray(tables["G1"][idx])
+    c, c0 = gm.merged_width(1 << log_n, g), gm.pick_window(1 << log_n, g)
+    table = gm.precompute_multiples(g, bases, c)
+    want = known_total(g, scalars, idx, bench_msm.TABLE)
+    windows = combine(g, dict(enumerate(gm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0)))), c0)
+    if windows != want or gm.msm_merged(g, table, scalars, c) != want:
+        raise SystemExit(f"{tag}: a sum differs from the known-discrete-log total")
+
+    def timed(fn: Any) -> float:
+        cupy.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        fn()
+        cupy.cuda.Device().synchronize()
+        return (time.perf_counter() - t0) * 1e3
+
+    def merged() -> Any:
+        return gm.msm_merged(g, table, scalars, c)
+
+    def window() -> Any:
+        return gm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0))
+
+    for _ in range(2):  # warm: scratch buffers, the pair rounds' plan
+        timed(merged)
+        timed(window)
+    merged_ms, window_ms = [], []
+    for _ in range(reps):
+        merged_ms.append(timed(merged))
+        window_ms.append(timed(window))
+    phases: dict[str, float] = {}
+    gm.msm_merged(g, table, scalars, c, phases=phases)
+    attrs = {}
+    for name in ("msm_radix_digits", "msm_radix_pass1", "msm_radix_mid", "msm_radix_pass2", "msm_pair_jobs"):
+        fn = gm._module().get_function(name)
+        attrs[name] = {"regs": fn.num_regs, "local_bytes": fn.local_size_bytes}
+    return {"tag": tag, "package": os.path.dirname(distprove.__file__), "log_n": log_n, "c": c, "c_window": c0,
+            "merged_ms": merged_ms, "window_ms": window_ms, "merged_median": statistics.median(merged_ms),
+            "window_median": statistics.median(window_ms), "phases_ms": phases,
+            "kernels_ms": kernel_times(gm, merged), "attrs": attrs}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trees", default=".", help="comma list of source trees (each holding distprove/)")
+    ap.add_argument("--log-n", type=int, default=24)
+    ap.add_argument("--rounds", type=int, default=2, help="processes per tree, trees in turn")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:  # one tree's process: print its JSON
+        print(json.dumps(one_tree(a.child, a.log_n, a.reps)))
+        return 0
+    here = os.path.dirname(os.path.abspath(__file__))
+    rows = []
+    for r in range(a.rounds):
+        for tree in a.trees.split(","):
+            root = os.path.abspath(tree)
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, here, os.environ.get("PYTHONPATH", "")])}
+            res = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", tree, "--log-n", str(a.log_n),
+                                  "--reps", str(a.reps)], env=env, capture_output=True, text=True)
+            if res.returncode != 0:
+                print(f"{tree}: failed\n{res.stderr[-2000:]}", flush=True)
+                return 1
+            row = json.loads(res.stdout.strip().splitlines()[-1])
+            row["round"] = r
+            rows.append(row)
+            print(f"{tree} (round {r}): merged c={row['c']} {row['merged_median']:.2f} ms, window-range "
+                  f"c={row['c_window']} {row['window_median']:.2f} ms", flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"date": time.strftime("%Y-%m-%d"), "commit": os.environ.get("DISTPROVE_GIT_COMMIT", ""),
+                       "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
