@@ -73,7 +73,7 @@ DP_INLINE bool sc_is_one(const u32 s[8]) {
 
 // Walks the signed digits of windows [0, lo + nw) (the carry needs every window from 0) and
 // calls each(w - lo, |digit|, digit < 0) for windows lo..lo+nw-1, zero digits included. The
-// scalar streams through a 64-bit buffer limb by limb (c <= 32 bits a window; bits above the
+// scalar streams through a 64-bit buffer limb by limb (c < 32 bits a window; bits above the
 // 256 are zero): picking each window's two limbs out of the eight by index took 16 selects and
 // left msm_radix_digits issue-bound (0.74 ms at G1 2^24 merged, 1.8 TB/s).
 template <typename Each>
@@ -96,7 +96,7 @@ DP_INLINE void sc_for_each_window(const u32 s[8], u32 c, u32 lo, u32 nw, Each ea
 DP_UNROLL
     for (u32 k = 0; k < 8u; k++) {
         if (w >= end) return;
-        buf |= (u64)s[k] << have;  // have < c <= 32 here
+        buf |= (u64)s[k] << have;  // have < c < 32 here
         have += 32u;
         for (; have >= c && w < end; have -= c) next();
     }

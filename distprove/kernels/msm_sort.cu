@@ -34,8 +34,8 @@
 //   witness-like scalars (mostly 0 and 1) the counting sort's cost follows the few live entries,
 //   while the radix passes still read a digit per scalar and window. The host queues both; the
 //   kernels of the one not chosen return at once.
-// * Host builds (the MSM emulation of tests/test_kernels_host.py) rank in thread 0, walking the
-//   tile in order: the order the device's ranking produces.
+// * Host builds (the MSM emulation of tests/test_kernels_host.py) sort each tile by bin in
+//   thread 0, stably (the order the device's ranking produces), and store it as the device does.
 
 #ifndef DP_MSM_SORT_CU
 #define DP_MSM_SORT_CU
