@@ -51,12 +51,20 @@ def _decimal_affine(g: bn254.Group, p: bn254.Affine) -> Any:
     return [[str(p[0][0]), str(p[0][1])], [str(p[1][0]), str(p[1][1])]]
 
 
+def _coordinate(x: Any) -> int:
+    """One coordinate written by _decimal_affine: a decimal string (or an int). Anything else, a
+    float included (JSON's 1e400 is infinity; 1.5 would truncate), raises ValueError."""
+    if isinstance(x, bool) or not isinstance(x, (str, int)):
+        raise ValueError(f"coordinate {x!r} is not a decimal string")
+    return int(x)
+
+
 def _point_from_decimal(g: bn254.Group, v: Any) -> bn254.Affine:
     if v is None:
         return None
     if g is bn254.G1:
-        return (int(v[0]), int(v[1]))
-    return ((int(v[0][0]), int(v[0][1])), (int(v[1][0]), int(v[1][1])))
+        return (_coordinate(v[0]), _coordinate(v[1]))
+    return ((_coordinate(v[0][0]), _coordinate(v[0][1])), (_coordinate(v[1][0]), _coordinate(v[1][1])))
 
 
 class _KeyBase:

@@ -410,6 +410,20 @@ def test_fuzz_json_readers_raise_only_format_errors(case: tuple[str, str], tmp_p
         one_line(e, out)
 
 
+@pytest.mark.parametrize("coordinate", [float("inf"), float("nan"), 1.5, True, None, [1]])
+def test_store_point_coordinate_not_a_decimal_string(mini_store: Path, tmp_path: Path, coordinate: object) -> None:
+    """A key store's point coordinates are decimal strings: a float (JSON's 1e400 is infinity,
+    which int() cannot take), a bool, null or a list there is the store's one-line FormatError
+    naming the point (the fuzz test below found infinity raising OverflowError)."""
+    store = _copy(mini_store, tmp_path)
+    meta = json.loads((store / "zarr.json").read_text())
+    meta["attributes"]["points"]["gamma2"][0][0] = coordinate
+    (store / "zarr.json").write_text(json.dumps(meta))
+    with pytest.raises(FormatError, match="attribute points.gamma2 is not a G2 point") as e:
+        KeyStore(store)
+    one_line(e.value, store)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_store_attributes_raise_only_format_errors(data: st.DataObject, mini_store: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
