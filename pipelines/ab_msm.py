@@ -5,7 +5,7 @@ pipelines | tar x -C DIR``; ``.`` is this checkout) runs in a process of its own
 ``--rounds`` times, so drift between processes and machines shows next to the difference. A
 process times the merged MSM over a precomputed table (``merged_width``) and the window-range MSM
 (``pick_window``) of the same 2^N uniform scalars, alternating, after checking both sums against
-the known-discrete-log total (bench_msm's bases are (1 + 0x1234567 j) G), then sums CUDA-event
+the known-discrete-log total (bench_msm.known_total), then sums CUDA-event
 times per kernel of the msm module over one merged MSM (kernels on the side stream include their
 wait). Nothing is written but ``--out``::
 
@@ -24,23 +24,6 @@ import subprocess
 import sys
 import time
 from typing import Any
-
-
-def known_total(group: Any, scalars: Any, idx: Any, table_size: int) -> Any:
-    """sum_i s_i P_idx[i] for bench_msm's table P_j = (1 + 0x1234567 j) G, from the scalars' limbs
-    summed per base on the host (float64 sums of < 2^32 words over <= 2^21 scalars a base are exact);
-    device arrays are copied back, host arrays taken as they are."""
-    import numpy as np
-
-    from distprove import bn254
-
-    host = np.asarray(scalars.get() if hasattr(scalars, "get") else scalars).astype(np.float64)
-    ix = np.asarray(idx.get() if hasattr(idx, "get") else idx)
-    per = [np.bincount(ix, weights=host[:, limb], minlength=table_size) for limb in range(8)]
-    total = 0
-    for j in range(table_size):
-        total += sum(int(per[limb][j]) << (32 * limb) for limb in range(8)) * (1 + j * 0x1234567)
-    return bn254.mul(group, group.generator, total % bn254.R)
 
 
 def kernel_times(gm: Any, run: Any) -> dict[str, float]:
@@ -102,7 +85,7 @@ def one_tree(tag: str, log_n: int, reps: int) -> dict:
     bases = cupy.ascontiguousarray(tables["G1"][idx])
     c, c0 = gm.merged_width(1 << log_n, g), gm.pick_window(1 << log_n, g)
     table = gm.precompute_multiples(g, bases, c)
-    want = known_total(g, scalars, idx, bench_msm.TABLE)
+    want = bench_msm.known_total(g, scalars, idx)
     windows = combine(g, dict(enumerate(gm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0)))), c0)
     if windows != want or gm.msm_merged(g, table, scalars, c) != want:
         raise SystemExit(f"{tag}: a sum differs from the known-discrete-log total")

@@ -49,17 +49,43 @@ WITNESS_CASES = [("G1", 16), ("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G
 """(group, log2 size) timed on witness-like scalars (45% zero, 45% one, 10% uniform)."""
 
 
+TABLE_STEP = 0x1234567
+"""Point j of :func:`_table` is (1 + TABLE_STEP j) G: bases of known discrete logarithm."""
+
+
+def _groups() -> dict[str, Any]:
+    """The groups by name, as the cases and command line spell them."""
+    from distprove import bn254
+
+    return {"G1": bn254.G1, "G2": bn254.G2}
+
+
 @functools.cache
 def _table(group: Any) -> np.ndarray:
     from distprove import bn254
 
-    step = bn254.mul(group, group.generator, 0x1234567)
+    step = bn254.mul(group, group.generator, TABLE_STEP)
     acc = bn254.to_jacobian(group, group.generator)
     jac = []
     for _ in range(TABLE):
         jac.append(acc)
         acc = bn254.jac_add_affine(group, acc, step)
     return bn254.points_to_limbs(group, bn254.batch_to_affine(group, jac))
+
+
+def known_total(group: Any, scalars: Any, idx: Any) -> Any:
+    """sum_i s_i P_idx[i] over :func:`_table`'s points, from their discrete logarithms: the scalars'
+    limbs summed per base on the host (float64 sums of < 2^32 words over <= 2^21 scalars a base are
+    exact); device arrays are copied back, host arrays taken as they are."""
+    from distprove import bn254
+
+    host = np.asarray(scalars.get() if hasattr(scalars, "get") else scalars).astype(np.float64)
+    ix = np.asarray(idx.get() if hasattr(idx, "get") else idx)
+    per = [np.bincount(ix, weights=host[:, limb], minlength=TABLE) for limb in range(8)]
+    total = 0
+    for j in range(TABLE):
+        total += sum(int(per[limb][j]) << (32 * limb) for limb in range(8)) * (1 + j * TABLE_STEP)
+    return bn254.mul(group, group.generator, total % bn254.R)
 
 
 def _uniform_scalars(rng: np.random.Generator, count: int) -> np.ndarray:
@@ -171,13 +197,12 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
     """
     import cupy
 
-    from distprove import bn254
     from distprove.backends.gpu import compile as gcompile
     from distprove.backends.gpu import msm as gmsm
     from distprove.backends.gpu.msm import msm_windows, pick_window
     from distprove.stages.msm import num_windows
 
-    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    groups = _groups()
     host, scalars_all, idx_all, tables = _inputs(groups, max([lg for _, lg, *_ in (cases or CASES)] + [CHECK[0]]), 1)
     check_n, check_c = 1 << CHECK[0], CHECK[1]
 
@@ -232,11 +257,10 @@ def _compare(results: dict, equal_key: str, reference: dict, settings: list[tupl
     import cupy
     import dask
 
-    from distprove import bn254
     from distprove.backends.gpu.msm import msm_windows, pick_window
     from distprove.stages.msm import num_windows
 
-    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    groups = _groups()
     _, _, idx_all, tables = inputs
     for name, lg, scalars, label in cases:
         g, n = groups[name], 1 << lg
@@ -270,9 +294,7 @@ def _main_and_witness_cases(groups_only: tuple[str, ...], extra: list[tuple[str,
     (and ``extra``) on uniform scalars, :data:`WITNESS_CASES` on witness-like ones."""
     import cupy
 
-    from distprove import bn254
-
-    inputs = _inputs({"G1": bn254.G1, "G2": bn254.G2}, max(lg for _, lg in CASES), 1)
+    inputs = _inputs(_groups(), max(lg for _, lg in CASES), 1)
     host, scalars_all = inputs[:2]
     wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
     uniform = [(name, lg, scalars_all, "") for name, lg in list(extra) + CASES if name in groups_only]
@@ -342,11 +364,10 @@ def tune(results: dict, reps: int = 3) -> None:
     sums of the defaults; rows are named ``msm-tune`` with the parameters in ``params``."""
     import itertools
 
-    from distprove import bn254
     from distprove.backends.gpu import msm as gmsm
     from distprove.stages.msm import num_windows
 
-    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    groups = _groups()
     _, scalars, idx, tables = _inputs(groups, max(lg for _, lg in TUNE_CASES), 5)
     defaults = {k: getattr(gmsm, k) for k in TUNE_GRID}
     default_params = {k: (v["G1"] if k == "SLICE_LEN" else v) for k, v in defaults.items()}
@@ -401,11 +422,10 @@ def host_settings(results: dict, equal_key: str, settings: list[tuple[str, dict[
     ``settings``, the overrides being host-side constants of distprove/backends/gpu/msm.py (no
     recompilation), rows tagged ``tag``, after checking that each gives the built-in values' window
     sums (``results[equal_key]``)."""
-    from distprove import bn254
     from distprove.backends.gpu import msm as gmsm
     from distprove.stages.msm import num_windows
 
-    groups = {"G1": bn254.G1, "G2": bn254.G2}
+    groups = _groups()
     _, scalars, idx_all, tables = _inputs(groups, max(lg for _, lg in REDUCE_CASES), 1)
     built_in = {k: getattr(gmsm, k) for _, over in settings for k in over}
 
@@ -457,11 +477,10 @@ def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, grou
     import cupy
     import dask
 
-    from distprove import bn254
     from distprove.backends.gpu import msm as gmsm
     from distprove.backends.gpu.msm import msm_windows
 
-    named = {"G1": bn254.G1, "G2": bn254.G2}
+    named = _groups()
     rng = np.random.default_rng(7)
     for name, lg, c in specs:
         g = named[name]
@@ -504,11 +523,10 @@ def precomputed(results: dict, specs: list[tuple[str, int, int]], reps: int = 3,
     ``window-range``."""
     import cupy
 
-    from distprove import bn254
     from distprove.backends.gpu import msm as gmsm
     from distprove.stages.msm import combine, num_windows
 
-    named = {"G1": bn254.G1, "G2": bn254.G2}
+    named = _groups()
     for name, lg, c in specs:
         g = named[name]
         _, scalars, idx, tables = _inputs({name: g}, lg, 11)
@@ -554,11 +572,10 @@ def precomputed_chunks(results: dict, specs: list[tuple[str, int, int]], chunks:
     are checked equal first. Rows are tagged ``precomputed x k``."""
     import cupy
 
-    from distprove import bn254
     from distprove.backends.gpu import msm as gmsm
     from distprove.stages import _fastec
 
-    named = {"G1": bn254.G1, "G2": bn254.G2}
+    named = _groups()
     for name, lg, c in specs:
         g = named[name]
         n = 1 << lg
