@@ -183,9 +183,14 @@ class HostStream:
         return None
 
 
-def host_cuda() -> Any:
-    """The ``cupy.cuda`` of an emulation's fake ``cupy``: streams and events that order nothing."""
+def host_cupy() -> Any:
+    """The ``cupy`` that the kernels' host emulations put in sys.modules: numpy's arrays, and
+    streams and events that order nothing."""
     import types
 
-    return types.SimpleNamespace(get_current_stream=HostStream, Event=HostStream, Stream=HostStream,
+    import numpy as np
+
+    cuda = types.SimpleNamespace(get_current_stream=HostStream, Event=HostStream, Stream=HostStream,
                                  runtime=types.SimpleNamespace(getDevice=lambda: 0))
+    return types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
+                                 asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray, cuda=cuda)

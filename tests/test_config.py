@@ -214,7 +214,6 @@ def test_msm_sort_setting() -> None:
             assert msm.pick_window(1 << lg, group) - 1 <= msm.RADIX_MAX_KEY_BITS
 
 
-
 @pytest.mark.parametrize(("env", "want"), [(None, ()), ('["H"]', ("H",)), ("H, B1,H", ("H", "B1")), ("[]", ())])
 def test_msm_precompute(fresh_config, monkeypatch: pytest.MonkeyPatch, env: str | None, want: tuple) -> None:
     """msm.precompute: a list of MSM names, from yaml or an environment variable (a list literal

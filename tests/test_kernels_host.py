@@ -22,7 +22,7 @@ import pytest
 from distprove import bn254
 from distprove.bn254 import Q, R
 
-from conftest import HostStream, expected_digit_sort, host_cuda
+from conftest import HostStream, expected_digit_sort, host_cupy
 
 KERNELS = Path(__file__).resolve().parents[1] / "distprove" / "kernels"
 
@@ -573,13 +573,10 @@ def emulated_msm_variant(emu_variant, monkeypatch: pytest.MonkeyPatch):
 
 def _emulate(emu, monkeypatch: pytest.MonkeyPatch):
     import sys
-    import types
 
     import distprove.backends.gpu.msm as gm
 
-    fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
-                                 asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
-                                 cuda=host_cuda())
+    fake = host_cupy()
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "SLICE_LEN", {"G1": 4, "G2": 4})
@@ -787,7 +784,6 @@ def test_merged_msm_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, grou
     assert got == bn254.to_affine(group, want)
     with pytest.raises(ValueError, match="table must be"):
         gm.msm_merged(group, table[:-1], bn254.limbs_from_ints(scal), c)
-
 
 
 def test_merged_width() -> None:

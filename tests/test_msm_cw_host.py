@@ -17,7 +17,6 @@ import re
 import shutil
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -26,7 +25,7 @@ from distprove import bn254
 from distprove.backends.cpu.msm import msm_windows as cpu_msm_windows
 from distprove.bn254 import R
 from distprove.stages.msm import combine, num_windows, signed_digits_array
-from conftest import host_cuda
+from conftest import host_cupy
 from test_kernels_host import EMU_SHIM, KERNELS, _dec_xyzz, _EmuModule, _enc_xyzz, _points
 
 CW_SHIM = EMU_SHIM + r"""
@@ -166,9 +165,7 @@ def emulated_cw(cw_lib, monkeypatch: pytest.MonkeyPatch):
     import distprove.backends.gpu.msm as gm
 
     emu = _EmuModule(cw_lib)
-    fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
-                                 asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
-                                 cuda=host_cuda())
+    fake = host_cupy()
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_module", lambda: emu)
     monkeypatch.setattr(gm, "_cw_module", lambda: emu)
@@ -316,9 +313,7 @@ def test_cw_module_build_has_every_kernel_the_host_launches(cw_lib, monkeypatch,
     if nvcc is None:
         pytest.skip("nvcc not installed")
     rec = _Recorder(cw_lib)
-    fake = types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
-                                 asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray,
-                                 cuda=host_cuda())
+    fake = host_cupy()
     monkeypatch.setitem(sys.modules, "cupy", fake)
     monkeypatch.setattr(gm, "_cw_module", lambda: rec)
     rng = random.Random()

@@ -136,7 +136,6 @@ def test_cache_is_bounded_and_follows_key_eviction(tmp_path: Path) -> None:
         ProverState("cpu").setup(FakeWorker())
 
 
-
 class _HeldGpu:
     """A GPU backend stand-in for the key cache: what it holds per key, and what it evicted."""
 

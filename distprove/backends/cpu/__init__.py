@@ -17,7 +17,6 @@ from distprove.bn254 import Affine
 from distprove.errors import BackendUnavailable
 
 
-
 class _KeyState:
     """Per-key conversions, made on first use: affine bases and decoded coefficients."""
 

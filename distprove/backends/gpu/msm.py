@@ -699,6 +699,7 @@ def _launch(
     # rounds or the accumulation instead of after the reduction.
     main = cupy.cuda.get_current_stream()
     out = cupy.empty((nw + 1) * pw, dtype=cupy.uint32)  # per call: queued MSMs each keep their own
+    sum_groups = mod.get_function(f"msm_sum_groups{cw}_{sfx}")
     with_ones = lo == 0 and not constant_work
     ones_done = None
     if with_ones:
@@ -707,13 +708,12 @@ def _launch(
             inputs = cupy.cuda.Event()
             inputs.record(main)
             side.wait_event(inputs)
-        ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-(ones_n or n) // TREE_THREADS)))
+        ones_n = ones_n or n
+        ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-ones_n // TREE_THREADS)))
         ones = scratch.take("ones", ones_blocks * pw)
         with side:
-            mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,),
-                                                (scalars, bases, u32(ones_n or n), ones))
-            mod.get_function(f"msm_sum_groups{cw}_{sfx}")((1,), (TREE_THREADS,),
-                                                          (ones, u32(ones_blocks), out[nw * pw :]))
+            mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,), (scalars, bases, u32(ones_n), ones))
+            sum_groups((1,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
             ones_done = cupy.cuda.Event()
             ones_done.record(side)
     if need:
@@ -763,7 +763,6 @@ def _launch(
 
     timer.mark("fold")
     # Window reduction: one partial per group of bucket segments, then one point per window.
-    sum_groups = mod.get_function(f"msm_sum_groups{cw}_{sfx}")
     if constant_work:  # one segment of seg buckets per thread, each with its multiple a * R
         seg = min(REDUCE_SEG, nb)
         threads = min(TREE_THREADS, nb // seg)
