@@ -11,7 +11,9 @@ wait). Nothing is written but ``--out``::
 
     python3 pipelines/ab_msm.py --trees .,/tmp/old --log-n 24 --rounds 2 --out ab.json
 
-The trees' compiled modules share ``$DISTPROVE_CACHE_DIR`` (kernel text differs, so cubins do).
+An arm may add environment settings to its tree, ``TREE+VAR=VALUE[+VAR=VALUE...]``, to compare
+configurations of one tree (``.+DASK_DISTPROVE__MSM__AFFINE_ROUNDS=4``). The trees' compiled
+modules share ``$DISTPROVE_CACHE_DIR`` (kernel text differs, so cubins do).
 """
 
 from __future__ import annotations
@@ -122,9 +124,22 @@ def one_tree(tag: str, log_n: int, reps: int) -> dict:
             "kernels_ms": kernel_times(gm, merged), "attrs": attrs}
 
 
+def parse_arm(arm: str) -> tuple[str, dict[str, str]]:
+    """(tree, environment settings) of one ``--trees`` item, ``TREE[+VAR=VALUE...]``."""
+    tree, *sets = arm.split("+")
+    env = {}
+    for item in sets:
+        var, eq, value = item.partition("=")
+        if not eq or not var:
+            raise SystemExit(f"{arm}: expected TREE+VAR=VALUE, got {item!r}")
+        env[var] = value
+    return tree, env
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trees", default=".", help="comma list of source trees (each holding distprove/)")
+    ap.add_argument("--trees", default=".",
+                    help="comma list of source trees (each holding distprove/), each TREE[+VAR=VALUE...]")
     ap.add_argument("--log-n", type=int, default=24)
     ap.add_argument("--rounds", type=int, default=2, help="processes per tree, trees in turn")
     ap.add_argument("--reps", type=int, default=5)
@@ -137,18 +152,20 @@ def main() -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     rows = []
     for r in range(a.rounds):
-        for tree in a.trees.split(","):
+        for arm in a.trees.split(","):
+            tree, sets = parse_arm(arm)
             root = os.path.abspath(tree)
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, here, os.environ.get("PYTHONPATH", "")])}
-            res = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", tree, "--log-n", str(a.log_n),
+            env = {**os.environ, **sets,
+                   "PYTHONPATH": os.pathsep.join([root, here, os.environ.get("PYTHONPATH", "")])}
+            res = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", arm, "--log-n", str(a.log_n),
                                   "--reps", str(a.reps)], env=env, capture_output=True, text=True)
             if res.returncode != 0:
-                print(f"{tree}: failed\n{res.stderr[-2000:]}", flush=True)
+                print(f"{arm}: failed\n{res.stderr[-2000:]}", flush=True)
                 return 1
             row = json.loads(res.stdout.strip().splitlines()[-1])
             row["round"] = r
             rows.append(row)
-            print(f"{tree} (round {r}): merged c={row['c']} {row['merged_median']:.2f} ms, window-range "
+            print(f"{arm} (round {r}): merged c={row['c']} {row['merged_median']:.2f} ms, window-range "
                   f"c={row['c_window']} {row['window_median']:.2f} ms", flush=True)
     if a.out:
         with open(a.out, "w") as f:

@@ -4,9 +4,11 @@ computed point by point (host arrays; no GPU)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import load_script
 from distprove import bn254
@@ -30,3 +32,12 @@ def test_known_total_matches_the_points() -> None:
     assert bench.known_total(g, scalars, idx) == want
     scalars[7, 0] ^= 1
     assert bench.known_total(g, scalars, idx) != want
+
+
+def test_arm_settings_parse_and_reject_malformed_items() -> None:
+    ab = load_script(PIPELINES / "ab_msm.py")
+    assert ab.parse_arm(".") == (".", {})
+    assert ab.parse_arm("/tmp/b+A=1+B=x=y") == ("/tmp/b", {"A": "1", "B": "x=y"})
+    for bad in (".+A", ".+=1"):
+        with pytest.raises(SystemExit, match=re.escape(bad)):
+            ab.parse_arm(bad)
