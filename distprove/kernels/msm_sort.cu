@@ -18,10 +18,13 @@
 //   in shared memory and written out in that order, so consecutive threads store consecutive
 //   slots of a bin's run (scattered per item, each store instruction touched up to 32 sectors:
 //   8.2 ms for pass 1 at G1 2^24 against 0.7 ms of traffic). Pass 1 ranks with a shared-memory
-//   atomic per item (any order in a bin). Pass 2 ranks stably (tile order) with per-warp
-//   counters: a warp takes 32 consecutive items per round and finds the lanes of its bin with
-//   one ballot per bin bit; the counters are scanned bin-major, warp-minor once per tile. So
-//   pass 2 keeps pass 1's order inside each high bin, and the output is sorted by row.
+//   atomic per item (any order in a bin). A later pass must keep the order of the key bits below
+//   its own inside each bin. Its tile arrives sorted by them and mostly holds one or two values
+//   of them, so it ranks with an atomic per item too, on cells (bin, low part - the tile's
+//   first), when the tile's low parts fit the cells. Otherwise it ranks in tile order with
+//   per-warp counters: a warp takes 32 consecutive items per round and finds the lanes of its
+//   bin with one ballot per bin bit. Either way the cells are scanned bin-major once per tile,
+//   and the last pass's output is sorted by row.
 // * msm_radix_digits computes each scalar's digits once (from window 0 up, for the carry) and
 //   writes them per window, so pass 1 reads 4-byte words coalesced; pass 2 reads pass 1's keys
 //   and point words. The last pass also leaves msm.cu's counts (each tile's rows are runs of
@@ -44,6 +47,7 @@
 #define RADIX_WARPS (RADIX_THREADS / 32u)
 #define RADIX_ITEMS 16u  // the device's tile is RADIX_ITEMS * RADIX_THREADS items
 #define RADIX_MAX_BINS 512u
+#define RADIX_CELLS 2048u  // radix_tile's 32-bit cells (or twice as many 16-bit ones)
 #define RADIX_HIST_WORDS 4096u  // msm_radix_digits' shared histogram: windows x bins per round
 #define RADIX_NONE 0xffffffffu
 #define RADIX_SAMPLES 8192u  // scalars msm_sort_plan looks at
@@ -133,25 +137,30 @@ DP_UNROLL
 
 // The items of one tile, in order k = 0 .. count-1, to their slots: item(k, key, val) loads item
 // k (false: none), its bin is (key >> shift) & (2^d - 1), start(bin) is the bin's first slot for
-// this tile, put(slot, key, val, first, last) stores. STABLE: a bin's items keep their tile order
-// (per-warp counters and ballots); otherwise a shared-memory atomic per item ranks them in any
-// order. RUNS: first / last say whether the item opens / closes its run of equal keys in the
-// sorted tile (the last pass's keys are whole rows, sorted within the tile; false otherwise).
+// this tile, put(slot, key, val, first, last) stores. STABLE: the tile arrives sorted by the key
+// bits below `shift` (the passes before), and a bin's items keep that order. Such a tile mostly
+// holds one or two low parts L (G1 2^24 merged: ~1.6 M items per low part of the middle pass,
+// ~12 K of the last), and items of equal bin and L may go in any order: when the tile's low parts
+// span fewer than 5 values (3 for 9-bit passes) from the first one, L0, a shared-memory atomic on
+// cell (bin, L - L0) ranks each item, as pass 1 ranks on cell (bin); otherwise per-warp counters and
+// ballots keep the tile order (msm_radix_mid and pass2 spent 9.7-11 cycles per warp-issue on
+// those ballots, Nsight Compute, session 20). RUNS: first / last say whether the item opens /
+// closes its run of equal keys in the sorted tile (the last pass's keys are whole rows, sorted
+// within the tile; false otherwise).
 template <bool STABLE, bool RUNS, typename Item, typename Start, typename Put>
 DP_INLINE void radix_tile(u32 count, u32 shift, u32 d, Item item, Start start, Put put) {
     u32 bins = 1u << d;
 #ifdef __CUDA_ARCH__
-    __shared__ unsigned short wc[RADIX_WARPS * RADIX_MAX_BINS];  // STABLE: (bin, warp) counts, then their scan
-    __shared__ u32 cnt[RADIX_MAX_BINS];                          // otherwise: bin counts, then their scan
+    // Counts of cells (bin, sub), then their exclusive scan, bin-major: sub = 0 (pass 1), the low
+    // part L - L0 (a grouped tile) or the warp (as 16-bit counters, the ordered ranking).
+    __shared__ u32 cells[RADIX_CELLS];
     __shared__ u32 gs[RADIX_MAX_BINS];
     __shared__ u32 wsum[RADIX_WARPS];
+    __shared__ u32 low0, low1;
     __shared__ u32 skey[RADIX_ITEMS * RADIX_THREADS], sval[RADIX_ITEMS * RADIX_THREADS];
+    unsigned short* wc = reinterpret_cast<unsigned short*>(cells);
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    u32 cells = STABLE ? bins * RADIX_WARPS : bins;
-    for (u32 j = threadIdx.x; j < cells; j += RADIX_THREADS) {
-        if (STABLE) wc[j] = 0u;
-        else cnt[j] = 0u;
-    }
+    for (u32 j = threadIdx.x; j < RADIX_CELLS; j += RADIX_THREADS) cells[j] = 0u;
     for (u32 j = threadIdx.x; j < bins; j += RADIX_THREADS) gs[j] = start(j);
     // Every load first, so that they are in flight together.
     u32 key[RADIX_ITEMS], val[RADIX_ITEMS], rank[RADIX_ITEMS];
@@ -161,37 +170,57 @@ DP_UNROLL
         u32 k = (warp * RADIX_ITEMS + r) * 32u + lane;
         if (k < count && item(k, key[r], val[r])) ok |= 1u << r;
     }
-    __syncthreads();
+    // The low parts of the tile's first and last items (a later pass's items are all present).
+    u32 low = (1u << shift) - 1u, kl = count - 1u;
+    if (STABLE && threadIdx.x == 0u) low0 = key[0] & low;
+    if (STABLE && warp == kl / (RADIX_ITEMS * 32u) && lane == (kl & 31u)) {
 DP_UNROLL
-    for (u32 r = 0; r < RADIX_ITEMS; r++) {
-        bool mine = (ok >> r) & 1u;
-        u32 b = (key[r] >> shift) & (bins - 1u);
-        if (!STABLE) {
-            rank[r] = mine ? atomicAdd(&cnt[b], 1u) : 0u;
-            continue;
-        }
-        // The lanes of the same bin, from one ballot per bin bit; the lowest one counts them.
-        u32 peers = __ballot_sync(0xffffffffu, mine);
-        for (u32 bit = 0; bit < d; bit++) {
-            u32 set = __ballot_sync(0xffffffffu, (b >> bit) & 1u);
-            peers &= ((b >> bit) & 1u) ? set : ~set;
-        }
-        u32 before = __popc(peers & ((1u << lane) - 1u));
-        u32 base = mine ? wc[b * RADIX_WARPS + warp] : 0u;
-        __syncwarp();
-        if (mine && before == 0u) wc[b * RADIX_WARPS + warp] = (unsigned short)(base + __popc(peers));
-        __syncwarp();
-        rank[r] = base + before;
+        for (u32 r = 0; r < RADIX_ITEMS; r++)
+            if (r == (kl / 32u) % RADIX_ITEMS) low1 = key[r] & low;
     }
     __syncthreads();
-    u32 total = STABLE ? radix_block_scan(wc, cells, wsum) : radix_block_scan(cnt, cells, wsum);
+    u32 l0 = STABLE ? low0 : 0u;
+    // An odd stride puts a warp's cells of different bins in different banks (16 of 2^d * 16
+    // cells put each atomic of a warp on one of two banks: the passes took 2.3 against 1.75 ms).
+    u32 groups = d <= 8u ? 5u : 3u;
+    bool grouped = STABLE && low1 - l0 < groups;
+    u32 stride = !STABLE ? 1u : grouped ? groups : RADIX_WARPS;
+    // cell(r): item r's cell; its rank in the cell is rank[r].
+    auto cell = [&](u32 r) {
+        u32 b = (key[r] >> shift) & (bins - 1u);
+        return b * stride + (!STABLE ? 0u : grouped ? (key[r] & low) - l0 : warp);
+    };
+    if (!STABLE || grouped) {
+DP_UNROLL
+        for (u32 r = 0; r < RADIX_ITEMS; r++) rank[r] = (ok >> r) & 1u ? atomicAdd(&cells[cell(r)], 1u) : 0u;
+    } else {
+DP_UNROLL
+        for (u32 r = 0; r < RADIX_ITEMS; r++) {
+            bool mine = (ok >> r) & 1u;
+            u32 b = (key[r] >> shift) & (bins - 1u);
+            // The lanes of the same bin, from one ballot per bin bit; the lowest one counts them.
+            u32 peers = __ballot_sync(0xffffffffu, mine);
+            for (u32 bit = 0; bit < d; bit++) {
+                u32 set = __ballot_sync(0xffffffffu, (b >> bit) & 1u);
+                peers &= ((b >> bit) & 1u) ? set : ~set;
+            }
+            u32 before = __popc(peers & ((1u << lane) - 1u));
+            u32 base = mine ? wc[b * RADIX_WARPS + warp] : 0u;
+            __syncwarp();
+            if (mine && before == 0u) wc[b * RADIX_WARPS + warp] = (unsigned short)(base + __popc(peers));
+            __syncwarp();
+            rank[r] = base + before;
+        }
+    }
+    __syncthreads();
+    bool ordered = STABLE && !grouped;
+    u32 total = ordered ? radix_block_scan(wc, bins * RADIX_WARPS, wsum) : radix_block_scan(cells, bins * stride, wsum);
     // The tile sorted by bin in shared memory, then written out in that order: consecutive
     // threads store consecutive slots of a bin's run (coalesced), not one sector each.
 DP_UNROLL
     for (u32 r = 0; r < RADIX_ITEMS; r++) {
         if (!((ok >> r) & 1u)) continue;
-        u32 b = (key[r] >> shift) & (bins - 1u);
-        u32 at = (STABLE ? (u32)wc[b * RADIX_WARPS + warp] : cnt[b]) + rank[r];
+        u32 at = (ordered ? (u32)wc[cell(r)] : cells[cell(r)]) + rank[r];
         skey[at] = key[r];
         sval[at] = val[r];
     }
@@ -201,11 +230,11 @@ DP_UNROLL
         u32 b = (k >> shift) & (bins - 1u);
         bool first = RUNS && (t == 0u || skey[t - 1u] != k);
         bool last = RUNS && (t + 1u == total || skey[t + 1u] != k);
-        put(gs[b] + t - (STABLE ? (u32)wc[b * RADIX_WARPS] : cnt[b]), k, sval[t], first, last);
+        put(gs[b] + t - (ordered ? (u32)wc[b * stride] : cells[b * stride]), k, sval[t], first, last);
     }
 #else
-    // Thread 0 sorts the tile by bin, stably (the order the device's STABLE ranking gives, and
-    // one the unstable ranking may give), then stores it as the device does.
+    // Thread 0 sorts the tile by bin, stably (an order each of the device's rankings may give),
+    // then stores it as the device does.
     if (threadIdx.x != 0u) return;
     if (count > RADIX_ITEMS * RADIX_THREADS) __builtin_trap();
     u32 skey[RADIX_ITEMS * RADIX_THREADS], sval[RADIX_ITEMS * RADIX_THREADS];

@@ -189,10 +189,12 @@ def test_g2_window_sums(n, c, window_range, pattern, sort) -> None:
     ((1 << 19) + 5, 24, 0, 2, "mixed"),  # three passes of 8 + 8 + 7 bits: 23-bit keys
 ])
 def test_digit_sort_equals_the_digits(n, c, lo, hi, pattern, sort) -> None:
-    """msm_sort.cu on the device (tiles of 4096, the later passes' stable warp ranking; keys above
-    18 bits in three passes): entries sorted by row (in any order inside a row), each row's
+    """msm_sort.cu on the device (tiles of 4096; keys above 18 bits in three passes): entries
+    sorted by row (in any order inside a row), each row's
     entries, counts and cursor equal to the digits' computed on the host. ``auto``: from
-    RADIX_MIN_N points the device picks."""
+    RADIX_MIN_N points the device picks. The later passes rank a tile by cells (bin, low part)
+    when its low parts span few values (2^20 at c = 17: ~4 Ki items a low part) and in tile order
+    with warp ballots when not (2^17 + 3 at c = 19: 256 a low part, 9-bit passes)."""
     from conftest import expected_digit_sort
 
     from distprove.backends.gpu import msm as gm
