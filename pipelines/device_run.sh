@@ -44,7 +44,8 @@ export PYTHONUNBUFFERED=1
 export DISTPROVE_CACHE_DIR=${DISTPROVE_CACHE_DIR:-$PWD/.kcache}
 mkdir -p "$DISTPROVE_CACHE_DIR"
 # A packed cache (cubins gzip about 3x: carry=[".whl", ".kcarry"] keeps the tree under the
-# device tool's 64 MiB when several MSM builds travel): `tar czf .kcarry/kcache.tgz -C .kcache .`
+# device tool's 64 MiB when several MSM builds travel): `python3 pipelines/pack_kcache.py` packs
+# the builds of this tree (and of A/B trees and msm options) from the local cache, compiling any missing.
 [ -f .kcarry/kcache.tgz ] && tar xzf .kcarry/kcache.tgz -C "$DISTPROVE_CACHE_DIR"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
