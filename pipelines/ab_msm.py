@@ -12,7 +12,9 @@ wait). Nothing is written but ``--out``::
     python3 pipelines/ab_msm.py --trees .,/tmp/old --log-n 24 --rounds 2 --out ab.json
 
 An arm may add environment settings to its tree, ``TREE+VAR=VALUE[+VAR=VALUE...]``, to compare
-configurations of one tree (``.+DASK_DISTPROVE__MSM__AFFINE_ROUNDS=4``). The trees' compiled
+configurations of one tree (``.+DASK_DISTPROVE__MSM__AFFINE_ROUNDS=4``); ``--arm`` (repeated) takes
+one arm whole, for values holding commas
+(``--arm '.+DASK_DISTPROVE__MSM__KERNEL_OPTIONS=["-DA=1","-DB"]'``). The trees' compiled
 modules share ``$DISTPROVE_CACHE_DIR`` (kernel text differs, so cubins do).
 """
 
@@ -136,10 +138,16 @@ def parse_arm(arm: str) -> tuple[str, dict[str, str]]:
     return tree, env
 
 
+def arm_list(trees: str, arms: list[str]) -> list[str]:
+    """The arms to run, in turn: ``--trees``' comma list, then each ``--arm``; ``.`` alone if none."""
+    return [t for t in trees.split(",") if t] + arms or ["."]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trees", default=".",
+    ap.add_argument("--trees", default="",
                     help="comma list of source trees (each holding distprove/), each TREE[+VAR=VALUE...]")
+    ap.add_argument("--arm", action="append", default=[], help="one more arm, TREE[+VAR=VALUE...] (repeatable)")
     ap.add_argument("--log-n", type=int, default=24)
     ap.add_argument("--rounds", type=int, default=2, help="processes per tree, trees in turn")
     ap.add_argument("--reps", type=int, default=5)
@@ -149,10 +157,11 @@ def main() -> int:
     if a.child:  # one tree's process: print its JSON
         print(json.dumps(one_tree(a.child, a.log_n, a.reps)))
         return 0
+    arms = arm_list(a.trees, a.arm)
     here = os.path.dirname(os.path.abspath(__file__))
     rows = []
     for r in range(a.rounds):
-        for arm in a.trees.split(","):
+        for arm in arms:
             tree, sets = parse_arm(arm)
             root = os.path.abspath(tree)
             env = {**os.environ, **sets,

@@ -41,3 +41,11 @@ def test_arm_settings_parse_and_reject_malformed_items() -> None:
     for bad in (".+A", ".+=1"):
         with pytest.raises(SystemExit, match=re.escape(bad)):
             ab.parse_arm(bad)
+
+
+def test_arms_from_trees_and_whole_arms() -> None:
+    ab = load_script(PIPELINES / "ab_msm.py")
+    assert ab.arm_list("", []) == ["."]
+    opts = '.+DASK_DISTPROVE__MSM__KERNEL_OPTIONS=["-DA=1","-DB"]'
+    assert ab.arm_list(".,/tmp/b", [opts]) == [".", "/tmp/b", opts]
+    assert ab.parse_arm(opts)[1] == {"DASK_DISTPROVE__MSM__KERNEL_OPTIONS": '["-DA=1","-DB"]'}
