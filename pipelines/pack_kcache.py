@@ -6,7 +6,8 @@ source tree, plus the MSM builds of each ``--msm-option`` an A/B arm sets throug
 ``distprove.msm.kernel-options``. Trees are directories holding a ``distprove`` package (``.`` is
 this checkout; e.g. ``git archive REV distprove pipelines | tar x -C .ab/a``)::
 
-    python3 pipelines/pack_kcache.py --trees .,.ab/a --msm-option=-DRADIX_P1_BLOCKS=3
+    python3 pipelines/pack_kcache.py --trees .,.ab/b --msm-option=-DRADIX_LATER_BLOCKS=4 \
+        --msm-option="-DRADIX_LATER_BLOCKS=4 -DRADIX_PREFETCH_VALUES"
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ CHILD = """
 import json, sys
 from distprove.backends.gpu.compile import MODULES, MODULE_OPTIONS, _ensure_cubin
 arch, extra = sys.argv[1], json.loads(sys.argv[2])
-builds = [(n, ()) for n in MODULES] + [("msm", (o,)) for o in extra]
+builds = [(n, ()) for n in MODULES] + [("msm", tuple(o.split())) for o in extra]
 print(json.dumps([str(_ensure_cubin(MODULES[n], n, MODULE_OPTIONS.get(n, ()) + o, arch)[1]) for n, o in builds]))
 """
 
 
 def cubins(tree: Path, msm_options: list[str], arch: str = ARCH) -> list[Path]:
     """Cache paths of every module of ``tree`` and of its msm module with each of ``msm_options``
-    (each option one build), compiled where missing."""
+    (one build each: options separated by spaces, in distprove.msm.kernel-options' order),
+    compiled where missing."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", CHILD, arch, json.dumps(msm_options)], env=env, cwd=tree,
                          capture_output=True, text=True)
@@ -44,7 +46,8 @@ def cubins(tree: Path, msm_options: list[str], arch: str = ARCH) -> list[Path]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trees", default=".", help="comma list of source trees")
-    ap.add_argument("--msm-option", action="append", default=[], help="an extra msm build's NVRTC option")
+    ap.add_argument("--msm-option", action="append", default=[],
+                    help="an extra msm build's NVRTC options, space-separated (repeatable: one build each)")
     ap.add_argument("--out", default=".kcarry/kcache.tgz")
     a = ap.parse_args()
     paths = sorted({p for tree in a.trees.split(",") for p in cubins(Path(tree).resolve(), a.msm_option)})
