@@ -235,11 +235,10 @@ AFFINE_CASES = [
 @pytest.mark.parametrize("small", [False, True], ids=["distinct", "small-table"])
 @pytest.mark.parametrize("group,n,c,window_range,pattern", AFFINE_CASES,
                          ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v))
-def test_window_sums_with_pair_rounds(monkeypatch, group, n, c, window_range, pattern, small, rounds) -> None:
-    """1-3 batch-affine pair rounds before the accumulation: the same known-dlog window sums, on
-    512 distinct bases or on P, Q, S, -P and infinity (doublings and P + (-P) in the rounds)."""
-    from distprove.backends.gpu import msm as gmsm
-
+def test_window_sums_with_pair_rounds(group, n, c, window_range, pattern, small, rounds) -> None:
+    """1, 2, 3 or 5 batch-affine pair rounds before the accumulation: the same known-dlog window
+    sums, on 512 distinct bases or on P, Q, S, -P and infinity (doublings and P + (-P) in the
+    rounds)."""
     with dask.config.set({"distprove.msm.affine-rounds": rounds}):
         _run_case(group, n, c, window_range, pattern, small=small)
 
