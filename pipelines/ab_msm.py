@@ -94,13 +94,6 @@ def one_tree(tag: str, log_n: int, reps: int) -> dict:
     if windows != want or gm.msm_merged(g, table, scalars, c) != want:
         raise SystemExit(f"{tag}: a sum differs from the known-discrete-log total")
 
-    def timed(fn: Any) -> float:
-        cupy.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        fn()
-        cupy.cuda.Device().synchronize()
-        return (time.perf_counter() - t0) * 1e3
-
     def merged() -> Any:
         return gm.msm_merged(g, table, scalars, c)
 
@@ -108,12 +101,12 @@ def one_tree(tag: str, log_n: int, reps: int) -> dict:
         return gm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0))
 
     for _ in range(2):  # warm: scratch buffers, the pair rounds' plan
-        timed(merged)
-        timed(window)
+        merged()
+        window()
     merged_ms, window_ms = [], []
     for _ in range(reps):
-        merged_ms.append(timed(merged))
-        window_ms.append(timed(window))
+        merged_ms += bench_msm._time(merged, 1, warm=False)
+        window_ms += bench_msm._time(window, 1, warm=False)
     phases: dict[str, float] = {}
     gm.msm_merged(g, table, scalars, c, phases=phases)
     attrs = {}
@@ -127,7 +120,7 @@ def one_tree(tag: str, log_n: int, reps: int) -> dict:
 
 
 def parse_arm(arm: str) -> tuple[str, dict[str, str]]:
-    """(tree, environment settings) of one ``--trees`` item, ``TREE[+VAR=VALUE...]``."""
+    """(tree, environment settings) of one arm, ``TREE[+VAR=VALUE...]``."""
     tree, *sets = arm.split("+")
     env = {}
     for item in sets:
@@ -157,12 +150,11 @@ def main() -> int:
     if a.child:  # one tree's process: print its JSON
         print(json.dumps(one_tree(a.child, a.log_n, a.reps)))
         return 0
-    arms = arm_list(a.trees, a.arm)
+    arms = [(arm, *parse_arm(arm)) for arm in arm_list(a.trees, a.arm)]  # a malformed one fails before any runs
     here = os.path.dirname(os.path.abspath(__file__))
     rows = []
     for r in range(a.rounds):
-        for arm in arms:
-            tree, sets = parse_arm(arm)
+        for arm, tree, sets in arms:
             root = os.path.abspath(tree)
             env = {**os.environ, **sets,
                    "PYTHONPATH": os.pathsep.join([root, here, os.environ.get("PYTHONPATH", "")])}

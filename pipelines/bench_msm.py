@@ -107,10 +107,13 @@ def _inputs(groups: dict, max_log: int, seed: int) -> tuple[np.ndarray, Any, Any
     return host, cupy.asarray(host), idx, tables
 
 
-def _time(fn: Any, reps: int) -> list[float]:
+def _time(fn: Any, reps: int, warm: bool = True) -> list[float]:
+    """Milliseconds of ``reps`` calls of ``fn``, each synchronised, after one untimed call unless
+    not ``warm``."""
     import cupy
 
-    fn()
+    if warm:
+        fn()
     cupy.cuda.Device().synchronize()
     out = []
     for _ in range(reps):

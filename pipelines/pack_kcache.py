@@ -22,12 +22,17 @@ from pathlib import Path
 
 ARCH = "sm_90"  # the device tool's H200s
 
+# In the tree's own package: compile what is missing with its parallel build() (what `distprove
+# compile` runs), then name each build's cache file.
 CHILD = """
 import json, sys
-from distprove.backends.gpu.compile import MODULES, MODULE_OPTIONS, _ensure_cubin
-arch, extra = sys.argv[1], json.loads(sys.argv[2])
-builds = [(n, ()) for n in MODULES] + [("msm", tuple(o.split())) for o in extra]
-print(json.dumps([str(_ensure_cubin(MODULES[n], n, MODULE_OPTIONS.get(n, ()) + o, arch)[1]) for n, o in builds]))
+from distprove.backends.gpu.compile import MODULES, MODULE_OPTIONS, _cubin, build
+arch, extra = sys.argv[1], [tuple(o.split()) for o in json.loads(sys.argv[2])]
+build(arch=arch)
+for o in extra:
+    build(["msm"], options=o, arch=arch)
+builds = [(n, ()) for n in MODULES] + [("msm", o) for o in extra]
+print(json.dumps([str(_cubin(MODULES[n], n, MODULE_OPTIONS.get(n, ()) + o, arch)[2]) for n, o in builds]))
 """
 
 
