@@ -50,13 +50,19 @@
 #define RADIX_CELLS 2048u  // radix_tile's 32-bit cells (or twice as many 16-bit ones)
 #define RADIX_HIST_WORDS 4096u  // msm_radix_digits' shared histogram: windows x bins per round
 #define RADIX_NONE 0xffffffffu
+#ifndef RADIX_P1_BLOCKS
+#define RADIX_P1_BLOCKS 4
+#endif
 #define RADIX_SAMPLES 8192u  // scalars msm_sort_plan looks at
 // The scatters: 3 blocks per SM (<= 85 registers; unbounded they took 113, 2 blocks per SM, and
-// their 42 KiB of shared memory allows 3).
+// their 42 KiB of shared memory allows 3). Pass 1 holds no values over its tile (BY_INDEX below):
+// 64 registers without spills, so 4 blocks (-DRADIX_P1_BLOCKS=3 for the A/B; ptxas -v, sm_90).
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define RADIX_BOUNDS __launch_bounds__(RADIX_THREADS, 3)
+#define RADIX_BOUNDS_P1 __launch_bounds__(RADIX_THREADS, RADIX_P1_BLOCKS)
 #else
 #define RADIX_BOUNDS
+#define RADIX_BOUNDS_P1
 #endif
 
 DP_INLINE u32 radix_min(u32 a, u32 b) { return a < b ? a : b; }
@@ -146,8 +152,9 @@ DP_UNROLL
 // ballots keep the tile order (msm_radix_mid and pass2 spent 9.7-11 cycles per warp-issue on
 // those ballots, Nsight Compute, session 20). RUNS: first / last say whether the item opens /
 // closes its run of equal keys in the sorted tile (the last pass's keys are whole rows, sorted
-// within the tile; false otherwise).
-template <bool STABLE, bool RUNS, typename Item, typename Start, typename Put>
+// within the tile; false otherwise). BY_INDEX: put's val is the item's index k in the tile, not
+// item's val (pass 1, whose value follows from k: 16 registers a thread fewer held over the tile).
+template <bool STABLE, bool RUNS, bool BY_INDEX, typename Item, typename Start, typename Put>
 DP_INLINE void radix_tile(u32 count, u32 shift, u32 d, Item item, Start start, Put put) {
     u32 bins = 1u << d;
 #ifdef __CUDA_ARCH__
@@ -162,12 +169,13 @@ DP_INLINE void radix_tile(u32 count, u32 shift, u32 d, Item item, Start start, P
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     for (u32 j = threadIdx.x; j < RADIX_CELLS; j += RADIX_THREADS) cells[j] = 0u;
     for (u32 j = threadIdx.x; j < bins; j += RADIX_THREADS) gs[j] = start(j);
-    // Every load first, so that they are in flight together.
+    // Every load first, so that they are in flight together. Item r of a thread is index(r).
+    auto index = [&](u32 r) { return (warp * RADIX_ITEMS + r) * 32u + lane; };
     u32 key[RADIX_ITEMS], val[RADIX_ITEMS], rank[RADIX_ITEMS];
     u32 ok = 0u;
 DP_UNROLL
     for (u32 r = 0; r < RADIX_ITEMS; r++) {
-        u32 k = (warp * RADIX_ITEMS + r) * 32u + lane;
+        u32 k = index(r);
         if (k < count && item(k, key[r], val[r])) ok |= 1u << r;
     }
     // The low parts of the tile's first and last items (a later pass's items are all present).
@@ -222,7 +230,7 @@ DP_UNROLL
         if (!((ok >> r) & 1u)) continue;
         u32 at = (ordered ? (u32)wc[cell(r)] : cells[cell(r)]) + rank[r];
         skey[at] = key[r];
-        sval[at] = val[r];
+        sval[at] = BY_INDEX ? index(r) : val[r];
     }
     __syncthreads();
     for (u32 t = threadIdx.x; t < total; t += RADIX_THREADS) {
@@ -243,6 +251,7 @@ DP_UNROLL
     u32 total = 0u;
     for (u32 k = 0; k < count; k++) {
         if (!item(k, ikey[total], ival[total])) continue;
+        if (BY_INDEX) ival[total] = k;
         at[((ikey[total] >> shift) & (bins - 1u)) + 1u]++;
         total++;
     }
@@ -266,7 +275,7 @@ DP_UNROLL
 
 // Pass 1, block (b, w): tile b of window w's digit words, by their low d1 bits, to keys (|d| - 1)
 // and pts (point index << 1 | sign), compact over all windows.
-extern "C" __global__ void RADIX_BOUNDS
+extern "C" __global__ void RADIX_BOUNDS_P1
 msm_radix_pass1(const u32* plan, const u32* digits, const u32* hist, const u32* ends, u32* keys, u32* pts, u32 n,
                 u32 tile, u32 d1, u32 tiles) {
     u32 b = blockIdx.x, w = blockIdx.y;
@@ -274,21 +283,21 @@ msm_radix_pass1(const u32* plan, const u32* digits, const u32* hist, const u32* 
     if (plan[0] == 0u || first >= n) return;
     u32 bins = 1u << d1;
     const u32* src = digits + (u64)w * n + first;
-    radix_tile<false, false>(
+    // The key carries the digit's sign in bit 31 through the tile (above every bin bit).
+    radix_tile<false, false, true>(
         radix_min(tile, n - first), 0u, d1,
         [&](u32 k, u32& key, u32& val) {
-            u32 word = src[k];
-            key = word & 0x7fffffffu;
-            val = ((first + k) << 1) | (word >> 31);
-            return word != RADIX_NONE;
+            key = src[k];
+            val = 0u;
+            return key != RADIX_NONE;
         },
         [&](u32 bin) {
             u32 at = (w * bins + bin) * tiles + b;
             return ends[at] - hist[at];
         },
-        [&](u32 slot, u32 key, u32 val, bool, bool) {
-            keys[slot] = key;
-            pts[slot] = val;
+        [&](u32 slot, u32 word, u32 k, bool, bool) {
+            keys[slot] = word & 0x7fffffffu;
+            pts[slot] = ((first + k) << 1) | (word >> 31);
         });
 }
 
@@ -347,7 +356,7 @@ DP_INLINE void radix_later_pass(const u32* keys, const u32* pts, const u32* hist
     u64 lo = (u64)first + (u64)b * tile;
     if (lo >= end) return;
     u32 from = (u32)lo;
-    radix_tile<true, RUNS>(
+    radix_tile<true, RUNS, false>(
         radix_min(tile, end - from), shift, d,
         [&](u32 k, u32& key, u32& val) {
             key = keys[from + k];
