@@ -167,7 +167,13 @@ DP_INLINE void radix_tile(u32 count, u32 shift, u32 d, Item item, Start start, P
     __shared__ u32 skey[RADIX_ITEMS * RADIX_THREADS], sval[RADIX_ITEMS * RADIX_THREADS];
     unsigned short* wc = reinterpret_cast<unsigned short*>(cells);
     u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    for (u32 j = threadIdx.x; j < RADIX_CELLS; j += RADIX_THREADS) cells[j] = 0u;
+    // An odd stride puts a warp's cells of different bins in different banks (16 of 2^d * 16
+    // cells put each atomic of a warp on one of two banks: the passes took 2.3 against 1.75 ms).
+    u32 groups = d <= 8u ? 5u : 3u;
+    // The words either ranking may use (pass 1: one a bin; whether a later pass's tile is grouped
+    // is known only after the loads): 640 at 7 bits, not all 2048.
+    u32 used = STABLE ? bins * (groups > RADIX_WARPS / 2u ? groups : RADIX_WARPS / 2u) : bins;
+    for (u32 j = threadIdx.x; j < used; j += RADIX_THREADS) cells[j] = 0u;
     for (u32 j = threadIdx.x; j < bins; j += RADIX_THREADS) gs[j] = start(j);
     // Every load first, so that they are in flight together. Item r of a thread is index(r).
     auto index = [&](u32 r) { return (warp * RADIX_ITEMS + r) * 32u + lane; };
@@ -188,9 +194,6 @@ DP_UNROLL
     }
     __syncthreads();
     u32 l0 = STABLE ? low0 : 0u;
-    // An odd stride puts a warp's cells of different bins in different banks (16 of 2^d * 16
-    // cells put each atomic of a warp on one of two banks: the passes took 2.3 against 1.75 ms).
-    u32 groups = d <= 8u ? 5u : 3u;
     bool grouped = STABLE && low1 - l0 < groups;
     u32 stride = !STABLE ? 1u : grouped ? groups : RADIX_WARPS;
     // cell(r): item r's cell; its rank in the cell is rank[r].
