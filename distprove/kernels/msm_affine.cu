@@ -3,10 +3,11 @@
 //
 // WHAT THIS FILE DECIDES, AND WHY (host side: _pair_rounds in distprove/backends/gpu/msm.py)
 // * The XYZZ accumulation costs 8M + 2S per entry. An affine addition whose slope denominator
-//   is inverted together with many others (Montgomery's trick) costs ~6.6 products: 1 forward,
-//   5 backward, the thread's one inversion (~320 Fq products) spread over up to 512 jobs. So
-//   before the accumulation R pair rounds each add every bucket's entries two by two in affine
-//   coordinates, halving the bucket; the accumulation then reads the last round's points.
+//   is inverted together with many others (Montgomery's trick) costs ~6.5 products: 1 forward,
+//   5 backward, the thread's one inversion (~320 Fq products) spread over up to 1024 jobs
+//   (gpu/msm.py PAIR_K). So before the accumulation R pair rounds each add every bucket's
+//   entries two by two in affine coordinates, halving the bucket; the accumulation then reads
+//   the last round's points.
 // * A round maps (entries sorted by row, points, counts_in, cursor_in = each row's start) to
 //   counts_out[row] = ceil(counts_in[row] / 2) (msm_pair_counts), cursor_out = its exclusive
 //   prefix sum (the host), and job j = cursor_out[row] + o/2 for the entry at offset o (even)

@@ -109,9 +109,13 @@ mostly 0 and 1, may run none). ``distprove.msm.affine-rounds`` overrides it (the
 always run); default mode only. G2's 5 rounds from 2^23: 102.3 -> 99.6 ms at 2^23 and 195.6 ->
 189.0 at 2^24 against 3 (H200, ..._g2-rounds{3,4,5}-s9_h200.json; 1% at 2^22, and 4-5 rounds did
 not pay for G1 at 2^24: 72.5 / 72.0 / 72.1 ms)."""
-PAIR_K: tuple[int, int] = (16, 512)
+PAIR_K: tuple[int, int] = (16, 1024)
 """Least and most jobs (pairs) per thread in a pair round: one field inversion (~320 Fq products)
-is amortised over them (:func:`pair_threads`)."""
+is amortised over them (:func:`pair_threads`). At G1 2^24 (merged, ~10^8 jobs in round 1) 1024
+makes rounds 1 and 2 two waves and one instead of four and two: merged 49.17 / 49.18 / 48.97 /
+48.81 ms against 49.48 / 49.45 / 49.40 / 49.37 with 512, window-range 57.3-57.8 against 58.2-58.4
+(H200, alternating processes, bench/results/2026-12-02_kernels-msm-pair-k-s22_h200.json; sessions
+14 and 19 saw the same sign, 0.2-0.5 ms). Below ~2.6 * 10^7 jobs a round is one wave either way."""
 PAIR_THREADS = 128
 """Block size of the pair-round kernels (msm_affine.cu's DP_PAIR_BLOCK: their shared-memory stage
 is laid out for it)."""
