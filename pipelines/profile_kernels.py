@@ -20,8 +20,19 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+def _case_inputs(group_name: str, log_n: int) -> tuple[Any, Any, Any]:
+    """(group, scalars, bases) of an MSM case: bench_msm's 2^log_n uniform scalars (seed 1) and its
+    random-access bases of known discrete logarithm."""
+    import bench_msm
+
+    group = bench_msm._groups()[group_name.upper()]
+    _, scalars, idx, tables = bench_msm._inputs({group_name: group}, log_n, 1)
+    return group, scalars, tables[group_name][idx]
 
 
 def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int, variant: str) -> Callable[[], None]:
@@ -29,16 +40,13 @@ def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int, variant: 
     import bench_msm
     import dask
 
-    from distprove import bn254
     from distprove.backends.gpu import msm as gmsm
     from distprove.backends.gpu.msm import msm_windows, pick_window
     from distprove.stages.msm import num_windows
 
     gmsm.KERNEL_OPTIONS = bench_msm.VARIANTS[variant]
 
-    group = bn254.G1 if group_name == "g1" else bn254.G2
-    _, scalars, idx, tables = bench_msm._inputs({group_name: group}, log_n, 1)
-    bases = tables[group_name][idx]
+    group, scalars, bases = _case_inputs(group_name, log_n)
     width = c or pick_window(1 << log_n, group)
     print(f"{group_name} 2^{log_n}: c = {width}, pair rounds {rounds}, build {variant}", flush=True)
 
@@ -52,15 +60,11 @@ def _msm_case(group_name: str, log_n: int, c: int | None, rounds: int, variant: 
 def _merged_case(group_name: str, log_n: int, c: int | None) -> Callable[[], None]:
     """One merged MSM case (gpu.msm.msm_merged over a table built here): run once to warm up, once
     profiled."""
-    import bench_msm
-
-    from distprove import bn254
     from distprove.backends.gpu import msm as gmsm
 
-    group = bn254.G1 if group_name == "g1" else bn254.G2
-    _, scalars, idx, tables = bench_msm._inputs({group_name: group}, log_n, 1)
+    group, scalars, bases = _case_inputs(group_name, log_n)
     width = c or gmsm.merged_width(1 << log_n, group)
-    table = gmsm.precompute_multiples(group, tables[group_name][idx], width)
+    table = gmsm.precompute_multiples(group, bases, width)
     print(f"{group_name} 2^{log_n} merged: c = {width}", flush=True)
 
     def run() -> None:
