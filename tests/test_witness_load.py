@@ -12,6 +12,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -274,14 +275,15 @@ class _FakeDevicePtr:
 
 
 def test_uploader_copies_each_chunk_from_the_pinned_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cupy
-    import cupyx
-
+    """Runs without CuPy: the uploader's two CuPy calls (a pinned buffer, the current stream) come
+    from stand-ins put in sys.modules, so the test needs no GPU package."""
     from distprove.backends.gpu import witness as gw
 
     stream = _FakeStream()
-    monkeypatch.setattr(cupyx, "empty_pinned", lambda shape, dtype: np.empty(shape, dtype))
-    monkeypatch.setattr(cupy.cuda, "get_current_stream", lambda: stream)
+    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: stream))
+    fake_cupyx = SimpleNamespace(empty_pinned=lambda shape, dtype: np.empty(shape, dtype))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setitem(sys.modules, "cupyx", fake_cupyx)
     monkeypatch.setattr(gw, "first_bad", lambda dest: first_false(lt_bound(dest.arr, R)))
     up = gw.WitnessUploader(chunk_bytes=4096, threads=3)
     for path in (MINI_WTNS, CHAIN_WTNS, MINI_WTNS):  # the buffer grows once, then is reused
