@@ -26,8 +26,7 @@ FR_MUL_PER_S = 41e9
 """Fr Montgomery multiplications per second on an H200 (the project's planning figure)."""
 F64_MUL_PER_S = 132 * 4 * 1.98e9 * 32 / 405
 """Issue-slot bound of the FP64-pipe product (field.cuh mont_mul_f64, the device default): 405
-SASS instructions a product (165 of them FP64; cuobjdump of bench_field's chain kernel,
-bench/results/2026-12-01_sass-field-chains-s11_h200.txt.gz), one warp instruction per cycle per
+SASS instructions a product (165 of them FP64; cuobjdump of bench_field's chain kernel), one warp instruction per cycle per
 SM sub-partition at 1.98 GHz: 82.6 G products/s. A dependent chain reaches 52.7 (64%)."""
 SHOUP_COST = 214 / 264
 """Multiply instructions of Shoup's product (43 + 2 x 28 widening, 16 low-only) over CIOS's
