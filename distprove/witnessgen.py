@@ -184,13 +184,15 @@ def _to_int(value: Any) -> int | str:
     return "is not a field element (a number or a string)"
 
 
-def _flatten(value: Any, out: list[Any]) -> None:
-    """Nested lists in order, as circom_runtime's flatArray."""
+def _flatten(value: Any, out: list[Any], where: list[str], at: str = "") -> None:
+    """Nested lists in order, as circom_runtime's flatArray: the values into ``out``, their
+    positions (``[1][0]``) into ``where``."""
     if isinstance(value, list):
-        for v in value:
-            _flatten(v, out)
+        for i, v in enumerate(value):
+            _flatten(v, out, where, f"{at}[{i}]")
     else:
         out.append(value)
+        where.append(at)
 
 
 def read_input(input_path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -410,16 +412,15 @@ class WitnessCalculator:
         size = self._buf.data_len(self._store)
         return np.ctypeslib.as_array(self._buf.data_ptr(self._store), shape=(size,))
 
-    def _encode(self, source: str, name: str, values: list[Any]) -> np.ndarray:
+    def _encode(self, source: str, name: str, values: list[Any], where: list[str]) -> np.ndarray:
         """The values of one input signal as (count, n32) uint32 words, reduced modulo the prime."""
         p = self.info.prime
         nbytes = 4 * self._n32
         raw = bytearray()
-        for i, v in enumerate(values):
+        for v, at in zip(values, where):
             x = _to_int(v)
             if isinstance(x, str):
-                where = f"{name}[{i}]" if len(values) > 1 else name
-                raise FormatError(source, f"input {where}: {_describe(v)} {x}")
+                raise FormatError(source, f"input {name}{at}: {_describe(v)} {x}")
             raw += (x % p).to_bytes(nbytes, "little")
         return np.frombuffer(bytes(raw), dtype="<u4").reshape(len(values), self._n32)
 
@@ -436,7 +437,8 @@ class WitnessCalculator:
         signals = []
         for name, value in inputs.items():
             flat: list[Any] = []
-            _flatten(value, flat)
+            where: list[str] = []
+            _flatten(value, flat, where)
             h = fnv1a64(name)
             hi, lo = _i32(h >> 32), _i32(h & 0xFFFFFFFF)
             if self._has_size:
@@ -447,7 +449,7 @@ class WitnessCalculator:
                     raise FormatError(
                         source, f"input {name} has {len(flat)} value{'s' * (len(flat) != 1)}, the circuit's signal has {size}"
                     )
-            signals.append((name, hi, lo, self._encode(source, name, flat)))
+            signals.append((name, hi, lo, self._encode(source, name, flat, where)))
         count = sum(len(words) for *_, words in signals)
         if count < self.info.input_size:
             raise FormatError(
