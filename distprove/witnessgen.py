@@ -175,7 +175,7 @@ def _to_int(value: Any) -> int | str:
         return int(value)
     if isinstance(value, str):
         m = _JS_BIGINT.match(value)
-        if m is None or not value.strip():
+        if m is None:
             return "is not an integer (decimal, or 0x/0o/0b)"
         dec, hexa, octa, bina = m.groups()
         if dec is not None:
@@ -231,7 +231,7 @@ class CircuitInfo:
 _engine_lock = threading.Lock()
 _engine: wasmtime.Engine | None = None
 _modules: dict[tuple[str, int, int], wasmtime.Module] = {}
-_helper: dict[int, wasmtime.Module] = {}
+_helper: list[wasmtime.Module] = []
 _local = threading.local()
 
 
@@ -263,7 +263,8 @@ def _compile(wasm_path: str) -> tuple[wasmtime.Module, wasmtime.Module]:
     engine = _get_engine()
     with _engine_lock:
         module = _modules.get(key)
-        helper = _helper.get(id(engine))
+        if not _helper:
+            _helper.append(wasmtime.Module(engine, _HELPER_WAT))
     if module is None:
         try:
             with open(wasm_path, "rb") as f:
@@ -274,11 +275,7 @@ def _compile(wasm_path: str) -> tuple[wasmtime.Module, wasmtime.Module]:
             raise FormatError(wasm_path, f"not a WebAssembly module ({str(exc).splitlines()[0]})") from None
         with _engine_lock:
             _modules[key] = module
-    if helper is None:
-        helper = wasmtime.Module(engine, _HELPER_WAT)
-        with _engine_lock:
-            _helper[id(engine)] = helper
-    return module, helper
+    return module, _helper[0]
 
 
 class WitnessCalculator:
@@ -480,6 +477,17 @@ class WitnessCalculator:
             problem = f"the witness calculator failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
         self._instantiate()
         return FormatError(source, problem)
+
+    def check_key(self, key: Any) -> None:
+        """Raise FormatError(wasm path, problem) unless this circuit's witness fits ``key`` (an
+        opened key: its ``n_vars``), i.e. unless the wasm and the key come from one circuit. The
+        prime needs no check: a calculator exists only for BN254's r, the prime of every key."""
+        if self.info.witness_size != key.n_vars:
+            raise FormatError(
+                self.path,
+                f"the circuit has {self.info.witness_size} witness values but the key "
+                f"{os.path.basename(os.fspath(key.path))} expects {key.n_vars} (nVars): a wasm of another circuit",
+            )
 
     def calculate_file(self, input_path: str | os.PathLike[str]) -> np.ndarray:
         """:meth:`calculate` on the input file at ``input_path`` (errors name that file)."""

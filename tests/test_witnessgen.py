@@ -71,6 +71,9 @@ def test_info_matches_the_key() -> None:
     key = open_key(DATA / "mul_chain_1k" / "circuit_final.zkey")
     assert (info.witness_size, info.prime, info.n32, info.input_size) == (key.n_vars, bn254.R, 8, 1)
     assert info.version[0] == 2
+    calculator(_wasm("mul_chain_1k")).check_key(key)
+    with pytest.raises(FormatError, match=r"mini.wasm: the circuit has 6 witness values but the key circuit_final.zkey expects 1023"):
+        calculator(_wasm("mini")).check_key(key)
 
 
 def test_instance_is_reused_and_survives_failures(tmp_path: Path) -> None:
