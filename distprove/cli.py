@@ -414,5 +414,32 @@ def ptau_new_cmd(dev: bool, power: int, out_ptau: str, seed: int | None, device:
     click.echo(f"wrote {out_ptau}: power {power} (INSECURE: for tests and benchmarks only)")
 
 
+# ---- wtns: witnesses from a circuit's wasm and inputs -------------------------------------------
+
+
+@main.group("wtns")
+def wtns_group() -> None:
+    """Circom witnesses (.wtns)."""
+
+
+@wtns_group.command("calculate")
+@click.argument("wasm", type=click.Path(dir_okay=False))
+@click.argument("input_json", type=click.Path(dir_okay=False))
+@click.argument("out_wtns", type=click.Path(dir_okay=False))
+@_friendly_errors
+def wtns_calculate_cmd(wasm: str, input_json: str, out_wtns: str) -> None:
+    """Compute the witness of INPUT_JSON with the circuit's WASM (from circom --wasm) into OUT_WTNS,
+    byte for byte what `snarkjs wtns calculate` writes. The circuit's log() lines go to stdout."""
+    import time
+
+    from .formats.wtns import write_wtns
+    from .witnessgen import WitnessCalculator
+
+    t0 = time.perf_counter()
+    values = WitnessCalculator(wasm, log_line=click.echo).calculate_file(input_json)
+    write_wtns(out_wtns, values)
+    click.echo(f"wrote {out_wtns}: {len(values)} values in {time.perf_counter() - t0:.2f} s", err=True)
+
+
 if __name__ == "__main__":
     main()
