@@ -1,6 +1,6 @@
 """Witness calculation per input: distprove (wasmtime) against snarkjs 0.7.6 (node), side by side.
 
-    python bench/bench_witnessgen.py FIXTURE_DIR... [--reps 5] [--warm-reps 30] [--snarkjs node_modules/.bin/snarkjs]
+    python pipelines/bench_witnessgen.py FIXTURE_DIR... [--reps 5] [--warm-reps 30] [--snarkjs node_modules/.bin/snarkjs]
 
 Each FIXTURE_DIR holds ``circuit.wasm`` and ``inputs/*.json``. Four numbers per circuit, each the
 median over ``--reps`` runs (``--warm-reps`` for the in-process ones) cycling through the inputs:
