@@ -507,3 +507,20 @@ def test_checks_in_the_client_pool(client, tmp_path, graph: str) -> None:
     assert verification_pool(2) is pool
     with pytest.raises(ValueError, match="verify_in"):
         distprove.batch(tmp_path, key=MINI_ZKEY, client=client, verify_in="moon", echo=None)
+
+
+@pytest.mark.parametrize("source, line, guarded", [
+    ('import x\nif __name__ == "__main__":\n    x.batch()\n', 3, True),
+    ("if '__main__' == __name__ and True:\n    main()\n", 2, True),
+    ('x.batch()\nif __name__ == "__main__":\n    pass\n', 1, False),
+    ('if __name__ == "__main__":\n    pass\nelse:\n    x.batch()\n', 4, False),  # the else branch runs in the workers
+    ('with open("f") as f:\n    x.batch()\n', 2, False),
+    ('if __name__ != "__main__":\n    x.batch()\n', 2, False),
+])
+def test_main_guard_is_recognised(source: str, line: int, guarded: bool) -> None:
+    import ast
+
+    from distprove.cluster import _is_main_guard
+
+    stmt = next(s for s in ast.parse(source).body if s.lineno <= line <= s.end_lineno)
+    assert _is_main_guard(stmt, line) == guarded
