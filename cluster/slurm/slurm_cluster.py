@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             client.wait_for_workers(1, timeout=args.wait)  # start with whatever is running; more join later
             run = incremental.batch if args.incremental else distprove.batch
             report = run(args.witness_dir, args.key, args.out_dir, client=client)
+            print(report)
             return 0 if report.ok else 1
 
 
