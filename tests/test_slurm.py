@@ -99,6 +99,7 @@ class SlurmNode:
             "MpiDefault=none",
             "MailProg=/bin/true",
             "ReturnToService=2",
+            "ScronParameters=enable",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
             f"NodeName={host} NodeAddr=127.0.0.1 {node_resources} State=UNKNOWN",
@@ -332,7 +333,7 @@ def test_slurm_cluster_from_python(slurm: SlurmNode, chain_store: Path, data_dir
 
 def test_scancel_mid_batch_then_next_run_completes(slurm: SlurmNode, chain_store: Path, data_dir: Path,
                                                    tmp_path: Path, snarkjs: str) -> None:
-    names = [f"w_{i:02d}" for i in range(12)]
+    names = [f"w_{i:02d}" for i in range(8)]
     wdir, out = tmp_path / "witnesses", tmp_path / "proofs"
     add_witnesses(data_dir, wdir, names)
     env = cron_env(slurm, chain_store, wdir, out)
@@ -343,7 +344,11 @@ def test_scancel_mid_batch_then_next_run_completes(slurm: SlurmNode, chain_store
         time.sleep(0.2)
     slurm.run("scancel", first)
     assert slurm.wait_job(first)["JobState"] == "CANCELLED"
-    slurm.wait_idle()  # the worker job is cancelled too (the recipe leaves through its cluster on SIGTERM)
+    slurm.wait_idle()
+    # the recipe left through its cluster on SIGTERM, which cancelled the worker job (not left to
+    # run until its --death-timeout)
+    workers = [s for j, (n, s) in slurm.completed().items() if n == "dask-worker" and int(j) > int(first)]
+    assert workers == ["CANCELLED"]
     killed_with = proof_files(out)
     assert 0 < len(killed_with) < len(names), "the run was not stopped mid-batch"
 
@@ -355,3 +360,28 @@ def test_scancel_mid_batch_then_next_run_completes(slurm: SlurmNode, chain_store
     log = run_log(tmp_path, second)
     assert f"proved {len(names) - len(killed_with)}, failed 0, skipped {len(killed_with)}" in log, log
     slurm.run("scancel", "--name", "distprove-cron")
+
+
+
+def test_scron_options_accepted(slurm: SlurmNode) -> None:
+    """The #SCRON line's job options, given to ``sbatch --test-only``, are a job SLURM would run."""
+    (line,) = [x for x in (SLURM_DIR / "scrontab").read_text().splitlines() if x.startswith("#SCRON")]
+    res = slurm.run("sbatch", "--test-only", *line.split()[1:], "--wrap", "true")
+    assert "to start at" in res.stderr, res.stderr
+
+
+def test_scrontab_is_accepted(slurm: SlurmNode) -> None:
+    """SLURM takes the recipe's scrontab as it is: one cron job, hourly at minute 5."""
+    if not shutil.which("scrontab"):
+        pytest.skip("no scrontab command (Debian's slurm-client 22.05 has none)")
+    crontab = SLURM_DIR / "scrontab"
+    slurm.run("scrontab", str(crontab))
+    try:
+        assert slurm.run("scrontab", "-l").stdout.strip() == crontab.read_text().strip()
+        ((job_id, name, state, reason),) = slurm.queue("-n", "distprove-cron")
+        assert (name, state, reason) == ("distprove-cron", "PENDING", "BeginTime")
+        info = slurm.job(job_id)
+        assert info["CronJob"] == "Yes" and info["TimeLimit"] == "04:00:00", info
+    finally:
+        slurm.run("scrontab", "-r")
+    assert slurm.queue("-n", "distprove-cron") == []
