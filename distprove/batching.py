@@ -567,7 +567,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):
-            if ss.get("action") == "compute":
+            if ss.get("action") == "compute" and key_split(rec["key"]) != graph.MARKER:
                 k = key_split(rec["key"])
                 stage_seconds[k] = stage_seconds.get(k, 0.0) + ss["stop"] - ss["start"]
     order = {j.name: i for i, j in enumerate(jobs)}

@@ -258,6 +258,8 @@ def submit_group(client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan
     )
 
 
+MARKER = "proofs"
+"""The marker tasks' prefix (not a stage: the report's stage seconds leave it out)."""
 MARKER_PRIORITY = 1 << 21
 """Markers run as soon as their proof is done, before the next proof's tasks."""
 
@@ -275,7 +277,7 @@ def submit_markers(client: Client, names: Sequence[str], source: Future, plan: P
     batch's proofs are done out of all of them. A marker whose proof failed with an exception
     ends erred (red in the bar)."""
     return [
-        client.submit(proof_done, source, name, key=("proofs", name, plan.tag), pure=False, priority=MARKER_PRIORITY)
+        client.submit(proof_done, source, name, key=(MARKER, name, plan.tag), pure=False, priority=MARKER_PRIORITY)
         for name in names
     ]
 
