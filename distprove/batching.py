@@ -274,6 +274,8 @@ class BatchOptions:
     echo: Callable[[str], Any] | None = None
     """Where the report's summary is also printed at the end (default: nowhere; the caller holds
     the report, and ``print(report)`` shows the summary)."""
+    announce: Callable[[str], Any] | None = print
+    """Where the dashboard's address is printed when the batch starts (None: nowhere)."""
 
     def __post_init__(self) -> None:
         import dask
@@ -506,7 +508,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from dask.utils import key_split
     from distributed import get_task_stream, span
 
-    from distprove import graph
+    from distprove import dashboard, graph
     from distprove.worker import ProofSpec
 
     settings = config.settings()
@@ -523,6 +525,10 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
         if opts.on_result is not None:
             opts.on_result(res)
 
+    dashboard.register(client)
+    link = dashboard.dashboard_link(client)
+    if link and opts.announce is not None:
+        opts.announce(f"dashboard: {link}")
     if opts.on_start is not None:
         opts.on_start(len(jobs))
     workers = tuple(sorted(client.nthreads()))
@@ -560,6 +566,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 group_domain=settings.group_domain,
             )
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
+            markers: list[Any] = []  # the dashboard's "proofs" bar, held until the batch ends
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
             i = 0  # planned index of a chunk's first proof: its priority and split-mode placement
             for _, same_key in groupby(planned, key=lambda ji: ji[0].key):  # _plan_keys keeps a key's jobs together
@@ -578,6 +585,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                     else:
                         reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
                     pending[reducer] = [(j, futures) for j in chunk]
+                    markers += graph.submit_markers(client, [j.name for j in chunk], reducer, plan)
                     i += len(chunk)
             if opts.verify_in == "client":
                 procs = opts.verify_processes or max(1, (os.cpu_count() or 2) // 2)
@@ -586,10 +594,12 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, keys)
             else:
                 _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait, written=written)
+            for m in markers:  # the last few may still be on their way: nothing waits for them
+                m.release()
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):
-            if ss.get("action") == "compute":
+            if ss.get("action") == "compute" and key_split(rec["key"]) != graph.MARKER:
                 k = key_split(rec["key"])
                 stage_seconds[k] = stage_seconds.get(k, 0.0) + ss["stop"] - ss["start"]
     order = {j.name: i for i, j in enumerate(jobs)}
@@ -614,7 +624,7 @@ def batch(
     run a calling script again: a script needs ``if __name__ == "__main__":`` around the call). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
     mode (auto|data|split), n_workers, fourstep_min_domain, windows_per_task, verify, max_keys,
     verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
-    on_result, on_start, echo.
+    on_result, on_start, echo, announce (the dashboard's link when the batch starts).
     """
     from distprove.cluster import connect
 

@@ -19,6 +19,9 @@ dashboard groups tasks by stage (``dask.utils.key_split``)::
                                                     are ready, then each valid one written once
     ("ntt-columns" | "ntt-transpose" | "ntt-rows-inverse" | "ntt-rows-forward" | "ntt-collect", ...)
                                                     the four-step H computation across workers
+    ("proofs", name, tag)                           one per proof, done when its proof is (see
+                                                    :func:`submit_markers`): the dashboard's
+                                                    progress bar of the batch, in proofs
 
 (dask's ``key_split`` drops an 8-letter word starting with a-f as if it were a hex token, so
 the dashboard shows the reducer group as ``reduce``.) ``tag`` is unique per batch so that reruns
@@ -67,6 +70,7 @@ from distprove.worker import (
     ntt_columns,
     ntt_rows,
     prepare,
+    proof_done,
     prove_group,
     reduce_assemble,
     verify_write,
@@ -250,6 +254,30 @@ def submit_group(client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan
         prove_group, list(specs), None, plan.assemble_on_workers, plan.writes_in_task, plan.verify,
         key=("prove-whole", name, plan.tag), pure=False, priority=priority,
     )
+
+
+MARKER = "proofs"
+"""The marker tasks' prefix (not a stage: the report's stage seconds leave it out)."""
+MARKER_PRIORITY = 1 << 21
+"""Markers run as soon as their proof is done, before the next proof's tasks."""
+
+
+def submit_markers(client: Client, names: Sequence[str], source: Future, plan: Plan) -> list[Future]:
+    """One ("proofs", name, tag) task per proof of ``names``, on the task whose end means those
+    proofs are done: a prove-whole task that writes its proofs (checked and written), else the
+    reducer or a group that returns its sums (the proof made; the check and write follow in a
+    verify-write task or the client's pool).
+
+    The dashboard's progress bars (``/status``) count a prefix's tasks that are not forgotten, and
+    the batch releases a proof's tasks as soon as it has its outcome, so the stage bars only ever
+    show what is left, and a prove-whole bar counts groups of up to 32 proofs. The batch holds
+    these markers (a few bytes each) until it ends, so the "proofs" bar reads how many of the
+    batch's proofs are done out of all of them. A marker whose proof failed with an exception
+    ends erred (red in the bar)."""
+    return [
+        client.submit(proof_done, source, name, key=(MARKER, name, plan.tag), pure=False, priority=MARKER_PRIORITY)
+        for name in names
+    ]
 
 
 def submit_verify_write(client: Client, assembled: Sequence[Future], plan: Plan, group: int) -> Future:

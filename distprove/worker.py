@@ -15,6 +15,11 @@ A small proof's one task, :func:`prove_whole`, runs what :func:`prepare`, :func:
 :func:`reduce_assemble` run, in turn, with the vectors in its locals instead of the proof cache.
 The state also keeps each resident key's planning description (:meth:`ProverState.key_info`)
 and vk, so a batch of a resident key plans without recomputing them.
+
+Each task body meters its calls to the prover's stages with distributed's fine performance
+metrics (``context_meter``: :data:`STAGES`), so the dashboard's "Fine Performance Metrics" page
+shows the seconds of each stage per task prefix and under the batch's span. Outside a task
+(the client's verification pool, tests) the meters record nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from distributed import WorkerPlugin, get_worker
+from distributed.metrics import context_meter
 
 from distprove import bn254, config, metrics
 from distprove.backends.base import MSM_NAMES
@@ -49,6 +55,10 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "distprove"
+STAGES = ("witness", "gather", "ntt", "msm", "assemble", "check", "write")
+"""The prover's stages as the dashboard's fine performance metrics name them: reading and loading
+the witness, the gather, the NTTs (H scalars), the MSMs (window sums; in a pipelined group the
+wait for them), the assembly (Horner and blinding), the pairing check, writing the outputs."""
 DEFAULT_RESIDENT_PROOFS = 4
 """Proofs whose backend-side vectors a worker keeps (``distprove.proof-cache.count`` overrides)."""
 
@@ -315,6 +325,49 @@ class ProverState(WorkerPlugin):
         metrics.set_resident_bytes(self._device_bytes())
 
 
+class MeteredBackend:
+    """A backend whose stage calls are metered as :data:`STAGES` (``context_meter``), for the
+    prover's own pipeline (:func:`distprove.prover.start_window_sums`, ``prefetch_witness``) run
+    inside a task: witness loads, the gather, the H scalars (``ntt``), the MSMs (their start,
+    which computes them on the CPU, and the wait for their sums); a ``synchronize`` counts for the
+    stage called last (it waits for that stage's device work). Everything else is the backend's."""
+
+    _STAGE_OF = {
+        "load_witness_file": "witness", "load_witness": "witness", "gather": "gather", "h_scalars": "ntt",
+        "settle": "ntt", "msm_windows": "msm",
+    }
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+        self._last = "gather"
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._backend, name)
+        if name == "msm_start_all":
+            return self._msm_start_all
+        stage = self._last if name == "synchronize" else self._STAGE_OF.get(name)
+        if stage is None or not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._last = stage
+            with context_meter.meter(stage):
+                return attr(*args, **kwargs)
+
+        return call
+
+    def _msm_start_all(self, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+        self._last = "msm"
+        with context_meter.meter("msm"):
+            wait = self._backend.msm_start_all(*args, **kwargs)
+
+        def waited() -> Any:
+            with context_meter.meter("msm"):
+                return wait()
+
+        return waited
+
+
 def state() -> ProverState:
     """This worker's :class:`ProverState` (raises RuntimeError outside a worker or when not registered)."""
     worker = get_worker()
@@ -433,7 +486,8 @@ def _prepare_vectors(
     t0 = time.perf_counter()
     be = st.backend
     try:
-        loaded = be.load_witness_file(key, spec.witness)
+        with context_meter.meter("witness"):
+            loaded = be.load_witness_file(key, spec.witness)
     except FormatError:
         metrics.record_proof(key, False)
         raise
@@ -442,15 +496,17 @@ def _prepare_vectors(
     witness = loaded.vector
     del loaded
     t1 = time.perf_counter()
-    evals = be.gather(key, witness)
-    be.synchronize()
+    with context_meter.meter("gather"):
+        evals = be.gather(key, witness)
+        be.synchronize()
     t2 = time.perf_counter()
     seconds = {"witness": t1 - t0, "gather": t2 - t1}
     if not local_h:
         return witness, evals, public, seconds, live
-    hs = be.h_scalars(key, evals)
-    del evals
-    be.synchronize()
+    with context_meter.meter("ntt"):
+        hs = be.h_scalars(key, evals)
+        del evals
+        be.synchronize()
     seconds["ntt"] = time.perf_counter() - t2
     return witness, hs, public, seconds, live
 
@@ -475,10 +531,12 @@ def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
         if not host_h:
             return Prepared(None, None, seconds, token, public, live)
         t = time.perf_counter()
-        host = be.to_host(vectors)
+        with context_meter.meter("ntt"):
+            host = be.to_host(vectors)
         seconds["ntt"] += time.perf_counter() - t  # the download, timed with the NTTs as before
         return Prepared(host, None, seconds, token, public, live)
-    stacked = np.stack([be.to_host(v) for v in vectors])
+    with context_meter.meter("gather"):
+        stacked = np.stack([be.to_host(v) for v in vectors])
     st.keep_proof(token, key.content_hash, witness, None)
     return Prepared(None, stacked, seconds, token, public, live)
 
@@ -498,10 +556,14 @@ def _msm_scalars(st: ProverState, key: ResidentKey, spec: ProofSpec, which: str,
         if source.hs is not None:
             return source.hs
     if entry is None:
-        entry = st.keep_proof(source.token, key.content_hash, be.load_witness_file(key, spec.witness).vector, None)
+        with context_meter.meter("witness"):
+            entry = st.keep_proof(source.token, key.content_hash, be.load_witness_file(key, spec.witness).vector, None)
     if which != "H":
         return entry.witness
-    entry.hs = be.h_scalars(key, be.gather(key, entry.witness))
+    with context_meter.meter("gather"):
+        evals = be.gather(key, entry.witness)
+    with context_meter.meter("ntt"):
+        entry.hs = be.h_scalars(key, evals)
     return entry.hs
 
 
@@ -510,7 +572,9 @@ def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: i
     t0 = time.perf_counter()
     st = state()
     key = st.key(spec.key_path, spec.content_hash)
-    sums = st.backend.msm_windows(key, which, _msm_scalars(st, key, spec, which, source), c, lo, hi)
+    scalars = _msm_scalars(st, key, spec, which, source)
+    with context_meter.meter("msm"):
+        sums = st.backend.msm_windows(key, which, scalars, c, lo, hi)
     prepared = isinstance(source, Prepared)
     carrier = prepared and which == "A" and lo == 0  # the one part that carries the prepare's results
     upstream = source.seconds if carrier else {}
@@ -552,7 +616,8 @@ def _msm_parts(
     from distprove.prover import start_msms
 
     t0 = time.perf_counter()
-    sums = start_msms(st.backend, key, scalars, dict(widths))()
+    with context_meter.meter("msm"):
+        sums = start_msms(st.backend, key, scalars, dict(widths))()
     return _whole_parts(sums, widths, {**upstream, "msm": time.perf_counter() - t0}, token, public)
 
 
@@ -606,7 +671,7 @@ def _start_whole(spec: ProofSpec, widths: Mapping[str, int] | None, witness: Any
     from distprove.prover import start_window_sums
 
     source = spec.witness if witness is None else witness
-    return _counting_bad_witness(spec, lambda st, key: start_window_sums(key, source, st.backend, widths=widths))
+    return _counting_bad_witness(spec, lambda st, key: start_window_sums(key, source, MeteredBackend(st.backend), widths=widths))
 
 
 def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
@@ -615,7 +680,7 @@ def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
     failed proof)."""
     from distprove.prover import prefetch_witness
 
-    return spec, _counting_bad_witness(spec, lambda st, key: prefetch_witness(key, spec.witness, st.backend))
+    return spec, _counting_bad_witness(spec, lambda st, key: prefetch_witness(key, spec.witness, MeteredBackend(st.backend)))
 
 
 def _finish_whole(
@@ -660,23 +725,30 @@ def prove_group(
     def failed(spec: ProofSpec, exc: Exception) -> Failed:  # one bad witness fails alone
         return Failed(spec, one_line(exc))
 
+    earlier: list[Outcome] = []
+    if write:  # a rerun of this task (its worker died after it ended) proves nothing again
+        where = get_worker().address
+        earlier = [Outcome(sp.name, "proved", WRITTEN_BEFORE, {}, where) for sp in specs if os.path.exists(sp.proof_path)]
+        specs = [sp for sp in specs if not os.path.exists(sp.proof_path)]
     proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
                        lambda spec, ws: _finish_whole(spec, ws, assemble), failed, _prefetch)
     if not write:
         return list(proofs)
     if not check:
-        return [outcome for item in proofs for outcome in verify_write([item], check=False)]
+        return earlier + [outcome for item in proofs for outcome in verify_write([item], check=False)]
     st = state()
     batch = BatchCheck()
     items: list[Assembled | Failed] = []
     for item in proofs:
         if isinstance(item, Assembled) and not item.done_before:
             try:
-                batch.add(st.vk(st.key(item.spec.key_path, item.spec.content_hash)), item.proof.public, item.proof.points)
+                vk = st.vk(st.key(item.spec.key_path, item.spec.content_hash))
+                with context_meter.meter("check"):
+                    batch.add(vk, item.proof.public, item.proof.points)
             except FormatError as exc:  # this proof fails alone; the batch check goes on without it
                 item = failed(item.spec, exc)
         items.append(item)
-    return verify_write(items, batch=batch)
+    return earlier + verify_write(items, batch=batch)
 
 
 @dataclass
@@ -716,7 +788,8 @@ def assemble_proof(
         sums[p.which].update(p.sums)
         widths[p.which] = p.c
     r, s = blinding if blinding is not None else random_blinding()
-    pi_a, pi_b, pi_c = assemble_windows(points, sums, widths, r, s)
+    with context_meter.meter("assemble"):
+        pi_a, pi_b, pi_c = assemble_windows(points, sums, widths, r, s)
     public = next((p.public for p in parts if p.public is not None), None)
     if public is None:
         public = public_signals(spec.witness, n_public)
@@ -792,6 +865,7 @@ def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]])
     return Collected(spec, list(parts))
 
 
+WRITTEN_BEFORE = "written by an earlier attempt"
 NOT_VALID = "does not verify (is the witness satisfying the circuit?); nothing written"
 
 
@@ -813,19 +887,21 @@ def check_and_write(
     if batch is not None:
         if len(batch) != len(todo):
             raise ValueError(f"batch check of {len(batch)} proofs for {len(todo)} to write")
-        checked = batch.results()
+        with context_meter.meter("check"):
+            checked = batch.results()
         t0 -= batch.add_seconds
     elif not check or not todo:
         checked = [True] * len(todo)
     else:  # one proof alone is checked on its own there, reusing its Miller loop
-        checked = verify_many([(vks[a.spec.content_hash], a.proof.public, a.proof.points) for a in todo])
+        with context_meter.meter("check"):
+            checked = verify_many([(vks[a.spec.content_hash], a.proof.public, a.proof.points) for a in todo])
     valid = dict(zip((a.spec.name for a in todo), checked))
     share = (time.perf_counter() - t0) / max(1, len(todo))
     out = []
     for a in items:
         seconds = dict(a.seconds)
         if a.done_before:
-            out.append(Outcome(a.spec.name, "proved", "written by an earlier attempt", seconds, where))
+            out.append(Outcome(a.spec.name, "proved", WRITTEN_BEFORE, seconds, where))
             continue
         seconds["verify"] = share
         if not valid[a.spec.name]:
@@ -833,13 +909,14 @@ def check_and_write(
             continue
         t1 = time.perf_counter()
         try:
-            written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
+            with context_meter.meter("write"):
+                written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
         except OSError as exc:  # full disk, permissions: this proof fails, the rest of the group goes on
             reason = f"{a.spec.proof_path}: cannot write: {exc.strerror or exc}; no proof written"
             out.append(Outcome(a.spec.name, "failed", reason, seconds, where))
             continue
         seconds["write"] = time.perf_counter() - t1
-        out.append(Outcome(a.spec.name, "proved", "" if written else "written by an earlier attempt", seconds, where))
+        out.append(Outcome(a.spec.name, "proved", "" if written else WRITTEN_BEFORE, seconds, where))
     return out
 
 
@@ -865,7 +942,7 @@ def verify_write(
     outcomes = check_and_write(items, vks, check, where, batch)
     by_name = {a.spec.name: a.spec for a in items}
     for o in outcomes:
-        if o.reason != "written by an earlier attempt":
+        if o.reason != WRITTEN_BEFORE:
             metrics.record_proof(by_name[o.name].key_path, o.status == "proved")
             metrics.record_timings(o.seconds)
     return outcomes + failed
@@ -912,7 +989,8 @@ def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list
         except (FormatError, OSError):
             continue
     order = sorted(loaded)
-    ok = dict(zip(order, verify_many([loaded[i] for i in order]))) if order else {}
+    with context_meter.meter("check"):
+        ok = dict(zip(order, verify_many([loaded[i] for i in order]))) if order else {}
     return [ok.get(i, False) for i in range(len(items))]
 
 
@@ -932,6 +1010,12 @@ def write_once(proof_json: dict, public_json: list[str], proof_path: str, public
     return write_json_atomic(proof_path, proof_json, exclusive=True)
 
 
+def proof_done(result: Any, name: str) -> str:
+    """A ("proofs", name, tag) marker task (:func:`distprove.graph.submit_markers`): done once the
+    task whose ``result`` it receives is; returns the proof's name."""
+    return name
+
+
 # --- four-step NTT tasks (block math in backends/cpu/fourstep.py or the backend's own) ---------
 
 
@@ -945,35 +1029,44 @@ def _ops() -> ModuleType:
 def ntt_columns(source: Prepared | np.ndarray, n: int, lo: int, hi: int, row_ranges: Sequence[tuple[int, int]], inverse: bool) -> tuple[np.ndarray, ...]:
     """Column sub-NTTs and twiddles of columns [lo, hi) of (V, n, 8) vectors (or a prepare's a, b, c),
     cut into the pieces of each row block."""
-    ops = _ops()
-    values = source.evals if isinstance(source, Prepared) else source
-    n1, n2 = ops.split_sizes(n)
-    block = ops.column_step(ops.take_columns(values, n1, n2, lo, hi), n, lo, inverse)
-    return ops.split_rows(block, row_ranges)
+    with context_meter.meter("ntt"):
+        ops = _ops()
+        values = source.evals if isinstance(source, Prepared) else source
+        n1, n2 = ops.split_sizes(n)
+        block = ops.column_step(ops.take_columns(values, n1, n2, lo, hi), n, lo, inverse)
+        return ops.split_rows(block, row_ranges)
+
 
 
 def ntt_rows(pieces: Sequence[np.ndarray], n: int, inverse: bool) -> np.ndarray:
     """Row sub-NTTs of one row block, joined from its pieces of every column block."""
-    ops = _ops()
-    return ops.row_ntts(ops.join_columns(pieces), n, inverse)
+    with context_meter.meter("ntt"):
+        ops = _ops()
+        return ops.row_ntts(ops.join_columns(pieces), n, inverse)
+
 
 
 def h_inverse_rows(pieces: Sequence[np.ndarray], n: int, row_lo: int, forward_rows: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
     """H pipeline middle: inverse row sub-NTTs (-> coefficients), odd-coset scaling, then the
     forward transform's column sub-NTTs and twiddles for the same block, cut for the forward rows."""
-    ops = _ops()
-    coeffs = ops.row_ntts(ops.join_columns(pieces), n, True)
-    scaled = ops.coset_scale(coeffs, n, row_lo)
-    block = ops.column_step(ops.as_columns(scaled), n, row_lo, False)
-    return ops.split_rows(block, forward_rows)
+    with context_meter.meter("ntt"):
+        ops = _ops()
+        coeffs = ops.row_ntts(ops.join_columns(pieces), n, True)
+        scaled = ops.coset_scale(coeffs, n, row_lo)
+        block = ops.column_step(ops.as_columns(scaled), n, row_lo, False)
+        return ops.split_rows(block, forward_rows)
+
 
 
 def h_forward_rows(pieces: Sequence[np.ndarray], n: int) -> np.ndarray:
     """H pipeline end: forward row sub-NTTs of a, b, c, then hs = a·b - c for this row block."""
-    ops = _ops()
-    return ops.h_from_odd(ops.row_ntts(ops.join_columns(pieces), n, False))
+    with context_meter.meter("ntt"):
+        ops = _ops()
+        return ops.h_from_odd(ops.row_ntts(ops.join_columns(pieces), n, False))
+
 
 
 def ntt_assemble(blocks: Sequence[np.ndarray]) -> np.ndarray:
     """The (V, n, 8) vectors in natural order from every row block's output."""
-    return _ops().natural_order(blocks)
+    with context_meter.meter("ntt"):
+        return _ops().natural_order(blocks)
