@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import click
 
+from .choices import PLANNER_MODES
 from .errors import DistproveError
 
 BACKEND_CHOICE = click.Choice(["auto", "cpu", "gpu"])
@@ -311,7 +312,7 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
 @click.option("--scheduler", default=None,
               help="Dask scheduler address (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")
 @click.option("--backend", type=BACKEND_CHOICE, default=None, help="Backend on the workers  [default: distprove.backend]")
-@click.option("--mode", type=click.Choice(["auto", "data", "split"]), default=None,
+@click.option("--mode", type=click.Choice(PLANNER_MODES), default=None,
               help="Planner: whole proofs per worker (data) or MSMs split over workers (split)  [default: distprove.planner.mode]")
 @click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
               help="Worker processes of a local cluster  [default: one per GPU, else per CPU core]")

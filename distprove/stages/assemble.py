@@ -5,8 +5,8 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable, Mapping
 
-from distprove.backends.base import MSM_NAMES
 from distprove.bn254 import G1, G2, R, Affine
+from distprove.groth16 import MSM_NAMES
 from distprove.stages import _fastec
 from distprove.stages.msm import check_window_sums
 
