@@ -32,7 +32,7 @@ import struct
 import sys
 import time
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any, Callable
 
 import numpy as np
@@ -41,6 +41,7 @@ from . import bn254
 from .bn254 import G1, G2, R, Affine, Group
 from .formats.r1cs import R1CS
 from .keystore import CHUNK_BYTES, KeyStore, _vk_json, write_store
+from .stages.fixedbase import window_table
 from .stages.gather import csr_from_coefficients
 from .synth import _mpz, field_ints, limbs_from_field, small_values
 
@@ -50,8 +51,6 @@ WARNING = (
     "distprove dev setup: INSECURE key for testing and benchmarks only - the toxic waste "
     "(tau, alpha, beta, delta) is known, anyone can forge proofs for it"
 )
-WINDOW_BITS = 8
-WINDOWS = 256 // WINDOW_BITS
 _COEF_DTYPE = np.dtype([("matrix", "<u4"), ("row", "<u4"), ("signal", "<u4"), ("value", "<u4", (8,))])
 
 
@@ -328,25 +327,6 @@ def coefficient_records(r1cs: R1CS, workers: int = 1) -> np.ndarray:
 
 
 # --- fixed-base scalar multiplication ----------------------------------------------------
-
-
-@cache
-def window_table(group: Group) -> tuple[tuple[Affine, ...], ...]:
-    """table[w][d] = d·2^(8w)·G (affine, d = 0 is infinity) for w < 32: 32 × 256 points."""
-    rows = []
-    base = bn254.to_jacobian(group, group.generator)
-    for _ in range(WINDOWS):
-        jac = [bn254.to_jacobian(group, None), base]
-        for _ in range(2, 1 << WINDOW_BITS):
-            jac.append(bn254.jac_add(group, jac[-1], base))
-        rows.append(tuple(bn254.batch_to_affine(group, jac)))
-        base = bn254.jac_add(group, jac[-1], base)  # 256 · base
-    return tuple(rows)
-
-
-def window_table_limbs(group: Group) -> np.ndarray:
-    """The window table as (32·256, 16|32) Montgomery limbs (row w·256 + d), for the GPU."""
-    return bn254.points_to_limbs(group, [p for row in window_table(group) for p in row])
 
 
 def fixed_base_cpu(group: Group, scalars: np.ndarray, chunk: int = 1 << 14, workers: int = 1) -> np.ndarray:
