@@ -31,11 +31,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from distprove import bn254
+from distprove import bn254, curve
 from distprove import pairing as pr
 from distprove.errors import FormatError
 from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk
-from distprove.stages import _fastec
 
 Proof = tuple[bn254.Affine, bn254.Affine, bn254.Affine]
 Source = Any
@@ -68,7 +67,7 @@ def _load(vk: Source, public: Source, proof: Source) -> tuple[VerificationKey, l
 def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Affine:
     """IC[0] + Σ public[i]·IC[i+1] (one doubling chain on gmpy2)."""
     terms = [(1, key.ic[0]), *zip(public, key.ic[1:])]
-    return _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), terms)])[0]
+    return curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), terms)])[0]
 
 
 def _check(key: VerificationKey, public: Sequence[int], proof: Proof, miller_ab: pr.Fq12 | None = None) -> bool:
@@ -169,7 +168,7 @@ class BatchCheck:
             sc = scalars[kid]
             by_g2.setdefault(key.gamma2, []).extend(zip(sc, key.ic))
             by_g2.setdefault(key.beta2, []).append((sc[0], key.alpha1))
-        sums = _fastec.to_affine(g1, [_fastec.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
+        sums = curve.to_affine(g1, [curve.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
         factors = [pr.multi_miller_loop([(p, q) for q, p in zip(by_g2, sums)]), pr.multi_power(powers)]
         return pr.product_is_one(factors)
 

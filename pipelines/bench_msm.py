@@ -575,8 +575,8 @@ def precomputed_chunks(results: dict, specs: list[tuple[str, int, int]], chunks:
     are checked equal first. Rows are tagged ``precomputed x k``."""
     import cupy
 
+    from distprove import curve
     from distprove.backends.gpu import msm as gmsm
-    from distprove.stages import _fastec
 
     named = _groups()
     for name, lg, c in specs:
@@ -601,7 +601,7 @@ def precomputed_chunks(results: dict, specs: list[tuple[str, int, int]], chunks:
                     started.append(gmsm.msm_merged_start(g, table, sc, c, scratch, stream))
                 total = None
                 for wait in started:
-                    total = _fastec.add(g, total, wait())
+                    total = curve.add(g, total, wait())
                 return total
 
             if run() != want:
