@@ -31,6 +31,11 @@ try:
 except ImportError:  # optional: plain ints are the fallback
     gmpy2 = None
 
+fast_int: Callable[[int], int] = gmpy2.mpz if gmpy2 is not None else int
+"""The integer type of the host's bulk field arithmetic (here, the synthetic circuits, the dev
+setup, the CPU group FFT): ``gmpy2.mpz`` when gmpy2 is installed, else ``int``, which is as
+correct and only slower."""
+
 WindowTerm = tuple[int, Mapping[int, Affine]]
 """(c, {w: S_w}): contributes sum_w 2^(c*w) * S_w."""
 ScalarTerm = tuple[int, Affine]
@@ -42,7 +47,7 @@ WNAF_WIDTH = 5
 
 def default_modulus() -> int:
     """Q as ``gmpy2.mpz`` when gmpy2 is installed, else as a plain int (selects the arithmetic)."""
-    return gmpy2.mpz(Q) if gmpy2 is not None else Q
+    return fast_int(Q)
 
 
 def inverter(q: int) -> Callable[[int], int]:

@@ -39,11 +39,12 @@ import numpy as np
 
 from . import bn254
 from .bn254 import G1, G2, R, Affine, Group
+from .curve import fast_int
 from .formats.r1cs import R1CS
 from .keystore import CHUNK_BYTES, KeyStore, _vk_json, write_store
 from .stages.fixedbase import window_table
 from .stages.gather import csr_from_coefficients
-from .synth import _mpz, field_ints, limbs_from_field, small_values
+from .synth import field_ints, limbs_from_field, small_values
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +87,11 @@ def domain_power(n_constraints: int, n_public: int) -> int:
 def powers(base: int, n: int) -> np.ndarray:
     """[base^0 … base^(n-1)] mod r as an object array, by an outer product of two short tables."""
     m = 1 << ((max(n, 1) - 1).bit_length() + 1) // 2
-    lo = [_mpz(1)]
+    lo = [fast_int(1)]
     for _ in range(m - 1):
         lo.append(lo[-1] * base % R)
     step = pow(base, m, R)
-    hi = [_mpz(1)]
+    hi = [fast_int(1)]
     for _ in range(-(-n // m) - 1):
         hi.append(hi[-1] * step % R)
     out = np.multiply.outer(np.array(hi, dtype=object), np.array(lo, dtype=object)).reshape(-1)[:n]
@@ -110,7 +111,7 @@ def batch_inverse(values: np.ndarray) -> np.ndarray:
     top = int(levels[-1][0])
     if top % R == 0:
         raise ZeroDivisionError("batch_inverse: a value is 0 mod r")
-    inv = np.array([_mpz(pow(top, -1, R))], dtype=object)
+    inv = np.array([fast_int(pow(top, -1, R))], dtype=object)
     for lvl in reversed(levels[:-1]):
         size = lvl.shape[0]
         if size % 2:
@@ -135,7 +136,7 @@ def _lagrange_range(tau: int, k: int, lo: int, hi: int, coset: bool) -> np.ndarr
         scale = (tn - 1) * (tn - gn) % R * pow(n * gn % R * (gn - 1) % R, -1, R) % R
     else:
         scale = (tn - 1) * pow(n, -1, R) % R
-    return x * batch_inverse((_mpz(tau) - x) % R) % R * scale % R
+    return x * batch_inverse((fast_int(tau) - x) % R) % R * scale % R
 
 
 def lagrange_at(tau: int, k: int) -> np.ndarray:
@@ -260,7 +261,7 @@ def key_scalars(r1cs: R1CS, toxic: Toxic, workers: int = 1) -> dict[str, np.ndar
     terms = _sorted_terms(r1cs, n_pub)
     _JOB.clear()
     _JOB.update(
-        tau=toxic.tau, alpha=_mpz(toxic.alpha), beta=_mpz(toxic.beta), inv_delta=_mpz(pow(toxic.delta, -1, R)),
+        tau=toxic.tau, alpha=fast_int(toxic.alpha), beta=fast_int(toxic.beta), inv_delta=fast_int(pow(toxic.delta, -1, R)),
         k=k, n_pub=n_pub, terms=terms,
         lag=_shared((n, 8)), h=_shared((n, 8)), a=_shared((nv, 8)), b=_shared((nv, 8)), kd=_shared((nv, 8)),
     )

@@ -237,3 +237,11 @@ def test_add_equals_reference(group: bn254.Group, fq: int) -> None:
     cases = [(p, q), (p, p), (p, bn254.neg(group, p)), (None, q), (p, None), (None, None)]
     for a, b in cases:
         assert curve.add(group, a, b) == bn254.add(group, a, b)
+
+
+def test_fast_int_is_gmpy2_when_installed() -> None:
+    """fast_int (the integer type of the synthetic circuits, the dev setup and the CPU group FFT)
+    and the default modulus follow gmpy2's presence and keep the value."""
+    want = int if gmpy2 is None else type(gmpy2.mpz(0))
+    assert isinstance(curve.fast_int(Q), want) and curve.fast_int(Q) == Q
+    assert isinstance(curve.default_modulus(), want) and curve.default_modulus() == Q
