@@ -41,10 +41,11 @@ from . import bn254
 from .bn254 import G1, G2, R, Affine, Group
 from .curve import fast_int
 from .formats.r1cs import R1CS
-from .keystore import CHUNK_BYTES, KeyStore, _vk_json, write_store
+from .keystore import CHUNK_BYTES, KeyStore, write_store
 from .stages.fixedbase import window_table
 from .stages.gather import csr_from_coefficients
 from .synth import field_ints, limbs_from_field, small_values
+from .verifier import vk_json
 
 log = logging.getLogger(__name__)
 
@@ -422,7 +423,7 @@ class DevKey:
 
     def vk_json(self) -> dict:
         """verification_key.json content."""
-        return _vk_json(self.n_public, self.points, self.ic)
+        return vk_json(self.n_public, self.points, self.ic)
 
     @cached_property
     def content_hash(self) -> str:
