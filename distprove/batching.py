@@ -6,10 +6,13 @@ worker dies, and only after the proof verified. A rerun skips witnesses whose ou
 verify. One bad witness fails alone; the :class:`BatchReport` names it with the reason.
 
 Keys: ``key=``, else ``distprove.key`` in the dask configuration, else the key found beside the
-witnesses: the nearest folder (from the witness's own up to ``witness_dir``) holding a key store
-or ``.zkey`` provides it (a key store wins over ``.zkey`` files; two of a kind there is an error).
-So a mixed batch is one subfolder per key. Outputs go to ``out_dir`` (default: the configured
-``output.dir``, ``proofs``, inside ``witness_dir``), keeping the witnesses' subfolders.
+witnesses: the nearest folder holding a key store or ``.zkey``, from the witness's own up to
+``witness_dir`` and then ``witness_dir``'s parent (the layout ``project/circuit.zkey``,
+``project/witnesses/*.wtns``), provides it. A key store wins over ``.zkey`` files; two of a kind
+in one folder is an error for the whole batch, and so is finding no key for any witness (the
+error names the folders searched). So a mixed batch is one subfolder per key. Outputs go to
+``out_dir`` (default: the configured ``output.dir``, ``proofs``, inside ``witness_dir``), keeping
+the witnesses' subfolders.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class ProofResult:
     """Per-stage seconds of this proof (msm_A ... msm_H summed over window ranges, assemble, verify, write)."""
 
 
-@dataclass
+@dataclass(repr=False)
 class BatchReport:
     """What a batch did: every witness's result, the wall time and the per-stage worker time."""
 
@@ -120,6 +123,9 @@ class BatchReport:
     def __str__(self) -> str:
         return self.summary()
 
+    def __repr__(self) -> str:
+        return f"<BatchReport: {self.summary().splitlines()[0]}>"
+
 
 # --- discovery -------------------------------------------------------------------------------
 
@@ -154,27 +160,41 @@ def keys_in(directory: Path) -> list[Path]:
     return stores or [p for p in entries if p.is_file() and p.suffix == ".zkey"]
 
 
-def _key_beside(directory: Path, root: Path, cache: dict[Path, list[Path]]) -> tuple[str | None, str]:
-    """(key path, "") for the nearest folder from ``directory`` up to ``root`` with a key, or (None, reason)."""
+def _key_beside(directory: Path, root: Path, cache: dict[Path, list[Path]]) -> tuple[str | None, list[Path]]:
+    """(key path, folders searched) for the nearest folder with a key from ``directory`` up to
+    ``root`` and then ``root``'s parent; (None, folders searched) when none has one.
+
+    Raises FormatError naming the folder when one holds two keys of a kind."""
+    searched = []
     d = directory
     while True:
         if d not in cache:
             cache[d] = keys_in(d)
+        searched.append(d)
         found = cache[d]
         if len(found) == 1:
-            return str(found[0]), ""
+            return str(found[0]), searched
         if len(found) > 1:
             names = ", ".join(p.name for p in found)
-            return None, f"{len(found)} keys beside it in {d} ({names}); keep one per folder or pass key="
-        if d == root or root not in d.parents:
-            return None, f"no key store or .zkey found beside it (in {directory} or a parent up to {root}); pass key="
+            raise FormatError(d, f"{len(found)} keys in one folder ({names}); keep one key per folder or name the key to use")
+        if d == root.parent or d == d.parent:
+            return None, searched
         d = d.parent
+
+
+def _listing(folders: Iterable[Path], most: int = 6) -> str:
+    """Folders for a message: the first ``most``, then how many more."""
+    folders = list(dict.fromkeys(folders))
+    text = ", ".join(str(f) for f in folders[:most])
+    return text + (f" and {len(folders) - most} more" if len(folders) > most else "")
 
 
 def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | None = None, out_dir: str | os.PathLike[str] | None = None) -> list[Job]:
     """The ``*.wtns`` files under ``witness_dir`` (recursively, sorted), each matched to its key.
 
-    A witness with no key (or an ambiguous one) gets ``error`` set; it will be reported as failed.
+    A witness with no key beside it gets ``error`` set and will be reported as failed, when
+    other witnesses have theirs. Raises FormatError when no witness has a key (naming the folders
+    searched), when a folder holds two keys, and when there is no witness at all.
     """
     settings = config.settings()
     root = Path(witness_dir).resolve()
@@ -188,6 +208,7 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
     if not witnesses and not rejected:
         raise FormatError(witness_dir, "no *.wtns files found")
     cache: dict[Path, list[Path]] = {}
+    searched: list[Path] = []
     jobs = []
     for w in witnesses:
         rel = w.relative_to(root)
@@ -195,8 +216,16 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
         if chosen is not None:
             key_path, error = str(Path(chosen).resolve()), ""
         else:
-            key_path, error = _key_beside(w.parent, root, cache)
+            key_path, folders = _key_beside(w.parent, root, cache)
+            searched += folders
+            error = "" if key_path else f"no key store or .zkey found beside it (searched {_listing(folders)}); pass key="
         jobs.append(Job(_job_name(rel), str(w), key_path, str(proof), str(public), error))
+    if witnesses and not any(j.key for j in jobs):
+        raise FormatError(
+            witness_dir,
+            f"no key store or .zkey found for any witness (searched {_listing(searched)}); "
+            "put the key in the witness folder or its parent, or pass key=",
+        )
     for err in rejected:  # links leaving the folder, FIFOs, unreadable entries: failed, with the reason
         w = Path(err.path)
         rel = w.relative_to(root)
@@ -242,8 +271,9 @@ class BatchOptions:
     """Called in the client for each result as it arrives (progress bars, tests)."""
     on_start: Callable[[int], Any] | None = None
     """Called once with the number of witnesses, before any result."""
-    echo: Callable[[str], Any] | None = print
-    """Where the report's summary is printed at the end (None: nowhere)."""
+    echo: Callable[[str], Any] | None = None
+    """Where the report's summary is also printed at the end (default: nowhere; the caller holds
+    the report, and ``print(report)`` shows the summary)."""
 
     def __post_init__(self) -> None:
         import dask
@@ -262,10 +292,12 @@ def verification_pool(processes: int) -> Any:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from distprove.cluster import require_main_guard
     from distprove.worker import warm_up
 
     pool = _POOLS.get(processes)
     if pool is None or getattr(pool, "_broken", False):
+        require_main_guard()  # spawned processes run an unguarded script again
         pool = _POOLS[processes] = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
         for _ in range(processes):  # start every process now, while the cluster proves
             pool.submit(warm_up)
@@ -572,12 +604,14 @@ def batch(
     client: Any = None,
     **options: Any,
 ) -> BatchReport:
-    """Prove every ``*.wtns`` under ``witness_dir``; return (and print) a :class:`BatchReport`.
+    """Prove every ``*.wtns`` under ``witness_dir``; return a :class:`BatchReport` (``print(report)``
+    shows its summary).
 
     ``key``: a key store or ``.zkey`` for all witnesses (default: ``distprove.key``, else the key
-    beside each witness). ``out_dir``: default ``<witness_dir>/proofs``. ``client``: a
-    ``distributed.Client`` (default: ``scheduler=`` / ``DASK_SCHEDULER_ADDRESS``, else a local
-    cluster). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
+    beside the witnesses: in a witness's folder, up to ``witness_dir`` and its parent).
+    ``out_dir``: default ``<witness_dir>/proofs``. ``client``: a ``distributed.Client`` (default:
+    ``scheduler=`` / ``DASK_SCHEDULER_ADDRESS``, else a local cluster, whose worker processes
+    run a calling script again: a script needs ``if __name__ == "__main__":`` around the call). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
     mode (auto|data|split), n_workers, fourstep_min_domain, windows_per_task, verify, max_keys,
     verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
     on_result, on_start, echo.

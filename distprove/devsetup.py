@@ -38,6 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import bn254
+from .backends import BACKEND_NAMES
 from .bn254 import G1, G2, R, Affine, Group
 from .curve import fast_int
 from .formats.r1cs import R1CS
@@ -372,8 +373,8 @@ def fixed_base(group: Group, scalars: np.ndarray, device: str = "auto", workers:
         from .backends.gpu.fixedbase import fixed_base_gpu
 
         return fixed_base_gpu(group, scalars)
-    if device not in ("auto", "cpu"):
-        raise ValueError(f"device must be auto, cpu or gpu, not {device!r}")
+    if device not in BACKEND_NAMES:
+        raise ValueError(f"device must be one of {', '.join(BACKEND_NAMES)}, not {device!r}")
     return fixed_base_cpu(group, scalars, workers=workers)
 
 

@@ -78,10 +78,8 @@ GROUP_DOMAIN = 1 << 23
 """The default of ``distprove.planner.group-domain``: a prove-whole task of several proofs holds at
 most this many domain points in all (eight proofs at 2^20, ~0.3 s of an H200). Each task loses
 about one proof's host tail (its assembly and write with the device idle) plus the task's round
-trip, ~7-12 ms: 8 fixture proofs (2^13) or 2 proofs at 2^20 a task left the workers at 0.82 and
-0.94 of the pipelined bare loop (2 x H200, session 6); once proofs got faster, groups of 4 at 2^20
-left 0.89-0.91 and groups of 8 0.92-0.93 (23.8-24.2 against 24.9-25.4 proofs/s, 1 x H200,
-bench/results/2026-12-01_batch-chain20-64-group2{2,3}-r*-s16_h200.json)."""
+trip, ~7-12 ms, so larger groups pay less of it: at 2^20 on one H200, groups of 8 keep the worker
+at 0.92-0.93 of the pipelined bare loop, groups of 4 at 0.89-0.91."""
 TASKS_PER_WORKER = 8
 """Grouped proofs leave at least this many tasks per worker, for the scheduler to balance."""
 CHECKED_GROUP_DOMAIN = 1 << 24

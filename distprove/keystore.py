@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import bn254
-from .errors import FormatError
+from .errors import FormatError, OutputExists
 
 LAYOUT_VERSION = 1
 CHUNK_BYTES = 4 << 20
@@ -395,7 +395,7 @@ def import_key(
     """
     out = Path(out_path)
     if out.exists() and not overwrite:
-        raise FormatError(out, "already exists (pass overwrite=True / --overwrite to replace it)")
+        raise OutputExists(out)
     key = ZkeyKey(zkey_path)
     source = {
         "file": os.path.basename(os.fspath(zkey_path)),
@@ -428,7 +428,7 @@ def write_store(
 
     out = Path(out_path)
     if out.exists() and not overwrite:
-        raise FormatError(out, "already exists (pass overwrite=True / --overwrite to replace it)")
+        raise OutputExists(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)

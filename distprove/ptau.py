@@ -35,6 +35,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 import numpy as np
 
+from .backends import BACKEND_NAMES
 from .bn254 import FR_S, FR_SHIFT, G1, G2, R, Group
 from .errors import BackendUnavailable, FormatError
 from .formats.container import Reserved
@@ -58,8 +59,8 @@ SOURCE_NAMES = {2: "tauG1", 3: "tauG2", 4: "alphaTauG1", 5: "betaTauG1"}
 
 
 def _check_backend(backend: str) -> None:
-    if backend not in ("auto", "cpu", "gpu"):
-        raise ValueError(f"backend must be auto, cpu or gpu, not {backend!r}")
+    if backend not in BACKEND_NAMES:
+        raise ValueError(f"backend must be one of {', '.join(BACKEND_NAMES)}, not {backend!r}")
 
 
 def resolve_backend(backend: str) -> str:

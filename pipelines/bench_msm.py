@@ -5,8 +5,8 @@ real key); scalars: uniform below r (every window busy; the worst case for Pippe
 times msm_windows over all windows (device work plus reading back and converting W points), the
 median of a few repetitions after a warm-up, and gives the floor: n * W mixed additions of
 ~10 Fq-mul equivalents (G1) or ~30 (G2, three Fq products per Fq2 product) at the planning rate
-of 41 G Fq mul/s (CIOS products: the issue's planning floor; the FP64 product the kernels now use
-is faster, docs/BENCHMARKS.md session 11). A window-width sweep at the largest G1 size checks
+of 41 G Fq mul/s (CIOS products, the planning floor; the FP64-pipe product the kernels use is
+faster). A window-width sweep at the largest G1 size checks
 pick_window. The constant-work rows (docs/CONSTANT_WORK.md) time ``constant_work=True`` against the default mode
 on uniform and on witness-like scalars (45% zero, 45% one, 10% uniform), after checking that
 both modes give the same window sums. ``--affine-rounds table,0,1,2,3`` times only the main cases
@@ -72,22 +72,22 @@ VARIANTS = {
     "g2_tail_inline": ("-DDP_G2_TAIL_INLINE",),
     "mul_single": ("-DDP_MUL_SINGLE",),
 }
-"""Builds of msm.cu (NVRTC options, beside the module's own): the default (FP64-pipe Fq
-products, field.cuh), CIOS products (the default until session 11), CIOS as PTX carry chains,
-CIOS with squares by the general product (the build before mont_sqr8); G2's accumulation held to
-3 or 4 blocks of 128 threads per SM, G2's fold and first reduction level to 3, G1's accumulation
-to 3 (176 registers unbounded since session 17's paired products: 2 blocks per SM), 4 or 6, G1's
+"""Builds of msm.cu (NVRTC options, beside the module's own), each the default's alternative
+for one decision, timed beside it: the default (FP64-pipe Fq products, field.cuh), CIOS products
+(the device default where the FP64 product is not), CIOS as PTX carry chains, CIOS with squares
+by the general product instead of mont_sqr8; G2's accumulation held to 3 or 4 blocks of 128
+threads per SM, G2's fold and first reduction level to 3, G1's accumulation to 3 (176 registers
+unbounded with paired products: 2 blocks per SM), 4 or 6, G1's
 accumulation after the pair rounds unbounded (the default holds it to 3, msm_affine.cu), G1's
 pair rounds to 4 or 5 (register bounds: the FP64 product lifted G1's kernels from ~112
-to ~166 registers, 3 blocks per SM); G1's Fq products inline and Fq2's products inline (each the
-build before they became calls to the out-of-line Fq product, curve.cuh and field.cuh); G1's and
-G2's pair rounds reading each point from global memory where it is used (msm_affine.cu
-PairDirect: no shared-memory stage; session 12's comparison ran the build before the stage,
-which prefetched points into registers one job ahead); G1's pair blocks of 64 threads, unbounded (166
+to ~166 registers, 3 blocks per SM); G1's Fq products inline and Fq2's products inline (instead
+of calls to the out-of-line Fq product, curve.cuh and field.cuh); G1's and G2's pair rounds
+reading each point from global memory where it is used (msm_affine.cu PairDirect: no
+shared-memory stage); G1's pair blocks of 64 threads, unbounded (166
 registers: 12 warps per SM as with 128) and held to 7 per SM (ptxas then takes 128 registers);
 G2's fold, window reductions and block trees with every addition inline (curve.cuh
-DP_G2_TAIL_INLINE, the default until session 15); each Fq product its own call (field.cuh
-DP_MUL_SINGLE, the default until session 17: independent products now share a body)."""
+DP_G2_TAIL_INLINE); each Fq product its own call (field.cuh DP_MUL_SINGLE, instead of
+independent products sharing one body)."""
 
 
 def _load(gmsm: Any, gcompile: Any, variant: str, results: dict) -> None:
@@ -282,7 +282,7 @@ TUNE_CASES = [("G1", 20), ("G1", 21), ("G1", 22), ("G2", 20), ("G2", 21), ("G2",
 TUNE_GRID = {"SLICE_LEN": (32, 64, 96, 128), "REDUCE_SEG": (8, 16), "FOLD_LEN": (32,)}
 """Host-side launch parameters of gpu/msm.py swept by :func:`tune` (no recompilation needed).
 SLICE_LEN is the target that gpu_msm.slice_length fits to whole waves; FOLD_LEN 64 and REDUCE_SEG
-32 lost everywhere in the first sweep (bench/results/2026-11-30_kernels-msm-tune_2xh200.json)."""
+32 are left out, slower at every size of TUNE_CASES."""
 
 
 def tune(results: dict, reps: int = 3) -> None:

@@ -26,20 +26,19 @@ FR_MUL_PER_S = 41e9
 """Fr Montgomery multiplications per second on an H200 (the project's planning figure)."""
 F64_MUL_PER_S = 132 * 4 * 1.98e9 * 32 / 405
 """Issue-slot bound of the FP64-pipe product (field.cuh mont_mul_f64, the device default): 405
-SASS instructions a product (165 of them FP64; cuobjdump of bench_field's chain kernel,
-bench/results/2026-12-01_sass-field-chains-s11_h200.txt.gz), one warp instruction per cycle per
+SASS instructions a product (165 of them FP64; cuobjdump of bench_field's chain kernel), one warp instruction per cycle per
 SM sub-partition at 1.98 GHz: 82.6 G products/s. A dependent chain reaches 52.7 (64%)."""
 SHOUP_COST = 214 / 264
 """Multiply instructions of Shoup's product (43 + 2 x 28 widening, 16 low-only) over CIOS's
 (128 widening, 8 low-only): a butterfly product's share of a Montgomery product in the floor."""
-NTT_VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
-    **{name: (opts, "-DNTT_LO_MAJOR=0" not in opts) for name, opts in BUILDS.items()},
-    "default": ((), True),
-    "blocks4": (("-DNTT_MIN_BLOCKS=4",), True),
-    "blocks2": (("-DNTT_MIN_BLOCKS=2",), True),
+NTT_VARIANTS: dict[str, tuple[str, ...]] = {
+    **BUILDS,
+    "default": (),
+    "blocks4": ("-DNTT_MIN_BLOCKS=4",),
+    "blocks2": ("-DNTT_MIN_BLOCKS=2",),
 }
-"""Pass-kernel builds: NVRTC options and whether butterflies are twiddle-ordered (NTT_LO_MAJOR).
-gpu/ntt.py's BUILDS (legacy, montgomery, shoup, unsplit, eager, unfused: its docstring);
+"""Pass-kernel builds by NVRTC options: gpu/ntt.py's BUILDS (montgomery, shoup, unsplit, eager,
+unfused: its docstring);
 default: FP64-pipe Montgomery products everywhere (field.cuh), butterfly twiddles split on the
 host, lazy butterflies, the first level pair done by the load; blocks4/2: the pass kernel
 bounded to 4 or 2 blocks per SM instead of 3."""
@@ -66,7 +65,7 @@ def time_ms(fn: Callable[[], Any], reps: int = 7, warmup: int = 2) -> list[float
 
 
 def ntt_floor_ms(log_n: int, *, inverse: bool = False, max_pass_log: int | None = None,
-                 lo_major: bool = True, post_tab: bool = False, shoup: bool = False,
+                 post_tab: bool = False, shoup: bool = False,
                  f64: bool = True) -> dict[str, float]:
     """Memory and multiplication floors of one NTT of size 2^log_n as planned by gpu/ntt.py
     (``NttEngine.ntt``: the inverse scales by 1/n on its last pass; ``post_tab``: the H step's
@@ -77,7 +76,7 @@ def ntt_floor_ms(log_n: int, *, inverse: bool = False, max_pass_log: int | None 
     n = 1 << log_n
     specs = plan(log_n, max_pass_log=max_pass_log)
     nbytes = sum(2 * n * 32 + (n * 32 if not s.last else 0) for s in specs) + (n * 32 if post_tab else 0)
-    pr = plan_products(specs, lo_major=lo_major, post=inverse and not post_tab, post_tab=post_tab)
+    pr = plan_products(specs, post=inverse and not post_tab, post_tab=post_tab)
     if f64 and not shoup:
         mul_ms = pr.warp / F64_MUL_PER_S * 1e3
     elif f64:  # Shoup butterflies (integer), FP64 products elsewhere
@@ -161,23 +160,23 @@ def run_variants(results: dict, sizes: tuple[int, ...], reps: int = 7, names: tu
     if not sizes:
         return
     ref_eng = gntt.engine()
-    engines = [(f"{name},plan{mp}", gntt.NttEngine(gntt.CupyKernels(NTT_VARIANTS[name][0]), mp), mp,
-                NTT_VARIANTS[name][1], "-DDP_CIOS_MUL" not in NTT_VARIANTS[name][0])
+    engines = [(f"{name},plan{mp}", gntt.NttEngine(gntt.CupyKernels(NTT_VARIANTS[name]), mp), mp,
+                "-DDP_CIOS_MUL" not in NTT_VARIANTS[name])
                for name in names for mp in plans]
     if big512:
-        engines.append(("default,plan12,big512", gntt.NttEngine(gntt.CupyKernels(big_threads=512), 12), 12, True, True))
+        engines.append(("default,plan12,big512", gntt.NttEngine(gntt.CupyKernels(big_threads=512), 12), 12, True))
     for log_n in [s for _ in range(rounds) for s in sizes]:
         x = random_mont(cp, 1 << log_n, 100 + log_n)
         scratch = cp.empty_like(x)
         for inverse in (False, True):
             want = ref_eng.ntt(x.copy(), inverse, scratch)
-            for label, eng, mp, lo_major, f64 in engines:
+            for label, eng, mp, f64 in engines:
                 got = eng.ntt(x.copy(), inverse, scratch)  # also builds its tables
                 same = bool(cp.array_equal(want, got))
                 del got
                 y = x.copy()
                 t = time_ms(lambda: eng.ntt(y, inverse, scratch), reps)
-                fl = ntt_floor_ms(log_n, inverse=inverse, max_pass_log=mp, lo_major=lo_major,
+                fl = ntt_floor_ms(log_n, inverse=inverse, max_pass_log=mp,
                                   shoup=eng.k.twiddles == "shoup", f64=f64)
                 _row(results, f"ntt_{'inv' if inverse else 'fwd'}[{label}]", log_n, t,
                      equal_to_default=same, max_pass_log=mp, floor_ms=_floor(fl), **fl)

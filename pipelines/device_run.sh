@@ -59,7 +59,7 @@ python3 -c "import cupy, sys; print('python', sys.version.split()[0], 'cupy', cu
 NGPU=$(python3 -c "import cupy; print(cupy.cuda.runtime.getDeviceCount())" 2>/dev/null || echo 0)
 
 pack() { tar czf "$OUT/results.tgz" -C "$RES" . 2>/dev/null; }
-[ -n "${DISTPROVE_GIT_COMMIT:-}" ] || echo "warning: DISTPROVE_GIT_COMMIT is unset: results record the git metadata of the device's copy, which can be older than the tree sent (session 20 recorded f464026 for ac7697b)"
+[ -n "${DISTPROVE_GIT_COMMIT:-}" ] || echo "warning: DISTPROVE_GIT_COMMIT is unset: results record the git metadata of the device's copy, which can be older than the tree sent"
 want() { [[ " ${SKIP:-} " != *" $1 "* ]]; }
 status=0
 step() {  # step NAME LIMIT CMD...: run with a time limit, log to $RES/NAME.log, re-pack results

@@ -70,13 +70,13 @@ INPUTS = {
     "ptau_levels": "2026-11-30_ptau-levels_2xh200.json",
     "ptau_prepare": "2026-11-30_ptau-prepare-p20-twiddlecache_2xh200.json",
 }
-"""The newest measurement of each kind: a 2^20 batch without the pairing check on one H200 (session
-16, commit 6b4f4aa, with its split-mode latency rows; the newest with 2 and 4 GPUs is session 7's
-``2026-11-30_batch-chain20-64-1-2-4gpu-s7_4xh200.json``, for ``--batch``), 2^22 and 2^24 batches
-that check how the model carries the 2^20 batch to larger keys (``--batch-large``: files, or ''
-for none; the 2^24 one with H recomputed, as split mode now runs), e2e stage breakdowns at 2^20,
-2^22 and 2^24 (run 29, the same commit), ptau level costs, and the power-20 prepare on 1 and 2
-GPUs (2026-11-30)."""
+"""The measurement of each kind the model starts from (file names under ``--results``, each
+replaced by its option): a 2^20 batch without the pairing check on one H200, with its split-mode
+latency rows (``--batch``; a file with 2- and 4-GPU rows checks the model against them), 2^22 and
+2^24 batches that check how the model carries the 2^20 batch to larger keys (``--batch-large``:
+files, or '' for none; the 2^24 one with H recomputed, as split mode runs), e2e stage breakdowns
+at 2^20, 2^22 and 2^24 of the batch's commit, ptau level costs, and the power-20 prepare on 1 and
+2 GPUs."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,8 @@ class Assumed:
     scheduler_task_s: float = 1e-3
     """Scheduler cost per task ("each task suffers about 1ms of overhead", distributed docs)."""
     tasks_per_proof: int = 1
-    """Data mode as measured since session 4: one prove-whole task per proof, which writes it (no
-    pairing check)."""
+    """Data mode as the batches run: one prove-whole task per proof, which writes it (no pairing
+    check)."""
 
 
 def load(path: Path) -> Any:
@@ -240,14 +240,14 @@ class SplitParams:
     write_s: float
     h_on_host: bool = True
     """How the measured code handed H to split H tasks elsewhere: downloaded by the prepare and
-    sent through Dask (True), or recomputed from the witness there (GPU keys since session 16)."""
+    sent through Dask (True), or recomputed from the witness there (as GPU keys run)."""
 
 
 @dataclass(frozen=True)
 class BatchFile:
     """One bench_batch result: its key's size, rows by worker count, and how its split rows handed
-    H over (through Dask from the prepare, or recomputed; files before session 16 lack ``split_h``:
-    through Dask)."""
+    H over (through Dask from the prepare, or recomputed; a file without ``split_h``: through
+    Dask)."""
 
     path: Path
     key: str
@@ -370,7 +370,8 @@ class PtauCosts:
     host_twiddle_s: float
     """Host twiddle packing per scalar (the measured code; shared by the sections of a level).
     The device twiddle tables that replaced it are timed inside ``level_s`` by bench_ptau.py now;
-    the 2026-11-30 level rows predate them, so the model takes them as free."""
+    level rows without them (the default ``ptau_levels`` input) leave them out, so the model
+    takes them as free."""
 
     def level(self, t: LevelTask) -> float:
         return self.per_unit[t.group.name] * (1 << t.p) * (t.p + 1)

@@ -14,7 +14,7 @@ and writes two PNGs with matplotlib's Agg backend:
 
 matplotlib is a dev tool only (``pip install distprove[bench]``)::
 
-    python pipelines/plot_e2e.py bench/results/2026-11-30_e2e_h200_run1.json
+    python pipelines/plot_e2e.py bench/results/<date>_e2e_<host>_run1.json
 """
 
 from __future__ import annotations

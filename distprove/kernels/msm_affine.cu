@@ -15,8 +15,8 @@
 //   or the row's odd last entry alone (copied, negation applied). No pair crosses a bucket and
 //   the output is sorted by row like the input; points keep the bases' layout (infinity 0).
 // * Jobs, not entries, are what threads walk: thread t of `stride` takes jobs t, t + stride, ...
-//   so every lane of a warp has a job at every step (session 4 walked entries and skipped the
-//   odd ones: 17 of 32 lanes active, Nsight Compute) and neighbouring lanes read neighbouring
+//   so every lane of a warp has a job at every step (walking entries and skipping the odd ones
+//   leaves ~17 of 32 lanes active, Nsight Compute) and neighbouring lanes read neighbouring
 //   descriptors, parked products and (after round 1) points. The forward pass needs only the x:
 //   x = 0 only at infinity (3 is not a square in Fq, nor b' in Fq2), y only when the x are equal.
 //   Descriptors are fetched ahead of the copies of the operands they name, and the operands
@@ -40,15 +40,12 @@
 // * Whether rounds run at all is the device's call too (msm_pair_plan, from the sort's entry
 //   count against the host's per-round thresholds), so nothing waits on the host: skipped
 //   rounds return at once and msm_accumulate_sel reads the last set that was written.
-// * Measured on an H200 (bench/results/2026-11-30_kernels-msm-affine-s8_h200.json): a round at
-//   G1 2^24 does its E/2 additions in ~31 ms where they cost ~36 in the XYZZ pass (session 4:
-//   63.7), and three rounds take G1 2^24 from 93.2 to 82.9 ms, G2 2^22 from 73.9 to 58.6. On
-//   witness-like scalars (45% zero, 45% one) they lose (G1 2^24 18.4 -> 20.8 ms forced), so the
-//   plan skips them there.
+// * On an H200 a round at G1 2^24 does its E/2 additions in ~31 ms where they cost ~36 in the
+//   XYZZ pass, and three rounds take G2 2^22 from 73.9 to 58.6 ms. On witness-like scalars (45%
+//   zero, 45% one) they lose (G1 2^24 18.4 -> 20.8 ms forced), so the plan skips them there.
 // * Every Fq product of a pass is its own call (f_mul_each), unlike the XYZZ formulas' pairs
-//   (curve.cuh): 1/d and the next running inverse in one body of two made G1 2^24's rounds
-//   47.4 against 45.0 ms on an H200, and Fq2 products two to a body G2 2^22's 32.0 against 29.6
-//   (bench/results/2026-12-01_kernels-msm-mul2-{all,sites}-s17_h200.json).
+//   (curve.cuh): on an H200, 1/d and the next running inverse in one body of two make G1
+//   2^24's rounds 5% slower, and Fq2 products two to a body G2 2^22's 8%.
 // * Per-thread bodies are DP_INLINE functions of (arguments, thread index), so a host build
 //   runs them one thread after another (tests/test_kernels_host.py).
 
@@ -204,9 +201,8 @@ template <typename F> DP_INLINE void pair_back_one(const PairRound<F>& a, PairJo
 // its 6.0 cycles between issues on those loads. The backward pass copies job j - stride's two
 // points into the other half of a double buffer while job j computes; the forward pass (one
 // product a job: too little to cover a gather one job ahead) copies the x three jobs ahead into
-// a ring of four slots in the same memory. H200, G1 2^24, against the build before it (points
-// prefetched into registers one job ahead): round 1 25.9 -> 23.8 ms, 2.3 -> 1.25 cycles on loads,
-// the MSM 62.2-62.7 -> 60.6-60.9 ms. The passes are written once, over PairStage or PairDirect.
+// a ring of four slots in the same memory. H200, G1 2^24, against points prefetched into
+// registers one job ahead: round 1 25.9 -> 23.8 ms, 2.3 -> 1.25 cycles on loads. The passes are written once, over PairStage or PairDirect.
 // Layout: 16-byte chunk f of thread tid at [f * DP_PAIR_BLOCK + tid], so a warp's reads of one
 // chunk are 512 consecutive bytes (no bank conflicts). Double buffering keeps cp.async off a
 // buffer the thread may still be reading.
@@ -504,11 +500,9 @@ struct PairSet {
 
 // G1's accumulation after the pair rounds (msm_accumulate_sel_g1, every G1 MSM of 2^22 or more)
 // is held to 3 blocks of 128 threads per SM (168 registers, a few spilled): with its products in
-// pairs (curve.cuh) it takes 176 unbounded, 2 blocks. H200, alternating builds: the accumulation
-// of G1 2^24 took 7.3-7.5 against 7.7-7.8 ms, of 2^22 3.7 against 4.0, of witness-like 2^24 6.0
-// against 6.5 (bench/results/2026-12-01_kernels-msm-g1-acc3-s17_h200.json). msm_accumulate_g1
-// (smaller MSMs, no pair rounds) stays unbounded: held to 3, witness-like 2^20 took 1.0 against
-// 0.6 ms. DP_G1_ACC_MIN_BLOCKS (msm.cu) bounds both; DP_G1_SEL_MIN_BLOCKS=0 unbounds this one.
+// pairs (curve.cuh) it takes 176 unbounded, 2 blocks. On an H200 the bound takes the
+// accumulation of G1 2^24 from 7.7-7.8 to 7.3-7.5 ms. msm_accumulate_g1 (smaller MSMs, no pair
+// rounds) stays unbounded: held to 3, witness-like 2^20 takes 1.0 against 0.6 ms. DP_G1_ACC_MIN_BLOCKS (msm.cu) bounds both; DP_G1_SEL_MIN_BLOCKS=0 unbounds this one.
 #ifndef DP_G1_SEL_MIN_BLOCKS
 #define DP_G1_SEL_MIN_BLOCKS 3
 #endif

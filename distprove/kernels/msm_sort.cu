@@ -31,8 +31,8 @@
 //   its sorted output; the host's cumsum gives the cursor), so everything after the sort is
 //   unchanged.
 // * Traffic at G1 2^24, c = 17 (16 windows, 251.7 M entries): ~12 GB of plain loads and stores,
-//   2.7 ms at 4.3 TB/s; measured 7.1 ms on an H200 against the counting sort's 16.2
-//   (pipelines/bench_sort.py, docs/BENCHMARKS.md "Session 9").
+//   2.7 ms at 4.3 TB/s; 7.1 ms on an H200 against the counting sort's 16.2
+//   (pipelines/bench_sort.py).
 // * Which sort runs is the device's choice (msm_sort_plan, from a sample of the scalars): on
 //   witness-like scalars (mostly 0 and 1) the counting sort's cost follows the few live entries,
 //   while the radix passes still read a digit per scalar and window. The host queues both; the
@@ -56,8 +56,8 @@
 #define RADIX_SAMPLES 8192u  // scalars msm_sort_plan looks at
 // The scatters: 3 blocks per SM (<= 85 registers; unbounded they took 113, 2 blocks per SM, and
 // their 42 KiB of shared memory allows 3). Pass 1 holds no values over its tile (BY_INDEX below):
-// 64 registers without spills, so 4 blocks (ptxas -v, sm_90; -DRADIX_P1_BLOCKS=3 restores the
-// old bound). H200, G1 2^24 merged: pass 1 1.32 against 1.45-1.53 ms (session 22).
+// 64 registers without spills, so 4 blocks (ptxas -v, sm_90): G1 2^24 merged on an H200, pass 1
+// 1.32 against ~1.5 ms at 3 (-DRADIX_P1_BLOCKS=3).
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define RADIX_BOUNDS __launch_bounds__(RADIX_THREADS, 3)
 #define RADIX_BOUNDS_P1 __launch_bounds__(RADIX_THREADS, RADIX_P1_BLOCKS)
@@ -150,8 +150,8 @@ DP_UNROLL
 // ~12 K of the last), and items of equal bin and L may go in any order: when the tile's low parts
 // span fewer than 5 values (3 for 9-bit passes) from the first one, L0, a shared-memory atomic on
 // cell (bin, L - L0) ranks each item, as pass 1 ranks on cell (bin); otherwise per-warp counters and
-// ballots keep the tile order (msm_radix_mid and pass2 spent 9.7-11 cycles per warp-issue on
-// those ballots, Nsight Compute, session 20). RUNS: first / last say whether the item opens /
+// ballots keep the tile order (msm_radix_mid and pass2 spend 9.7-11 cycles per warp-issue on
+// those ballots, Nsight Compute). RUNS: first / last say whether the item opens /
 // closes its run of equal keys in the sorted tile (the last pass's keys are whole rows, sorted
 // within the tile; false otherwise). BY_INDEX: put's val is the item's index k in the tile, not
 // item's val (pass 1, whose value follows from k: 16 registers a thread fewer held over the tile).

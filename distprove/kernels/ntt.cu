@@ -26,22 +26,15 @@
 //   `post` (one constant on the last pass: 1/n, or a raw 1/n to leave Montgomery form).
 // * Fr products of a 2^24 forward NTT, n = 2^24 (gpu/ntt.py pass_products counts them for any
 //   plan; a counting host build checks it). Warp cost = 32 x the products warps issue.
-//   Legacy build (-DNTT_SWIZZLE=0 -DNTT_LO_MAJOR=0), 3 passes of 2^8 on 2^10 tiles:
-//     butterflies 3 x 3.25n = 163,577,856 (first level pair n/4, three more pairs n each), of
-//       which 12,386,304 multiply by a twiddle equal to 1 (lo = 0 groups: 63n/256 per pass);
-//     four-step twiddles 2 x n = 33,554,432 in warp cost (33,357,825 lanes: k = 0 and column
-//       0 lanes skip, never a whole warp); pre/post none (the inverse adds n for 1/n);
-//     total 197,132,288 = 11.75n: 4.81 ms at 41 G/s, 5.30 ms at the measured 37.2 G/s chain
-//     rate, against 7.0-7.2 ms measured (2026-11-30): ~28 G/s, so about 1.7 ms went to
-//     something else. Radix-2 and radix-4 levels timed the same (7.44 / 7.42 ms).
-//   Default build, same plan: the w^0 products skipped where whole warps have lo = 0 (level
-//     pair s = 2 on these tiles): 187,695,104 = 11.1875n (4.58 ms at 41 G/s as Montgomery
-//     products; the 154,140,672 butterfly ones as Shoup products, 214 of 264 multiply
-//     instructions: 3.87 ms, against 5.70 measured, 2026-12-01). Every w^0 product
-//     skipped would give 11n + 1 (184,549,377), the radix-2 count for any pass split.
-//   Default build, 2 passes of 2^12 (one four-step twiddle pass fewer, but each pass's free
-//     first level pair saves n/4 once fewer; w^0 skips at s = 2 and 4): 185,069,568 = 11.03n
-//     (4.51 ms at 41 G/s; 4.97 ms at 37.2 G/s), and 2/3 of the memory traffic.
+//   3 passes of 2^8 on 2^10 tiles: butterflies 3.25n a pass (the first level pair n/4, three
+//     more pairs n each) less the products by w^0 where whole warps have lo = 0 (level pair
+//     s = 2 on these tiles), and the four-step twiddles n per non-last pass (k = 0 and column 0
+//     lanes skip, never a whole warp); pre/post none (the inverse adds n for 1/n): 187,695,104
+//     = 11.1875n, 4.58 ms at 41 G/s. Every w^0 product skipped would give 11n + 1, the radix-2
+//     count for any pass split; radix-2 and radix-4 levels time the same.
+//   2 passes of 2^12 (one four-step twiddle pass fewer, but each pass's free first level pair
+//     saves n/4 once fewer; w^0 skips at s = 2 and 4): 185,069,568 = 11.03n (4.51 ms at
+//     41 G/s), and 2/3 of the memory traffic.
 // * Kernel bodies are DP_INLINE functions of (block, thread, threads): every phase loops
 //   over its work items with stride `threads`, so a host build that runs one "thread" per
 //   block executes the same code sequentially (tests/test_kernels_compile.py does that
@@ -50,12 +43,12 @@
 //   two-level power table (base^i and base^(i*2^14), built on the host): one multiplication
 //   per entry.
 // * Shared memory is structure-of-arrays (limb l of slot i at (sm + slot(i))[l << LOG_E]).
-//   Without a swizzle (slot(i) = i, the legacy build) the loads into bit-reversed slots had
-//   8-way (unit stride) to 32-way (strided views: passes 1..P-1) bank conflicts, strided
-//   stores 4-way and the first butterfly pairs 2-4-way; ntt_slot xors the bank bits so every
+//   Unswizzled (slot(i) = i), the loads into bit-reversed slots would have 8-way (unit stride)
+//   to 32-way (strided views: passes 1..P-1) bank conflicts, strided stores 4-way and the
+//   first butterfly pairs 2-4-way; ntt_slot xors the bank bits so every
 //   phase of every full-tile pass shape is conflict-free (2^10 and 2^12 tiles, m = 4 .. 12:
 //   tests/test_kernels_compile.py test_ntt_shared_memory_banks enumerates the warps' slots).
-// * Butterfly work items go in twiddle order (NTT_LO_MAJOR): the lanes of a warp share lo,
+// * Butterfly work items go in twiddle order: the lanes of a warp share lo,
 //   so the twiddle load is one broadcast and the products by w^0 = 1 are skipped without
 //   divergence wherever a whole warp has lo = 0.
 
@@ -73,15 +66,6 @@
 #ifndef NTT_BIG_THREADS  // one block per SM; the host passes the same number (CupyKernels)
 #define NTT_BIG_THREADS 1024
 #endif
-// Variants, both on by default; -DNTT_SWIZZLE=0 -DNTT_LO_MAJOR=0 is the layout and order of
-// commit b6f25e6 (the benchmark times all three builds).
-#ifndef NTT_SWIZZLE  // xor-swizzled shared-memory slots (no bank conflicts in any phase)
-#define NTT_SWIZZLE 1
-#endif
-#ifndef NTT_LO_MAJOR  // butterfly work items ordered by twiddle; trivial twiddles skipped
-#define NTT_LO_MAJOR 1
-#endif
-
 // The pass body's Fr products; a host build with NTT_COUNT_MULS counts them (the tests check
 // the planner's product count, gpu/ntt.py pass_products, against it).
 #ifdef NTT_COUNT_MULS
@@ -95,20 +79,18 @@ static u64 ntt_mul_count = 0;
 // Butterfly products: Montgomery, by field.cuh's device product (the FP64 pipe's) unless
 // NTT_SHOUP=1: then the sub-NTT twiddle table holds (w, floor(w 2^256 / r)) per entry, w plain,
 // and the butterflies multiply by Shoup's integer product (~23% fewer widening products than
-// CIOS). On one H200 the 2^24 forward NTT took 6.63 ms with CIOS butterflies, 5.76 with
-// Shoup's and 5.61 with the FP64 product (one run, bench/results/2026-12-01_kernels-ntt-s11_
-// h200.json), so Shoup is a build option now (gpu/ntt.py BUILDS "shoup"; the faster butterfly
-// on GPUs where field.cuh keeps CIOS). Harvey's lazy butterflies were measured 1-2% slower
-// with Shoup's product (session 10, in a kernel that spilled); with the FP64 product they are
-// the default (NTT_LAZY below).
+// CIOS). On an H200 the 2^24 forward NTT takes 6.63 ms with CIOS butterflies, 5.76 with
+// Shoup's and 5.61 with the FP64 product, so Shoup is a build option (gpu/ntt.py BUILDS
+// "shoup"): the faster butterfly on GPUs where field.cuh keeps CIOS. Harvey's lazy butterflies
+// do not pay with Shoup's product (1-2% slower); with the FP64 product they are the default
+// (NTT_LAZY below).
 #ifndef NTT_SHOUP
 #define NTT_SHOUP 0
 #endif
 // NTT_SPLIT (the default where field.cuh's products are the FP64 pipe's): the sub-NTT twiddle
 // table holds each w (Montgomery) already split into the FP64 product's five 52-bit limbs
-// (field.cuh FrSplit, made on the host), so a butterfly product converts only its data operand:
-// 2^24 forward 5.52 -> 5.43-5.51 ms in three alternating runs on an H200, inverse 5.86-5.95 ->
-// 5.75-5.86 (bench/results/2026-12-01_kernels-ntt-split-s14_h200.json).
+// (field.cuh FrSplit, made on the host), so a butterfly product converts only its data operand
+// (~1% of the 2^24 NTT on an H200; gpu/ntt.py BUILDS "unsplit" converts both).
 #ifndef NTT_SPLIT
 #if defined(DP_F64_MUL) && !NTT_SHOUP
 #define NTT_SPLIT 1
@@ -127,8 +109,8 @@ static u64 ntt_mul_count = 0;
 // with reduce off: below 2r for inputs below 4r), so a radix-4 item does 4 conditional
 // subtractions instead of 12. A product by w^0 = 1 that is skipped becomes a subtraction of 2r
 // where its operand may be above 2r. The last pass's outputs are reduced to [0, r): by the full
-// products of post_tab / post, or by two conditional subtractions. H200, 2^24 forward: 5.20-5.22
-// -> 5.01-5.03 ms against the same build without (NTT_LAZY=0), three alternating runs.
+// products of post_tab / post, or by two conditional subtractions. H200, 2^24 forward: 5.02 ms
+// against 5.21 without (NTT_LAZY=0, gpu/ntt.py BUILDS "eager").
 #ifndef NTT_LAZY
 #define NTT_LAZY NTT_SPLIT
 #endif
@@ -139,9 +121,8 @@ static u64 ntt_mul_count = 0;
 // pair in registers before its shared-memory stores, saving one store / load round trip of the
 // tile and one barrier a pass (~1-2% of the pass kernel's instructions, counted from its SASS).
 // With four values in flight the kernel spills more (static local loads / stores 49 / 33
-// against 19 / 15, pipelines/sass_report.py), yet it is faster: H200, 2^24 forward 4.94 -> 4.87
-// ms in three alternating runs, inverse 5.24-5.26 -> 5.19-5.31, 2^22 forward 1.21 -> 1.19-1.22
-// (bench/results/2026-12-01_kernels-ntt-fuse-s15_h200.json; gpu/ntt.py BUILDS "unfused").
+// against 19 / 15, pipelines/sass_report.py), yet it is faster: H200, 2^24 forward 4.87 ms
+// against 4.94 without (NTT_FUSE_LOAD=0, gpu/ntt.py BUILDS "unfused").
 #ifndef NTT_FUSE_LOAD
 #define NTT_FUSE_LOAD NTT_LAZY
 #endif
@@ -174,20 +155,15 @@ DP_INLINE u32 ntt_brev(u32 x, u32 bits) {
 // (0-4) with bits 5-9 and a mix of bits 10-11 chosen by search so that no phase of any pass
 // shape (tile 2^10 or 2^12, m = 4 .. 12, both item orders' loads and stores) has a conflict.
 DP_INLINE u32 ntt_slot(u32 i) {
-#if NTT_SWIZZLE
     u32 h = i >> 5;
     u32 x = h ^ (((h >> 5) & 1u) * 11u) ^ (((h >> 6) & 1u) * 21u);
     return i ^ (x & 31u);
-#else
-    return i;
-#endif
 }
 
 // The slot's pointer first, then constant limb offsets: an index (l << LOG_E) + p in u32 may wrap
 // as far as the compiler knows, so it kept eight addresses per element (16 live registers per
 // butterfly operand pair, spilled to local memory in the pass kernel); from a pointer the limbs
-// are immediate offsets of one address. H200, 2^24 forward: 5.42 -> 5.25 ms (three alternating
-// runs against the indexed form, bench/results/2026-12-01_kernels-ntt-smptr-s14_h200.json).
+// are immediate offsets of one address. H200, 2^24 forward: 5.25 ms against 5.42 indexed.
 template <u32 LOG_E>
 DP_INLINE Fr ntt_sm_get(const u32* sm, u32 i) {
     Fr x;
@@ -365,8 +341,7 @@ DP_INLINE u64 ntt_pos(const NttPass& a, u32 g, u32 j, bool out) {
 }
 
 // Level s on (x0, x1) and (x2, x3), level s + 1 on (x0, x2) and (x1, x3) of the radix-4 group at
-// slots i + e * 2^s, twiddles by lo = i mod 2^s (mul: lo != 0, or always in the legacy order;
-// fresh: the pass's own inputs, below 2r). Loaded and multiplied in an order that keeps at most
+// slots i + e * 2^s, twiddles by lo = i mod 2^s (mul: lo != 0; fresh: the pass's own inputs, below 2r). Loaded and multiplied in an order that keeps at most
 // three values and one twiddle live.
 template <u32 LOG_E>
 DP_INLINE void ntt_group4(const NttPass& a, const u32* sm, u32 i, u32 s, u32 lo, bool mul, bool fresh,
@@ -412,10 +387,9 @@ DP_INLINE void ntt_store_out(const NttPass& a, u32 log_cols, u32 g, u32 k, Fr x,
 }
 
 // One pass over 2^LOG_E-element tiles (2^log_t lines of n = 2^m per block). Butterfly work
-// items: with NTT_LO_MAJOR they run in twiddle order (item q: lo = q >> (log_t + groups bits),
-// then line, then group), so lanes of a warp share lo: the twiddle load is a broadcast and,
-// where 32+ items share lo = 0 (whole warps), skipping the products by w^0 = 1 is free of
-// divergence. Otherwise (legacy order, lo fastest) those products are done by the table's 1.
+// items run in twiddle order (item q: lo = q >> (log_t + groups bits), then line, then group),
+// so lanes of a warp share lo: the twiddle load is a broadcast and, where 32+ items share
+// lo = 0 (whole warps), skipping the products by w^0 = 1 is free of divergence.
 template <u32 LOG_E>
 DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* sm) {
     const u32 n = 1u << a.m, lines = 1u << a.log_t, cnt = lines << a.m;
@@ -475,17 +449,10 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
         // its skipped products and first two butterflies need no subtraction of 2r.
         const bool fresh = NTT_LAZY && s == 0u;
         for (u32 q = tid; q < (cnt >> 2); q += nthr) {
-#if NTT_LO_MAJOR
             const u32 lg = a.m - 2u - s, lip = a.log_t + lg;  // log2 groups per line, per lo
             const u32 lo = q >> lip, r = q & ((1u << lip) - 1u);
             const u32 i = ((r >> lg) << a.m) | ((r & ((1u << lg) - 1u)) << (s + 2u)) | lo;
             const bool mul = lo != 0u;
-#else
-            const u32 t = q >> (a.m - 2u), qq = q & ((n >> 2) - 1u);
-            const u32 lo = qq & (half - 1u);
-            const u32 i = (t << a.m) | ((qq >> s) << (s + 2u)) | lo;
-            const bool mul = s > 0u;
-#endif
             Fr x0, x1, x2, x3;
             ntt_group4<LOG_E>(a, sm, i, s, lo, mul, fresh, x0, x1, x2, x3);
             ntt_sm_put<LOG_E>(sm, i, x0);
@@ -498,15 +465,8 @@ DP_INLINE void ntt_pass_body(const NttPass& a, u32 bid, u32 tid, u32 nthr, u32* 
     if (s < a.m) {  // s = m - 1: one group per line
         const u32 half = 1u << s;
         for (u32 b = tid; b < (cnt >> 1); b += nthr) {
-#if NTT_LO_MAJOR
             const u32 lo = b >> a.log_t, i = ((b & (lines - 1u)) << a.m) | lo;
             const bool mul = lo != 0u;
-#else
-            const u32 t = b >> (a.m - 1u), bb = b & ((n >> 1) - 1u);
-            const u32 lo = bb & (half - 1u);
-            const u32 i = (t << a.m) | ((bb >> s) << (s + 1u)) | lo;
-            const bool mul = s > 0u;
-#endif
             Fr v = ntt_sm_get<LOG_E>(sm, i + half);
             v = mul ? ntt_tw_mul(v, ntt_tw(a.tw_sub, lo << (NTT_TW_LOG - 1u - s))) : ntt_tw_skip(v);
             Fr u = ntt_sm_get<LOG_E>(sm, i);

@@ -3,7 +3,8 @@
 #
 #   ./regenerate.sh [WORKDIR]
 #
-# Per circuit (circuits/<name>.circom, main component included): compile to r1cs + wasm,
+# Per circuit (circuits/<name>.circom, main component included): compile to r1cs + wasm
+# (--O2, kept as <name>/circuit.wasm),
 # run a small powers-of-tau ceremony (new, one contribution, prepare phase2), Groth16
 # setup, one zkey contribution, export the verification key, compute the witnesses from
 # <name>/inputs/*.json with the wasm, then prove and verify each with snarkjs.
@@ -38,7 +39,8 @@ ceremony() {
 # build NAME POWER: compile, set up, witness, prove, verify into $HERE/NAME
 build() {
   local name=$1 p=$2 dst="$HERE/$1" in k
-  "$CIRCOM" "$HERE/circuits/$name.circom" --r1cs --wasm -l "$WORK/node_modules" -o "$WORK"
+  "$CIRCOM" "$HERE/circuits/$name.circom" --r1cs --wasm --O2 -l "$WORK/node_modules" -o "$WORK"
+  cp "$WORK/${name}_js/$name.wasm" "$dst/circuit.wasm"
   ceremony "$p" "$WORK/pot${p}_final.ptau"
   "$SNARKJS" groth16 setup "$WORK/$name.r1cs" "$WORK/pot${p}_final.ptau" "$WORK/${name}_0000.zkey"
   "$SNARKJS" zkey contribute "$WORK/${name}_0000.zkey" "$dst/circuit_final.zkey" --name="phase2" -e="entropy $RANDOM$RANDOM"
@@ -58,6 +60,7 @@ build_mini() {
   local dst="$HERE/mini"
   "$CIRCOM" "$HERE/circuits/mini.circom" --r1cs --wasm -o "$WORK"
   cp "$WORK/mini.r1cs" "$dst/mini.r1cs"
+  cp "$WORK/mini_js/mini.wasm" "$dst/mini.wasm"
   "$SNARKJS" powersoftau new bn128 4 "$WORK/pot4_0000.ptau"
   "$SNARKJS" powersoftau contribute "$WORK/pot4_0000.ptau" "$WORK/pot4_0001.ptau" --name="First" -e="entropy $RANDOM"
   "$SNARKJS" powersoftau contribute "$WORK/pot4_0001.ptau" "$dst/pot4_0002.ptau" --name="Second" -e="entropy $RANDOM"
@@ -72,6 +75,8 @@ build_mini() {
 }
 
 build_mini
+"$CIRCOM" "$HERE/circuits/checks.circom" --wasm --O2 -o "$WORK"
+cp "$WORK/checks_js/checks.wasm" "$HERE/checks/checks.wasm"
 build mul_chain_1k 12
 build poseidon_k4 12
 build bits_k16 12

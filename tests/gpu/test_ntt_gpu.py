@@ -4,8 +4,8 @@ Every size 2^1 .. 2^20 and 2^24: up to 2^12 the whole output equals distprove/ba
 above, (1) a sparse input's output is checked exactly at sampled indices (sum of a few a_j w^{jk}),
 (2) one output of a dense random input is evaluated by Horner in Python, (3) inverse(forward(x)) = x,
 (4) the staged four-step equals the plain NTT, (5) the coset H step equals the CPU one.
-The two-pass plan (max_pass_log 12, 2^12 tiles) and the legacy pass-kernel build match the CPU
-reference up to 2^12 and the default engine bit for bit above.
+The two-pass plan (max_pass_log 12, 2^12 tiles) and the other pass-kernel builds (gntt.BUILDS)
+match the CPU reference up to 2^12 and the default engine bit for bit above.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def engine(cp):
 @pytest.fixture(scope="module")
 def alt_engines(cp) -> dict:
     """The engines checked against the default (FP64-product butterflies): the 2^12-tile plan,
-    and on both plans gntt.BUILDS: the legacy build (the shared-memory layout, butterfly order
-    and arithmetic before the product-count work), CIOS-product and Shoup-product butterflies."""
+    and on both plans gntt.BUILDS (CIOS-product and Shoup-product butterflies, unsplit twiddles,
+    eager reduction, the unfused load)."""
     from distprove.backends.gpu import ntt as gntt
 
     engines = {"default,plan12": gntt.NttEngine(gntt.CupyKernels(), 12)}

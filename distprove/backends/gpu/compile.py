@@ -54,9 +54,8 @@ MODULE_OPTIONS: dict[str, tuple[str, ...]] = {
 paths (2-3% faster G2 MSMs on an H200; the Fq products inside stay calls, field.cuh, and the
 reductions' G2 additions too, curve.cuh, so the module compiles in about 15 s); msm_cw leaves out
 msm.cu's default-only kernels. groupfft and fixedbase make each Fq product its own call
-(field.cuh DP_MUL_SINGLE): with two products a call the group iFFT's levels took 6% longer on an
-H200 (G1 2^20 0.598-0.607 against 0.566-0.571 s, G2 2^20 1.97 against 1.86,
-bench/results/2026-12-01_ptau-levels-mul2-s17_h200.json); fixedbase, not timed, stays as it was."""
+(field.cuh DP_MUL_SINGLE): with two products a call the group iFFT's levels take 6% longer on an
+H200; fixedbase, not timed either way, keeps the same build."""
 
 BASE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 """Options common to NVRTC and the ``nvcc`` compile check."""

@@ -38,9 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
 SLICE_LEN: dict[str, int] = {"G1": 128, "G2": 128}
 """Target entries per thread in the segmented accumulation (uniform work per thread), per group;
 :func:`slice_length` fits it to whole waves of the device. The launch-parameter sweep with the
-fitting and G2's register bound (bench/results/2026-11-30_kernels-msm-tune-fitted_h200.json) put
-G2 at 128 (2-5% faster than 32 at 2^20-2^22: a quarter of the spills to fold; unfitted and
-unbounded, 32 had won); G1 within 1-2% from 32 to 128."""
+fitting and G2's register bound put G2 at 128 (2-5% faster than 32 at 2^20-2^22 on an H200: a
+quarter of the spills to fold); G1 is within 1-2% from 32 to 128."""
 SLICE_MIN = 8
 """Fewest entries per accumulation thread, whatever the target (:func:`slice_length` keeps to
 [target / 2, 3 target / 2] above it)."""
@@ -56,14 +55,13 @@ REDUCE_THREADS = 128
 REDUCE_GROUPS = 8
 """Most blocks per window in the reduction's second level (each leaves a partial). Its threads
 wait on one long chain each (the segments' running sums and one multiple s0 R): 8 blocks a window
-against 4 took the reduction of G2 2^22 from 5.0 to 4.6 ms and 2^20 from 3.0 to 2.8, G1 within
-0.1 ms; 16 and 32 lengthen the multiples more than they shorten the chains (H200,
-bench_msm.py --reduce, bench/results/2026-12-01_kernels-msm-reduce{,-repeat}-s13_h200.json)."""
+against 4 take the reduction of G2 2^22 from 5.0 to 4.6 ms on an H200 (G1 within 0.1 ms); 16 and
+32 lengthen the multiples more than they shorten the chains (``bench_msm.py --reduce``)."""
 REDUCE_BLOCKS = 128
 """Least second-level blocks of the reduction over all windows: an MSM of few windows (a merged
 one has one) takes up to this many per window, a power of two, when REDUCE_GROUPS would leave
-most SMs idle on the serial chains (G1 2^24 merged at c = 22, one window of 2^21 buckets: 2.8 ms
-at 8 blocks, 2.1 at 64, 1.9 at 128; H200, 2026-12-01 session 19)."""
+most SMs idle on the serial chains (G1 2^24 merged at c = 22, one window of 2^21 buckets, on an
+H200: 2.8 ms at 8 blocks, 1.9 at 128)."""
 TREE_THREADS = 128
 """Block size of the tree kernels (must equal DP_TREE_MAX in msm.cu or be a smaller power of 2)."""
 KERNEL_OPTIONS: tuple[str, ...] = ()
@@ -86,8 +84,8 @@ RADIX_MIN_LIVE: dict[int, float] = {19: 0.6, 21: 0.35, 23: 0.3}
 """``auto`` from :data:`RADIX_MIN_N` points, by log2 n (the last step reached): the device
 (msm_sort_plan) takes the radix sort when at least this fraction of a sample of the scalars is
 neither 0 nor 1. The counting sort's cost follows the entries, the radix passes also cost per
-scalar and window; where they tie (H200, bench_sort.py --live, 2026-12-01): ~0.3 at 2^24, ~0.35
-at 2^22, ~0.6 at 2^20."""
+scalar and window; they tie (H200, ``bench_sort.py --live``) at ~0.3 at 2^24, ~0.35 at 2^22 and
+~0.6 at 2^20."""
 ACC_THREADS = 128
 BOUNDED_BLOCK = 128
 """The block size msm.cu's __launch_bounds__ assume: accumulation, fold (ACC_THREADS) and the
@@ -101,20 +99,17 @@ AFFINE_ROUNDS: dict[str, tuple[tuple[int, int], ...]] = {"G1": ((22, 2), (23, 3)
 """Batch-affine pair rounds (msm_affine.cu) run before the XYZZ accumulation, per group, as (log2
 entries per window, rounds) steps: windows holding at least 3/4 of 2^log2 entries on average get
 that step's rounds (the last step reached; none below the first). Each round halves every bucket
-with affine additions that share one inversion per thread, which pays where buckets are full
-(H200, docs/BENCHMARKS.md "Session 8"): the host plans from the bound n per window, and the
-device runs the rounds whose step the sort's real entry count reaches (witness-like scalars,
-mostly 0 and 1, may run none). ``distprove.msm.affine-rounds`` overrides it (then the rounds
-always run); default mode only. G2's 5 rounds from 2^23: 102.3 -> 99.6 ms at 2^23 and 195.6 ->
-189.0 at 2^24 against 3 (H200, ..._g2-rounds{3,4,5}-s9_h200.json; 1% at 2^22, and 4-5 rounds did
-not pay for G1 at 2^24: 72.5 / 72.0 / 72.1 ms)."""
+with affine additions that share one inversion per thread, which pays where buckets are full:
+the host plans from the bound n per window, and the device runs the rounds whose step the sort's
+real entry count reaches (witness-like scalars, mostly 0 and 1, may run none).
+``distprove.msm.affine-rounds`` overrides it (then the rounds always run); default mode only. G2
+takes 5 rounds from 2^23 (3% faster than 3 at 2^24 on an H200); 4-5 rounds do not pay for G1."""
 PAIR_K: tuple[int, int] = (16, 1024)
 """Least and most jobs (pairs) per thread in a pair round: one field inversion (~320 Fq products)
 is amortised over them (:func:`pair_threads`). At G1 2^24 (merged, ~10^8 jobs in round 1) 1024
-makes rounds 1 and 2 two waves and one instead of four and two: merged 49.17 / 49.18 / 48.97 /
-48.81 ms against 49.48 / 49.45 / 49.40 / 49.37 with 512, window-range 57.3-57.8 against 58.2-58.4
-(H200, alternating processes, bench/results/2026-12-02_kernels-msm-pair-k-s22_h200.json; sessions
-14 and 19 saw the same sign, 0.2-0.5 ms). Below ~2.6 * 10^7 jobs a round is one wave either way."""
+makes rounds 1 and 2 two waves and one instead of four and two, half the inversions: ~0.4 ms off
+the merged MSM's ~49 ms on an H200 against 512. Below ~2.6 * 10^7 jobs a round is one wave either
+way."""
 PAIR_THREADS = 128
 """Block size of the pair-round kernels (msm_affine.cu's DP_PAIR_BLOCK: their shared-memory stage
 is laid out for it)."""
@@ -210,15 +205,12 @@ MEASURED_WINDOWS: dict[str, dict[int, int]] = {
     "G1": {16: 13, 17: 13, 18: 13, 19: 15, 20: 16, 21: 16, 22: 17, 23: 17, 24: 17},
     "G2": {18: 13, 19: 15, 20: 16, 21: 16, 22: 17, 23: 17, 24: 17},
 }
-"""Fastest window width by round(log2 n) on one H200, uniform scalars (window sweeps of
-pipelines/bench_msm.py, bench/results/2026-11-30_kernels-msm-sweep_2xh200.json): within 2% of the
-best at each measured size, where the cost model below was up to 9% off (G1 2^20: 16 against 15).
-Re-swept with the radix sort and pair rounds (2026-12-01_kernels-msm-widths-s9_h200.json): G1 2^20
-16 (7.3 ms against 7.7 at 15), 2^22 17 (22.0 against 22.5), 2^24 17 still (72.2; 19: 73.9, the
-reduction's 4.1 ms eating the rounds' gain); G2 2^20 16 and 2^22 17 (ties within 1% of 15 and
-16), so that a proof's A, B1 and B2 keep one width and share their digit sort; G2 2^23 and 2^24
-17 (102.2 and 195.5 ms against 106.4 at 18 and 214.3 at 20, the cost model's picks:
-..._widths24-s9_h200.json)."""
+"""Fastest window width by round(log2 n) on one H200, uniform scalars (the window sweeps of
+pipelines/bench_msm.py): within 2% of the best at each measured size, where the cost model of
+:func:`pick_window` is up to 9% off (G1 2^20: 16 against 15). Wider windows at 2^24 lose to the
+reduction (G1 at 19: 2% slower than 17); G2 takes G1's widths where they tie within 1%, so that a
+proof's A, B1 and B2 share one width and one digit sort, and 17 at 2^23-2^24 where the cost model
+picks 18-20 (G2 2^24 at 20: 10% slower)."""
 
 
 def pick_window(n: int, group: Group, live: float = 1.0) -> int:
@@ -226,8 +218,8 @@ def pick_window(n: int, group: Group, live: float = 1.0) -> int:
     scalars other than 0 and 1.
 
     Only live points reach a bucket, so the width is the one for n * live uniform points:
-    witness-like scalars (10% live) measured fastest at about that width, up to 2 ms faster
-    than at the uniform width at 2^22 (bench/results/2026-12-01_kernels-msm-witness-widths-s10_h200.log).
+    witness-like scalars (10% live) run fastest at about that width, up to 2 ms faster than at
+    the uniform width at 2^22.
     From :data:`MEASURED_WINDOWS` inside the measured sizes; elsewhere it minimises
     W(c) * (n + k * 2^(c-1)): one mixed addition per point and window against about k additions
     per bucket in the fold and running-sum reduction, up to the radix sort's widest key
@@ -459,7 +451,7 @@ def merged_width(n: int, group: Group) -> int:
     """Window width of a :func:`precompute_multiples` table for ``n`` points: the c minimising
     W(c) * n + k * 2^(c-1) (every window's entries into one set of buckets, reduced once; k as
     in :func:`pick_window`), up to the radix sort's widest key. At G1 2^24 that is 22, the
-    fastest of 22-24 measured (H200, bench_msm.py --precomputed, 2026-12-01 session 19)."""
+    fastest of 22-24 on an H200 (``bench_msm.py --precomputed``)."""
     k = 4 if group is bn254.G1 else 5
     n = max(n, 1)
     widths = range(MIN_WINDOW, min(MAX_WINDOW, RADIX_THREE_PASS_BITS + 1) + 1)

@@ -121,13 +121,13 @@ class Products:
         return Products(self.thread + other.thread, self.warp + other.warp, self.butterfly + other.butterfly)
 
 
-def pass_products(spec: PassSpec, *, lo_major: bool = True, pre: bool = False,
-                  post_tab: bool = False, post: bool = False) -> Products:
-    """Fr products of one ``dp_ntt_pass`` as ntt.cu does them (``lo_major``: NTT_LO_MAJOR).
+def pass_products(spec: PassSpec, *, pre: bool = False, post_tab: bool = False,
+                  post: bool = False) -> Products:
+    """Fr products of one ``dp_ntt_pass`` as ntt.cu does them.
 
     Butterflies: the first radix-4 level pair multiplies one element of four (by w_4), later
-    pairs all four, and the radix-2 level of an odd m half the elements; with ``lo_major`` a
-    group whose twiddles are w^0 = 1 (lo = 0, 2^-s of the groups at level s) skips them, which
+    pairs all four, and the radix-2 level of an odd m half the elements; a group whose
+    twiddles are w^0 = 1 (lo = 0, 2^-s of the groups at level s) skips them, which
     the warp cost counts only where whole warps have lo = 0 (32+ items per twiddle). Non-last
     passes multiply by the four-step twiddle except at k = 0 or column 0 (lane skips; whole
     warps only where 32 lanes share them); the last pass by ``post_tab`` and ``post``; the
@@ -140,16 +140,14 @@ def pass_products(spec: PassSpec, *, lo_major: bool = True, pre: bool = False,
     while s + 1 < m:  # radix-4 level pairs
         if s == 0:
             t = w = total // 4
-        elif lo_major:
+        else:
             t = total - 3 * (total >> (s + 2))
             w = t if log_t + m - 2 - s >= 5 else total
-        else:
-            t = w = total
         thread, warp, s = thread + t, warp + w, s + 2
     if 0 < s < m:  # radix-2 level s = m - 1
         half = total // 2
-        t = half - (half >> s) if lo_major else half
-        thread, warp = thread + t, warp + (t if lo_major and log_t >= 5 else half)
+        t = half - (half >> s)
+        thread, warp = thread + t, warp + (t if log_t >= 5 else half)
     butterfly = warp - (total if pre else 0)
     if spec.last:
         extra = (total if post_tab else 0) + (total if post else 0)
@@ -166,12 +164,12 @@ def pass_products(spec: PassSpec, *, lo_major: bool = True, pre: bool = False,
     return Products(thread, warp, butterfly)
 
 
-def plan_products(specs: list[PassSpec], *, lo_major: bool = True, pre: bool = False,
-                  post_tab: bool = False, post: bool = False) -> Products:
+def plan_products(specs: list[PassSpec], *, pre: bool = False, post_tab: bool = False,
+                  post: bool = False) -> Products:
     """:func:`pass_products` summed over a plan (``pre`` on its first pass, the rest on its last)."""
     out = Products(0, 0)
     for p, spec in enumerate(specs):
-        out += pass_products(spec, lo_major=lo_major, pre=pre and p == 0,
+        out += pass_products(spec, pre=pre and p == 0,
                              post_tab=post_tab and spec.last, post=post and spec.last)
     return out
 
@@ -234,22 +232,19 @@ def root(log_n: int, inverse: bool) -> int:
 
 
 BUILDS: dict[str, tuple[str, ...]] = {
-    "legacy": ("-DNTT_SWIZZLE=0", "-DNTT_LO_MAJOR=0", "-DDP_CIOS_MUL", "-DNTT_MIN_BLOCKS=4"),
     "montgomery": ("-DDP_CIOS_MUL", "-DNTT_MIN_BLOCKS=4"),
     "shoup": ("-DNTT_SHOUP=1", "-DDP_CIOS_MUL"),
     "unsplit": ("-DNTT_SPLIT=0",),
     "eager": ("-DNTT_LAZY=0",),
     "unfused": ("-DNTT_FUSE_LOAD=0",),
 }
-"""Earlier builds of ntt.cu kept as baselines (the tests check them against the default, the
-benchmarks time them beside it): legacy, the shared-memory layout, butterfly order and arithmetic
-of commit b6f25e6; montgomery, CIOS-product butterflies (the default until session 10); shoup,
-Shoup-product butterflies and CIOS elsewhere (the default in session 10, until the FP64 product);
-unsplit, FP64 products by Montgomery twiddles converted in every product (the default until
-session 14, when the twiddles came split on the host); eager, split twiddles with every value
-reduced below r after each butterfly level (NTT_LAZY=0); unfused, lazy butterflies with the
-first level pair done after the load's shared-memory round trip (NTT_FUSE_LOAD=0, the default
-until session 15)."""
+"""Other builds of ntt.cu, each the alternative to one of the default's choices: the tests check
+them against the default, pipelines/bench_ntt.py times them beside it. montgomery: CIOS-product
+butterflies (what a GPU without the FP64 product runs, field.cuh); shoup: Shoup-product
+butterflies and CIOS elsewhere (an option for such GPUs); unsplit: FP64 products by Montgomery
+twiddles converted in every product (NTT_SPLIT=0); eager: split twiddles with every value reduced
+below r after each butterfly level (NTT_LAZY=0); unfused: lazy butterflies with the first level
+pair done after the load's shared-memory round trip (NTT_FUSE_LOAD=0)."""
 
 TWIDDLE_FORMATS = ("mont", "shoup", "split")
 """The sub-NTT twiddle tables a build of ntt.cu may take, by its NTT_TW_FORMAT: Montgomery values

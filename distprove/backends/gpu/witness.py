@@ -28,10 +28,9 @@ READ_CHUNK_BYTES = 4 << 20
 _CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 READ_THREADS = min(8, _CPUS)
 """Reader threads (at most 8, at most the CPUs this process may use); chunks are still uploaded
-in file order. One thread copies about 5 GB/s out of the page cache on the H200 host: a 134 MB
-witness (2^22 values) took 7.5 ms to upload with 4 threads of 8 MiB chunks, 4.2-4.6 with 8 of 4
-MiB, 4.2 with 12 and 5.0 with 16 (bench/results/2026-12-01_witness-upload-sweep-s15_h200.log);
-the host-to-device copy alone is 2.5 ms."""
+in file order. One thread copies about 5 GB/s out of the page cache on an H200 host: a 134 MB
+witness (2^22 values) uploads in ~4.2 ms with 8 threads of 4 MiB chunks against 7.5 with 4 of 8
+MiB and 5.0 with 16; the host-to-device copy alone is 2.5 ms."""
 BLOCK = 256
 """Threads per block of the range check (one value each)."""
 _NONE_BAD = 0xFFFFFFFF

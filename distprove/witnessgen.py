@@ -1,0 +1,527 @@
+"""Witness calculation: a circom 2 circuit's ``.wasm`` and an ``input.json`` to the witness values.
+
+The wasm is the witness calculator ``circom --wasm`` writes; it runs here in wasmtime, driven by
+the protocol that circom_runtime's ``witness_calculator.js`` (what ``snarkjs wtns calculate``
+uses) speaks to it:
+
+* imports ``runtime.exceptionHandler(code)`` (the wasm gives up: an assertion failed, an unknown
+  signal, ...), ``printErrorMessage``/``writeBufferMessage`` (a message, read character by
+  character with ``getMessageChar``: the error's template and line, or a ``log()`` item),
+  ``showSharedRWMemory`` (a field element ``log()`` prints) and, in debug builds, the
+  ``log*Signal``/``log*Component`` hooks, which are no-ops here as in snarkjs;
+* ``getFieldNumLen32`` (n32: 32-bit words per field element), ``getRawPrime`` (the prime into
+  the shared read/write memory, words read with ``readSharedRWMemory``), ``getWitnessSize``,
+  ``getInputSize``;
+* per calculation ``init(0)``, then per input signal its FNV-1a 64-bit name hash as two i32
+  halves: ``getInputSignalSize(hMSB, hLSB)`` (-1 for an unknown name), and per value its n32
+  words written with ``writeSharedRWMemory`` (least significant first) and
+  ``setInputSignal(hMSB, hLSB, i)``; the last input value runs the circuit;
+* ``getWitness(i)`` puts witness value i (standard form) into the shared memory.
+
+Every value crosses the Python/wasm border through a small helper module linked to the
+circuit's exports: a call from Python into wasm costs tens of microseconds in wasmtime-py,
+against nanoseconds from wasm to wasm, so the helper loops over a signal's values and over the
+whole witness, and Python makes a handful of calls per input file.
+
+Input values are read as snarkjs 0.7.6 reads them (``unstringifyBigInts`` then ``BigInt``):
+JSON integers, integer-valued numbers, decimal strings with an optional sign, ``0x``/``0o``/``0b``
+strings, booleans; nested arrays are flattened in order; values are reduced modulo the prime
+(a negative v becomes p - (|v| mod p)). Two inputs snarkjs takes and this module refuses, as
+they are almost surely mistakes: an empty string (snarkjs reads 0) and a JSON number beyond 2^53
+(JavaScript rounds it to a double first; write it as a string).
+
+One process compiles a wasm once (wasmtime's on-disk cache keeps the machine code between
+processes) and each thread keeps its own instance, reused for every input: :func:`calculate`
+is the entry point for callers that compute many witnesses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import numpy as np
+
+from distprove.bn254 import R
+from distprove.errors import FormatError
+
+if TYPE_CHECKING:
+    import wasmtime
+
+log = logging.getLogger(__name__)
+
+_EXCEPTIONS = {
+    1: "Signal not found.",
+    2: "Too many signals set.",
+    3: "Signal already set.",
+    4: "Assert Failed.",
+    5: "Not enough memory.",
+    6: "Input signal array access exceeds the size.",
+    7: "Out of bounds array access.",
+}
+"""circom 2's exceptionHandler codes, worded as circom's own witness_calculator.js words them."""
+
+_NOOP_IMPORTS = frozenset(
+    {"printDebug", "log", "logGetSignal", "logSetSignal", "logStartComponent", "logFinishComponent"}
+)
+"""Debug hooks some circom builds import; snarkjs ignores them unless asked to trace, and so does this."""
+
+_REQUIRED_EXPORTS = (
+    "getVersion",
+    "getFieldNumLen32",
+    "getRawPrime",
+    "readSharedRWMemory",
+    "writeSharedRWMemory",
+    "init",
+    "setInputSignal",
+    "getWitnessSize",
+    "getWitness",
+    "getInputSize",
+)
+
+_HELPER_WAT = """
+(module
+  (import "c" "getWitness" (func $getWitness (param i32)))
+  (import "c" "readSharedRWMemory" (func $read (param i32) (result i32)))
+  (import "c" "writeSharedRWMemory" (func $write (param i32 i32)))
+  (import "c" "setInputSignal" (func $set (param i32 i32 i32)))
+  (memory (export "buf") 1)
+  ;; witness values 0..n-1, n32 words each, into buf from address 0
+  (func (export "readWitness") (param $n i32) (param $n32 i32)
+    (local $i i32) (local $j i32) (local $p i32)
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+      (call $getWitness (local.get $i))
+      (local.set $j (i32.const 0))
+      (block $wd (loop $word
+        (br_if $wd (i32.ge_u (local.get $j) (local.get $n32)))
+        (i32.store (local.get $p) (call $read (local.get $j)))
+        (local.set $p (i32.add (local.get $p) (i32.const 4)))
+        (local.set $j (i32.add (local.get $j) (i32.const 1)))
+        (br $word)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next))))
+  ;; the signal of hash (hi, lo) gets the count values found in buf from address 0
+  (func (export "setSignal") (param $hi i32) (param $lo i32) (param $count i32) (param $n32 i32)
+    (local $i i32) (local $j i32) (local $p i32)
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $count)))
+      (local.set $j (i32.const 0))
+      (block $wd (loop $word
+        (br_if $wd (i32.ge_u (local.get $j) (local.get $n32)))
+        (call $write (local.get $j) (i32.load (local.get $p)))
+        (local.set $p (i32.add (local.get $p) (i32.const 4)))
+        (local.set $j (i32.add (local.get $j) (i32.const 1)))
+        (br $word)))
+      (call $set (local.get $hi) (local.get $lo) (local.get $i))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next))))
+)
+"""
+
+_JS_SPACE = "[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*"
+_JS_BIGINT = re.compile(
+    rf"{_JS_SPACE}(?:([+-]?[0-9]+)|0[xX]([0-9a-fA-F]+)|0[oO]([0-7]+)|0[bB]([01]+)){_JS_SPACE}\Z"
+)
+"""What JavaScript's ``BigInt(string)`` accepts (besides the empty string): decimal with a sign,
+or unsigned hex/octal/binary, with JavaScript's whitespace around."""
+_JS_SAFE = 2**53
+
+
+class _WasmGaveUp(Exception):
+    """Raised inside the exceptionHandler import to unwind the wasm."""
+
+
+def fnv1a64(name: str) -> int:
+    """The FNV-1a 64-bit hash of a signal name, over its UTF-16 code units as circom_runtime hashes it."""
+    h = 0xCBF29CE484222325
+    units = name.encode("utf-16-le")
+    for k in range(0, len(units), 2):
+        h ^= units[k] | (units[k + 1] << 8)
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def _i32(x: int) -> int:
+    """An unsigned 32-bit value as the signed i32 wasmtime's calls take."""
+    return x - (1 << 32) if x >= 1 << 31 else x
+
+
+def _describe(value: Any) -> str:
+    """A value for an error message, cut short."""
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _to_int(value: Any) -> int | str:
+    """The integer snarkjs reads from one JSON value, or the reason it is not one."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        if abs(value) > _JS_SAFE:
+            return "is a JSON number beyond 2^53, which JavaScript rounds; write it as a string"
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            return "is not an integer"
+        if abs(value) > _JS_SAFE:
+            return "is a JSON number beyond 2^53, which JavaScript rounds; write it as a string"
+        return int(value)
+    if isinstance(value, str):
+        m = _JS_BIGINT.match(value)
+        if m is None:
+            return "is not an integer (decimal, or 0x/0o/0b)"
+        dec, hexa, octa, bina = m.groups()
+        if dec is not None:
+            return int(dec, 10)
+        return int(hexa, 16) if hexa is not None else int(octa, 8) if octa is not None else int(bina, 2)
+    return "is not a field element (a number or a string)"
+
+
+def _flatten(value: Any, out: list[Any], where: list[str], at: str = "") -> None:
+    """Nested lists in order, as circom_runtime's flatArray: the values into ``out``, their
+    positions (``[1][0]``) into ``where``."""
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _flatten(v, out, where, f"{at}[{i}]")
+    else:
+        out.append(value)
+        where.append(at)
+
+
+def read_input(input_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The JSON object of an input file (signal name -> value or nested list of values).
+
+    Raises FormatError(input_path, problem) for unreadable or invalid JSON, or a top level that is
+    not an object.
+    """
+    path = os.fspath(input_path)
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read())
+    except OSError as exc:
+        raise FormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(path, f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise FormatError(path, f"expected a JSON object of input signals, found {type(data).__name__}")
+    return data
+
+
+@dataclass(frozen=True)
+class CircuitInfo:
+    """What a witness calculator says of its circuit, to check it against a key before proving."""
+
+    version: tuple[int, int, int]
+    """circom version that compiled the wasm (major, minor, patch; 0 where the wasm does not say)."""
+    prime: int
+    n32: int
+    witness_size: int
+    """Number of witness values (the key's nVars for this circuit)."""
+    input_size: int
+    """Number of input values (all input signals, arrays flattened)."""
+
+
+_engine_lock = threading.Lock()
+_engine: wasmtime.Engine | None = None
+_modules: dict[tuple[str, int, int], wasmtime.Module] = {}
+_helper: list[wasmtime.Module] = []
+_local = threading.local()
+
+
+def _get_engine() -> wasmtime.Engine:
+    """The process's wasmtime engine, with wasmtime's on-disk code cache where it can be used."""
+    global _engine
+    import wasmtime
+
+    with _engine_lock:
+        if _engine is None:
+            config = wasmtime.Config()
+            try:
+                config.cache = True
+            except wasmtime.WasmtimeError as exc:  # no usable cache directory: compile every time
+                log.debug("wasmtime code cache off: %s", exc)
+            _engine = wasmtime.Engine(config)
+        return _engine
+
+
+def _compile(wasm_path: str) -> tuple[wasmtime.Module, wasmtime.Module]:
+    """The compiled circuit module (once per process and file version) and the helper module."""
+    import wasmtime
+
+    try:
+        st = os.stat(wasm_path)
+    except OSError as exc:
+        raise FormatError(wasm_path, f"cannot read: {exc.strerror or exc}") from None
+    key = (os.path.realpath(wasm_path), st.st_mtime_ns, st.st_size)
+    engine = _get_engine()
+    with _engine_lock:
+        module = _modules.get(key)
+        if not _helper:
+            _helper.append(wasmtime.Module(engine, _HELPER_WAT))
+    if module is None:
+        try:
+            with open(wasm_path, "rb") as f:
+                module = wasmtime.Module(engine, f.read())
+        except OSError as exc:
+            raise FormatError(wasm_path, f"cannot read: {exc.strerror or exc}") from None
+        except wasmtime.WasmtimeError as exc:
+            raise FormatError(wasm_path, f"not a WebAssembly module ({str(exc).splitlines()[0]})") from None
+        with _engine_lock:
+            _modules[key] = module
+    return module, _helper[0]
+
+
+class WitnessCalculator:
+    """One instance of a circuit's witness calculator; :meth:`calculate` runs it on one input.
+
+    Not thread-safe (a wasm instance is not): one per thread, as :func:`calculator` keeps them.
+    ``log_line`` receives each line the circuit's ``log()`` prints (default: this module's logger
+    at INFO).
+    """
+
+    def __init__(self, wasm_path: str | os.PathLike[str], log_line: Callable[[str], None] | None = None) -> None:
+        self.path = os.fspath(wasm_path)
+        self.log_line = log_line or (lambda line: log.info("%s: %s", self.path, line))
+        self._module, self._helper_module = _compile(self.path)
+        self._instantiate()
+        ex = self._ex
+        self.info = CircuitInfo(
+            version=tuple(  # type: ignore[arg-type]
+                int(ex[f](self._store)) if f in ex else 0 for f in ("getVersion", "getMinorVersion", "getPatchVersion")
+            ),
+            prime=self._read_prime(),
+            n32=self._n32,
+            witness_size=int(ex["getWitnessSize"](self._store)),
+            input_size=int(ex["getInputSize"](self._store)),
+        )
+        if self.info.prime != R:
+            raise FormatError(self.path, f"the circuit is over the prime {self.info.prime}, not BN254's scalar field r")
+
+    def _instantiate(self) -> None:
+        """A fresh store and instance (at start, and after the wasm gave up mid-calculation)."""
+        import wasmtime
+
+        store = wasmtime.Store(_get_engine())
+        self._store = store
+        self._errors: list[str] = []
+        self._log_items: list[str] = []
+        self._code: int | None = None
+        imports: list[Any] = []
+        for imp in self._module.imports:
+            ty = imp.type
+            if imp.module == "env" and imp.name == "memory" and isinstance(ty, wasmtime.MemoryType):
+                imports.append(wasmtime.Memory(store, ty))
+                continue
+            fn = self._host_function(imp.module, imp.name)
+            if fn is None or not isinstance(ty, wasmtime.FuncType) or ty.results:
+                raise FormatError(
+                    self.path, f"imports {imp.module}.{imp.name}, which is not part of the circom 2 witness-calculator protocol"
+                )
+            imports.append(wasmtime.Func(store, ty, fn))
+        try:
+            instance = wasmtime.Instance(store, self._module, imports)
+        except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
+            raise FormatError(self.path, f"cannot instantiate the wasm ({str(exc).splitlines()[0]})") from None
+        ex = instance.exports(store)
+        missing = [name for name in _REQUIRED_EXPORTS if name not in ex]
+        if missing:
+            raise FormatError(self.path, f"not a circom 2 witness calculator (no export {', '.join(missing)})")
+        version = int(ex["getVersion"](store))
+        if version != 2:
+            raise FormatError(self.path, f"circom {version} witness calculators are not supported (circom 2 only)")
+        self._ex = ex
+        self._n32 = int(ex["getFieldNumLen32"](store))
+        self._has_size = "getInputSignalSize" in ex
+        helper = wasmtime.Instance(
+            store,
+            self._helper_module,
+            [ex["getWitness"], ex["readSharedRWMemory"], ex["writeSharedRWMemory"], ex["setInputSignal"]],
+        )
+        hx = helper.exports(store)
+        self._buf: wasmtime.Memory = hx["buf"]
+        self._read_witness = hx["readWitness"]
+        self._set_signal = hx["setSignal"]
+
+    # ---- imports -------------------------------------------------------------------------------
+
+    def _host_function(self, module: str, name: str) -> Callable[..., None] | None:
+        """The Python function behind one import of the circuit, or None if it is not one of circom's."""
+        if module != "runtime":
+            return None
+        if name == "exceptionHandler":
+            return self._on_exception
+        if name == "printErrorMessage":
+            return lambda: self._errors.append(self._message())
+        if name == "writeBufferMessage":
+            return self._on_log_message
+        if name == "showSharedRWMemory":
+            return lambda: self._log_items.append(str(self._read_shared()))
+        if name in _NOOP_IMPORTS:
+            return lambda *args: None
+        return None
+
+    def _on_exception(self, code: int) -> None:
+        self._code = code
+        raise _WasmGaveUp(code)
+
+    def _on_log_message(self) -> None:
+        msg = self._message()
+        if msg == "\n":  # a log() call ends with a lone newline: the line is complete
+            self.log_line(" ".join(self._log_items))
+            self._log_items = []
+        else:
+            self._log_items.append(msg)
+
+    def _message(self) -> str:
+        """The wasm's pending message, read a character at a time as circom_runtime does."""
+        get = self._ex["getMessageChar"]
+        chars = []
+        c = get(self._store)
+        while c != 0:
+            chars.append(chr(c & 0xFFFF))
+            c = get(self._store)
+        return "".join(chars)
+
+    def _read_shared(self) -> int:
+        """The field element in the shared read/write memory."""
+        read = self._ex["readSharedRWMemory"]
+        words = [int(read(self._store, j)) & 0xFFFFFFFF for j in range(self._n32)]
+        return sum(w << (32 * j) for j, w in enumerate(words))
+
+    def _read_prime(self) -> int:
+        self._ex["getRawPrime"](self._store)
+        return self._read_shared()
+
+    # ---- calculation ---------------------------------------------------------------------------
+
+    def _buffer(self, nbytes: int) -> np.ndarray:
+        """The helper's memory as bytes, grown to hold at least ``nbytes``."""
+        have = self._buf.data_len(self._store)
+        if have < nbytes:
+            self._buf.grow(self._store, -(-(nbytes - have) // 65536))
+        size = self._buf.data_len(self._store)
+        return np.ctypeslib.as_array(self._buf.data_ptr(self._store), shape=(size,))
+
+    def _encode(self, source: str, name: str, values: list[Any], where: list[str]) -> np.ndarray:
+        """The values of one input signal as (count, n32) uint32 words, reduced modulo the prime."""
+        p = self.info.prime
+        nbytes = 4 * self._n32
+        raw = bytearray()
+        for v, at in zip(values, where):
+            x = _to_int(v)
+            if isinstance(x, str):
+                raise FormatError(source, f"input {name}{at}: {_describe(v)} {x}")
+            raw += (x % p).to_bytes(nbytes, "little")
+        return np.frombuffer(bytes(raw), dtype="<u4").reshape(len(values), self._n32)
+
+    def calculate(self, inputs: Mapping[str, Any], source: str = "<input>") -> np.ndarray:
+        """The witness of one input, as an (witness_size, n32) uint32 array of standard-form limbs.
+
+        ``inputs`` maps each input signal's name to a value or a nested list of values (a parsed
+        input.json); ``source`` names it in errors. Raises FormatError(source, problem) for an
+        unknown or missing signal, a wrong number of values, a value that is not an integer, or a
+        circuit that rejects the input (circom's own message, e.g. ``Assert Failed.`` with the
+        template and line).
+        """
+        store, ex = self._store, self._ex
+        signals = []
+        for name, value in inputs.items():
+            flat: list[Any] = []
+            where: list[str] = []
+            _flatten(value, flat, where)
+            h = fnv1a64(name)
+            hi, lo = _i32(h >> 32), _i32(h & 0xFFFFFFFF)
+            if self._has_size:
+                size = int(ex["getInputSignalSize"](store, hi, lo))
+                if size < 0:
+                    raise FormatError(source, f"{name!r} is not an input signal of the circuit")
+                if len(flat) != size:
+                    raise FormatError(
+                        source, f"input {name} has {len(flat)} value{'s' * (len(flat) != 1)}, the circuit's signal has {size}"
+                    )
+            signals.append((name, hi, lo, self._encode(source, name, flat, where)))
+        count = sum(len(words) for *_, words in signals)
+        if count < self.info.input_size:
+            raise FormatError(
+                source, f"missing input signals: {count} of the circuit's {self.info.input_size} input values are given"
+            )
+        try:
+            ex["init"](store, 0)
+            for name, hi, lo, words in signals:
+                buf = self._buffer(words.nbytes)
+                buf[: words.nbytes] = words.reshape(-1).view(np.uint8)
+                self._set_signal(store, hi, lo, len(words), self._n32)
+            n = self.info.witness_size
+            nbytes = n * self._n32 * 4
+            self._buffer(nbytes)
+            self._read_witness(store, n, self._n32)
+            out = self._buffer(nbytes)[:nbytes].view("<u4").reshape(n, self._n32).copy()
+        except Exception as exc:
+            raise self._failure(source, exc) from None
+        return out
+
+    def _failure(self, source: str, exc: Exception) -> FormatError:
+        """The one-line error of a calculation the wasm gave up (the instance is replaced)."""
+        if self._code is not None:
+            text = _EXCEPTIONS.get(self._code, f"Unknown error (code {self._code}).")
+            detail = "; ".join(line.strip() for e in self._errors for line in e.splitlines() if line.strip())
+            problem = f"the circuit rejects the input: {text}" + (f" {detail}" if detail else "")
+        else:
+            problem = f"the witness calculator failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+        self._instantiate()
+        return FormatError(source, problem)
+
+    def check_key(self, key: Any) -> None:
+        """Raise FormatError(wasm path, problem) unless this circuit's witness fits ``key`` (an
+        opened key: its ``n_vars``), i.e. unless the wasm and the key come from one circuit. The
+        prime needs no check: a calculator exists only for BN254's r, the prime of every key."""
+        if self.info.witness_size != key.n_vars:
+            raise FormatError(
+                self.path,
+                f"the circuit has {self.info.witness_size} witness values but the key "
+                f"{os.path.basename(os.fspath(key.path))} expects {key.n_vars} (nVars): a wasm of another circuit",
+            )
+
+    def calculate_file(self, input_path: str | os.PathLike[str]) -> np.ndarray:
+        """:meth:`calculate` on the input file at ``input_path`` (errors name that file)."""
+        return self.calculate(read_input(input_path), os.fspath(input_path))
+
+
+def calculator(wasm_path: str | os.PathLike[str]) -> WitnessCalculator:
+    """This thread's :class:`WitnessCalculator` of ``wasm_path``, made on first use (per file version)."""
+    path = os.fspath(wasm_path)
+    cache: dict[str, WitnessCalculator] = getattr(_local, "calculators", None) or {}
+    _local.calculators = cache
+    wc = cache.get(path)
+    if wc is None or wc._module is not _compile(path)[0]:
+        wc = cache[path] = WitnessCalculator(path)
+    return wc
+
+
+def calculate(wasm_path: str | os.PathLike[str], input_path: str | os.PathLike[str]) -> np.ndarray:
+    """The witness of the input file at ``input_path`` by the circuit's ``wasm_path``: an
+    (n_witness, 8) uint32 array of standard-form limbs, as :class:`distprove.formats.Wtns` holds
+    them. Cheap to call many times in one process (the wasm is compiled and instantiated once per
+    thread). Raises FormatError naming the file at fault."""
+    return calculator(wasm_path).calculate_file(input_path)
+
+
+def calculate_wtns(
+    wasm_path: str | os.PathLike[str],
+    input_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+) -> np.ndarray:
+    """Compute the witness of ``input_path`` and write it as a .wtns to ``out_path`` (byte for byte
+    what ``snarkjs wtns calculate`` writes); returns the values."""
+    from distprove.formats.wtns import write_wtns
+
+    values = calculate(wasm_path, input_path)
+    write_wtns(out_path, values)
+    return values

@@ -1,0 +1,112 @@
+"""Witness calculation per input: distprove (wasmtime) against snarkjs 0.7.6 (node), side by side.
+
+    python pipelines/bench_witnessgen.py FIXTURE_DIR... [--reps 5] [--warm-reps 30] [--snarkjs node_modules/.bin/snarkjs]
+
+Each FIXTURE_DIR holds ``circuit.wasm`` and ``inputs/*.json``. Four numbers per circuit, each the
+median over ``--reps`` runs (``--warm-reps`` for the in-process ones) cycling through the inputs:
+
+* ``snarkjs cli``: ``snarkjs wtns calculate`` as a command (node start-up and wasm compile included);
+* ``distprove cli``: ``distprove wtns calculate`` as a command (Python start-up, compile from
+  wasmtime's code cache);
+* ``snarkjs warm``: circom_runtime's calculator built once in one node process, then
+  ``calculateWTNSBin`` per input (what a long-lived node worker would pay);
+* ``distprove warm``: :func:`distprove.witnessgen.calculate` per input after the first (what a
+  Dask worker pays), the .wtns write excluded as in the node number.
+
+The two CLI rows also check that both commands wrote the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+_NODE_WARM = r"""
+const fs = require("fs");
+const { WitnessCalculatorBuilder } = require("circom_runtime");
+const { utils } = require("ffjavascript");
+(async () => {
+  const [wasm, reps, ...inputs] = process.argv.slice(1);
+  const wc = await WitnessCalculatorBuilder(fs.readFileSync(wasm), {});
+  const parsed = inputs.map((p) => utils.unstringifyBigInts(JSON.parse(fs.readFileSync(p, "utf8"))));
+  await wc.calculateWTNSBin(parsed[0]);  // warm-up
+  const times = [];
+  for (let r = 0; r < Number(reps); r++) {
+    const t0 = process.hrtime.bigint();
+    await wc.calculateWTNSBin(parsed[r % parsed.length]);
+    times.push(Number(process.hrtime.bigint() - t0) / 1e9);
+  }
+  console.log(JSON.stringify(times));
+})().then(() => process.exit(0), (e) => { console.error(e); process.exit(1); });
+"""
+
+
+def _wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=REPO)
+    return time.perf_counter() - t0
+
+
+def bench(fixture: Path, reps: int, warm_reps: int, snarkjs: str) -> dict[str, float | int | str]:
+    """Median seconds per input of the four ways (see the module docstring) for one fixture."""
+    from distprove.witnessgen import calculate, calculator
+
+    wasm = fixture / "circuit.wasm"
+    inputs = sorted((fixture / "inputs").glob("*.json"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    rows: dict[str, list[float]] = {"snarkjs cli": [], "distprove cli": [], "snarkjs warm": [], "distprove warm": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, theirs = Path(tmp) / "ours.wtns", Path(tmp) / "theirs.wtns"
+        _wall([sys.executable, "-m", "distprove.cli", "wtns", "calculate", str(wasm), str(inputs[0]), str(ours)], env)
+        for r in range(reps):  # alternate, so that a busy moment hits both
+            inp = str(inputs[r % len(inputs)])
+            rows["snarkjs cli"].append(_wall([snarkjs, "wtns", "calculate", str(wasm), inp, str(theirs)]))
+            rows["distprove cli"].append(
+                _wall([sys.executable, "-m", "distprove.cli", "wtns", "calculate", str(wasm), inp, str(ours)], env)
+            )
+            if ours.read_bytes() != theirs.read_bytes():
+                raise SystemExit(f"{inp}: distprove and snarkjs wrote different witnesses")
+    out = subprocess.run(
+        ["node", "-e", _NODE_WARM, str(wasm), str(warm_reps), *map(str, inputs)],
+        check=True, capture_output=True, text=True, cwd=REPO,
+    )
+    rows["snarkjs warm"] = json.loads(out.stdout)
+    wc = calculator(wasm)
+    calculate(wasm, inputs[0])
+    for r in range(warm_reps):
+        t0 = time.perf_counter()
+        calculate(wasm, inputs[r % len(inputs)])
+        rows["distprove warm"].append(time.perf_counter() - t0)
+    result: dict[str, float | int | str] = {"fixture": fixture.name, "witness_size": wc.info.witness_size}
+    result.update({k: statistics.median(v) for k, v in rows.items()})
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("fixtures", nargs="+", type=Path)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--warm-reps", type=int, default=30)
+    ap.add_argument("--snarkjs", default=str(REPO / "node_modules" / ".bin" / "snarkjs"))
+    ap.add_argument("--json", type=Path, help="Also write the results here.")
+    args = ap.parse_args()
+    results = [bench(f, args.reps, args.warm_reps, args.snarkjs) for f in args.fixtures]
+    cols = ["snarkjs cli", "distprove cli", "snarkjs warm", "distprove warm"]
+    print(f"{'fixture':<16}{'wires':>8}" + "".join(f"{c + ' (ms)':>20}" for c in cols))
+    for r in results:
+        print(f"{r['fixture']:<16}{r['witness_size']:>8}" + "".join(f"{1e3 * float(r[c]):>20.2f}" for c in cols))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
