@@ -36,6 +36,25 @@ extern "C" void host_miller(const u32* g1, const u32* g2, u32* out, u32* flags, 
         flags[i] = degenerate;
     }
 }
+// The kernels as the host runs them (a block's tree becomes a fold: the product is the same).
+extern "C" void host_miller_product(const u32* g1, const u32* g2, u32* out, u32* flags, int k, int block) {
+    for (int b = 0; b * block < k; b++) {
+        Fq12 acc = fq12_one();
+        for (int i = b * block; i < k && i < (b + 1) * block; i++) {
+            bool degenerate;
+            acc = fq12_mul(acc, pairing_miller_row(g1, g2, (u64)i, &degenerate));
+            flags[i] = degenerate;
+        }
+        fq12_store(out + 96 * b, acc);
+    }
+}
+extern "C" void host_block_product(const u32* in, u32* out, int n, int block) {
+    for (int b = 0; b * block < n; b++) {
+        Fq12 acc = fq12_one();
+        for (int i = b * block; i < n && i < (b + 1) * block; i++) acc = fq12_mul(acc, fq12_load(in + 96 * i));
+        fq12_store(out + 96 * b, acc);
+    }
+}
 extern "C" void host_fq12_product(const u32* in, u32* out, int n) {
     Fq12 acc = fq12_one();
     for (int i = 0; i < n; i++) acc = fq12_mul(acc, fq12_load(in + 96 * i));
@@ -144,3 +163,66 @@ def test_groth16_proof_check(lib: ctypes.CDLL, corrupt: bool) -> None:
     assert flags == [0, 0]
     fixed = pr.multi_miller_loop([(_cpub(key, public), key.gamma2), (key.alpha1, key.beta2)])
     assert pr.product_is_one([host_product(lib, got), fixed]) is not corrupt
+
+
+class _EmuModule:
+    """pairing.cu's kernels as backends/gpu/pairing.py launches them, run by the host harness."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self.launches: list[tuple[str, int]] = []
+
+    def get_function(self, name: str):
+        def launch(grid: tuple, block: tuple, args: tuple) -> None:
+            self.launches.append((name, grid[0]))
+            arrays, n = [_p(a) for a in args[:-1]], ctypes.c_int(int(args[-1]))
+            if name == "pairing_miller":
+                self.lib.host_miller(*arrays, n)
+            elif name == "pairing_miller_product":
+                self.lib.host_miller_product(*arrays, n, ctypes.c_int(block[0]))
+            else:
+                assert name == "pairing_fq12_product"
+                self.lib.host_block_product(*arrays, n, ctypes.c_int(block[0]))
+        return launch
+
+
+@pytest.fixture
+def emulated(lib: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> _EmuModule:
+    """backends/gpu/pairing.py with numpy for CuPy and the host harness for the kernels."""
+    import sys
+    import types
+
+    from conftest import host_cupy
+
+    fake = types.SimpleNamespace(**vars(host_cupy()), asarray=np.asarray, zeros=np.zeros)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    mod = _EmuModule(lib)
+    monkeypatch.setattr(gp, "get_module", lambda name: mod)
+    return mod
+
+
+@pytest.mark.parametrize("k", [1, 7, 70])
+def test_host_side_emulated(emulated: _EmuModule, monkeypatch: pytest.MonkeyPatch, k: int) -> None:
+    """miller_loops / miller_product: limbs up, one Miller launch, product launches of fan-in 64
+    down to one row, flagged pairs from the host; here one degenerate pair among k."""
+    rng = random.Random(k)
+    p, dp, q = _g1(rng), _g1(rng), _g2(rng)
+    pairs = []
+    for _ in range(k):
+        pairs.append((p, q))
+        p = bn254.add(bn254.G1, p, dp)
+    bad = (pairs[k // 2][0], ((3, 4), (0, 0)))
+    pairs[k // 2] = bad
+    marker: pr.Fq12 = ((pr.F2_ONE, pr.F2_ONE, pr.F2_ZERO), pr.F6_ZERO)  # stands for py_ecc's value there
+    real_loop = pr.miller_loop
+    monkeypatch.setattr(pr, "miller_loop", lambda a, b: marker if (a, b) == bad else real_loop(a, b))
+    want = [pr.miller_loop(a, b) for a, b in pairs]
+    assert gp.miller_loops(pairs) == want
+    emulated.launches.clear()
+    prod = pr.ONE
+    for f in want:
+        prod = pr.mul(prod, f)
+    assert gp.miller_product(pairs) == prod
+    blocks = -(-k // gp.BLOCK)
+    assert emulated.launches == [("pairing_miller_product", blocks)] + ([("pairing_fq12_product", 1)] if blocks > 1 else [])
+    assert gp.miller_loops([]) == [] and gp.miller_product([]) == pr.ONE

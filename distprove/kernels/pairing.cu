@@ -22,14 +22,24 @@
 // * Products over a batch are trees in shared memory, 64 elements a block (64 x 384 bytes =
 //   24 KB): the Miller kernel can end in its block's product, and pairing_fq12_product reduces
 //   partial products 64 to 1 until one element is left, so one Fq12 comes back per batch.
-// * Every function is DP_INLINE (host C++ too): tests/test_kernels_host.py runs
-//   pairing_miller_one against pairing.py on the CPU.
+// * The Fq6 products, the Fq12 square and line product and the two steps are calls on the device
+//   (PAIRING_CALL), the Fq products inside them calls too (compile.py builds the module with
+//   DP_MUL_SINGLE): inlined, the loop is one body of ~10^4 products that takes nvcc minutes and
+//   overflows the instruction cache (field.cuh's banner measured calls faster for point code).
+// * Everything is host C++ too (DP_INLINE / PAIRING_CALL are `inline` there):
+//   tests/test_pairing_kernel_host.py runs pairing_miller_one against pairing.py on the CPU.
 
 #ifndef DP_PAIRING_CU
 #define DP_PAIRING_CU
 
 struct Fq6 { Fq2 c0, c1, c2; };
 struct Fq12 { Fq6 c0, c1; };
+
+#if defined(__CUDA_ARCH__)
+#define PAIRING_CALL static __device__ __noinline__
+#else
+#define PAIRING_CALL inline
+#endif
 
 #define PAIRING_BLOCK 64
 // The bits of 6x + 2 below its top bit (bit 64), most significant first.
@@ -71,7 +81,7 @@ DP_INLINE Fq6 fq6_neg(Fq6 a) { Fq6 r; r.c0 = fq2_neg(a.c0); r.c1 = fq2_neg(a.c1)
 DP_INLINE Fq6 fq6_mul_v(Fq6 a) { Fq6 r; r.c0 = fq2_mul_xi(a.c2); r.c1 = a.c0; r.c2 = a.c1; return r; }
 
 // Karatsuba over Fq2: 6 Fq2 products.
-DP_INLINE Fq6 fq6_mul(Fq6 a, Fq6 b) {
+PAIRING_CALL Fq6 fq6_mul(Fq6 a, Fq6 b) {
     Fq2 t0 = fq2_mul(a.c0, b.c0), t1 = fq2_mul(a.c1, b.c1), t2 = fq2_mul(a.c2, b.c2);
     Fq6 r;
     r.c0 = fq2_add(t0, fq2_mul_xi(fq2_sub(fq2_sub(fq2_mul(fq2_add(a.c1, a.c2), fq2_add(b.c1, b.c2)), t1), t2)));
@@ -81,7 +91,7 @@ DP_INLINE Fq6 fq6_mul(Fq6 a, Fq6 b) {
 }
 
 // a (b0 + b1 v): 5 Fq2 products.
-DP_INLINE Fq6 fq6_mul_01(Fq6 a, Fq2 b0, Fq2 b1) {
+PAIRING_CALL Fq6 fq6_mul_01(Fq6 a, Fq2 b0, Fq2 b1) {
     Fq2 t0 = fq2_mul(a.c0, b0), t1 = fq2_mul(a.c1, b1);
     Fq6 r;
     r.c0 = fq2_add(t0, fq2_mul_xi(fq2_mul(a.c2, b1)));
@@ -105,7 +115,7 @@ DP_INLINE Fq12 fq12_mul(Fq12 a, Fq12 b) {
 }
 
 // Complex squaring: 2 Fq6 products.
-DP_INLINE Fq12 fq12_sqr(Fq12 a) {
+PAIRING_CALL Fq12 fq12_sqr(Fq12 a) {
     Fq6 t = fq6_mul(a.c0, a.c1);
     Fq12 r;
     r.c0 = fq6_sub(fq6_sub(fq6_mul(fq6_add(a.c0, a.c1), fq6_add(a.c0, fq6_mul_v(a.c1))), t), fq6_mul_v(t));
@@ -115,7 +125,7 @@ DP_INLINE Fq12 fq12_sqr(Fq12 a) {
 
 // f (a0 + b0 w + b1 v w), a line scaled into Fq2: Karatsuba over Fq6 with the zero terms dropped
 // (13 Fq2 products).
-DP_INLINE Fq12 fq12_mul_line(Fq12 f, Fq2 a0, Fq2 b0, Fq2 b1) {
+PAIRING_CALL Fq12 fq12_mul_line(Fq12 f, Fq2 a0, Fq2 b0, Fq2 b1) {
     Fq6 t0 = fq6_scale(f.c0, a0);
     Fq6 t1 = fq6_mul_01(f.c1, b0, b1);
     Fq12 r;
@@ -157,7 +167,7 @@ struct MillerState {
 
 // Tangent at T, evaluated at P = (xp, yp): lambda = 3 X^2 / (2 Y Z), the line times c = 2 Y Z^2
 // is 2 Y Z^2 y_P - 3 X^2 Z x_P w + (3 X^3 - 2 Y^2 Z) v w; T becomes 2T.
-DP_INLINE void miller_dbl(MillerState& s, Fq xp, Fq yp) {
+PAIRING_CALL void miller_dbl(MillerState& s, Fq xp, Fq yp) {
     const Fq2 X = s.t.x, Y = s.t.y, Z = s.t.z;
     const Fq2 xx = fq2_sqr(X);
     const Fq2 w = fq2_add(fq2_dbl(xx), xx);  // 3 X^2
@@ -182,7 +192,7 @@ DP_INLINE void miller_dbl(MillerState& s, Fq xp, Fq yp) {
 // Chord through T and Q = (xq, yq) (affine), evaluated at P: with N = yq Z - Y, M = xq Z - X,
 // lambda = N / M and lambda x_T - y_T = lambda xq - yq, so the line times c = M is
 // M y_P - N x_P w + (N xq - M yq) v w. T becomes T + Q unless !advance (the last line).
-DP_INLINE void miller_add(MillerState& s, Fq2 xq, Fq2 yq, Fq xp, Fq yp, bool advance) {
+PAIRING_CALL void miller_add(MillerState& s, Fq2 xq, Fq2 yq, Fq xp, Fq yp, bool advance) {
     const Fq2 X = s.t.x, Y = s.t.y, Z = s.t.z;
     const Fq2 xqz = fq2_mul(xq, Z);
     const Fq2 n = fq2_sub(fq2_mul(yq, Z), Y);

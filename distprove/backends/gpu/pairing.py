@@ -53,14 +53,21 @@ def fq12_to_limbs(values: Sequence[pr.Fq12]) -> np.ndarray:
     return bn254.limbs_from_ints([bn254.fq_to_mont(v) for v in flat]).reshape(-1, FQ12_WORDS)
 
 
-def _launch_miller(pairs: Sequence[Pair], product: bool) -> tuple[Any, np.ndarray]:
-    """Upload the pairs and run the Miller kernel; return its device output and the flags."""
+def _launch_miller(pairs: Sequence[Pair], product: bool) -> tuple[Any, Any]:
+    """Upload the pairs and run the Miller kernel; return its device output and flags."""
     import cupy as cp
 
     g1, g2 = pairs_to_limbs(pairs)
-    k = len(pairs)
+    return launch_miller(cp.asarray(g1), cp.asarray(g2), product)
+
+
+def launch_miller(d_g1: Any, d_g2: Any, product: bool) -> tuple[Any, Any]:
+    """The Miller kernel over device rows ((k, 16) G1, (k, 32) G2 Montgomery limbs): (k, 96) values,
+    or (ceil(k / BLOCK), 96) block products when ``product``; and the (k,) degenerate flags."""
+    import cupy as cp
+
+    k = d_g1.shape[0]
     blocks = (k + BLOCK - 1) // BLOCK
-    d_g1, d_g2 = cp.asarray(g1), cp.asarray(g2)
     d_out = cp.empty((blocks if product else k, FQ12_WORDS), dtype=cp.uint32)
     d_flags = cp.zeros(k, dtype=cp.uint32)
     name = "pairing_miller_product" if product else "pairing_miller"
@@ -68,8 +75,8 @@ def _launch_miller(pairs: Sequence[Pair], product: bool) -> tuple[Any, np.ndarra
     return d_out, d_flags
 
 
-def _reduce(d_rows: Any) -> Any:
-    """Product launches of fan-in :data:`BLOCK` until one row is left (on the device)."""
+def reduce_product(d_rows: Any) -> Any:
+    """(1, 96): the product of (n, 96) device rows, by launches of fan-in :data:`BLOCK`."""
     import cupy as cp
 
     fn = get_module("pairing").get_function("pairing_fq12_product")
@@ -84,11 +91,13 @@ def _reduce(d_rows: Any) -> Any:
 
 def miller_loops(pairs: Sequence[Pair]) -> list[pr.Fq12]:
     """[pairing.miller_loop(P_i, Q_i)] for (P_i, Q_i) affine (None = infinity), computed on the GPU."""
+    import cupy as cp
+
     if not pairs:
         return []
     d_out, d_flags = _launch_miller(pairs, product=False)
-    out = fq12_from_limbs(d_out.get())
-    for i in np.flatnonzero(d_flags.get()):
+    out = fq12_from_limbs(cp.asnumpy(d_out))
+    for i in np.flatnonzero(cp.asnumpy(d_flags)):
         out[i] = pr.miller_loop(*pairs[i])
     return out
 
@@ -96,10 +105,12 @@ def miller_loops(pairs: Sequence[Pair]) -> list[pr.Fq12]:
 def miller_product(pairs: Sequence[Pair]) -> pr.Fq12:
     """prod_i pairing.miller_loop(P_i, Q_i) (what :func:`pairing.product_is_one` takes), computed on
     the GPU with one Fq12 read back."""
+    import cupy as cp
+
     if not pairs:
         return pr.ONE
     d_out, d_flags = _launch_miller(pairs, product=True)
-    out = fq12_from_limbs(_reduce(d_out).get())[0]
-    for i in np.flatnonzero(d_flags.get()):
+    out = fq12_from_limbs(cp.asnumpy(reduce_product(d_out)))[0]
+    for i in np.flatnonzero(cp.asnumpy(d_flags)):
         out = pr.mul(out, pr.miller_loop(*pairs[i]))
     return out
