@@ -24,8 +24,9 @@
 //   partial products 64 to 1 until one element is left, so one Fq12 comes back per batch.
 // * The Fq6 products, the Fq12 square and line product and the two steps are calls on the device
 //   (PAIRING_CALL), the Fq products inside them calls too (compile.py builds the module with
-//   DP_MUL_SINGLE): inlined, the loop is one body of ~10^4 products that takes nvcc minutes and
-//   overflows the instruction cache (field.cuh's banner measured calls faster for point code).
+//   DP_MUL_SINGLE): inlined, the loop is one body far larger than the instruction cache, and nvcc
+//   takes ~3 CPU minutes for its PTX against 7 s (field.cuh's banner: calls ran faster for point
+//   code; not timed here).
 // * Everything is host C++ too (DP_INLINE / PAIRING_CALL are `inline` there):
 //   tests/test_pairing_kernel_host.py runs pairing_miller_one against pairing.py on the CPU.
 
