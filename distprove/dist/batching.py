@@ -30,7 +30,7 @@ from typing import Any
 
 from distprove import config
 from distprove.errors import FormatError, one_line
-from distprove.inputs import safe_witness_paths
+from distprove.dist.inputs import safe_witness_paths
 
 log = logging.getLogger(__name__)
 
@@ -294,8 +294,8 @@ def verification_pool(processes: int) -> Any:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from distprove.cluster import require_main_guard
-    from distprove.worker import warm_up
+    from distprove.dist.cluster import require_main_guard
+    from distprove.dist.output import warm_up
 
     pool = _POOLS.get(processes)
     if pool is None or getattr(pool, "_broken", False):
@@ -326,7 +326,7 @@ def _remove_outputs(job: Job) -> None:
 
 def ensure_worker_state(client: Any, backend: str, max_keys: int, gpu_bytes: int | None) -> None:
     """Register the per-worker state plugin unless every worker already runs an equal one."""
-    from distprove.worker import PLUGIN_NAME, ProverState, plugin_config
+    from distprove.dist.state import PLUGIN_NAME, ProverState, plugin_config
 
     plugin = ProverState(backend, max_keys, gpu_bytes)
     client.wait_for_workers(1)
@@ -370,8 +370,8 @@ def _collect(
     """
     from distributed import as_completed
 
-    from distprove import graph
-    from distprove.worker import assemble_check_write_in_process
+    from distprove.dist import graph
+    from distprove.dist.work import assemble_check_write_in_process
 
     by_name = {job.name: (job, futs) for entries in pending.values() for job, futs in entries}
     computing = len(pending)
@@ -455,7 +455,7 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
     """Check existing outputs on the workers (one batched pairing check per key) and report the
     witnesses whose outputs verify as skipped; delete outputs that do not (they are proved again).
     Returns the names of the witnesses dealt with (skipped, or failed because the check could not run)."""
-    from distprove.worker import check_existing
+    from distprove.dist.output import check_existing
 
     checks = {}
     for kp, group in groups.items():
@@ -487,7 +487,7 @@ def _plan_keys(
     """Open each key on a worker (KeyInfo: sizes, window widths, ..., the verification key when
     ``with_vk``); the jobs of a key that cannot be opened fail with the reason. Returns (job,
     KeyInfo) for every job left to prove."""
-    from distprove.worker import plan_key
+    from distprove.dist.work import plan_key
 
     infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
     planned: list[tuple[Job, Any]] = []
@@ -508,8 +508,8 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from dask.utils import key_split
     from distributed import get_task_stream, span
 
-    from distprove import dashboard, graph
-    from distprove.worker import ProofSpec
+    from distprove.dist import dashboard, graph
+    from distprove.dist.tasks import ProofSpec
 
     settings = config.settings()
     t0 = time.perf_counter()
@@ -626,7 +626,7 @@ def batch(
     verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
     on_result, on_start, echo, announce (the dashboard's link when the batch starts).
     """
-    from distprove.cluster import connect
+    from distprove.dist.cluster import connect
 
     opts = BatchOptions(**options)
     settings = config.settings()
