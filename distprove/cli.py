@@ -384,7 +384,8 @@ def batch_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import config
-    from .dist.batching import FAILED, batch
+    from .dist.batching import batch
+    from .dist.tasks import Status
     from .formats.jsonio import write_json_atomic
 
     extra: dict[str, Any] = {}
@@ -404,7 +405,7 @@ def batch_cmd(
         progress.start()
 
     def on_result(res: Any) -> None:
-        if res.status == FAILED:
+        if res.status == Status.FAILED:
             progress.console.print(f"failed {res.name}: {res.reason}", markup=False, highlight=False)
         progress.advance(task)
 

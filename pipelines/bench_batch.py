@@ -97,7 +97,7 @@ def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: b
     from distprove.dist.batching import BatchOptions, discover
     from distprove.prover import prove, prove_many
     from distprove.dist.output import check_and_write
-    from distprove.dist.tasks import Assembled, ProofSpec
+    from distprove.dist.tasks import Assembled, ProofSpec, Status
 
     out = wdir.parent / (wdir.name + "-out")
     if out.exists():
@@ -113,7 +113,7 @@ def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: b
         if len(ready) == BatchOptions.verify_group or i == len(jobs) - 1:
             outcomes += check_and_write(ready, vks, check, "bare")
             ready = []
-    failed = [o for o in outcomes if o.status != "proved"]
+    failed = [o for o in outcomes if o.status != Status.PROVED]
     if failed:
         raise SystemExit(f"bench bare loop failed: {failed[0].name}: {failed[0].reason}")
     return outcomes

@@ -48,7 +48,7 @@ def local_group_runner(key_path: Path, backend_name: str) -> Any:
     """``run(wdir)``: prove every witness of ``wdir`` with ``work.prove_group`` in this process."""
     from distprove.dist import state as dist_state
     from distprove.dist import work
-    from distprove.dist.tasks import ProofSpec
+    from distprove.dist.tasks import ProofSpec, Status
     from distprove.backends.base import MSM_NAMES, msm_group
     from distprove.dist.batching import discover
     from distprove.config import settings
@@ -69,7 +69,7 @@ def local_group_runner(key_path: Path, backend_name: str) -> Any:
         specs = [ProofSpec(j.name, j.witness, key.path, key.content_hash, j.proof_path, j.public_path) for j in jobs]
         for i in range(0, len(specs), per_task):
             outcomes = work.prove_group(specs[i : i + per_task], widths, True, True)
-            bad = [o for o in outcomes if getattr(o, "status", "") != "proved"]
+            bad = [o for o in outcomes if getattr(o, "status", "") != Status.PROVED]
             if bad:
                 raise SystemExit(f"group failed: {bad[0]}")
 

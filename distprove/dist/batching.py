@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from distprove import config
-from distprove.errors import FormatError, one_line
 from distprove.dist.inputs import safe_witness_paths
+from distprove.dist.tasks import Status
+from distprove.errors import FormatError, one_line
 
 log = logging.getLogger(__name__)
 
-PROVED, FAILED, SKIPPED = "proved", "failed", "skipped"
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -42,11 +42,11 @@ PROVED, FAILED, SKIPPED = "proved", "failed", "skipped"
 
 @dataclass
 class ProofResult:
-    """How one witness ended: ``proved``, ``failed`` (with the reason) or ``skipped``."""
+    """How one witness ended: a :class:`~distprove.dist.tasks.Status` (failed with the reason)."""
 
     name: str
     witness: str
-    status: str
+    status: Status
     reason: str = ""
     proof_path: str = ""
     public_path: str = ""
@@ -68,20 +68,20 @@ class BatchReport:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     """Compute seconds per task kind over all workers (the dashboard's groups: prove-prepare, msm-windows, ...)."""
 
-    def _with(self, status: str) -> list[ProofResult]:
+    def _with(self, status: Status) -> list[ProofResult]:
         return [r for r in self.results if r.status == status]
 
     @property
     def proved(self) -> list[ProofResult]:
-        return self._with(PROVED)
+        return self._with(Status.PROVED)
 
     @property
     def failed(self) -> list[ProofResult]:
-        return self._with(FAILED)
+        return self._with(Status.FAILED)
 
     @property
     def skipped(self) -> list[ProofResult]:
-        return self._with(SKIPPED)
+        return self._with(Status.SKIPPED)
 
     @property
     def ok(self) -> bool:
@@ -405,7 +405,7 @@ def _collect(
         except Exception as exc:
             for r in group:
                 for entry in pending.pop(r):
-                    finish(*entry, FAILED, _reason(exc))
+                    finish(*entry, Status.FAILED, _reason(exc))
             return
         for r in group:
             del pending[r]
@@ -439,7 +439,7 @@ def _collect(
                 ready.append(fut)
             else:
                 for entry in pending.pop(fut):
-                    finish(*entry, FAILED, _reason(_exception_of(fut)))
+                    finish(*entry, Status.FAILED, _reason(_exception_of(fut)))
         flush()
 
 
@@ -470,12 +470,12 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
         except Exception as exc:  # e.g. the key cannot be read: keep the outputs, report why
             for job in have:
                 done.add(job.name)
-                emit(job, FAILED, _reason(exc))
+                emit(job, Status.FAILED, _reason(exc))
             continue
         for job, ok in zip(have, oks):
             if ok:
                 done.add(job.name)
-                emit(job, SKIPPED, "outputs exist and verify")
+                emit(job, Status.SKIPPED, "outputs exist and verify")
             else:
                 _remove_outputs(job)
     return done
@@ -497,7 +497,7 @@ def _plan_keys(
             info = infos[kp].result()
         except Exception as exc:
             for job in left:
-                emit(job, FAILED, _reason(exc))
+                emit(job, Status.FAILED, _reason(exc))
             continue
         planned += [(j, info) for j in left]
     return planned
@@ -516,7 +516,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     tag = uuid.uuid4().hex[:8]
     results: list[ProofResult] = []
 
-    def emit(job: Job, status: str, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
+    def emit(job: Job, status: Status, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
         res = ProofResult(
             job.name, job.witness, status, reason, job.proof_path, job.public_path, time.perf_counter() - t0, worker, seconds or {}
         )
@@ -537,7 +537,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
         todo = []
         for job in jobs:
             if job.error:
-                emit(job, FAILED, f"{job.witness}: {job.error}")
+                emit(job, Status.FAILED, f"{job.witness}: {job.error}")
             else:
                 todo.append(job)
         groups = _group(todo)

@@ -283,7 +283,8 @@ def _out_dir(witness_dir: PathLike, out_dir: PathLike | None) -> Path:
 
 def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_failed: bool) -> tuple[list[Any], list[Any]]:
     """(jobs to run, ProofResults of the jobs skipped by rules 1 and 3)."""
-    from distprove.dist.batching import SKIPPED, ProofResult
+    from distprove.dist.batching import ProofResult
+    from distprove.dist.tasks import Status
 
     todo, known = [], []
     for job in jobs:
@@ -295,7 +296,7 @@ def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_fai
         else:
             todo.append(job)
             continue
-        known.append(ProofResult(job.name, job.witness, SKIPPED, reason, job.proof_path, job.public_path))
+        known.append(ProofResult(job.name, job.witness, Status.SKIPPED, reason, job.proof_path, job.public_path))
     return todo, known
 
 
@@ -327,8 +328,9 @@ def batch(
     the workers) and records every result in the state file. When nothing is new, no cluster is
     started or contacted.
     """
-    from distprove.dist.batching import FAILED, PROVED, SKIPPED, BatchOptions, BatchReport, discover, ensure_worker_state, run_jobs
+    from distprove.dist.batching import BatchOptions, BatchReport, discover, ensure_worker_state, run_jobs
     from distprove.dist.cluster import connect
+    from distprove.dist.tasks import Status
 
     t0 = time.perf_counter()
     settings = config.settings()
@@ -344,9 +346,9 @@ def batch(
         def on_result(res: Any) -> None:
             job = by_name[res.name]
             kid = key_ids.get(job.key) if job.key else None
-            if res.status in (PROVED, SKIPPED):
+            if res.status in (Status.PROVED, Status.SKIPPED):
                 state.done(job, kid)
-            elif res.status == FAILED and job.key and _own_failure(job, res.reason):
+            elif res.status == Status.FAILED and job.key and _own_failure(job, res.reason):
                 state.failed(job, kid, res.reason)
             state.save_soon()
             if caller_on_result is not None:

@@ -17,7 +17,7 @@ from distributed.metrics import context_meter
 from distprove import bn254
 from distprove.dist import metrics
 from distprove.dist import state as worker_state
-from distprove.dist.tasks import Assembled, Failed, Outcome, flatten
+from distprove.dist.tasks import Assembled, Failed, Outcome, Status, flatten
 from distprove.errors import FormatError
 from distprove.formats.container import first_false, lt_bound
 from distprove.formats.jsonio import write_json_atomic
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distprove.verifier import BatchCheck
 
 WRITTEN_BEFORE = "written by an earlier attempt"
+"""The reason shown for a proof that an earlier attempt wrote (:attr:`Outcome.written_before`)."""
 
 
 NOT_VALID = "does not verify (is the witness satisfying the circuit?); nothing written"
@@ -63,11 +64,11 @@ def check_and_write(
     for a in items:
         seconds = dict(a.seconds)
         if a.done_before:
-            out.append(Outcome(a.spec.name, "proved", WRITTEN_BEFORE, seconds, where))
+            out.append(Outcome(a.spec.name, Status.PROVED, WRITTEN_BEFORE, seconds, where, written_before=True))
             continue
         seconds["verify"] = share
         if not valid[a.spec.name]:
-            out.append(Outcome(a.spec.name, "failed", NOT_VALID, seconds, where))
+            out.append(Outcome(a.spec.name, Status.FAILED, NOT_VALID, seconds, where))
             continue
         t1 = time.perf_counter()
         try:
@@ -75,17 +76,17 @@ def check_and_write(
                 written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
         except OSError as exc:  # full disk, permissions: this proof fails, the rest of the group goes on
             reason = f"{a.spec.proof_path}: cannot write: {exc.strerror or exc}; no proof written"
-            out.append(Outcome(a.spec.name, "failed", reason, seconds, where))
+            out.append(Outcome(a.spec.name, Status.FAILED, reason, seconds, where))
             continue
         seconds["write"] = time.perf_counter() - t1
-        out.append(Outcome(a.spec.name, "proved", "" if written else WRITTEN_BEFORE, seconds, where))
+        out.append(Outcome(a.spec.name, Status.PROVED, "" if written else WRITTEN_BEFORE, seconds, where, written_before=not written))
     return out
 
 
 def failed_outcomes(items: Sequence[Any], where: str) -> tuple[list[Any], list[Outcome]]:
     """Split reducer results into the proofs to check and the outcomes of :class:`Failed` items."""
     flat = flatten(items)
-    failed = [Outcome(f.spec.name, "failed", f.reason, {}, where) for f in flat if isinstance(f, Failed)]
+    failed = [Outcome(f.spec.name, Status.FAILED, f.reason, {}, where) for f in flat if isinstance(f, Failed)]
     return [it for it in flat if not isinstance(it, Failed)], failed
 
 
@@ -104,8 +105,8 @@ def verify_write(
     outcomes = check_and_write(items, vks, check, where, batch)
     by_name = {a.spec.name: a.spec for a in items}
     for o in outcomes:
-        if o.reason != WRITTEN_BEFORE:
-            metrics.record_proof(by_name[o.name].key_path, o.status == "proved")
+        if not o.written_before:
+            metrics.record_proof(by_name[o.name].key_path, o.status == Status.PROVED)
             metrics.record_timings(o.seconds)
     return outcomes + failed
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -77,15 +78,28 @@ class MsmPart:
     """The proof's public signals (carried with ``upstream``, so the reducer need not read the witness)."""
 
 
+class Status(StrEnum):
+    """How a proof ended (a ``str``: the report's JSON and summary show the value)."""
+
+    PROVED = "proved"
+    """Its proof and public files exist."""
+    FAILED = "failed"
+    """Nothing written; the reason says why in one line."""
+    SKIPPED = "skipped"
+    """Not proved again: its outputs already exist and verify."""
+
+
 @dataclass
 class Outcome:
-    """How one proof ended: ``proved`` (its files exist) or ``failed`` with the reason."""
+    """How one proof ended: :attr:`Status.PROVED` (its files exist) or :attr:`Status.FAILED` with the reason."""
 
     name: str
-    status: str
+    status: Status
     reason: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
     worker: str = ""
+    written_before: bool = False
+    """Proved by an earlier attempt of its tasks: this one wrote nothing (nor is it counted again)."""
 
 
 @dataclass

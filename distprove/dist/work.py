@@ -26,11 +26,10 @@ from distprove.backends.base import MSM_NAMES
 from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.dist import metrics
 from distprove.dist import state as worker_state
-from distprove.dist.output import WRITTEN_BEFORE, failed_outcomes, check_and_write, public_signals, verify_write
+from distprove.dist.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
 from distprove.dist.state import MeteredBackend, ProverState, ResidentKey
-from distprove.dist.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, flatten
+from distprove.dist.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
 from distprove.errors import FormatError, one_line
-from distprove.stages.msm import live_fraction
 
 if TYPE_CHECKING:  # pragma: no cover
     from distprove.prover import WindowSums
@@ -45,41 +44,6 @@ def plan_key(path: str, with_vk: bool = False) -> KeyInfo:
     return info if info.path == path else replace(info, path=path)  # the same key read from another path
 
 
-def _prepare_vectors(
-    st: ProverState, key: ResidentKey, spec: ProofSpec, local_h: bool
-) -> tuple[Any, Any, list[int], dict[str, float], float]:
-    """Read and load the witness, gather, and (``local_h``) compute the H scalars: (the backend's
-    witness, its H scalars or else the evaluations, the public signals, seconds of witness,
-    gather and ntt, the witness's live share for the window widths). A bad witness raises its
-    FormatError (counted as a failed proof)."""
-    t0 = time.perf_counter()
-    be = st.backend
-    try:
-        with context_meter.meter("witness"):
-            loaded = be.load_witness_file(key, spec.witness)
-    except FormatError:
-        metrics.record_proof(key, False)
-        raise
-    public = bn254.ints_from_limbs(loaded.values[1 : 1 + key.n_public])  # values checked < r by the load
-    live = live_fraction(loaded.values)
-    witness = loaded.vector
-    del loaded
-    t1 = time.perf_counter()
-    with context_meter.meter("gather"):
-        evals = be.gather(key, witness)
-        be.synchronize()
-    t2 = time.perf_counter()
-    seconds = {"witness": t1 - t0, "gather": t2 - t1}
-    if not local_h:
-        return witness, evals, public, seconds, live
-    with context_meter.meter("ntt"):
-        hs = be.h_scalars(key, evals)
-        del evals
-        be.synchronize()
-    seconds["ntt"] = time.perf_counter() - t2
-    return witness, hs, public, seconds, live
-
-
 def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
     """Read the witness from its path, gather, and (``local_h``) compute the H scalars here.
 
@@ -90,24 +54,27 @@ def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
     the distributed four-step NTT. The stage seconds travel with the result (recorded in the
     metrics once per proof, where it ends).
     """
+    from distprove.prover import h_scalars, load_and_gather
+
     st = worker_state.state()
     key = st.key(spec.key_path, spec.content_hash)
     be = st.backend
-    witness, vectors, public, seconds, live = _prepare_vectors(st, key, spec, local_h)
-    token = uuid.uuid4().hex
+    g = _counting_bad_witness(spec, lambda st, key: load_and_gather(key, spec.witness, MeteredBackend(be)))
+    seconds, token = g.timings, uuid.uuid4().hex
     if local_h:
-        st.keep_proof(token, key.content_hash, witness, vectors)
+        hs = h_scalars(key, g, MeteredBackend(be))
+        st.keep_proof(token, key.content_hash, g.witness, hs)
         if not host_h:
-            return Prepared(None, None, seconds, token, public, live)
+            return Prepared(None, None, seconds, token, g.public, g.live)
         t = time.perf_counter()
         with context_meter.meter("ntt"):
-            host = be.to_host(vectors)
-        seconds["ntt"] += time.perf_counter() - t  # the download, timed with the NTTs as before
-        return Prepared(host, None, seconds, token, public, live)
+            host = be.to_host(hs)
+        seconds["ntt"] += time.perf_counter() - t  # the download, timed with the NTTs
+        return Prepared(host, None, seconds, token, g.public, g.live)
     with context_meter.meter("gather"):
-        stacked = np.stack([be.to_host(v) for v in vectors])
-    st.keep_proof(token, key.content_hash, witness, None)
-    return Prepared(None, stacked, seconds, token, public, live)
+        stacked = np.stack([be.to_host(v) for v in g.evals])
+    st.keep_proof(token, key.content_hash, g.witness, None)
+    return Prepared(None, stacked, seconds, token, g.public, g.live)
 
 
 def _msm_scalars(st: ProverState, key: ResidentKey, spec: ProofSpec, which: str, source: Prepared | np.ndarray) -> Any:
@@ -255,12 +222,12 @@ def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
 def _finish_whole(
     spec: ProofSpec, ws: WindowSums, assemble: bool, blinding: tuple[int, int] | None = None
 ) -> Assembled | Collected:
-    """:func:`prove_whole` after its MSMs: the proof assembled here, or its sums collected."""
-    parts = _whole_parts(ws.sums, ws.widths, ws.timings, "", ws.public)
+    """:func:`prove_whole` after its MSMs: the proof assembled here from its window sums, or
+    its sums collected (as parts, for the client's pool)."""
     if not assemble:
-        return collect_parts(spec, parts)
+        return collect_parts(spec, _whole_parts(ws.sums, ws.widths, ws.timings, "", ws.public))
     key = worker_state.state().key(spec.key_path, spec.content_hash)
-    return assemble_proof(spec, parts, key.points, key.n_public, blinding)
+    return _assembled(spec, key.points, ws.sums, ws.widths, ws.public, dict(ws.timings), blinding)
 
 
 def prove_group(
@@ -289,7 +256,7 @@ def prove_group(
     earlier: list[Outcome] = []
     if write:  # a rerun of this task (its worker died after it ended) proves nothing again
         where = worker_state.worker_address()
-        earlier = [Outcome(sp.name, "proved", WRITTEN_BEFORE, {}, where) for sp in specs if os.path.exists(sp.proof_path)]
+        earlier = [Outcome(sp.name, Status.PROVED, WRITTEN_BEFORE, {}, where, written_before=True) for sp in specs if os.path.exists(sp.proof_path)]
         specs = [sp for sp in specs if not os.path.exists(sp.proof_path)]
     proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
                        lambda spec, ws: _finish_whole(spec, ws, assemble), failed, _prefetch)
@@ -325,26 +292,37 @@ def assemble_proof(
     the parts (taken where the witness was read), else they are read again from the witness
     file (a few values of a memory map). ``blinding`` = (r, s) is for tests.
     """
-    from distprove.prover import Proof
-    from distprove.stages.assemble import assemble_windows, random_blinding
-
-    t0 = time.perf_counter()
-    seconds = part_seconds(parts)
-    if os.path.exists(spec.proof_path):  # an earlier run of this proof's tasks already finished the job
-        return Assembled(spec, None, seconds, done_before=True)
     sums: dict[str, dict[int, bn254.Affine]] = {w: {} for w in MSM_NAMES}
     widths: dict[str, int] = {}
     for p in parts:
         sums[p.which].update(p.sums)
         widths[p.which] = p.c
-    r, s = blinding if blinding is not None else random_blinding()
-    with context_meter.meter("assemble"):
-        pi_a, pi_b, pi_c = assemble_windows(points, sums, widths, r, s)
     public = next((p.public for p in parts if p.public is not None), None)
-    if public is None:
+    if public is None and not os.path.exists(spec.proof_path):
         public = public_signals(spec.witness, n_public)
+    return _assembled(spec, points, sums, widths, public, part_seconds(parts), blinding)
+
+
+def _assembled(
+    spec: ProofSpec,
+    points: Mapping[str, bn254.Affine],
+    sums: Mapping[str, Mapping[int, bn254.Affine]],
+    widths: Mapping[str, int],
+    public: list[int] | None,
+    seconds: dict[str, float],
+    blinding: tuple[int, int] | None = None,
+) -> Assembled:
+    """:func:`distprove.prover.assemble` for a task: nothing when an earlier run of the proof's
+    tasks already wrote it (``done_before``), else the proof with ``assemble`` seconds added."""
+    from distprove.prover import assemble
+
+    t0 = time.perf_counter()
+    if os.path.exists(spec.proof_path):  # an earlier run of this proof's tasks already finished the job
+        return Assembled(spec, None, seconds, done_before=True)
+    with context_meter.meter("assemble"):
+        proof = assemble(points, sums, widths, public, blinding)
     seconds["assemble"] = time.perf_counter() - t0
-    return Assembled(spec, Proof(pi_a, pi_b, pi_c, public), seconds)
+    return Assembled(spec, proof, seconds)
 
 
 def part_seconds(parts: Sequence[MsmPart]) -> dict[str, float]:
