@@ -297,7 +297,7 @@ def _gpu_summary() -> str:
 def _worker_report(dask_worker: Any) -> dict[str, Any]:
     """What ``distprove info`` shows for one worker (runs on the worker through ``Client.run``)."""
     report: dict[str, Any] = {"gpu": _gpu_summary(), "versions": _package_versions(), "backend": None, "keys": None}
-    from .worker import PLUGIN_NAME
+    from .dist.state import PLUGIN_NAME
 
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     if plugin is not None:
@@ -385,13 +385,14 @@ def batch_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import config
-    from .batching import FAILED, batch
+    from .dist.batching import batch
+    from .dist.tasks import Status
     from .formats.jsonio import write_json_atomic
 
     extra: dict[str, Any] = {}
     run = batch
     if incremental if incremental is not None else config.settings().incremental:
-        from .incremental import batch as run  # same arguments; skips what is already proved
+        from .dist.incremental import batch as run  # same arguments; skips what is already proved
 
         extra["retry_failed"] = retry_failed
 
@@ -405,7 +406,7 @@ def batch_cmd(
         progress.start()
 
     def on_result(res: Any) -> None:
-        if res.status == FAILED:
+        if res.status == Status.FAILED:
             progress.console.print(f"failed {res.name}: {res.reason}", markup=False, highlight=False)
         progress.advance(task)
 

@@ -4,7 +4,7 @@ stages show in the fine performance metrics under the batch's span.
 
 In data mode and split mode, during the batch (at its first result), and after the split batch, ``/status``,
 every page ``/individual-plots.json`` lists and ``/json/identity.json`` answer HTTP 200
-(distributed's own ``/groups`` and identity page failed during a batch: distprove.dashboard).
+(distributed's own ``/groups`` and identity page failed during a batch: distprove.dist.dashboard).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import pytest
 pytest.importorskip("bokeh")
 
 import distprove
-from distprove import dashboard
-from distprove.worker import STAGES
+from distprove.dist import dashboard
+from distprove.dist.state import STAGES
 
 DATA = Path(__file__).parent / "data"
 N_PROOFS = 4

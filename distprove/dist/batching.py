@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from distprove import config
+from distprove.dist.inputs import safe_witness_paths
+from distprove.dist.tasks import Status
 from distprove.errors import FormatError, one_line
-from distprove.inputs import safe_witness_paths
 
 log = logging.getLogger(__name__)
 
-PROVED, FAILED, SKIPPED = "proved", "failed", "skipped"
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -42,11 +42,11 @@ PROVED, FAILED, SKIPPED = "proved", "failed", "skipped"
 
 @dataclass
 class ProofResult:
-    """How one witness ended: ``proved``, ``failed`` (with the reason) or ``skipped``."""
+    """How one witness ended: a :class:`~distprove.dist.tasks.Status` (failed with the reason)."""
 
     name: str
     witness: str
-    status: str
+    status: Status
     reason: str = ""
     proof_path: str = ""
     public_path: str = ""
@@ -68,20 +68,20 @@ class BatchReport:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     """Compute seconds per task kind over all workers (the dashboard's groups: prove-prepare, msm-windows, ...)."""
 
-    def _with(self, status: str) -> list[ProofResult]:
+    def _with(self, status: Status) -> list[ProofResult]:
         return [r for r in self.results if r.status == status]
 
     @property
     def proved(self) -> list[ProofResult]:
-        return self._with(PROVED)
+        return self._with(Status.PROVED)
 
     @property
     def failed(self) -> list[ProofResult]:
-        return self._with(FAILED)
+        return self._with(Status.FAILED)
 
     @property
     def skipped(self) -> list[ProofResult]:
-        return self._with(SKIPPED)
+        return self._with(Status.SKIPPED)
 
     @property
     def ok(self) -> bool:
@@ -294,8 +294,8 @@ def verification_pool(processes: int) -> Any:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from distprove.cluster import require_main_guard
-    from distprove.worker import warm_up
+    from distprove.dist.cluster import require_main_guard
+    from distprove.dist.output import warm_up
 
     pool = _POOLS.get(processes)
     if pool is None or getattr(pool, "_broken", False):
@@ -326,7 +326,7 @@ def _remove_outputs(job: Job) -> None:
 
 def ensure_worker_state(client: Any, backend: str, max_keys: int, gpu_bytes: int | None) -> None:
     """Register the per-worker state plugin unless every worker already runs an equal one."""
-    from distprove.worker import PLUGIN_NAME, ProverState, plugin_config
+    from distprove.dist.state import PLUGIN_NAME, ProverState, plugin_config
 
     plugin = ProverState(backend, max_keys, gpu_bytes)
     client.wait_for_workers(1)
@@ -370,8 +370,8 @@ def _collect(
     """
     from distributed import as_completed
 
-    from distprove import graph
-    from distprove.worker import assemble_check_write_in_process
+    from distprove.dist import graph
+    from distprove.dist.work import assemble_check_write_in_process
 
     by_name = {job.name: (job, futs) for entries in pending.values() for job, futs in entries}
     computing = len(pending)
@@ -405,7 +405,7 @@ def _collect(
         except Exception as exc:
             for r in group:
                 for entry in pending.pop(r):
-                    finish(*entry, FAILED, _reason(exc))
+                    finish(*entry, Status.FAILED, _reason(exc))
             return
         for r in group:
             del pending[r]
@@ -439,7 +439,7 @@ def _collect(
                 ready.append(fut)
             else:
                 for entry in pending.pop(fut):
-                    finish(*entry, FAILED, _reason(_exception_of(fut)))
+                    finish(*entry, Status.FAILED, _reason(_exception_of(fut)))
         flush()
 
 
@@ -455,7 +455,7 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
     """Check existing outputs on the workers (one batched pairing check per key) and report the
     witnesses whose outputs verify as skipped; delete outputs that do not (they are proved again).
     Returns the names of the witnesses dealt with (skipped, or failed because the check could not run)."""
-    from distprove.worker import check_existing
+    from distprove.dist.output import check_existing
 
     checks = {}
     for kp, group in groups.items():
@@ -470,12 +470,12 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
         except Exception as exc:  # e.g. the key cannot be read: keep the outputs, report why
             for job in have:
                 done.add(job.name)
-                emit(job, FAILED, _reason(exc))
+                emit(job, Status.FAILED, _reason(exc))
             continue
         for job, ok in zip(have, oks):
             if ok:
                 done.add(job.name)
-                emit(job, SKIPPED, "outputs exist and verify")
+                emit(job, Status.SKIPPED, "outputs exist and verify")
             else:
                 _remove_outputs(job)
     return done
@@ -487,7 +487,7 @@ def _plan_keys(
     """Open each key on a worker (KeyInfo: sizes, window widths, ..., the verification key when
     ``with_vk``); the jobs of a key that cannot be opened fail with the reason. Returns (job,
     KeyInfo) for every job left to prove."""
-    from distprove.worker import plan_key
+    from distprove.dist.work import plan_key
 
     infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
     planned: list[tuple[Job, Any]] = []
@@ -497,7 +497,7 @@ def _plan_keys(
             info = infos[kp].result()
         except Exception as exc:
             for job in left:
-                emit(job, FAILED, _reason(exc))
+                emit(job, Status.FAILED, _reason(exc))
             continue
         planned += [(j, info) for j in left]
     return planned
@@ -508,15 +508,15 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from dask.utils import key_split
     from distributed import get_task_stream, span
 
-    from distprove import dashboard, graph
-    from distprove.worker import ProofSpec
+    from distprove.dist import dashboard, graph
+    from distprove.dist.tasks import ProofSpec
 
     settings = config.settings()
     t0 = time.perf_counter()
     tag = uuid.uuid4().hex[:8]
     results: list[ProofResult] = []
 
-    def emit(job: Job, status: str, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
+    def emit(job: Job, status: Status, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
         res = ProofResult(
             job.name, job.witness, status, reason, job.proof_path, job.public_path, time.perf_counter() - t0, worker, seconds or {}
         )
@@ -537,7 +537,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
         todo = []
         for job in jobs:
             if job.error:
-                emit(job, FAILED, f"{job.witness}: {job.error}")
+                emit(job, Status.FAILED, f"{job.witness}: {job.error}")
             else:
                 todo.append(job)
         groups = _group(todo)
@@ -626,7 +626,7 @@ def batch(
     verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
     on_result, on_start, echo, announce (the dashboard's link when the batch starts).
     """
-    from distprove.cluster import connect
+    from distprove.dist.cluster import connect
 
     opts = BatchOptions(**options)
     settings = config.settings()
