@@ -41,6 +41,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "msm_cw": ("field.cuh", "curve.cuh", "msm.cu", "msm_cw.cu"),
     "fixedbase": ("field.cuh", "curve.cuh", "fixedbase.cu"),
     "groupfft": ("field.cuh", "curve.cuh", "fixedbase.cu", "groupfft.cu"),
+    "validate": ("field.cuh", "validate.cu"),
 }
 """Every unit combination the GPU backend loads, by module name."""
 
@@ -49,6 +50,7 @@ MODULE_OPTIONS: dict[str, tuple[str, ...]] = {
     "msm_cw": ("-DDP_MSM_CW_ONLY",),
     "groupfft": ("-DDP_MUL_SINGLE",),
     "fixedbase": ("-DDP_MUL_SINGLE",),
+    "validate": ("-DDP_MUL_SINGLE",),
 }
 """NVRTC options a module always carries. msm inlines the G2 point operations of its per-entry
 paths (2-3% faster G2 MSMs on an H200; the Fq products inside stay calls, field.cuh, and the
@@ -56,7 +58,7 @@ reductions' G2 additions too, curve.cuh, so the module compiles in about 15 s); 
 msm.cu's default-only kernels. groupfft and fixedbase make each Fq product its own call
 (field.cuh DP_MUL_SINGLE): with two products a call the group iFFT's levels took 6% longer on an
 H200 (G1 2^20 0.598-0.607 against 0.566-0.571 s, G2 2^20 1.97 against 1.86,
-bench/results/2026-12-01_ptau-levels-mul2-s17_h200.json); fixedbase, not timed, stays as it was."""
+bench/results/2026-12-01_ptau-levels-mul2-s17_h200.json); fixedbase, not timed, stays as it was; validate (a few products a point, bound by the upload) too."""
 
 BASE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 """Options common to NVRTC and the ``nvcc`` compile check."""
