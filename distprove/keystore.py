@@ -17,6 +17,7 @@ Every array is chunked along its element axis and every chunk carries a CRC32C c
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -435,7 +436,10 @@ def import_key(
     out = Path(out_path)
     if out.exists() and not overwrite:
         raise FormatError(out, "already exists (pass overwrite=True / --overwrite to replace it)")
-    key = ZkeyKey(zkey_path, device=device)
+    # zarr takes about half a second to import; the point checks release the GIL, so it loads beside them.
+    with ThreadPoolExecutor(1, thread_name_prefix="import-zarr") as pool:
+        pool.submit(importlib.import_module, "zarr")
+        key = ZkeyKey(zkey_path, device=device)
     source = {
         "file": os.path.basename(os.fspath(zkey_path)),
         "size": os.path.getsize(zkey_path),
