@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import bn254
-from .errors import FormatError
+from .errors import BackendUnavailable, FormatError
 
 LAYOUT_VERSION = 1
 CHUNK_BYTES = 4 << 20
@@ -47,13 +47,17 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 def validation_device(device: str) -> str:
     """Where a key's point checks run: "cpu" or "gpu"; "auto" is the GPU when one is available."""
-    if device == "auto":
-        from .backends.gpu import available
-
-        return "gpu" if available() else "cpu"
-    if device not in ("cpu", "gpu"):
+    if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
-    return device
+    if device == "cpu":
+        return device
+    from .backends.gpu import available
+
+    if available():
+        return "gpu"
+    if device == "gpu":
+        raise BackendUnavailable("backend 'gpu' requested but CuPy sees no CUDA device")
+    return "cpu"
 
 
 def _decimal_affine(g: bn254.Group, p: bn254.Affine) -> Any:
