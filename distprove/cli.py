@@ -89,12 +89,14 @@ def main(verbose: int) -> None:
 @click.argument("zkey", type=click.Path(dir_okay=False))
 @click.argument("store", type=click.Path(file_okay=False))
 @click.option("--overwrite", is_flag=True, help="Replace an existing store.")
+@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True,
+              help="Where the point checks run (auto: the GPU when there is one).")
 @_friendly_errors
-def import_key_cmd(zkey: str, store: str, overwrite: bool) -> None:
-    """Import a snarkjs Groth16 ZKEY into a zarr key STORE."""
+def import_key_cmd(zkey: str, store: str, overwrite: bool, backend: str) -> None:
+    """Import a snarkjs Groth16 ZKEY into a zarr key STORE (every point and record checked)."""
     from .keystore import import_key
 
-    key = import_key(zkey, store, overwrite=overwrite)
+    key = import_key(zkey, store, overwrite=overwrite, device=backend)
     click.echo(f"imported {zkey} -> {store}: {key.n_vars} signals, {key.n_public} public, domain 2^{key.power}")
 
 
@@ -131,7 +133,7 @@ def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool, c
     from .prover import prove
     from .verifier import verify
 
-    k = open_key(key)
+    k = open_key(key, device=backend)  # a .zkey's point checks run where the proof will
     proof = prove(k, witness, backend=backend, constant_work=constant_work)
     if check and not verify(k.vk_json(), proof.public_json(), proof.to_json()):
         raise InvalidProofError(f"{witness}: the proof does not verify (is the witness satisfying the circuit?); nothing written")

@@ -17,8 +17,10 @@ Every array is chunked along its element axis and every chunk carries a CRC32C c
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import bn254
-from .errors import FormatError, OutputExists
+from .errors import BackendUnavailable, FormatError, OutputExists
 
 LAYOUT_VERSION = 1
 CHUNK_BYTES = 4 << 20
@@ -41,6 +43,21 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
         while block := f.read(16 << 20):
             h.update(block)
     return h.hexdigest()
+
+
+def validation_device(device: str) -> str:
+    """Where a key's point checks run: "cpu" or "gpu"; "auto" is the GPU when one is available."""
+    if device not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
+    if device == "cpu":
+        return device
+    from .backends.gpu import available
+
+    if available():
+        return "gpu"
+    if device == "gpu":
+        raise BackendUnavailable("backend 'gpu' requested but CuPy sees no CUDA device")
+    return "cpu"
 
 
 def _decimal_affine(g: bn254.Group, p: bn254.Affine) -> Any:
@@ -341,24 +358,32 @@ class ZkeyKey(_KeyBase):
     Convenient for one-off proofs; a batch should import the key once with :func:`import_key`.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], device: str = "cpu") -> None:
+        """Map and validate ``path`` (every check of :func:`~distprove.formats.zkey.read_zkey`, the
+        point checks on ``device``: "cpu", "gpu" or "auto") and build the CSRs. The file's SHA-256
+        is computed in a thread beside the checks (hashlib releases the GIL)."""
         from .formats.zkey import read_zkey
         from .stages.gather import csr_from_coefficients
 
         self.path = os.fspath(path)
-        z = read_zkey(self.path)
-        self.zkey = z
-        self.n_vars, self.n_public, self.domain_size = z.n_vars, z.n_public, z.domain_size
-        self.content_hash = file_sha256(self.path)
-        for name in POINT_ARRAYS:
-            setattr(self, name, getattr(z, name))
-        for m, which in (("a", 0), ("b", 1)):
-            row_ptr, signal, value = csr_from_coefficients(
-                z.coef_matrix, z.coef_row, z.coef_signal, z.coef_value, which, z.domain_size
-            )
-            setattr(self, f"{m}_row_ptr", row_ptr)
-            setattr(self, f"{m}_signal", signal)
-            setattr(self, f"{m}_value", value)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="zkey-sha256")
+        sha = pool.submit(file_sha256, self.path)
+        try:
+            z = read_zkey(self.path, device=validation_device(device))
+            self.zkey = z
+            self.n_vars, self.n_public, self.domain_size = z.n_vars, z.n_public, z.domain_size
+            for name in POINT_ARRAYS:
+                setattr(self, name, getattr(z, name))
+            for m, which in (("a", 0), ("b", 1)):
+                row_ptr, signal, value = csr_from_coefficients(
+                    z.coef_matrix, z.coef_row, z.coef_signal, z.coef_value, which, z.domain_size
+                )
+                setattr(self, f"{m}_row_ptr", row_ptr)
+                setattr(self, f"{m}_signal", signal)
+                setattr(self, f"{m}_value", value)
+            self.content_hash = sha.result()
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     @cached_property
     def points(self) -> dict[str, bn254.Affine]:
@@ -385,10 +410,13 @@ def import_key(
     *,
     overwrite: bool = False,
     chunk_bytes: int = CHUNK_BYTES,
+    device: str = "auto",
 ) -> KeyStore:
     """Import a snarkjs Groth16 ``.zkey`` into a zarr v3 key store at ``out_path`` and open it.
 
-    Arrays are chunked along the element axis in chunks of about ``chunk_bytes``.
+    Every check of :func:`~distprove.formats.zkey.read_zkey` runs first, the point checks on
+    ``device`` ("auto": the GPU when there is one). Arrays are chunked along the element axis in
+    chunks of about ``chunk_bytes``.
 
     The store is written to a temporary sibling directory and renamed into place, so an
     interrupted import never leaves a half-written store under the final name.
@@ -396,7 +424,10 @@ def import_key(
     out = Path(out_path)
     if out.exists() and not overwrite:
         raise OutputExists(out)
-    key = ZkeyKey(zkey_path)
+    # zarr takes about half a second to import; the point checks release the GIL, so it loads beside them.
+    with ThreadPoolExecutor(1, thread_name_prefix="import-zarr") as pool:
+        pool.submit(importlib.import_module, "zarr")
+        key = ZkeyKey(zkey_path, device=device)
     source = {
         "file": os.path.basename(os.fspath(zkey_path)),
         "size": os.path.getsize(zkey_path),
@@ -434,24 +465,35 @@ def write_store(
         shutil.rmtree(tmp)
     group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
 
-    def put(name: str, data: np.ndarray) -> None:
-        data = np.ascontiguousarray(data)
+    def create(name: str, data: np.ndarray) -> Any:
         row_bytes = data.itemsize * (int(np.prod(data.shape[1:])) if data.ndim > 1 else 1)
         chunks = (min(max(1, data.shape[0]), max(1, chunk_bytes // row_bytes)),) + data.shape[1:]
-        arr = group.create_array(
+        return group.create_array(
             name, shape=data.shape, chunks=chunks, dtype=data.dtype, compressors=[Crc32cCodec()], fill_value=0
         )
-        step = chunks[0] * 16
-        for lo in range(0, data.shape[0], step):
-            arr[lo : lo + step] = data[lo : lo + step]
 
-    for name in POINT_ARRAYS:
-        put(name, np.asarray(getattr(key, name), dtype="<u4"))
-    for name in CSR_ARRAYS:
-        put(name, np.asarray(getattr(key, name), dtype="<u4"))
+    def write(arr: Any, data: np.ndarray, lo: int, hi: int) -> None:
+        arr[lo:hi] = data[lo:hi]
+
+    # Chunk writes (a copy, a CRC32C and a file each) run on a thread pool, a few chunks a task:
+    # zarr's own concurrency works inside one call, this spreads the calls over the cores.
+    # The arrays are made first: their metadata writes go through zarr's one event loop, which
+    # the chunk writes would otherwise keep busy.
+    arrays = {}
+    for name in (*POINT_ARRAYS, *CSR_ARRAYS):
+        data = np.ascontiguousarray(np.asarray(getattr(key, name), dtype="<u4"))
+        arrays[name] = (create(name, data), data)
+    with ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 1)), thread_name_prefix="keystore-write") as pool:
+        jobs = [
+            pool.submit(write, arr, data, lo, lo + arr.chunks[0] * 4)
+            for arr, data in arrays.values()
+            for lo in range(0, data.shape[0], arr.chunks[0] * 4)
+        ]
+        for job in jobs:
+            job.result()
 
     points = key.points
-    group.attrs.update(
+    group.update_attributes(
         {
             "distprove": {"layout": LAYOUT_VERSION, "kind": "groth16-bn254"},
             "header": {
@@ -478,11 +520,12 @@ def write_store(
     return KeyStore(out)
 
 
-def open_key(path: str | os.PathLike[str]) -> KeyStore | ZkeyKey:
-    """Open a key: a zarr key store directory, or a ``.zkey`` file used directly."""
+def open_key(path: str | os.PathLike[str], device: str = "cpu") -> KeyStore | ZkeyKey:
+    """Open a key: a zarr key store directory, or a ``.zkey`` file used directly (validated, its
+    point checks on ``device``: "cpu", "gpu" or "auto")."""
     p = Path(path)
     if not p.exists():
         raise FormatError(p, "no such key store or .zkey file")
     if p.is_dir():
         return KeyStore(p)
-    return ZkeyKey(p)
+    return ZkeyKey(p, device=device)

@@ -393,8 +393,9 @@ def prove(
 
 def _opened(key: KeyLike, backend: str | Backend) -> tuple[KeyStore | ZkeyKey, Backend]:
     """The key opened (unless it is) and the backend made (unless it is one)."""
-    k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key)
-    return k, get_backend(backend) if isinstance(backend, str) else backend
+    be = get_backend(backend) if isinstance(backend, str) else backend
+    k = key if isinstance(key, (KeyStore, ZkeyKey)) else open_key(key, device="gpu" if be.name == "gpu" else "cpu")
+    return k, be
 
 
 def _assembled(k: KeyStore | ZkeyKey, ws: WindowSums, t0: float, blinding: tuple[int, int] | None = None) -> Proof:

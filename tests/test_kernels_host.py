@@ -1243,3 +1243,51 @@ def test_pair_buffers_outlive_a_short_take_emulated(emulated_msm, monkeypatch: p
     monkeypatch.setattr(gm.MsmScratch, "take", real_take)
     with dask.config.set({"distprove.msm.affine-rounds": 0}):
         assert got == gm.msm_windows(group, bases, limbs, c, 0, num_windows(c), scratch=gm.MsmScratch())
+
+
+# --- point validation (validate.cu) against the CPU check ------------------------------------
+
+VALIDATE_HARNESS = r"""
+#include "field.cuh"
+#include "validate.cu"
+extern "C" void point_status(const u32* rows, int n, int g2, unsigned char* out) {
+    for (int i = 0; i < n; i++) out[i] = (unsigned char)dp_point_status(rows + (long)i * (g2 ? 32 : 16), g2);
+}
+"""
+
+
+@pytest.mark.parametrize("build", list(FIELD_BUILDS))
+def test_validate_kernel_matches_cpu_check(build: str, tmp_path: Path) -> None:
+    """validate.cu's per-row decision equals pointcheck's on valid points, infinity, flipped
+    bits and coordinates equal to or above q, G1 and G2, in both product builds."""
+    from distprove.formats.pointcheck import point_status
+
+    cmd = _compiler()
+    if cmd is None:
+        pytest.skip("no C++ compiler or nvcc to build the host harness")
+    src = tmp_path / "validate.cpp"
+    src.write_text(VALIDATE_HARNESS)
+    so = tmp_path / "validate.so"
+    res = subprocess.run(cmd + FIELD_BUILDS[build] + ["-I", str(KERNELS), str(src), "-o", str(so)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    fn = ctypes.CDLL(str(so)).point_status
+    rng = random.Random(21)
+    for g in (bn254.G1, bn254.G2):
+        p = bn254.mul(g, g.generator, rng.randrange(1, bn254.R))
+        pts = []
+        for i in range(48):
+            pts.append(None if i % 7 == 3 else p)
+            p = bn254.add(g, p, g.generator)
+        rows = bn254.points_to_limbs(g, pts)
+        for i in range(0, 48, 3):
+            rows[i, rng.randrange(g.limbs)] ^= np.uint32(1 << rng.randrange(32))
+        for i, v in ((10, bn254.Q), (11, bn254.Q + 1), (13, 2**256 - 1), (14, bn254.Q - 1)):
+            c = 8 * rng.randrange(g.limbs // 8)
+            rows[i, c : c + 8] = bn254.limbs_from_ints([v])[0]
+        rows = np.ascontiguousarray(rows, dtype=np.uint32)
+        out = np.zeros(rows.shape[0], dtype=np.uint8)
+        fn(_ptr(rows), ctypes.c_int(rows.shape[0]), ctypes.c_int(g is bn254.G2), _ptr(out))
+        want = point_status(rows, g)
+        assert set(want.tolist()) == {0, 1, 2}
+        assert out.tolist() == want.tolist()

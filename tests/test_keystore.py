@@ -108,3 +108,28 @@ def test_refuses_to_overwrite_and_non_stores(tmp_path: Path) -> None:
         open_key(tmp_path / "empty")
     with pytest.raises(FormatError, match="no such"):
         open_key(tmp_path / "missing.zarr")
+
+
+def test_import_of_a_bad_point_names_it_and_leaves_no_store(tmp_path: Path) -> None:
+    """Every point is checked on import: one flipped bit in B2 fails with its index, no store."""
+    z = read_zkey(CHAIN)
+    raw = bytearray(CHAIN.read_bytes())
+    at = bytes(raw).index(z.b2[3].tobytes())  # row 3 of B2, found by its bytes
+    raw[at + 5] ^= 0x10
+    bad = tmp_path / "bad.zkey"
+    bad.write_bytes(bytes(raw))
+    out = tmp_path / "bad.zarr"
+    with pytest.raises(FormatError, match=r"bad\.zkey: B2 point 3 (is not on the curve|has a coordinate >= q)$"):
+        import_key(bad, out, device="cpu")
+    assert not out.exists() and not list(tmp_path.glob(".bad.zarr.tmp-*"))
+
+
+def test_gpu_validation_without_a_gpu_is_one_line(tmp_path: Path) -> None:
+    from distprove.backends.gpu import available
+    from distprove.errors import BackendUnavailable
+
+    if available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(BackendUnavailable, match="backend 'gpu' requested"):
+        import_key(MINI, tmp_path / "k.zarr", device="gpu")
+    assert import_key(MINI, tmp_path / "k.zarr", device="auto").n_vars == 6

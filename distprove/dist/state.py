@@ -209,7 +209,8 @@ class ProverState(WorkerPlugin):
         if h is not None and h in self._keys:
             self._keys.move_to_end(h)
             return self._keys[h]
-        key = ResidentKey(open_key(path), keep_host=self.backend.name != "gpu")
+        gpu = self.backend.name == "gpu"
+        key = ResidentKey(open_key(path, device="auto" if gpu else "cpu"), keep_host=not gpu)
         if content_hash is not None and key.content_hash != content_hash:
             raise FormatError(path, "the key changed on disk during the batch (content hash differs)")
         self._keys[key.content_hash] = key

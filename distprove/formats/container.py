@@ -14,19 +14,10 @@ from typing import BinaryIO, Callable, Iterable, Iterator, NoReturn, Union
 
 import numpy as np
 
-from distprove import bn254
-from distprove.bn254 import G1, Group
+from distprove.bn254 import Group
 from distprove.errors import FormatError
 
 from .atomic import write_atomic
-
-try:
-    import gmpy2
-
-    _mpz = gmpy2.mpz
-except ImportError:  # plain Python ints are correct, only slower
-    _mpz = int
-
 
 @dataclass(frozen=True)
 class Reserved:
@@ -258,58 +249,26 @@ def first_false(mask: np.ndarray) -> int | None:
     return int(bad[0]) if bad.size else None
 
 
-def _coords(limbs: np.ndarray) -> np.ndarray:
-    """(n, 8k) limbs -> (n, k) object array of integers (gmpy2 mpz when available)."""
-    raw = np.ascontiguousarray(limbs).tobytes()
-    vals = [_mpz(int.from_bytes(raw[i : i + 32], "little")) for i in range(0, len(raw), 32)]
-    out = np.empty(len(vals), dtype=object)
-    out[:] = vals
-    return out.reshape(limbs.shape[0], limbs.shape[1] // 8)
-
-
-def _on_curve_mont(group: Group, c: np.ndarray) -> np.ndarray:
-    """Row-wise curve equation on Montgomery coordinates, without leaving Montgomery form.
-
-    With X = x·R, Y = y·R (R = 2^256): y^2 = x^3 + b  <=>  Y^2·R = X^3 + b·R^3  (mod q),
-    and the same holds per component in Fq2 because R is a scalar of Fq.
-    """
-    q = _mpz(bn254.Q)
-    rm = _mpz(bn254.FQ_MONT)
-    r3 = _mpz(pow(bn254.FQ_MONT, 3, bn254.Q))
-    if group is G1:
-        x, y = c[:, 0], c[:, 1]
-        lhs = (y * y % q) * rm % q
-        rhs = ((x * x % q) * x + _mpz(group.b) * r3) % q
-        return lhs == rhs
-    x0, x1, y0, y1 = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
-    # y^2 = (y0^2 - y1^2, 2 y0 y1); x^3 = x^2 * x with x^2 = (x0^2 - x1^2, 2 x0 x1)
-    s0 = (x0 * x0 - x1 * x1) % q
-    s1 = (2 * x0 * x1) % q
-    t0 = (s0 * x0 - s1 * x1 + _mpz(group.b[0]) * r3) % q
-    t1 = (s0 * x1 + s1 * x0 + _mpz(group.b[1]) * r3) % q
-    u0 = ((y0 * y0 - y1 * y1) % q) * rm % q
-    u1 = ((2 * y0 * y1) % q) * rm % q
-    return (u0 == t0) & (u1 == t1)
-
-
-def check_points(path: str | os.PathLike[str], name: str, limbs: np.ndarray, group: Group, chunk: int = 1 << 16) -> None:
+def check_points(
+    path: str | os.PathLike[str], name: str, limbs: np.ndarray, group: Group, device: str = "cpu"
+) -> None:
     """Check a (n, 16) G1 or (n, 32) G2 Montgomery limb array: every coordinate < q and every
     point on its curve (all-zero rows are infinity and pass). No subgroup check, like snarkjs.
 
-    Vectorised over numpy object arrays (gmpy2 integers when installed), in chunks so memory
-    stays bounded. Raises FormatError(path, "<name> point <i> ...") naming the first bad index.
+    ``device``: "cpu" (:mod:`distprove.formats.pointcheck`, compiled, on all cores) or "gpu"
+    (:mod:`distprove.backends.gpu.validate`). Raises FormatError(path, "<name> point <i> ...")
+    naming the first bad point.
     """
-    n = limbs.shape[0]
-    for s in range(0, n, chunk):
-        blk = np.ascontiguousarray(limbs[s : s + chunk])
-        ok = lt_bound(blk.reshape(-1, 8), bn254.Q).reshape(blk.shape[0], -1).all(axis=1)
-        i = first_false(ok)
-        if i is not None:
-            raise FormatError(path, f"{name} point {s + i} has a coordinate >= q")
-        live = np.flatnonzero(blk.any(axis=1))
-        if live.size == 0:
-            continue
-        good = _on_curve_mont(group, _coords(blk[live]))
-        i = first_false(good)
-        if i is not None:
-            raise FormatError(path, f"{name} point {s + int(live[i])} is not on the curve")
+    if device == "gpu":
+        from distprove.backends.gpu.validate import first_bad_point
+    elif device == "cpu":
+        from .pointcheck import first_bad_point
+    else:
+        raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
+    from .pointcheck import COORD_GE_Q
+
+    bad = first_bad_point(limbs, group)
+    if bad is not None:
+        i, status = bad
+        why = "has a coordinate >= q" if status == COORD_GE_Q else "is not on the curve"
+        raise FormatError(path, f"{name} point {i} {why}")

@@ -63,22 +63,23 @@ def _header_point(z: Container, off: int, name: str, width: int) -> np.ndarray:
     return row[0]
 
 
-def _points(z: Container, sid: int, name: str, rows: int, width: int, check: bool) -> np.ndarray:
+def _points(z: Container, sid: int, name: str, rows: int, width: int, check: bool, device: str) -> np.ndarray:
     s = z.expect_size(sid, name, rows * width * 4)
     arr = z.limbs(s.offset, rows, width)
     if check:
-        check_points(z.path, name, arr, G1 if width == 16 else G2)
+        check_points(z.path, name, arr, G1 if width == 16 else G2, device)
     return arr
 
 
-def read_zkey(path: str | os.PathLike[str], check_points: bool = True) -> ZKey:
+def read_zkey(path: str | os.PathLike[str], check_points: bool = True, device: str = "cpu") -> ZKey:
     """Map and validate a snarkjs Groth16 .zkey.
 
     Always checks the container, protocol (Groth16 only), q and r (BN254), the header values,
     every section size, every coefficient record (matrix in {0, 1}, row < domainSize,
     signal < nVars, value < r) and the six header points. With ``check_points`` (default) also
     every point of sections 3 and 5-9 (coordinates < q, on the curve); pass False to skip that
-    for keys already validated. Raises FormatError(path, problem).
+    for keys already validated. ``device`` ("cpu" or "gpu") is where those point checks run
+    (:func:`~distprove.formats.container.check_points`). Raises FormatError(path, problem).
     """
     z = open_container(path, "zkey", ZKEY_MAX_VERSION)
     s1 = z.expect_size(1, "protocol", 4)
@@ -113,13 +114,13 @@ def read_zkey(path: str | os.PathLike[str], check_points: bool = True) -> ZKey:
     delta1 = _header_point(z, h + 468, "delta1", 16)
     delta2 = _header_point(z, h + 532, "delta2", 32)
 
-    ic = _points(z, 3, "IC", n_public + 1, 16, check_points)
+    ic = _points(z, 3, "IC", n_public + 1, 16, check_points, device)
     matrix, row, signal, value = _coefficients(z, n_vars, domain_size)
-    a = _points(z, 5, "A", n_vars, 16, check_points)
-    b1 = _points(z, 6, "B1", n_vars, 16, check_points)
-    b2 = _points(z, 7, "B2", n_vars, 32, check_points)
-    c = _points(z, 8, "C", n_vars - n_public - 1, 16, check_points)
-    hpts = _points(z, 9, "H", domain_size, 16, check_points)
+    a = _points(z, 5, "A", n_vars, 16, check_points, device)
+    b1 = _points(z, 6, "B1", n_vars, 16, check_points, device)
+    b2 = _points(z, 7, "B2", n_vars, 32, check_points, device)
+    c = _points(z, 8, "C", n_vars - n_public - 1, 16, check_points, device)
+    hpts = _points(z, 9, "H", domain_size, 16, check_points, device)
     return ZKey(
         path=z.path, n8q=n8q, n8r=n8r, n_vars=n_vars, n_public=n_public, domain_size=domain_size,
         power=power, alpha1=alpha1, beta1=beta1, beta2=beta2, gamma2=gamma2, delta1=delta1,

@@ -1,0 +1,161 @@
+"""Import speed of a snarkjs .zkey, MB/s by stage and end to end.
+
+For each key (``--powers``: chain circuits of domain exactly 2^p built with the insecure dev setup
+under ``--scratch``, reused when already there; or ``--zkey`` paths) this times, in one process
+after a warm-up import (numba's compiled checks and, with ``--backend gpu``, the kernel are
+cached then):
+
+* read: map the file and run read_zkey's container, header and coefficient checks (no points);
+* validate: every point of IC, A, B1, B2, C, H (< q, on the curve) on ``--backend``;
+* csr: both coefficient matrices as CSR;
+* hash: the file's SHA-256;
+* write: the zarr key store (chunks, CRC32C, attributes, reopen);
+* import: ``import_key`` end to end (stages overlap there: the hash runs beside the checks);
+* cli: ``distprove import-key`` in a fresh process (interpreter, imports and all).
+
+Each stage's MB/s is the .zkey's size over its best wall time of ``--repeat``, and MB per CPU
+second over its best CPU time (see :func:`_best`). JSON to ``--out``, with the load average.
+
+    python pipelines/bench_import.py --powers 16 18 --backend cpu --out bench/results/X.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+
+def make_key(power: int, scratch: Path) -> Path:
+    """A chain circuit's dev .zkey of domain exactly 2^power under ``scratch`` (made once)."""
+    from distprove.devsetup import dev_setup
+    from distprove.synth import make_circuit, write_circuit
+
+    out = scratch / f"chain_k{power}"
+    zkey = out / "key.zkey"
+    if zkey.is_file():
+        return zkey
+    out.mkdir(parents=True, exist_ok=True)
+    circuit = make_circuit("chain", (1 << power) - 2, 1, seed=1)
+    write_circuit(circuit, out, 0)
+    dev_setup(circuit.r1cs, out / "key.zarr", zkey=zkey, seed=1, overwrite=True, quiet=True)
+    shutil.rmtree(out / "key.zarr")
+    return zkey
+
+
+def _best(fn, repeat: int) -> tuple[float, float]:
+    """Best wall time and best CPU time (this process's and its children's, all threads) of ``repeat`` runs.
+
+    The CPU time does not grow when other work shares the cores, so it is the figure to compare
+    on a busy machine; on an idle one the wall time of a stage that uses every core is its CPU
+    time over the core count.
+    """
+    wall = cpu = float("inf")
+    for _ in range(repeat):
+        c0 = _cpu()
+        t0 = time.perf_counter()
+        fn()
+        wall = min(wall, time.perf_counter() - t0)
+        cpu = min(cpu, _cpu() - c0)
+    return wall, cpu
+
+
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path) -> dict:
+    """Stage times (s) and MB/s for one key."""
+    from distprove.bn254 import G1, G2
+    from distprove.formats.container import check_points
+    from distprove.formats.zkey import read_zkey
+    from distprove.keystore import ZkeyKey, file_sha256, import_key, write_store
+    from distprove.stages.gather import csr_from_coefficients
+
+    size = zkey.stat().st_size
+    store = scratch / f"{zkey.parent.name}-bench.zarr"
+    z = read_zkey(zkey, check_points=False)
+
+    def validate() -> None:
+        for name in ("ic", "a", "b1", "c", "h"):
+            check_points(zkey, name, getattr(z, name), G1, backend)
+        check_points(zkey, "b2", z.b2, G2, backend)
+
+    def csr() -> None:
+        for which in (0, 1):
+            csr_from_coefficients(z.coef_matrix, z.coef_row, z.coef_signal, z.coef_value, which, z.domain_size)
+
+    key = ZkeyKey(zkey, device=backend)
+    source = {"file": zkey.name, "size": size, "sha256": key.content_hash}
+    stages = {
+        "read": _best(lambda: read_zkey(zkey, check_points=False), repeat),
+        "validate": _best(validate, repeat),
+        "csr": _best(csr, repeat),
+        "hash": _best(lambda: file_sha256(zkey), repeat),
+        "write": _best(lambda: write_store(store, key, source, key.zkey.n_coefs, overwrite=True), repeat),
+        "import": _best(lambda: import_key(zkey, store, overwrite=True, device=backend), repeat),
+    }
+    cli = [sys.executable, "-m", "distprove.cli", "import-key", "--overwrite", "--backend", backend, str(zkey), str(store)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    stages["cli"] = _best(lambda: subprocess.run(cli, check=True, capture_output=True, env=env), repeat)
+    shutil.rmtree(store, ignore_errors=True)
+    mb = size / 1e6
+    return {
+        "zkey": str(zkey),
+        "power": z.power,
+        "n_vars": z.n_vars,
+        "n_coefs": z.n_coefs,
+        "zkey_mb": round(size / 1e6, 2),
+        "seconds": {k: round(w, 4) for k, (w, _) in stages.items()},
+        "cpu_seconds": {k: round(c, 4) for k, (_, c) in stages.items()},
+        "mb_per_s": {k: round(mb / w, 1) for k, (w, _) in stages.items()},
+        "mb_per_cpu_s": {k: round(mb / c, 1) if c > 0 else None for k, (_, c) in stages.items()},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--powers", type=int, nargs="*", default=[], help="chain keys of domain 2^p to build and time")
+    ap.add_argument("--zkey", type=Path, nargs="*", default=[], help="existing .zkey files to time")
+    ap.add_argument("--backend", choices=["cpu", "gpu"], default="cpu", help="where the point checks run")
+    ap.add_argument("--scratch", type=Path, default=Path("/tmp/distprove-bench-import"), help="keys and stores")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per stage; the best counts")
+    ap.add_argument("--out", type=Path, required=True, help="JSON result path")
+    args = ap.parse_args()
+    if not args.powers and not args.zkey:
+        ap.error("give --powers or --zkey")
+    args.scratch.mkdir(parents=True, exist_ok=True)
+    keys = [make_key(p, args.scratch) for p in args.powers] + list(args.zkey)
+    from distprove.keystore import import_key
+
+    import_key(keys[0], args.scratch / "warmup.zarr", overwrite=True, device=args.backend)  # compile caches
+    shutil.rmtree(args.scratch / "warmup.zarr")
+    results = []
+    for k in keys:
+        r = bench_one(k, args.backend, args.repeat, args.scratch)
+        print(json.dumps(r), flush=True)
+        results.append(r)
+    record = {
+        "benchmark": "bench_import",
+        "backend": args.backend,
+        "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()},
+        "repeat": args.repeat,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "keys": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
