@@ -210,12 +210,37 @@ def multi_power(terms: Sequence[tuple[Fq12, int]]) -> Fq12:
 
 
 def _mul_line(f: Fq12, a0: Any, b0: Fq2, b1: Fq2) -> Fq12:
-    """f (a0 + b0 w + b1 v w) for a0 in Fq: a sparse line, Karatsuba with its zero terms dropped."""
-    c0, c1 = f
-    t0 = (f2_scale(c0[0], a0), f2_scale(c0[1], a0), f2_scale(c0[2], a0))
-    t1 = f6_mul(c1, (b0, b1, F2_ZERO))
-    mid = f6_sub(f6_sub(f6_mul(f6_add(c0, c1), (((b0[0] + a0) % P, b0[1]), b1, F2_ZERO)), t0), t1)
-    return (f6_add(t0, f6_mul_v(t1)), mid)
+    """f (a0 + b0 w + b1 v w) for a0 in Fq: a sparse line, written out on the 12 coefficients
+    (products of Fq2 summed unreduced, one reduction a coefficient; xi = 9 + u):
+
+        c0' = a0 c0 + (b0 + b1 v) c1 v,   c1' = a0 c1 + (b0 + b1 v) c0.
+    """
+    ((x00, x01), (x10, x11), (x20, x21)), ((y00, y01), (y10, y11), (y20, y21)) = f
+    (p0, p1), (q0, q1) = b0, b1
+
+    def xi(r: Any, i: Any) -> tuple[Any, Any]:  # (r + i u)(9 + u), unreduced
+        return 9 * r - i, r + 9 * i
+
+    # c1 (b0 + b1 v) v = xi (y1 b1 + y2 b0) + (y0 b0 + xi y2 b1) v + (y0 b1 + y1 b0) v^2
+    s0, s1 = xi(y10 * q0 - y11 * q1 + y20 * p0 - y21 * p1, y10 * q1 + y11 * q0 + y20 * p1 + y21 * p0)
+    u0, u1 = xi(y20 * q0 - y21 * q1, y20 * q1 + y21 * q0)
+    # c0 (b0 + b1 v) = (x0 b0 + xi x2 b1) + (x0 b1 + x1 b0) v + (x1 b1 + x2 b0) v^2
+    w0, w1 = xi(x20 * q0 - x21 * q1, x20 * q1 + x21 * q0)
+    return (
+        (
+            ((a0 * x00 + s0) % P, (a0 * x01 + s1) % P),
+            ((a0 * x10 + y00 * p0 - y01 * p1 + u0) % P, (a0 * x11 + y00 * p1 + y01 * p0 + u1) % P),
+            ((a0 * x20 + y00 * q0 - y01 * q1 + y10 * p0 - y11 * p1) % P,
+             (a0 * x21 + y00 * q1 + y01 * q0 + y10 * p1 + y11 * p0) % P),
+        ),
+        (
+            ((a0 * y00 + x00 * p0 - x01 * p1 + w0) % P, (a0 * y01 + x00 * p1 + x01 * p0 + w1) % P),
+            ((a0 * y10 + x00 * q0 - x01 * q1 + x10 * p0 - x11 * p1) % P,
+             (a0 * y11 + x00 * q1 + x01 * q0 + x10 * p1 + x11 * p0) % P),
+            ((a0 * y20 + x10 * q0 - x11 * q1 + x20 * p0 - x21 * p1) % P,
+             (a0 * y21 + x10 * q1 + x11 * q0 + x20 * p1 + x21 * p0) % P),
+        ),
+    )
 
 
 # --- Miller loop --------------------------------------------------------------------------------
@@ -234,10 +259,15 @@ class _Degenerate(Exception):
     """A step met a vertical line or infinity: only for a Q outside G2 of small order."""
 
 
-def _step(f: Fq12, t: tuple[Fq2, Fq2], q: tuple[Fq2, Fq2] | None, xp: Any, yp: Any) -> tuple[Fq12, tuple[Fq2, Fq2]]:
-    """Multiply f by the line through t and q (the tangent when q is None) at P = (xp, yp); return
-    f and t + q (2t). For Q in G2, T runs over multiples [k]Q with 0 < k < r, so the line is never
-    vertical; otherwise :class:`_Degenerate` is raised."""
+Line = tuple[Fq2, Fq2]
+"""One line of a Miller loop with its G2 part done: (-lambda, lambda x_T - y_T); at P it is the
+sparse element y_P + (-lambda x_P) w + (lambda x_T - y_T) v w."""
+
+
+def _line(t: tuple[Fq2, Fq2], q: tuple[Fq2, Fq2] | None) -> tuple[Line, tuple[Fq2, Fq2]]:
+    """The line through t and q (the tangent when q is None), and t + q (2t). For Q in G2, T runs
+    over multiples [k]Q with 0 < k < r, so the line is never vertical; otherwise
+    :class:`_Degenerate` is raised."""
     xt, yt = t
     if q is None:
         den = f2_add(yt, yt)
@@ -252,8 +282,30 @@ def _step(f: Fq12, t: tuple[Fq2, Fq2], q: tuple[Fq2, Fq2] | None, xp: Any, yp: A
         lam = f2_mul(f2_sub(q[1], yt), f2_inv(den))
         x3 = f2_sub(f2_sub(f2_sqr(lam), xt), q[0])
     y3 = f2_sub(f2_mul(lam, f2_sub(xt, x3)), yt)
-    f = _mul_line(f, yp, f2_neg(f2_scale(lam, xp)), f2_sub(f2_mul(lam, xt), yt))
-    return f, (x3, y3)
+    return (f2_neg(lam), f2_sub(f2_mul(lam, xt), yt)), (x3, y3)
+
+
+def prepare(q: bn254.Affine) -> tuple[Line, ...]:
+    """The lines of Q's Miller loop (Q on the twist, finite), in loop order: everything of the loop
+    that does not depend on P or on the accumulator (one Fq inversion a line), so that the lines of
+    a key's fixed G2 points are computed once and a proof's pi_b beside other work. Raises
+    :class:`_Degenerate` for a Q whose multiples meet a vertical line (never a point of G2)."""
+    mpz = P.__class__
+    q = ((mpz(q[0][0]), mpz(q[0][1])), (mpz(q[1][0]), mpz(q[1][1])))
+    lines, t = [], q
+    for bit in bin(ATE_LOOP)[3:]:
+        line, t = _line(t, None)
+        lines.append(line)
+        if bit == "1":
+            line, t = _line(t, q)
+            lines.append(line)
+    q1 = _frobenius_twist(q)
+    q2 = _frobenius_twist(q1)
+    line, t = _line(t, q1)
+    lines.append(line)
+    line, _ = _line(t, (q2[0], f2_neg(q2[1])))
+    lines.append(line)
+    return tuple(lines)
 
 
 def miller_loop(p: bn254.Affine, q: bn254.Affine) -> Fq12:
@@ -267,18 +319,36 @@ def multi_miller_loop(pairs: Sequence[tuple[bn254.Affine, bn254.Affine]]) -> Fq1
     """prod_i f(P_i, Q_i) with one squaring of the accumulator a step for all pairs (what a
     product of pairings needs before its one final exponentiation)."""
     live = [(p, q) for p, q in pairs if p is not None and q is not None]
-    if not live:
+    prepared, out = [], ONE
+    for p, q in live:
+        try:
+            prepared.append((p, prepare(q)))
+        except _Degenerate:  # a small-order point outside G2: py_ecc's loop
+            out = mul(out, _py_ecc_loop(p, q))
+    return mul(out, prepared_miller_loop(prepared)) if prepared else out
+
+
+def prepared_miller_loop(pairs: Sequence[tuple[bn254.Affine, Sequence[Line]]]) -> Fq12:
+    """prod_i f(P_i, Q_i) for finite P_i and Q_i's lines (:func:`prepare`): one squaring of the
+    accumulator a step for all pairs, then each pair's line evaluated at its P and multiplied in."""
+    if not pairs:
         return ONE
-    try:
-        return _affine_loop(live)
-    except _Degenerate:  # some pair's Q is degenerate: each pair on its own, that one by py_ecc
-        out = ONE
-        for p, q in live:
-            try:
-                out = mul(out, _affine_loop([(p, q)]))
-            except _Degenerate:
-                out = mul(out, _py_ecc_loop(p, q))
-        return out
+    mpz = P.__class__
+    evals = [(mpz(p[0]), mpz(p[1]), lines) for p, lines in pairs]
+    f, k = ONE, 0
+    for bit in bin(ATE_LOOP)[3:]:
+        f = sqr(f)
+        for _ in range(1 + (bit == "1")):  # the doubling line, then the addition line on a 1 bit
+            for xp, yp, lines in evals:
+                neg_lam, c = lines[k]
+                f = _mul_line(f, yp, f2_scale(neg_lam, xp), c)
+            k += 1
+    for _ in range(2):  # the two Frobenius lines
+        for xp, yp, lines in evals:
+            neg_lam, c = lines[k]
+            f = _mul_line(f, yp, f2_scale(neg_lam, xp), c)
+        k += 1
+    return f
 
 
 def _py_ecc_loop(p: bn254.Affine, q: bn254.Affine) -> Fq12:
@@ -300,26 +370,6 @@ def from_py_ecc(coeffs: Sequence[Any]) -> Fq12:
         return ((c[i] + 9 * c[i + 6]) % P, c[i + 6] % P)
 
     return ((at(0, 0), at(0, 1), at(0, 2)), (at(1, 0), at(1, 1), at(1, 2)))
-
-
-def _affine_loop(pairs: Sequence[tuple[bn254.Affine, bn254.Affine]]) -> Fq12:
-    mpz = P.__class__
-    ps = [(mpz(p[0]), mpz(p[1])) for p, _ in pairs]
-    qs = [((mpz(q[0][0]), mpz(q[0][1])), (mpz(q[1][0]), mpz(q[1][1]))) for _, q in pairs]
-    f, ts = ONE, list(qs)
-    for bit in bin(ATE_LOOP)[3:]:
-        f = sqr(f)
-        for i, (xp, yp) in enumerate(ps):
-            f, ts[i] = _step(f, ts[i], None, xp, yp)
-        if bit == "1":
-            for i, (xp, yp) in enumerate(ps):
-                f, ts[i] = _step(f, ts[i], qs[i], xp, yp)
-    for i, (xp, yp) in enumerate(ps):
-        q1 = _frobenius_twist(qs[i])
-        q2 = _frobenius_twist(q1)
-        f, t = _step(f, ts[i], q1, xp, yp)
-        f, _ = _step(f, t, (q2[0], f2_neg(q2[1])), xp, yp)
-    return f
 
 
 _HARD = (int(P) ** 4 - int(P) ** 2 + 1) // bn254.R

@@ -110,7 +110,7 @@ def test_degenerate_steps_fall_back_to_py_ecc(monkeypatch: pytest.MonkeyPatch) -
     def vertical(*args):
         raise pr._Degenerate
 
-    monkeypatch.setattr(pr, "_step", vertical)
+    monkeypatch.setattr(pr, "_line", vertical)
     assert pr.final_exponentiation(pr.miller_loop(p, q)) == reference(p, q)
 
 
@@ -153,3 +153,33 @@ def _to_py_ecc(x: pr.Fq12) -> list[int]:
             co[2 * k + j] = (co[2 * k + j] + a - 9 * b) % Q
             co[2 * k + j + 6] = (co[2 * k + j + 6] + b) % Q
     return co
+
+
+def test_sparse_line_product_equals_the_dense_one() -> None:
+    """_mul_line's written-out product equals a full Fq12 product by the line a0 + b0 w + b1 v w."""
+    rng = random.Random(23)
+
+    def f2() -> pr.Fq2:
+        return (pr.P.__class__(rng.randrange(Q)), pr.P.__class__(rng.randrange(Q)))
+
+    f = ((f2(), f2(), f2()), (f2(), f2(), f2()))
+    a0, b0, b1 = pr.P.__class__(rng.randrange(Q)), f2(), f2()
+    dense = (((a0, pr.P.__class__(0)), pr.F2_ZERO, pr.F2_ZERO), (b0, b1, pr.F2_ZERO))
+    assert pr._mul_line(f, a0, b0, b1) == pr.mul(f, dense)
+
+
+def test_prepared_lines_give_the_same_loop() -> None:
+    """prepared_miller_loop over prepare()d points equals the product of the points' own loops
+    (exactly, before the final exponentiation), and an empty product is one."""
+    rng = random.Random(29)
+    pairs = [(bn254.mul(bn254.G1, bn254.G1_GEN, rng.randrange(1, bn254.R)), bn254.mul(bn254.G2, bn254.G2_GEN, rng.randrange(1, bn254.R)))
+             for _ in range(3)]
+    expect = pr.ONE
+    for p, q in pairs:
+        expect = pr.mul(expect, pr.miller_loop(p, q))
+    assert pr.prepared_miller_loop([(p, pr.prepare(q)) for p, q in pairs]) == expect
+    reduced = pr.ONE
+    for p, q in pairs:
+        reduced = pr.mul(reduced, reference(p, q))
+    assert pr.final_exponentiation(expect) == reduced
+    assert pr.prepared_miller_loop([]) == pr.ONE
