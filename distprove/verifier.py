@@ -9,11 +9,11 @@ their curves (no subgroup check), cpub = IC[0] + Σ public[i]·IC[i+1], and
 computed as a product of Miller loops followed by one final exponentiation.
 
 :func:`verify_many` checks a batch with one random linear combination (secret 128-bit
-coefficients ρ_i) and one final exponentiation; terms that share a G2 point of the key are
-summed in G1 first. ρ_i is applied to pi_a_i's Miller loop *output* rather than to pi_a_i, so the
-batch check equals the product of the individual checks raised to ρ_i even when pi_b is not in
-the G2 subgroup (snarkjs accepts such points). Bilinearity in G1 is only used against key points,
-and only after checking that they lie in the G2 subgroup.
+coefficients ρ_i), one shared Miller loop and one final exponentiation; terms that share a G2
+point of the key are summed in G1 first. ρ_i is applied on the G1 side, to pi_a_i, which
+needs bilinearity in G1 for pi_b_i: a proof is batched only when pi_b_i and its key's G2 points
+pass a G2 subgroup check (snarkjs checks none, so a proof that fails it is checked on its own).
+Then the batch check equals the product of the individual checks raised to ρ_i.
 
 The Miller loop values are those of py_ecc's optimal ate pairing (the tests compare them). The
 checks use :func:`distprove.pairing.final_exponentiation_fast`, the reduced pairing raised to
@@ -71,15 +71,15 @@ def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Affine:
     return _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), terms)])[0]
 
 
-def _check(key: VerificationKey, public: Sequence[int], proof: Proof, miller_ab: pr.Fq12 | None = None) -> bool:
+def _check(key: VerificationKey, public: Sequence[int], proof: Proof, b_lines: Sequence[pr.Line] | None = None) -> bool:
     """The pairing equation for one validated proof: four Miller loops, one final exponentiation.
-    ``miller_ab``: the Miller loop of (-pi_a, pi_b) already computed (:class:`BatchCheck`)."""
+    ``b_lines``: pi_b's Miller loop lines, already computed (:class:`BatchCheck`)."""
     pi_a, pi_b, pi_c = proof
     pairs = [(_cpub(key, public), key.gamma2), (pi_c, key.delta2), (key.alpha1, key.beta2)]
-    if miller_ab is None:
+    if b_lines is None:
         f = pr.multi_miller_loop([(bn254.neg(bn254.G1, pi_a), pi_b), *pairs])
     else:
-        f = pr.mul(miller_ab, pr.multi_miller_loop(pairs))
+        f = pr.mul(pr.prepared_miller_loop([(bn254.neg(bn254.G1, pi_a), b_lines)]), pr.multi_miller_loop(pairs))
     return pr.final_exponentiation_fast(f) == pr.ONE
 
 
@@ -95,43 +95,77 @@ def verify(vk: Source, public: Source, proof: Source) -> bool:
     return _check(*_load(vk, public, proof))
 
 
+def in_g2_subgroup(q: bn254.Affine) -> bool:
+    """Whether a point of the twist lies in G2 (r·q is infinity), by the endomorphism test for BN
+    curves (El Housni, Guillevic, Piellard, ePrint 2022/348, §5.1): q is in G2 iff
+    [x+1]q + ψ([x]q) + ψ²([x]q) == ψ³([2x]q), ψ the untwist-Frobenius-twist map, x the BN
+    parameter; one multiplication by the 63-bit x instead of one by r."""
+    if q is None:
+        return True
+    g2 = bn254.G2
+    mpz = _fastec.default_modulus().__class__
+    q = _fastec._g2_cast(q, mpz)
+    (xq,) = _fastec.to_affine(g2, [_fastec.combination(g2, (), [(pr.BN_X, q)])], as_int=False)
+    if xq is None:
+        return False  # the order of q divides x, which is smaller than r
+    psi1 = pr._frobenius_twist(xq)
+    psi2 = pr._frobenius_twist(psi1)
+    minus_psi3 = bn254.neg(g2, pr._frobenius_twist(psi2))
+    return _fastec.combination(g2, (), [(1, t) for t in (xq, q, psi1, psi2, minus_psi3, minus_psi3)]) is None
+
+
 @functools.lru_cache(maxsize=256)
-def _in_g2_subgroup(q: bn254.Affine) -> bool:
-    """True when r·q is infinity (checked as (r-1)·q == -q, since bn254.mul reduces k mod r)."""
-    return q is None or bn254.mul(bn254.G2, q, bn254.R - 1) == bn254.neg(bn254.G2, q)
+def _key_g2(q: bn254.Affine) -> tuple[pr.Line, ...] | None:
+    """A key's G2 point's Miller loop lines, or None when the point is not in G2 (then proofs of the key are checked alone)."""
+    return pr.prepare(q) if q is not None and in_g2_subgroup(q) else None
 
 
 def _key_id(key: VerificationKey) -> tuple:
     return (key.alpha1, key.beta2, key.gamma2, key.delta2, tuple(key.ic))
 
 
-class BatchCheck:
-    """:func:`verify_many` fed one proof at a time, so each proof's own pairing work (validation
-    and its Miller loop e(-pi_a, pi_b), the largest per-proof share) runs when the proof arrives,
-    e.g. beside the next proof's MSMs on a GPU worker; :meth:`results` does the rest (one G1 sum
-    per distinct G2 point of the keys, their Miller loops, one final exponentiation).
+def _term(key: VerificationKey, proof: Proof) -> tuple[int, bn254.Affine, tuple[pr.Line, ...]] | None:
+    """A proof's own share of the batch check: (ρ, -ρ·pi_a, pi_b's Miller loop lines), or None when
+    the proof is to be checked alone (a key point or pi_b outside G2, or a point at infinity)."""
+    pi_a, pi_b, _ = proof
+    if pi_a is None or pi_b is None or any(_key_g2(q) is None for q in (key.beta2, key.gamma2, key.delta2)):
+        return None
+    if not in_g2_subgroup(pi_b):
+        return None
+    rho = 1 + secrets.randbelow((1 << RHO_BITS) - 1)
+    (a,) = _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), [(bn254.R - rho, pi_a)])])
+    return rho, a, pr.prepare(pi_b)
 
-    The batch equation, with secret ρ_i: Π_i [e(-pi_a_i, pi_b_i)^ρ_i] · e(Σρ_i·cpub_i, γ₂) ·
-    e(Σρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1. Σρ_i·cpub_i comes from per-key scalars Σρ_i and
-    Σρ_i·public_i[j] (nPublic+1 multiplications per key). Proofs of keys whose G2 points are not
-    all in the G2 subgroup, and every proof of a batch that fails, are checked on their own.
+
+class BatchCheck:
+    """:func:`verify_many` fed one proof at a time, so each proof's own share of the work runs when
+    it arrives (e.g. beside the next proof's MSMs on a GPU worker): validation, a G2 subgroup check
+    of pi_b, -ρ_i·pi_a_i and pi_b_i's Miller loop lines. :meth:`results` does the rest: one
+    Miller loop whose accumulator squarings all pairs share, over every (-ρ_i·pi_a_i, pi_b_i) and
+    one pair per distinct G2 point of the keys (their lines cached per point), then one final
+    exponentiation.
+
+    The batch equation, with secret ρ_i: Π_i e(-ρ_i·pi_a_i, pi_b_i) · e(Σρ_i·cpub_i, γ₂) ·
+    e(Σρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1. Every G2 point in it lies in G2 (checked), so by
+    bilinearity its left side is exactly Π_i v_i^ρ_i, v_i the value ``verify`` compares with 1
+    for proof i: a batch with a failing proof passes with probability at most 2^-RHO_BITS.
+    Σρ_i·cpub_i comes from per-key scalars Σρ_i and Σρ_i·public_i[j] (nPublic+1 multiplications
+    per key). Proofs whose pi_b or key points are not in G2 (snarkjs accepts such a pi_b), and
+    every proof of a batch of several that fails, are checked on their own.
     """
 
     def __init__(self) -> None:
         self.add_seconds = 0.0
         """Time spent in :meth:`add` so far."""
         self._loaded: list[tuple[VerificationKey, list[int], Proof]] = []
-        self._terms: list[tuple[int, Any] | None] = []  # (ρ_i, Miller loop of -pi_a_i, pi_b_i), None: alone
+        self._terms: list[tuple[int, bn254.Affine, tuple[pr.Line, ...]] | None] = []  # None: checked alone
 
     def add(self, vk: Source, public: Source, proof: Source) -> None:
         """Validate one (vk, public, proof) triple and do its share of the pairing work; raises
         :class:`FormatError` on a malformed input (nothing is added then)."""
         t0 = time.perf_counter()
         key, public_, proof_ = _load(vk, public, proof)
-        term = None
-        if all(_in_g2_subgroup(q) for q in (key.beta2, key.gamma2, key.delta2)):
-            pi_a, pi_b, _ = proof_
-            term = (1 + secrets.randbelow((1 << RHO_BITS) - 1), pr.miller_loop(bn254.neg(bn254.G1, pi_a), pi_b))
+        term = _term(key, proof_)
         self._loaded.append((key, public_, proof_))
         self._terms.append(term)
         self.add_seconds += time.perf_counter() - t0
@@ -143,10 +177,12 @@ class BatchCheck:
         """Result i is what ``verify`` returns for the i-th proof added."""
         batched = [i for i, t in enumerate(self._terms) if t is not None]
         ok: list[bool | None] = [None] * len(self._loaded)
-        if len(batched) > 1 and self._batch_holds(batched):
-            for i in batched:
-                ok[i] = True
-        return [v if v is not None else _check(*self._loaded[i], self._terms[i] and self._terms[i][1])
+        if batched:
+            holds = self._batch_holds(batched)
+            if holds or len(batched) == 1:  # one proof alone: the equation is v^ρ == 1, exactly v == 1
+                for i in batched:
+                    ok[i] = holds
+        return [v if v is not None else _check(*self._loaded[i], self._terms[i] and self._terms[i][2])
                 for i, v in enumerate(ok)]
 
     def _batch_holds(self, batched: Sequence[int]) -> bool:
@@ -154,11 +190,11 @@ class BatchCheck:
         by_g2: dict[bn254.Affine, list[tuple[int, bn254.Affine]]] = {}
         keys: dict[tuple, VerificationKey] = {}
         scalars: dict[tuple, list[int]] = {}
-        powers = []
+        pairs = []
         for i in batched:
             key, public, (_, _, pi_c) = self._loaded[i]
-            rho, miller = self._terms[i]
-            powers.append((miller, rho))
+            rho, neg_a, b_lines = self._terms[i]
+            pairs.append((neg_a, b_lines))
             kid = _key_id(key)
             keys.setdefault(kid, key)
             sc = scalars.setdefault(kid, [0] * (key.n_public + 1))
@@ -170,8 +206,8 @@ class BatchCheck:
             by_g2.setdefault(key.gamma2, []).extend(zip(sc, key.ic))
             by_g2.setdefault(key.beta2, []).append((sc[0], key.alpha1))
         sums = _fastec.to_affine(g1, [_fastec.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
-        factors = [pr.multi_miller_loop([(p, q) for q, p in zip(by_g2, sums)]), pr.multi_power(powers)]
-        return pr.product_is_one(factors)
+        pairs += [(p, _key_g2(q)) for q, p in zip(by_g2, sums) if p is not None]
+        return pr.final_exponentiation_fast(pr.prepared_miller_loop(pairs)) == pr.ONE
 
 
 def verify_many(items: Sequence[tuple[Source, Source, Source]]) -> list[bool]:
