@@ -29,6 +29,7 @@ import os
 import secrets
 import time
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future
 from typing import Any
 
 from distprove import bn254
@@ -124,17 +125,43 @@ def _key_id(key: VerificationKey) -> tuple:
     return (key.alpha1, key.beta2, key.gamma2, key.delta2, tuple(key.ic))
 
 
-def _term(key: VerificationKey, proof: Proof) -> tuple[int, bn254.Affine, tuple[pr.Line, ...]] | None:
-    """A proof's own share of the batch check: (ρ, -ρ·pi_a, pi_b's Miller loop lines), or None when
-    the proof is to be checked alone (a key point or pi_b outside G2, or a point at infinity)."""
-    pi_a, pi_b, _ = proof
-    if pi_a is None or pi_b is None or any(_key_g2(q) is None for q in (key.beta2, key.gamma2, key.delta2)):
+Term = tuple[int, "bn254.Affine | None", "tuple[pr.Line, ...] | None"]
+"""A batched proof's share: (ρ, -ρ·pi_a, pi_b's Miller loop lines); the last two None while a
+pool computes them (:func:`chunk_loop`)."""
+
+
+def _batchable(key: VerificationKey, proof: Proof) -> bool:
+    """Whether the proof may join a batch before its pi_b's subgroup check: finite pi_a, pi_b and
+    key G2 points all in G2 (then their lines are cached)."""
+    return proof[0] is not None and proof[1] is not None and all(_key_g2(q) is not None for q in (key.beta2, key.gamma2, key.delta2))
+
+
+def _rho() -> int:
+    return 1 + secrets.randbelow((1 << RHO_BITS) - 1)
+
+
+def _negated_multiples(terms: Sequence[tuple[int, bn254.Affine]]) -> list[bn254.Affine]:
+    """-ρ·P for each (ρ, P), with one field inversion in all."""
+    return _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), [(bn254.R - rho, p)]) for rho, p in terms])
+
+
+def _term(key: VerificationKey, proof: Proof) -> Term | None:
+    """A proof's own share of the batch check, or None when the proof is to be checked alone (a
+    key point or pi_b outside G2, or a point at infinity)."""
+    if not _batchable(key, proof) or not in_g2_subgroup(proof[1]):
         return None
-    if not in_g2_subgroup(pi_b):
-        return None
-    rho = 1 + secrets.randbelow((1 << RHO_BITS) - 1)
-    (a,) = _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), [(bn254.R - rho, pi_a)])])
-    return rho, a, pr.prepare(pi_b)
+    rho = _rho()
+    return rho, _negated_multiples([(rho, proof[0])])[0], pr.prepare(proof[1])
+
+
+def chunk_loop(chunk: Sequence[tuple[int, bn254.Affine, bn254.Affine]]) -> tuple[list[bool], pr.Fq12]:
+    """A pool process's share of a :class:`BatchCheck`: for proofs given as (ρ, pi_a, pi_b),
+    whether each pi_b lies in G2, and the Miller loop product of (-ρ·pi_a, pi_b) over those that
+    do (their accumulator squarings shared)."""
+    inside = [in_g2_subgroup(b) for _, _, b in chunk]
+    live = [(rho, a, b) for (rho, a, b), ok in zip(chunk, inside) if ok]
+    negs = _negated_multiples([(rho, a) for rho, a, _ in live])
+    return inside, pr.prepared_miller_loop([(n, pr.prepare(b)) for n, (_, _, b) in zip(negs, live)])
 
 
 class BatchCheck:
@@ -145,6 +172,11 @@ class BatchCheck:
     one pair per distinct G2 point of the keys (their lines cached per point), then one final
     exponentiation.
 
+    With an ``executor`` (a process pool: the arithmetic holds the GIL), ``add`` only validates
+    and draws ρ_i; every ``chunk`` proofs go to the pool as one :func:`chunk_loop` task (subgroup
+    checks, multiplications and a partial Miller loop), so the calling thread is free while they
+    run, and the proofs checked alone after a failed batch are checked there too.
+
     The batch equation, with secret ρ_i: Π_i e(-ρ_i·pi_a_i, pi_b_i) · e(Σρ_i·cpub_i, γ₂) ·
     e(Σρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1. Every G2 point in it lies in G2 (checked), so by
     bilinearity its left side is exactly Π_i v_i^ρ_i, v_i the value ``verify`` compares with 1
@@ -154,38 +186,70 @@ class BatchCheck:
     every proof of a batch of several that fails, are checked on their own.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, executor: Executor | None = None, chunk: int = 8) -> None:
         self.add_seconds = 0.0
         """Time spent in :meth:`add` so far."""
+        self._executor = executor
+        self._chunk = chunk
         self._loaded: list[tuple[VerificationKey, list[int], Proof]] = []
-        self._terms: list[tuple[int, bn254.Affine, tuple[pr.Line, ...]] | None] = []  # None: checked alone
+        self._terms: list[Term | None] = []  # None: checked alone
+        self._pending: list[int] = []  # with an executor: batched proofs not yet sent
+        self._sent: list[tuple[list[int], Future]] = []
 
     def add(self, vk: Source, public: Source, proof: Source) -> None:
         """Validate one (vk, public, proof) triple and do its share of the pairing work; raises
         :class:`FormatError` on a malformed input (nothing is added then)."""
         t0 = time.perf_counter()
         key, public_, proof_ = _load(vk, public, proof)
-        term = _term(key, proof_)
+        if self._executor is None:
+            term = _term(key, proof_)
+        else:
+            term = (_rho(), None, None) if _batchable(key, proof_) else None
         self._loaded.append((key, public_, proof_))
         self._terms.append(term)
+        if term is not None and self._executor is not None:
+            self._pending.append(len(self._terms) - 1)
+            if len(self._pending) >= self._chunk:
+                self._send()
         self.add_seconds += time.perf_counter() - t0
+
+    def _send(self) -> None:
+        chunk = [(self._terms[i][0], self._loaded[i][2][0], self._loaded[i][2][1]) for i in self._pending]
+        self._sent.append((self._pending, self._executor.submit(chunk_loop, chunk)))
+        self._pending = []
 
     def __len__(self) -> int:
         return len(self._loaded)
 
     def results(self) -> list[bool]:
         """Result i is what ``verify`` returns for the i-th proof added."""
+        if self._pending:
+            self._send()
+        partials = []
+        for indices, future in self._sent:
+            inside, f = future.result()
+            partials.append(f)
+            for i, ok in zip(indices, inside):
+                if not ok:  # pi_b outside G2
+                    self._terms[i] = None
+        self._sent = []
         batched = [i for i, t in enumerate(self._terms) if t is not None]
         ok: list[bool | None] = [None] * len(self._loaded)
         if batched:
-            holds = self._batch_holds(batched)
+            holds = self._batch_holds(batched, partials)
             if holds or len(batched) == 1:  # one proof alone: the equation is v^ρ == 1, exactly v == 1
                 for i in batched:
                     ok[i] = holds
-        return [v if v is not None else _check(*self._loaded[i], self._terms[i] and self._terms[i][2])
-                for i, v in enumerate(ok)]
+        alone = [i for i, v in enumerate(ok) if v is None]
+        args = [(*self._loaded[i], self._terms[i] and self._terms[i][2]) for i in alone]
+        mapper = map if self._executor is None else self._executor.map
+        for i, v in zip(alone, mapper(_check, *zip(*args)) if args else ()):
+            ok[i] = v
+        return ok  # type: ignore[return-value]
 
-    def _batch_holds(self, batched: Sequence[int]) -> bool:
+    def _batch_holds(self, batched: Sequence[int], partials: Sequence[pr.Fq12] = ()) -> bool:
+        """The batch equation over the proofs ``batched``; ``partials``: the Miller loop products of
+        the pairs computed by the pool (the other pairs have their lines)."""
         g1 = bn254.G1
         by_g2: dict[bn254.Affine, list[tuple[int, bn254.Affine]]] = {}
         keys: dict[tuple, VerificationKey] = {}
@@ -194,7 +258,8 @@ class BatchCheck:
         for i in batched:
             key, public, (_, _, pi_c) = self._loaded[i]
             rho, neg_a, b_lines = self._terms[i]
-            pairs.append((neg_a, b_lines))
+            if b_lines is not None:
+                pairs.append((neg_a, b_lines))
             kid = _key_id(key)
             keys.setdefault(kid, key)
             sc = scalars.setdefault(kid, [0] * (key.n_public + 1))
@@ -207,17 +272,21 @@ class BatchCheck:
             by_g2.setdefault(key.beta2, []).append((sc[0], key.alpha1))
         sums = _fastec.to_affine(g1, [_fastec.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
         pairs += [(p, _key_g2(q)) for q, p in zip(by_g2, sums) if p is not None]
-        return pr.final_exponentiation_fast(pr.prepared_miller_loop(pairs)) == pr.ONE
+        f = pr.prepared_miller_loop(pairs)
+        for part in partials:
+            f = pr.mul(f, part)
+        return pr.final_exponentiation_fast(f) == pr.ONE
 
 
-def verify_many(items: Sequence[tuple[Source, Source, Source]]) -> list[bool]:
+def verify_many(items: Sequence[tuple[Source, Source, Source]], executor: Executor | None = None) -> list[bool]:
     """Check many (vk, public, proof) triples; result i is what ``verify(*items[i])`` returns.
 
-    All proofs whose key G2 points lie in the G2 subgroup are checked together with one final
-    exponentiation (:class:`BatchCheck`); if that batch check fails, each of them is checked on its
-    own so the failing ones are named. Raises :class:`FormatError` on the first malformed input.
+    All proofs whose key G2 points and pi_b lie in the G2 subgroup are checked together with one
+    final exponentiation (:class:`BatchCheck`, on ``executor``'s processes when given); if that
+    batch check fails, each of them is checked on its own so the failing ones are named. Raises
+    :class:`FormatError` on the first malformed input.
     """
-    batch = BatchCheck()
+    batch = BatchCheck(executor)
     for item in items:
         batch.add(*item)
     return batch.results()

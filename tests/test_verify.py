@@ -375,3 +375,30 @@ def test_pi_b_outside_g2_is_checked_alone(proved: dict[str, tuple], monkeypatch:
     assert checker._terms[3] is None and all(t is not None for i, t in enumerate(checker._terms) if i != 3)
     assert checker.results() == [True, True, True, False, True, True, True, True]
     assert alone == [batch[3][2]]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
+        yield ex
+
+
+def test_batch_check_on_a_process_pool(proved: dict[str, tuple], pool) -> None:
+    """With an executor the chunks' work runs in the pool and gives the same answers: a valid
+    batch of 20 holds (chunks of 8, 8 and 4), and one with an unsatisfied proof, a proof whose
+    pi_b is outside G2 and a key-less infinity pi_a names exactly those."""
+    batch = _large_batch(proved, 20)
+    assert verify_many(batch, pool) == [True] * 20
+    vk, public, (pi_a, pi_b, pi_c) = batch[9]
+    batch[9] = (vk, public, (pi_a, bn254.add(bn254.G2, pi_b, _g2_small_order()), pi_c))
+    batch[4] = proved["mini_changed"]
+    vk, public, (_, pi_b, pi_c) = batch[17]
+    batch[17] = (vk, public, (None, pi_b, pi_c))
+    checker = verify_mod.BatchCheck(pool, chunk=8)
+    for t in batch:
+        checker.add(*t)
+    assert len(checker._sent) == 2  # two chunks sent while adding, the rest at results()
+    assert checker.results() == [i not in (4, 9, 17) for i in range(20)]
