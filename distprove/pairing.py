@@ -273,24 +273,31 @@ sparse element y_P + (-lambda x_P) w + (lambda x_T - y_T) v w."""
 
 
 def _line(t: tuple[Fq2, Fq2], q: tuple[Fq2, Fq2] | None) -> tuple[Line, tuple[Fq2, Fq2]]:
-    """The line through t and q (the tangent when q is None), and t + q (2t). For Q in G2, T runs
-    over multiples [k]Q with 0 < k < r, so the line is never vertical; otherwise
-    :class:`_Degenerate` is raised."""
-    xt, yt = t
+    """The line through t and q (the tangent when q is None), and t + q (2t), written out on Fq
+    coefficients (lambda = 3 x_T^2 / 2 y_T or (y_Q - y_T) / (x_Q - x_T), one Fq inversion through
+    the Fq2 norm). For Q in G2, T runs over multiples [k]Q with 0 < k < r, so the line is never
+    vertical; otherwise :class:`_Degenerate` is raised."""
+    (x0, x1), (y0, y1) = t
     if q is None:
-        den = f2_add(yt, yt)
-        if den == F2_ZERO:
-            raise _Degenerate
-        lam = f2_mul(f2_scale(f2_sqr(xt), 3), f2_inv(den))
-        x3 = f2_sub(f2_sqr(lam), f2_add(xt, xt))
+        n0, n1 = 3 * (x0 + x1) * (x0 - x1), 6 * x0 * x1  # 3 x_T^2
+        d0, d1 = 2 * y0, 2 * y1
     else:
-        den = f2_sub(q[0], xt)
-        if den == F2_ZERO:
-            raise _Degenerate
-        lam = f2_mul(f2_sub(q[1], yt), f2_inv(den))
-        x3 = f2_sub(f2_sub(f2_sqr(lam), xt), q[0])
-    y3 = f2_sub(f2_mul(lam, f2_sub(xt, x3)), yt)
-    return (f2_neg(lam), f2_sub(f2_mul(lam, xt), yt)), (x3, y3)
+        (qx0, qx1), (qy0, qy1) = q
+        n0, n1 = qy0 - y0, qy1 - y1
+        d0, d1 = qx0 - x0, qx1 - x1
+    norm = (d0 * d0 + d1 * d1) % P
+    if not norm:
+        raise _Degenerate
+    z = _inv(norm)
+    i0, i1 = d0 * z % P, -d1 * z % P  # 1 / d
+    l0, l1 = (n0 * i0 - n1 * i1) % P, (n0 * i1 + n1 * i0) % P  # lambda
+    x3_0 = (l0 + l1) * (l0 - l1) - x0 - (x0 if q is None else qx0)
+    x3_1 = 2 * l0 * l1 - x1 - (x1 if q is None else qx1)
+    x3_0, x3_1 = x3_0 % P, x3_1 % P
+    e0, e1 = x0 - x3_0, x1 - x3_1
+    y3 = ((l0 * e0 - l1 * e1 - y0) % P, (l0 * e1 + l1 * e0 - y1) % P)
+    c = ((l0 * x0 - l1 * x1 - y0) % P, (l0 * x1 + l1 * x0 - y1) % P)  # lambda x_T - y_T
+    return ((-l0 % P, -l1 % P), c), ((x3_0, x3_1), y3)
 
 
 def prepare(q: bn254.Affine) -> tuple[Line, ...]:
