@@ -17,8 +17,8 @@ integers:
   (:func:`final_exponentiation`, equal to py_ecc's, which the tests compare: 21 ms on the dev VM),
   or raised to 2x(6x^2 + 3x + 1) by three powers by x (:func:`final_exponentiation_fast`, 5 ms),
   which the checks use: the same "== 1", and ffjavascript's value.
-* Products of Miller loops share the accumulator's squarings (:func:`multi_miller_loop`), and a
-  batch check's 128-bit coefficients one squaring chain (:func:`multi_power`).
+* Products of Miller loops share the accumulator's squarings (:func:`multi_miller_loop`,
+  :func:`prepared_miller_loop`): a batch check pays one squaring chain, and a line per pair a step.
 
 Elements: Fq2 (a, b) = a + b u; Fq6 (c0, c1, c2); Fq12 (c0, c1) = c0 + c1 w.
 """
@@ -187,34 +187,6 @@ def power(a: Fq12, e: int) -> Fq12:
         out = sqr(out)
         if bit == "1":
             out = mul(out, a)
-    return out
-
-
-_WINDOW = 4
-"""Bits per window of :func:`multi_power`: a 128-bit exponent costs 14 products for its table
-and one per nonzero window (~30), against ~64 bit by bit."""
-
-
-def multi_power(terms: Sequence[tuple[Fq12, int]]) -> Fq12:
-    """prod a_i^e_i (e_i >= 0) with one shared chain of squarings (Straus, fixed windows of
-    :data:`_WINDOW` bits): a batch check's 128-bit coefficients cost one squaring chain, not one
-    per proof."""
-    tables = []
-    for a, e in terms:
-        table = [ONE, a]
-        for _ in range(2, min(1 << _WINDOW, e + 1)):
-            table.append(mul(table[-1], a))
-        tables.append(table)
-    windows = -(-max((e.bit_length() for _, e in terms), default=0) // _WINDOW)
-    mask = (1 << _WINDOW) - 1
-    out = ONE
-    for w in range(windows - 1, -1, -1):
-        for _ in range(_WINDOW):
-            out = sqr(out)
-        for (_, e), table in zip(terms, tables):
-            digit = e >> (w * _WINDOW) & mask
-            if digit:
-                out = mul(out, table[digit])
     return out
 
 

@@ -2,8 +2,8 @@
 
 Times (median of ``--reps``) one Miller loop and one final exponentiation with distprove.pairing
 and with py_ecc's optimized_bn128 (the verifier's arithmetic before), then ``verify`` of one
-fixture proof and ``verify_many`` over groups of 8 and 32 of them (seconds per proof). Writes a
-JSON result (date, host, commit, medians).
+fixture proof and ``verify_many`` over groups of 1, 8 and 64 of them (seconds per proof; with
+``--processes N`` also on a pool of N processes). Writes a JSON result (date, host, commit, medians).
 
     python3 pipelines/bench_verify.py --json bench/results/<date>_verify_<host>.json
 """
@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--fixture", default="merkle_d20")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--processes", type=int, default=0, help="also time verify_many on a pool of this many processes")
     args = ap.parse_args()
 
     from py_ecc.optimized_bn128 import FQ, FQ2, final_exponentiate, pairing
@@ -56,10 +57,21 @@ def main() -> None:
     pairs = [(json.loads(pu.read_text()), json.loads(pf.read_text()))
              for pf, pu in zip(sorted((fx / "proofs").glob("*.json")), sorted((fx / "public").glob("*.json")))]
     res["verify_one_s"] = median_s(lambda: verify(vk, *pairs[0]), args.reps)
-    for n in (8, 32):
+    pool = None
+    if args.processes:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(args.processes, mp_context=multiprocessing.get_context("spawn"))
+    for n in (1, 8, 64):
         items = [(vk, *pairs[i % len(pairs)]) for i in range(n)]
         assert verify_many(items) == [True] * n
         res[f"verify_many_{n}_s_per_proof"] = median_s(lambda: verify_many(items), max(1, args.reps // 2)) / n
+        if pool is not None:
+            assert verify_many(items, pool) == [True] * n
+            res[f"verify_many_{n}_pool{args.processes}_s_per_proof"] = median_s(lambda: verify_many(items, pool), max(1, args.reps // 2)) / n
+    if pool is not None:
+        pool.shutdown()
     for k in ("miller_loop_s", "final_exponentiation_s"):
         res[k]["py_ecc_over_distprove"] = res[k]["py_ecc"] / res[k]["distprove"]
     out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "host": platform.node(),

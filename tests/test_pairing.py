@@ -93,16 +93,6 @@ def test_multi_miller_loop_equals_the_product_of_loops() -> None:
     assert pr.final_exponentiation(pr.multi_miller_loop(pairs)) == expect
 
 
-def test_multi_power_equals_the_product_of_powers() -> None:
-    rng = random.Random(11)
-    terms = [(pr.miller_loop(bn254.mul(bn254.G1, bn254.G1_GEN, rng.randrange(1, bn254.R)), bn254.G2_GEN),
-              rng.getrandbits(bits)) for bits in (128, 5, 1, 0, 127)]
-    expect = pr.ONE
-    for a, e in terms:
-        expect = pr.mul(expect, pr.power(a, e))
-    assert pr.multi_power(terms) == expect and pr.multi_power([]) == pr.ONE
-
-
 def test_degenerate_steps_fall_back_to_py_ecc(monkeypatch: pytest.MonkeyPatch) -> None:
     """A loop that meets a vertical line (only a small-order Q outside G2 can) is py_ecc's."""
     p, q = bn254.G1_GEN, bn254.G2_GEN
