@@ -29,7 +29,7 @@ import os
 import secrets
 import time
 from collections.abc import Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
 from distprove import bn254
@@ -276,6 +276,24 @@ class BatchCheck:
         for part in partials:
             f = pr.mul(f, part)
         return pr.final_exponentiation_fast(f) == pr.ONE
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+
+
+def check_pool(processes: int) -> ProcessPoolExecutor | None:
+    """This process's pool of ``processes`` spawned processes for :class:`BatchCheck` (started
+    once and kept), or None when ``processes`` < 1 or this process may not start children: a
+    daemonic process, which Dask's worker processes are unless ``distributed.worker.daemon`` is
+    False."""
+    import multiprocessing
+
+    if processes < 1 or multiprocessing.current_process().daemon:
+        return None
+    pool = _POOLS.get(processes)
+    if pool is None or getattr(pool, "_broken", False):
+        pool = _POOLS[processes] = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+    return pool
 
 
 def verify_many(items: Sequence[tuple[Source, Source, Source]], executor: Executor | None = None) -> list[bool]:

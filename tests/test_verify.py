@@ -379,11 +379,16 @@ def test_pi_b_outside_g2_is_checked_alone(proved: dict[str, tuple], monkeypatch:
 
 @pytest.fixture(scope="module")
 def pool():
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    return verify_mod.check_pool(2)
 
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:
-        yield ex
+
+def test_check_pool_is_kept_and_none_where_processes_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    pool = verify_mod.check_pool(2)
+    assert pool is not None and verify_mod.check_pool(2) is pool and verify_mod.check_pool(0) is None
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)  # a Dask worker by default
+    assert verify_mod.check_pool(2) is None
 
 
 def test_batch_check_on_a_process_pool(proved: dict[str, tuple], pool) -> None:
