@@ -8,9 +8,9 @@ integers:
 
 * Miller loop over the binary digits of 6x + 2 (py_ecc's loop), G2 in affine coordinates on the
   D-type twist y^2 = x^3 + 3/xi (one Fq inversion a step through the Fq2 norm), each line
-  evaluated at P as the sparse element y_P + (-lambda x_P) w + (lambda x_T - y_T) v w and
-  divided by y_P (vertical lines and that factor lie in subfields the final exponentiation
-  kills), then the two Frobenius lines of the optimal ate pairing. The G2 part of every line
+  evaluated at P as the sparse element y_P + (-lambda x_P) w + (lambda x_T - y_T) v w (vertical
+  lines dropped: they lie in a subfield the final exponentiation kills), then the two Frobenius
+  lines of the optimal ate pairing. The G2 part of every line
   (:func:`prepare`) does not depend on P, so a fixed point's lines are computed once.
 * Final exponentiation: the easy part by conjugation, one inversion and the p^2-Frobenius
   (constants of Fq); the hard part either exactly, (p^4 - p^2 + 1)/r by square-and-multiply
@@ -190,11 +190,11 @@ def power(a: Fq12, e: int) -> Fq12:
     return out
 
 
-def _mul_line(f: Fq12, b0: Fq2, b1: Fq2) -> Fq12:
-    """f (1 + b0 w + b1 v w): a sparse line scaled to a constant term 1, written out on the 12
-    coefficients (products of Fq2 summed unreduced, one reduction a coefficient; xi = 9 + u):
+def _mul_line(f: Fq12, a0: Any, b0: Fq2, b1: Fq2) -> Fq12:
+    """f (a0 + b0 w + b1 v w) for a0 in Fq: a sparse line, written out on the 12 coefficients
+    (products of Fq2 summed unreduced, one reduction a coefficient; xi = 9 + u):
 
-        c0' = c0 + (b0 + b1 v) c1 v,   c1' = c1 + (b0 + b1 v) c0.
+        c0' = a0 c0 + (b0 + b1 v) c1 v,   c1' = a0 c1 + (b0 + b1 v) c0.
     """
     ((x00, x01), (x10, x11), (x20, x21)), ((y00, y01), (y10, y11), (y20, y21)) = f
     (p0, p1), (q0, q1) = b0, b1
@@ -211,14 +211,17 @@ def _mul_line(f: Fq12, b0: Fq2, b1: Fq2) -> Fq12:
     w0, w1 = 9 * r - i, r + 9 * i
     return (
         (
-            ((x00 + s0) % P, (x01 + s1) % P),
-            ((x10 + y00 * p0 - y01 * p1 + u0) % P, (x11 + y00 * p1 + y01 * p0 + u1) % P),
-            ((x20 + y00 * q0 - y01 * q1 + y10 * p0 - y11 * p1) % P, (x21 + y00 * q1 + y01 * q0 + y10 * p1 + y11 * p0) % P),
+            ((a0 * x00 + s0) % P, (a0 * x01 + s1) % P),
+            ((a0 * x10 + y00 * p0 - y01 * p1 + u0) % P, (a0 * x11 + y00 * p1 + y01 * p0 + u1) % P),
+            ((a0 * x20 + y00 * q0 - y01 * q1 + y10 * p0 - y11 * p1) % P,
+             (a0 * x21 + y00 * q1 + y01 * q0 + y10 * p1 + y11 * p0) % P),
         ),
         (
-            ((y00 + x00 * p0 - x01 * p1 + w0) % P, (y01 + x00 * p1 + x01 * p0 + w1) % P),
-            ((y10 + x00 * q0 - x01 * q1 + x10 * p0 - x11 * p1) % P, (y11 + x00 * q1 + x01 * q0 + x10 * p1 + x11 * p0) % P),
-            ((y20 + x10 * q0 - x11 * q1 + x20 * p0 - x21 * p1) % P, (y21 + x10 * q1 + x11 * q0 + x20 * p1 + x21 * p0) % P),
+            ((a0 * y00 + x00 * p0 - x01 * p1 + w0) % P, (a0 * y01 + x00 * p1 + x01 * p0 + w1) % P),
+            ((a0 * y10 + x00 * q0 - x01 * q1 + x10 * p0 - x11 * p1) % P,
+             (a0 * y11 + x00 * q1 + x01 * q0 + x10 * p1 + x11 * p0) % P),
+            ((a0 * y20 + x10 * q0 - x11 * q1 + x20 * p0 - x21 * p1) % P,
+             (a0 * y21 + x10 * q1 + x11 * q0 + x20 * p1 + x21 * p0) % P),
         ),
     )
 
@@ -316,28 +319,25 @@ def multi_miller_loop(pairs: Sequence[tuple[bn254.Affine, bn254.Affine]]) -> Fq1
 
 
 def prepared_miller_loop(pairs: Sequence[tuple[bn254.Affine, Sequence[Line]]]) -> Fq12:
-    """prod_i f(P_i, Q_i) for finite P_i and Q_i's lines (:func:`prepare`), up to a factor in Fq
-    (which the final exponentiation removes): one squaring of the accumulator a step for all
-    pairs, then each pair's line evaluated at its P, divided by y_P, and multiplied in."""
+    """prod_i f(P_i, Q_i) for finite P_i and Q_i's lines (:func:`prepare`), equal to the product of
+    their :func:`miller_loop` values: one squaring of the accumulator a step for all pairs, then
+    each pair's line evaluated at its P and multiplied in."""
     if not pairs:
         return ONE
     mpz = P.__class__
-    evals = []
-    for p, lines in pairs:  # each line divided by y_P (P finite in G1: y_P != 0)
-        y_inv = _inv(mpz(p[1]))
-        evals.append((mpz(p[0]) * y_inv % P, y_inv, lines))
+    evals = [(mpz(p[0]), mpz(p[1]), lines) for p, lines in pairs]
     f, k = ONE, 0
     for bit in bin(ATE_LOOP)[3:]:
         f = sqr(f)
         for _ in range(1 + (bit == "1")):  # the doubling line, then the addition line on a 1 bit
-            for xy, y_inv, lines in evals:
-                (n0, n1), (c0, c1) = lines[k]
-                f = _mul_line(f, (n0 * xy % P, n1 * xy % P), (c0 * y_inv % P, c1 * y_inv % P))
+            for xp, yp, lines in evals:
+                (n0, n1), c = lines[k]
+                f = _mul_line(f, yp, (n0 * xp % P, n1 * xp % P), c)
             k += 1
     for _ in range(2):  # the two Frobenius lines
-        for xy, y_inv, lines in evals:
-            (n0, n1), (c0, c1) = lines[k]
-            f = _mul_line(f, (n0 * xy % P, n1 * xy % P), (c0 * y_inv % P, c1 * y_inv % P))
+        for xp, yp, lines in evals:
+            (n0, n1), c = lines[k]
+            f = _mul_line(f, yp, (n0 * xp % P, n1 * xp % P), c)
         k += 1
     return f
 
