@@ -12,6 +12,7 @@ from typing import Any, Callable
 import click
 
 from .backends import BACKEND_NAMES
+from .choices import PLANNER_MODES
 from .errors import DistproveError, OutputExists
 
 BACKEND_CHOICE = click.Choice(BACKEND_NAMES)
@@ -354,7 +355,7 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
               help="Dask scheduler address (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")
 @click.option("--backend", type=BACKEND_CHOICE, default=None, cls=ConfigOption, config_name="backend",
               help="Backend on the workers: cpu, gpu, or auto (the GPU when CuPy sees one).")
-@click.option("--mode", type=click.Choice(["auto", "data", "split"]), default=None, cls=ConfigOption,
+@click.option("--mode", type=click.Choice(PLANNER_MODES), default=None, cls=ConfigOption,
               config_name="planner.mode",
               help="Planner: data (whole proofs, one per worker at a time: throughput), split (each proof's MSMs "
                    "spread over all workers: latency), or auto (split for a few proofs of a large key, data "

@@ -21,11 +21,12 @@ import yaml
 from dask.utils import parse_bytes
 
 from .backends import BACKEND_NAMES
+from .choices import PLANNER_MODES
 from .errors import FormatError
+from .groth16 import MSM_NAMES
 
 NAMESPACE = "distprove"
 DEFAULTS_FILE = Path(__file__).with_name("distprove.yaml")
-PLANNER_MODES = ("auto", "data", "split")
 _MISSING = object()
 
 
@@ -116,8 +117,6 @@ def msm_precompute() -> tuple[str, ...]:
     """``distprove.msm.precompute``: the MSMs (of A, B1, B2, C, H) whose bases the GPU backend
     also keeps as precomputed window multiples; a list, or a comma-separated string (e.g. from
     an environment variable). FormatError naming the setting otherwise."""
-    from distprove.backends.base import MSM_NAMES
-
     value = get("msm.precompute", None)
     if value is None:
         return ()

@@ -76,7 +76,7 @@ from distprove.worker import (
     verify_write,
 )
 
-MODES = ("auto", "data", "split")
+from distprove.choices import PLANNER_MODES as MODES
 DEFAULT_FOURSTEP_MIN_DOMAIN = 1 << 16
 GROUP_DOMAIN = 1 << 23
 """The default of ``distprove.planner.group-domain``: a prove-whole task of several proofs holds at

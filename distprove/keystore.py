@@ -371,28 +371,12 @@ class ZkeyKey(_KeyBase):
         return out
 
     def vk_json(self) -> dict:
-        return _vk_json(self.n_public, self.points, self.ic)
+        from .verifier import vk_json
+
+        return vk_json(self.n_public, self.points, self.ic)
 
     def __repr__(self) -> str:
         return f"ZkeyKey({self.path!r}, n_vars={self.n_vars}, domain=2^{self.power})"
-
-
-def _vk_json(n_public: int, points: dict[str, bn254.Affine], ic_limbs: Any) -> dict:
-    from .formats.jsonio import vk_to_json
-    from .verifier import alphabeta_12
-
-    ic = bn254.points_from_limbs(bn254.G1, np.asarray(ic_limbs[:]))
-    return vk_to_json(
-        n_public,
-        points["alpha1"],
-        points["beta2"],
-        points["gamma2"],
-        points["delta2"],
-        ic,
-        alphabeta_12(points["alpha1"], points["beta2"]),
-    )
-
-
 
 
 def import_key(

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from distprove import bn254
-from distprove.stages._fastec import _inverter, default_modulus
+from distprove.curve import default_modulus, inverter
 
 P = default_modulus()
 """The base field modulus in the arithmetic's integer type (gmpy2.mpz when installed)."""
@@ -45,7 +45,7 @@ Fq12 = tuple[Fq6, Fq6]
 # --- Fq2 ------------------------------------------------------------------------------------
 
 
-_inv = _inverter(P)
+_inv = inverter(P)
 # The Fq2 operations repeat bn254.fq2_*'s formulas but reduce by P in P's own type: bn254's reduce
 # mpz operands by the int Q, which measured 20-25% slower through the whole verifier.
 
@@ -233,8 +233,8 @@ _FROB_X = f2_pow(_XI, (int(P) - 1) // 3)
 _FROB_Y = f2_pow(_XI, (int(P) - 1) // 2)
 
 
-def _frobenius_twist(q: tuple[Fq2, Fq2]) -> tuple[Fq2, Fq2]:
-    """pi_p(Q) for Q on the twist: (conj(x) xi^((p-1)/3), conj(y) xi^((p-1)/2))."""
+def frobenius_twist(q: tuple[Fq2, Fq2]) -> tuple[Fq2, Fq2]:
+    """psi(Q) = pi_p(Q) for Q on the twist (untwist, p-Frobenius, twist): (conj(x) xi^((p-1)/3), conj(y) xi^((p-1)/2))."""
     return f2_mul(f2_conj(q[0]), _FROB_X), f2_mul(f2_conj(q[1]), _FROB_Y)
 
 
@@ -289,8 +289,8 @@ def prepare(q: bn254.Affine) -> tuple[Line, ...]:
         if bit == "1":
             line, t = _line(t, q)
             lines.append(line)
-    q1 = _frobenius_twist(q)
-    q2 = _frobenius_twist(q1)
+    q1 = frobenius_twist(q)
+    q2 = frobenius_twist(q1)
     line, t = _line(t, q1)
     lines.append(line)
     line, _ = _line(t, (q2[0], f2_neg(q2[1])))

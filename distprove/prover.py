@@ -12,15 +12,15 @@ from typing import Any, Callable, TypeVar, Union
 import numpy as np
 
 from . import bn254, config
-from .backends.base import Backend, LoadedWitness, MsmJob, msm_group, resolve_constant_work
+from .backends.base import Backend, LoadedWitness, MsmJob, resolve_constant_work
 from .backends.select import get_backend
+from .groth16 import MSM_NAMES, msm_group
 from .keystore import KeyStore, ZkeyKey, open_key
 from .stages.assemble import assemble_windows, random_blinding
 from .stages.msm import combine, live_fraction, num_windows
 
 log = logging.getLogger(__name__)
 
-MSM_NAMES = ("A", "B1", "B2", "C", "H")
 KeyLike = Union[str, os.PathLike, KeyStore, ZkeyKey]
 WitnessLike = Union[str, os.PathLike, np.ndarray, Any]
 

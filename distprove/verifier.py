@@ -32,11 +32,12 @@ from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
-from distprove import bn254
+import numpy as np
+
+from distprove import bn254, curve
 from distprove import pairing as pr
 from distprove.errors import FormatError
-from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk
-from distprove.stages import _fastec
+from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk, vk_to_json
 
 Proof = tuple[bn254.Affine, bn254.Affine, bn254.Affine]
 Source = Any
@@ -69,7 +70,7 @@ def _load(vk: Source, public: Source, proof: Source) -> tuple[VerificationKey, l
 def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Affine:
     """IC[0] + Σ public[i]·IC[i+1] (one doubling chain on gmpy2)."""
     terms = [(1, key.ic[0]), *zip(public, key.ic[1:])]
-    return _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), terms)])[0]
+    return curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), terms)])[0]
 
 
 def _check(key: VerificationKey, public: Sequence[int], proof: Proof, b_lines: Sequence[pr.Line] | None = None) -> bool:
@@ -104,15 +105,13 @@ def in_g2_subgroup(q: bn254.Affine) -> bool:
     if q is None:
         return True
     g2 = bn254.G2
-    mpz = _fastec.default_modulus().__class__
-    q = _fastec._g2_cast(q, mpz)
-    (xq,) = _fastec.to_affine(g2, [_fastec.combination(g2, (), [(pr.BN_X, q)])], as_int=False)
+    (xq,) = curve.to_affine(g2, [curve.combination(g2, (), [(pr.BN_X, q)])], as_int=False)
     if xq is None:
         return False  # the order of q divides x, which is smaller than r
-    psi1 = pr._frobenius_twist(xq)
-    psi2 = pr._frobenius_twist(psi1)
-    minus_psi3 = bn254.neg(g2, pr._frobenius_twist(psi2))
-    return _fastec.combination(g2, (), [(1, t) for t in (xq, q, psi1, psi2, minus_psi3, minus_psi3)]) is None
+    psi1 = pr.frobenius_twist(xq)
+    psi2 = pr.frobenius_twist(psi1)
+    minus_psi3 = bn254.neg(g2, pr.frobenius_twist(psi2))
+    return curve.combination(g2, (), [(1, t) for t in (xq, q, psi1, psi2, minus_psi3, minus_psi3)]) is None
 
 
 @functools.lru_cache(maxsize=256)
@@ -142,7 +141,7 @@ def _rho() -> int:
 
 def _negated_multiples(terms: Sequence[tuple[int, bn254.Affine]]) -> list[bn254.Affine]:
     """-ρ·P for each (ρ, P), with one field inversion in all."""
-    return _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), [(bn254.R - rho, p)]) for rho, p in terms])
+    return curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), [(bn254.R - rho, p)]) for rho, p in terms])
 
 
 def _term(key: VerificationKey, proof: Proof) -> Term | None:
@@ -270,7 +269,7 @@ class BatchCheck:
             sc = scalars[kid]
             by_g2.setdefault(key.gamma2, []).extend(zip(sc, key.ic))
             by_g2.setdefault(key.beta2, []).append((sc[0], key.alpha1))
-        sums = _fastec.to_affine(g1, [_fastec.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
+        sums = curve.to_affine(g1, [curve.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
         pairs += [(p, _key_g2(q)) for q, p in zip(by_g2, sums) if p is not None]
         f = pr.prepared_miller_loop(pairs)
         for part in partials:
@@ -318,3 +317,22 @@ def alphabeta_12(alpha1: bn254.Affine, beta2: bn254.Affine) -> list[list[list[st
     """
     e = pr.final_exponentiation_fast(pr.miller_loop(alpha1, beta2))  # ffjavascript's value
     return [[[str(int(e[j][k][0])), str(int(e[j][k][1]))] for k in range(3)] for j in range(2)]
+
+
+def vk_json(n_public: int, points: dict[str, bn254.Affine], ic_limbs: Any) -> dict:
+    """A proving key's verification key in snarkjs's verification_key.json layout.
+
+    ``points`` holds at least alpha1 (G1) and beta2, gamma2, delta2 (G2) as affine Python ints;
+    ``ic_limbs`` the n_public + 1 IC points as (n, 16) Montgomery limbs (anything numpy-sliceable,
+    e.g. a zarr array). The vk's ``vk_alphabeta_12`` is computed here, one pairing.
+    """
+    ic = bn254.points_from_limbs(bn254.G1, np.asarray(ic_limbs[:]))
+    return vk_to_json(
+        n_public,
+        points["alpha1"],
+        points["beta2"],
+        points["gamma2"],
+        points["delta2"],
+        ic,
+        alphabeta_12(points["alpha1"], points["beta2"]),
+    )

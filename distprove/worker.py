@@ -40,7 +40,7 @@ from distributed import WorkerPlugin, get_worker
 from distributed.metrics import context_meter
 
 from distprove import bn254, config, metrics
-from distprove.backends.base import MSM_NAMES
+from distprove.groth16 import MSM_NAMES
 from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.errors import FormatError, one_line
 from distprove.formats.container import first_false, lt_bound

@@ -47,7 +47,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 def local_group_runner(key_path: Path, backend_name: str) -> Any:
     """``run(wdir)``: prove every witness of ``wdir`` with ``worker.prove_group`` in this process."""
     from distprove import worker
-    from distprove.backends.base import MSM_NAMES, msm_group
+    from distprove.groth16 import MSM_NAMES, msm_group
     from distprove.batching import discover
     from distprove.config import settings
 

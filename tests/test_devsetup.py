@@ -30,13 +30,13 @@ from distprove.devsetup import (
     lagrange_at,
     lagrange_odd_coset,
     powers,
-    window_table_limbs,
 )
 from distprove.formats.r1cs import R1CS, read_r1cs
 from distprove.formats.wtns import read_wtns
 from distprove.formats.zkey import read_zkey
 from distprove.keystore import KeyStore, import_key, write_store
 from distprove.prover import msm, prove
+from distprove.stages.fixedbase import window_table_limbs
 from distprove.synth import limbs_from_field, make_circuit, write_circuit
 from distprove.verifier import verify
 

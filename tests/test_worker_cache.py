@@ -17,9 +17,9 @@ from conftest import local_client
 import distprove
 from distprove import config, worker
 from distprove.batching import ensure_worker_state
-from distprove.backends.base import MSM_NAMES, msm_group
 from distprove.errors import FormatError
 from distprove.formats.jsonio import read_public
+from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.prover import prove
 from distprove.stages.msm import num_windows
 from distprove.verifier import verify_many

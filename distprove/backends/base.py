@@ -25,20 +25,13 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from distprove.bn254 import G1, G2, Affine, Group
+from distprove import config
+from distprove.bn254 import Affine, Group
+from distprove.groth16 import MSM_NAMES
 from distprove.stages.msm import default_window
 
-MSM_NAMES = ("A", "B1", "B2", "C", "H")
-"""The five MSMs of a proof (DESIGN.md step 4)."""
 BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 """The key attribute holding each MSM's bases."""
-
-
-def msm_group(which: str) -> Group:
-    """The curve group of MSM ``which`` (B2 is G2, the others G1)."""
-    if which not in MSM_NAMES:
-        raise ValueError(f"unknown MSM {which!r}; expected one of {MSM_NAMES}")
-    return G2 if which == "B2" else G1
 
 
 def resolve_constant_work(value: bool | None) -> bool:
@@ -49,8 +42,6 @@ def resolve_constant_work(value: bool | None) -> bool:
     """
     if value is not None:
         return bool(value)
-    from distprove import config
-
     return config.get_bool("msm.constant-work")
 
 

@@ -26,10 +26,10 @@ from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 import numpy as np
 
 from distprove import config
-from distprove.backends.base import (BASE_ATTR, MSM_NAMES, Backend, Evals, LoadedWitness, MsmJob, msm_group,
-                                    resolve_constant_work)
+from distprove.backends.base import BASE_ATTR, Backend, Evals, LoadedWitness, MsmJob, resolve_constant_work
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
+from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.stages.msm import num_windows, sums_in_parts
 
 from . import fourstep as gpu_fourstep

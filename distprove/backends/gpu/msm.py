@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
-from distprove import bn254, config
+from distprove import bn254, config, curve
 from distprove.backends.gpu.compile import get_module
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
-from distprove.stages import _fastec
 from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -788,7 +787,7 @@ def _launch(
         points = xyzz_to_affine(group, host)
         sums = points[:nw]
         if with_ones:
-            sums[0] = _fastec.add(group, sums[0], points[nw])
+            sums[0] = curve.add(group, sums[0], points[nw])
         return sums
 
     return wait
@@ -994,10 +993,10 @@ def _sm_count() -> int:
 
 def xyzz_to_affine(group: Group, words: np.ndarray) -> list[Affine]:
     """Convert (k, 32) G1 or (k, 64) G2 XYZZ Montgomery limb rows to affine points (ZZ = 0: None),
-    with one field inversion in all (:func:`distprove.stages._fastec.xyzz_to_affine`)."""
+    with one field inversion in all (:func:`distprove.curve.xyzz_to_affine`)."""
     vals = bn254.ints_from_limbs(words.reshape(-1, 8))
     if group is bn254.G1:
         rows = [vals[i : i + 4] for i in range(0, len(vals), 4)]
     else:
         rows = [[(vals[j], vals[j + 1]) for j in range(i, i + 8, 2)] for i in range(0, len(vals), 8)]
-    return _fastec.xyzz_to_affine(group, rows)
+    return curve.xyzz_to_affine(group, rows)
