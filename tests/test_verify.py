@@ -262,11 +262,11 @@ def test_g2_subgroup_check_agrees_with_its_definition() -> None:
 
 def _rerandomized(proof: tuple, t: int) -> tuple:
     """(t·pi_a, t⁻¹·pi_b, pi_c): another proof that verifies exactly when ``proof`` does."""
-    from distprove.stages import _fastec
+    from distprove import curve
 
     pi_a, pi_b, pi_c = proof
-    (a,) = _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), [(t, pi_a)])])
-    (b,) = _fastec.to_affine(bn254.G2, [_fastec.combination(bn254.G2, (), [(pow(t, -1, bn254.R), pi_b)])])
+    (a,) = curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), [(t, pi_a)])])
+    (b,) = curve.to_affine(bn254.G2, [curve.combination(bn254.G2, (), [(pow(t, -1, bn254.R), pi_b)])])
     return (a, b, pi_c)
 
 
