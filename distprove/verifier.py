@@ -124,24 +124,48 @@ def _key_id(key: VerificationKey) -> tuple:
     return (key.alpha1, key.beta2, key.gamma2, key.delta2, tuple(key.ic))
 
 
-Term = tuple[int, "bn254.Affine | None", "tuple[pr.Line, ...] | None"]
-"""A batched proof's share: (ρ, -ρ·pi_a, pi_b's Miller loop lines); the last two None while a
-pool computes them (:func:`chunk_loop`)."""
-
-
 def _batchable(key: VerificationKey, proof: Proof) -> bool:
     """Whether the proof may join a batch before its pi_b's subgroup check: finite pi_a, pi_b and
     key G2 points all in G2 (then their lines are cached)."""
     return proof[0] is not None and proof[1] is not None and all(_key_g2(q) is not None for q in (key.beta2, key.gamma2, key.delta2))
 
 
-def _rho() -> int:
-    return 1 + secrets.randbelow((1 << RHO_BITS) - 1)
+GLV_BETA = 21888242871839275220042445260109153167277707414472061641714758635765020556616
+"""A cube root of unity mod q: φ(x, y) = (β·x, y) maps G1 to itself."""
+GLV_LAMBDA = 21888242871839275217838484774961031246154997185409878258781734729429964517155
+"""The cube root of unity mod r with φ(P) = λ·P on G1."""
+Rho = tuple[int, int]
+"""A batch coefficient ρ = ρ₁ + λ·ρ₂ mod r with ρ₁, ρ₂ < 2^(RHO_BITS/2): multiples ρ·P cost one
+doubling chain of half the length, ρ₁·P + ρ₂·φ(P). The nonzero vectors (a, b) with
+a + λ·b ≡ 0 (mod r) are all longer than 2^126, and two choices of (ρ₁, ρ₂) differ by less than
+2^65, so the 2^RHO_BITS - 1 nonzero choices give distinct nonzero ρ mod r: a failing proof passes the batch with probability at most 1/(2^RHO_BITS - 1),
+as with ρ drawn below 2^RHO_BITS."""
 
 
-def _negated_multiples(terms: Sequence[tuple[int, bn254.Affine]]) -> list[bn254.Affine]:
+Term = tuple[Rho, "bn254.Affine | None", "tuple[pr.Line, ...] | None"]
+"""A batched proof's share: (ρ, -ρ·pi_a, pi_b's Miller loop lines); the last two None while a
+pool computes them (:func:`chunk_loop`)."""
+
+
+def _rho() -> Rho:
+    k = 1 + secrets.randbelow((1 << RHO_BITS) - 1)
+    half = RHO_BITS // 2
+    return k & ((1 << half) - 1), k >> half
+
+
+def _rho_value(rho: Rho) -> int:
+    return (rho[0] + GLV_LAMBDA * rho[1]) % bn254.R
+
+
+def _rho_terms(rho: Rho, p: bn254.Affine) -> list[tuple[int, bn254.Affine]]:
+    """ρ·p as scalar terms of :func:`distprove.curve.combination`: ρ₁·p + ρ₂·φ(p)."""
+    return [(rho[0], p), (rho[1], None if p is None else (GLV_BETA * p[0] % bn254.Q, p[1]))]
+
+
+def _negated_multiples(terms: Sequence[tuple[Rho, bn254.Affine]]) -> list[bn254.Affine]:
     """-ρ·P for each (ρ, P), with one field inversion in all."""
-    return curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), [(bn254.R - rho, p)]) for rho, p in terms])
+    g1 = bn254.G1
+    return curve.to_affine(g1, [curve.combination(g1, (), _rho_terms(rho, bn254.neg(g1, p))) for rho, p in terms])
 
 
 def _term(key: VerificationKey, proof: Proof) -> Term | None:
@@ -153,7 +177,7 @@ def _term(key: VerificationKey, proof: Proof) -> Term | None:
     return rho, _negated_multiples([(rho, proof[0])])[0], pr.prepare(proof[1])
 
 
-def chunk_loop(chunk: Sequence[tuple[int, bn254.Affine, bn254.Affine]]) -> tuple[list[bool], pr.Fq12]:
+def chunk_loop(chunk: Sequence[tuple[Rho, bn254.Affine, bn254.Affine]]) -> tuple[list[bool], pr.Fq12]:
     """A pool process's share of a :class:`BatchCheck`: for proofs given as (ρ, pi_a, pi_b),
     whether each pi_b lies in G2, and the Miller loop product of (-ρ·pi_a, pi_b) over those that
     do (their accumulator squarings shared)."""
@@ -257,14 +281,15 @@ class BatchCheck:
         for i in batched:
             key, public, (_, _, pi_c) = self._loaded[i]
             rho, neg_a, b_lines = self._terms[i]
+            rho_r = _rho_value(rho)
             if b_lines is not None:
                 pairs.append((neg_a, b_lines))
             kid = _key_id(key)
             keys.setdefault(kid, key)
             sc = scalars.setdefault(kid, [0] * (key.n_public + 1))
             for j, s in enumerate([1, *public]):
-                sc[j] = (sc[j] + rho * s) % bn254.R
-            by_g2.setdefault(key.delta2, []).append((rho, pi_c))
+                sc[j] = (sc[j] + rho_r * s) % bn254.R
+            by_g2.setdefault(key.delta2, []).extend(_rho_terms(rho, pi_c))
         for kid, key in keys.items():
             sc = scalars[kid]
             by_g2.setdefault(key.gamma2, []).extend(zip(sc, key.ic))

@@ -407,3 +407,30 @@ def test_batch_check_on_a_process_pool(proved: dict[str, tuple], pool) -> None:
         checker.add(*t)
     assert len(checker._sent) == 2  # two chunks sent while adding, the rest at results()
     assert checker.results() == [i not in (4, 9, 17) for i in range(20)]
+
+
+def test_rho_halves_give_distinct_coefficients_and_right_multiples() -> None:
+    """φ(x, y) = (β·x, y) is multiplication by λ on G1; the shortest nonzero (a, b) with
+    a + λ·b ≡ 0 (mod r) (Lagrange-Gauss reduction) is longer than 2^126, so 64-bit halves give
+    2^128 - 1 distinct nonzero ρ; and -ρ·P computed from the halves is -(ρ₁ + λ·ρ₂)·P."""
+    from fractions import Fraction
+
+    r, lam, beta = bn254.R, verify_mod.GLV_LAMBDA, verify_mod.GLV_BETA
+    g = bn254.G1_GEN
+    assert (lam * lam + lam + 1) % r == 0 and pow(beta, 3, bn254.Q) == 1 != beta
+    assert bn254.mul(bn254.G1, g, lam) == (beta * g[0] % bn254.Q, g[1])
+    u, v = (r, 0), (-lam % r, 1)
+    norm = lambda w: w[0] * w[0] + w[1] * w[1]  # noqa: E731
+    while True:
+        if norm(u) < norm(v):
+            u, v = v, u
+        m = round(Fraction(u[0] * v[0] + u[1] * v[1], norm(v)))
+        u = (u[0] - m * v[0], u[1] - m * v[1])
+        if norm(u) >= norm(v):
+            break
+    assert (v[0] + lam * v[1]) % r == 0 and norm(v) > 1 << 252
+    for _ in range(3):
+        rho = verify_mod._rho()
+        assert 0 <= rho[0] < 1 << 64 and 0 <= rho[1] < 1 << 64 and verify_mod._rho_value(rho) != 0
+        p = _random_g1()
+        assert verify_mod._negated_multiples([(rho, p)]) == [bn254.mul(bn254.G1, p, r - verify_mod._rho_value(rho))]
