@@ -10,14 +10,15 @@ integers:
   D-type twist y^2 = x^3 + 3/xi (one Fq inversion a step through the Fq2 norm), each line
   evaluated at P as the sparse element y_P + (-lambda x_P) w + (lambda x_T - y_T) v w (vertical
   lines dropped: they lie in a subfield the final exponentiation kills), then the two Frobenius
-  lines of the optimal ate pairing.
+  lines of the optimal ate pairing. The G2 part of every line
+  (:func:`prepare`) does not depend on P, so a fixed point's lines are computed once.
 * Final exponentiation: the easy part by conjugation, one inversion and the p^2-Frobenius
   (constants of Fq); the hard part either exactly, (p^4 - p^2 + 1)/r by square-and-multiply
   (:func:`final_exponentiation`, equal to py_ecc's, which the tests compare: 21 ms on the dev VM),
   or raised to 2x(6x^2 + 3x + 1) by three powers by x (:func:`final_exponentiation_fast`, 5 ms),
   which the checks use: the same "== 1", and ffjavascript's value.
-* Products of Miller loops share the accumulator's squarings (:func:`multi_miller_loop`), and a
-  batch check's 128-bit coefficients one squaring chain (:func:`multi_power`).
+* Products of Miller loops share the accumulator's squarings (:func:`multi_miller_loop`,
+  :func:`prepared_miller_loop`): a batch check pays one squaring chain, and a line per pair a step.
 
 Elements: Fq2 (a, b) = a + b u; Fq6 (c0, c1, c2); Fq12 (c0, c1) = c0 + c1 w.
 """
@@ -116,13 +117,21 @@ def f6_neg(a: Fq6) -> Fq6:
 
 
 def f6_mul(a: Fq6, b: Fq6) -> Fq6:
-    a0, a1, a2 = a
-    b0, b1, b2 = b
-    t0, t1, t2 = f2_mul(a0, b0), f2_mul(a1, b1), f2_mul(a2, b2)
-    c0 = f2_add(t0, f2_mul_xi(f2_sub(f2_sub(f2_mul(f2_add(a1, a2), f2_add(b1, b2)), t1), t2)))
-    c1 = f2_add(f2_sub(f2_sub(f2_mul(f2_add(a0, a1), f2_add(b0, b1)), t0), t1), f2_mul_xi(t2))
-    c2 = f2_add(f2_sub(f2_sub(f2_mul(f2_add(a0, a2), f2_add(b0, b2)), t0), t2), t1)
-    return (c0, c1, c2)
+    """a b in Fq6, written out on the six Fq coefficients (schoolbook, one reduction each):
+    c0 = a0 b0 + xi (a1 b2 + a2 b1), c1 = a0 b1 + a1 b0 + xi a2 b2, c2 = a0 b2 + a1 b1 + a2 b0."""
+    (a00, a01), (a10, a11), (a20, a21) = a
+    (b00, b01), (b10, b11), (b20, b21) = b
+    r = a10 * b20 - a11 * b21 + a20 * b10 - a21 * b11  # a1 b2 + a2 b1
+    i = a10 * b21 + a11 * b20 + a20 * b11 + a21 * b10
+    c00 = a00 * b00 - a01 * b01 + 9 * r - i
+    c01 = a00 * b01 + a01 * b00 + r + 9 * i
+    r = a20 * b20 - a21 * b21  # a2 b2
+    i = a20 * b21 + a21 * b20
+    c10 = a00 * b10 - a01 * b11 + a10 * b00 - a11 * b01 + 9 * r - i
+    c11 = a00 * b11 + a01 * b10 + a10 * b01 + a11 * b00 + r + 9 * i
+    c20 = a00 * b20 - a01 * b21 + a10 * b10 - a11 * b11 + a20 * b00 - a21 * b01
+    c21 = a00 * b21 + a01 * b20 + a10 * b11 + a11 * b10 + a20 * b01 + a21 * b00
+    return ((c00 % P, c01 % P), (c10 % P, c11 % P), (c20 % P, c21 % P))
 
 
 def f6_mul_v(a: Fq6) -> Fq6:
@@ -181,41 +190,40 @@ def power(a: Fq12, e: int) -> Fq12:
     return out
 
 
-_WINDOW = 4
-"""Bits per window of :func:`multi_power`: a 128-bit exponent costs 14 products for its table
-and one per nonzero window (~30), against ~64 bit by bit."""
-
-
-def multi_power(terms: Sequence[tuple[Fq12, int]]) -> Fq12:
-    """prod a_i^e_i (e_i >= 0) with one shared chain of squarings (Straus, fixed windows of
-    :data:`_WINDOW` bits): a batch check's 128-bit coefficients cost one squaring chain, not one
-    per proof."""
-    tables = []
-    for a, e in terms:
-        table = [ONE, a]
-        for _ in range(2, min(1 << _WINDOW, e + 1)):
-            table.append(mul(table[-1], a))
-        tables.append(table)
-    windows = -(-max((e.bit_length() for _, e in terms), default=0) // _WINDOW)
-    mask = (1 << _WINDOW) - 1
-    out = ONE
-    for w in range(windows - 1, -1, -1):
-        for _ in range(_WINDOW):
-            out = sqr(out)
-        for (_, e), table in zip(terms, tables):
-            digit = e >> (w * _WINDOW) & mask
-            if digit:
-                out = mul(out, table[digit])
-    return out
-
-
 def _mul_line(f: Fq12, a0: Any, b0: Fq2, b1: Fq2) -> Fq12:
-    """f (a0 + b0 w + b1 v w) for a0 in Fq: a sparse line, Karatsuba with its zero terms dropped."""
-    c0, c1 = f
-    t0 = (f2_scale(c0[0], a0), f2_scale(c0[1], a0), f2_scale(c0[2], a0))
-    t1 = f6_mul(c1, (b0, b1, F2_ZERO))
-    mid = f6_sub(f6_sub(f6_mul(f6_add(c0, c1), (((b0[0] + a0) % P, b0[1]), b1, F2_ZERO)), t0), t1)
-    return (f6_add(t0, f6_mul_v(t1)), mid)
+    """f (a0 + b0 w + b1 v w) for a0 in Fq: a sparse line, written out on the 12 coefficients
+    (products of Fq2 summed unreduced, one reduction a coefficient; xi = 9 + u):
+
+        c0' = a0 c0 + (b0 + b1 v) c1 v,   c1' = a0 c1 + (b0 + b1 v) c0.
+    """
+    ((x00, x01), (x10, x11), (x20, x21)), ((y00, y01), (y10, y11), (y20, y21)) = f
+    (p0, p1), (q0, q1) = b0, b1
+    # c1 (b0 + b1 v) v = xi (y1 b1 + y2 b0) + (y0 b0 + xi y2 b1) v + (y0 b1 + y1 b0) v^2
+    r = y10 * q0 - y11 * q1 + y20 * p0 - y21 * p1
+    i = y10 * q1 + y11 * q0 + y20 * p1 + y21 * p0
+    s0, s1 = 9 * r - i, r + 9 * i
+    r = y20 * q0 - y21 * q1
+    i = y20 * q1 + y21 * q0
+    u0, u1 = 9 * r - i, r + 9 * i
+    # c0 (b0 + b1 v) = (x0 b0 + xi x2 b1) + (x0 b1 + x1 b0) v + (x1 b1 + x2 b0) v^2
+    r = x20 * q0 - x21 * q1
+    i = x20 * q1 + x21 * q0
+    w0, w1 = 9 * r - i, r + 9 * i
+    return (
+        (
+            ((a0 * x00 + s0) % P, (a0 * x01 + s1) % P),
+            ((a0 * x10 + y00 * p0 - y01 * p1 + u0) % P, (a0 * x11 + y00 * p1 + y01 * p0 + u1) % P),
+            ((a0 * x20 + y00 * q0 - y01 * q1 + y10 * p0 - y11 * p1) % P,
+             (a0 * x21 + y00 * q1 + y01 * q0 + y10 * p1 + y11 * p0) % P),
+        ),
+        (
+            ((a0 * y00 + x00 * p0 - x01 * p1 + w0) % P, (a0 * y01 + x00 * p1 + x01 * p0 + w1) % P),
+            ((a0 * y10 + x00 * q0 - x01 * q1 + x10 * p0 - x11 * p1) % P,
+             (a0 * y11 + x00 * q1 + x01 * q0 + x10 * p1 + x11 * p0) % P),
+            ((a0 * y20 + x10 * q0 - x11 * q1 + x20 * p0 - x21 * p1) % P,
+             (a0 * y21 + x10 * q1 + x11 * q0 + x20 * p1 + x21 * p0) % P),
+        ),
+    )
 
 
 # --- Miller loop --------------------------------------------------------------------------------
@@ -225,8 +233,8 @@ _FROB_X = f2_pow(_XI, (int(P) - 1) // 3)
 _FROB_Y = f2_pow(_XI, (int(P) - 1) // 2)
 
 
-def _frobenius_twist(q: tuple[Fq2, Fq2]) -> tuple[Fq2, Fq2]:
-    """pi_p(Q) for Q on the twist: (conj(x) xi^((p-1)/3), conj(y) xi^((p-1)/2))."""
+def frobenius_twist(q: tuple[Fq2, Fq2]) -> tuple[Fq2, Fq2]:
+    """psi(Q) = pi_p(Q) for Q on the twist (untwist, p-Frobenius, twist): (conj(x) xi^((p-1)/3), conj(y) xi^((p-1)/2))."""
     return f2_mul(f2_conj(q[0]), _FROB_X), f2_mul(f2_conj(q[1]), _FROB_Y)
 
 
@@ -234,26 +242,60 @@ class _Degenerate(Exception):
     """A step met a vertical line or infinity: only for a Q outside G2 of small order."""
 
 
-def _step(f: Fq12, t: tuple[Fq2, Fq2], q: tuple[Fq2, Fq2] | None, xp: Any, yp: Any) -> tuple[Fq12, tuple[Fq2, Fq2]]:
-    """Multiply f by the line through t and q (the tangent when q is None) at P = (xp, yp); return
-    f and t + q (2t). For Q in G2, T runs over multiples [k]Q with 0 < k < r, so the line is never
+Line = tuple[Fq2, Fq2]
+"""One line of a Miller loop with its G2 part done: (-lambda, lambda x_T - y_T); at P it is the
+sparse element y_P + (-lambda x_P) w + (lambda x_T - y_T) v w."""
+
+
+def _line(t: tuple[Fq2, Fq2], q: tuple[Fq2, Fq2] | None) -> tuple[Line, tuple[Fq2, Fq2]]:
+    """The line through t and q (the tangent when q is None), and t + q (2t), written out on Fq
+    coefficients (lambda = 3 x_T^2 / 2 y_T or (y_Q - y_T) / (x_Q - x_T), one Fq inversion through
+    the Fq2 norm). For Q in G2, T runs over multiples [k]Q with 0 < k < r, so the line is never
     vertical; otherwise :class:`_Degenerate` is raised."""
-    xt, yt = t
+    (x0, x1), (y0, y1) = t
     if q is None:
-        den = f2_add(yt, yt)
-        if den == F2_ZERO:
-            raise _Degenerate
-        lam = f2_mul(f2_scale(f2_sqr(xt), 3), f2_inv(den))
-        x3 = f2_sub(f2_sqr(lam), f2_add(xt, xt))
+        n0, n1 = 3 * (x0 + x1) * (x0 - x1), 6 * x0 * x1  # 3 x_T^2
+        d0, d1 = 2 * y0, 2 * y1
     else:
-        den = f2_sub(q[0], xt)
-        if den == F2_ZERO:
-            raise _Degenerate
-        lam = f2_mul(f2_sub(q[1], yt), f2_inv(den))
-        x3 = f2_sub(f2_sub(f2_sqr(lam), xt), q[0])
-    y3 = f2_sub(f2_mul(lam, f2_sub(xt, x3)), yt)
-    f = _mul_line(f, yp, f2_neg(f2_scale(lam, xp)), f2_sub(f2_mul(lam, xt), yt))
-    return f, (x3, y3)
+        (qx0, qx1), (qy0, qy1) = q
+        n0, n1 = qy0 - y0, qy1 - y1
+        d0, d1 = qx0 - x0, qx1 - x1
+    norm = (d0 * d0 + d1 * d1) % P
+    if not norm:
+        raise _Degenerate
+    z = _inv(norm)
+    i0, i1 = d0 * z % P, -d1 * z % P  # 1 / d
+    l0, l1 = (n0 * i0 - n1 * i1) % P, (n0 * i1 + n1 * i0) % P  # lambda
+    x3_0 = (l0 + l1) * (l0 - l1) - x0 - (x0 if q is None else qx0)
+    x3_1 = 2 * l0 * l1 - x1 - (x1 if q is None else qx1)
+    x3_0, x3_1 = x3_0 % P, x3_1 % P
+    e0, e1 = x0 - x3_0, x1 - x3_1
+    y3 = ((l0 * e0 - l1 * e1 - y0) % P, (l0 * e1 + l1 * e0 - y1) % P)
+    c = ((l0 * x0 - l1 * x1 - y0) % P, (l0 * x1 + l1 * x0 - y1) % P)  # lambda x_T - y_T
+    return ((-l0 % P, -l1 % P), c), ((x3_0, x3_1), y3)
+
+
+def prepare(q: bn254.Affine) -> tuple[Line, ...]:
+    """The lines of Q's Miller loop (Q on the twist, finite), in loop order: everything of the loop
+    that does not depend on P or on the accumulator (one Fq inversion a line), so that the lines of
+    a key's fixed G2 points are computed once and a proof's pi_b beside other work. Raises
+    :class:`_Degenerate` for a Q whose multiples meet a vertical line (never a point of G2)."""
+    mpz = P.__class__
+    q = ((mpz(q[0][0]), mpz(q[0][1])), (mpz(q[1][0]), mpz(q[1][1])))
+    lines, t = [], q
+    for bit in bin(ATE_LOOP)[3:]:
+        line, t = _line(t, None)
+        lines.append(line)
+        if bit == "1":
+            line, t = _line(t, q)
+            lines.append(line)
+    q1 = frobenius_twist(q)
+    q2 = frobenius_twist(q1)
+    line, t = _line(t, q1)
+    lines.append(line)
+    line, _ = _line(t, (q2[0], f2_neg(q2[1])))
+    lines.append(line)
+    return tuple(lines)
 
 
 def miller_loop(p: bn254.Affine, q: bn254.Affine) -> Fq12:
@@ -267,18 +309,37 @@ def multi_miller_loop(pairs: Sequence[tuple[bn254.Affine, bn254.Affine]]) -> Fq1
     """prod_i f(P_i, Q_i) with one squaring of the accumulator a step for all pairs (what a
     product of pairings needs before its one final exponentiation)."""
     live = [(p, q) for p, q in pairs if p is not None and q is not None]
-    if not live:
+    prepared, out = [], ONE
+    for p, q in live:
+        try:
+            prepared.append((p, prepare(q)))
+        except _Degenerate:  # a small-order point outside G2: py_ecc's loop
+            out = mul(out, _py_ecc_loop(p, q))
+    return mul(out, prepared_miller_loop(prepared)) if prepared else out
+
+
+def prepared_miller_loop(pairs: Sequence[tuple[bn254.Affine, Sequence[Line]]]) -> Fq12:
+    """prod_i f(P_i, Q_i) for finite P_i and Q_i's lines (:func:`prepare`), equal to the product of
+    their :func:`miller_loop` values: one squaring of the accumulator a step for all pairs, then
+    each pair's line evaluated at its P and multiplied in."""
+    if not pairs:
         return ONE
-    try:
-        return _affine_loop(live)
-    except _Degenerate:  # some pair's Q is degenerate: each pair on its own, that one by py_ecc
-        out = ONE
-        for p, q in live:
-            try:
-                out = mul(out, _affine_loop([(p, q)]))
-            except _Degenerate:
-                out = mul(out, _py_ecc_loop(p, q))
-        return out
+    mpz = P.__class__
+    evals = [(mpz(p[0]), mpz(p[1]), lines) for p, lines in pairs]
+    f, k = ONE, 0
+    for bit in bin(ATE_LOOP)[3:]:
+        f = sqr(f)
+        for _ in range(1 + (bit == "1")):  # the doubling line, then the addition line on a 1 bit
+            for xp, yp, lines in evals:
+                (n0, n1), c = lines[k]
+                f = _mul_line(f, yp, (n0 * xp % P, n1 * xp % P), c)
+            k += 1
+    for _ in range(2):  # the two Frobenius lines
+        for xp, yp, lines in evals:
+            (n0, n1), c = lines[k]
+            f = _mul_line(f, yp, (n0 * xp % P, n1 * xp % P), c)
+        k += 1
+    return f
 
 
 def _py_ecc_loop(p: bn254.Affine, q: bn254.Affine) -> Fq12:
@@ -300,26 +361,6 @@ def from_py_ecc(coeffs: Sequence[Any]) -> Fq12:
         return ((c[i] + 9 * c[i + 6]) % P, c[i + 6] % P)
 
     return ((at(0, 0), at(0, 1), at(0, 2)), (at(1, 0), at(1, 1), at(1, 2)))
-
-
-def _affine_loop(pairs: Sequence[tuple[bn254.Affine, bn254.Affine]]) -> Fq12:
-    mpz = P.__class__
-    ps = [(mpz(p[0]), mpz(p[1])) for p, _ in pairs]
-    qs = [((mpz(q[0][0]), mpz(q[0][1])), (mpz(q[1][0]), mpz(q[1][1]))) for _, q in pairs]
-    f, ts = ONE, list(qs)
-    for bit in bin(ATE_LOOP)[3:]:
-        f = sqr(f)
-        for i, (xp, yp) in enumerate(ps):
-            f, ts[i] = _step(f, ts[i], None, xp, yp)
-        if bit == "1":
-            for i, (xp, yp) in enumerate(ps):
-                f, ts[i] = _step(f, ts[i], qs[i], xp, yp)
-    for i, (xp, yp) in enumerate(ps):
-        q1 = _frobenius_twist(qs[i])
-        q2 = _frobenius_twist(q1)
-        f, t = _step(f, ts[i], q1, xp, yp)
-        f, _ = _step(f, t, (q2[0], f2_neg(q2[1])), xp, yp)
-    return f
 
 
 _HARD = (int(P) ** 4 - int(P) ** 2 + 1) // bn254.R

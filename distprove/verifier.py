@@ -9,11 +9,11 @@ their curves (no subgroup check), cpub = IC[0] + Σ public[i]·IC[i+1], and
 computed as a product of Miller loops followed by one final exponentiation.
 
 :func:`verify_many` checks a batch with one random linear combination (secret 128-bit
-coefficients ρ_i) and one final exponentiation; terms that share a G2 point of the key are
-summed in G1 first. ρ_i is applied to pi_a_i's Miller loop *output* rather than to pi_a_i, so the
-batch check equals the product of the individual checks raised to ρ_i even when pi_b is not in
-the G2 subgroup (snarkjs accepts such points). Bilinearity in G1 is only used against key points,
-and only after checking that they lie in the G2 subgroup.
+coefficients ρ_i), one shared Miller loop and one final exponentiation; terms that share a G2
+point of the key are summed in G1 first. ρ_i is applied on the G1 side, to pi_a_i, which
+needs bilinearity in G1 for pi_b_i: a proof is batched only when pi_b_i and its key's G2 points
+pass a G2 subgroup check (snarkjs checks none, so a proof that fails it is checked on its own).
+Then the batch check equals the product of the individual checks raised to ρ_i.
 
 The Miller loop values are those of py_ecc's optimal ate pairing (the tests compare them). The
 checks use :func:`distprove.pairing.final_exponentiation_fast`, the reduced pairing raised to
@@ -29,6 +29,7 @@ import os
 import secrets
 import time
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -72,15 +73,15 @@ def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Affine:
     return curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), terms)])[0]
 
 
-def _check(key: VerificationKey, public: Sequence[int], proof: Proof, miller_ab: pr.Fq12 | None = None) -> bool:
+def _check(key: VerificationKey, public: Sequence[int], proof: Proof, b_lines: Sequence[pr.Line] | None = None) -> bool:
     """The pairing equation for one validated proof: four Miller loops, one final exponentiation.
-    ``miller_ab``: the Miller loop of (-pi_a, pi_b) already computed (:class:`BatchCheck`)."""
+    ``b_lines``: pi_b's Miller loop lines, already computed (:class:`BatchCheck`)."""
     pi_a, pi_b, pi_c = proof
     pairs = [(_cpub(key, public), key.gamma2), (pi_c, key.delta2), (key.alpha1, key.beta2)]
-    if miller_ab is None:
+    if b_lines is None:
         f = pr.multi_miller_loop([(bn254.neg(bn254.G1, pi_a), pi_b), *pairs])
     else:
-        f = pr.mul(miller_ab, pr.multi_miller_loop(pairs))
+        f = pr.mul(pr.prepared_miller_loop([(bn254.neg(bn254.G1, pi_a), b_lines)]), pr.multi_miller_loop(pairs))
     return pr.final_exponentiation_fast(f) == pr.ONE
 
 
@@ -96,93 +97,238 @@ def verify(vk: Source, public: Source, proof: Source) -> bool:
     return _check(*_load(vk, public, proof))
 
 
+def in_g2_subgroup(q: bn254.Affine) -> bool:
+    """Whether a point of the twist lies in G2 (r·q is infinity), by the endomorphism test for BN
+    curves (El Housni, Guillevic, Piellard, ePrint 2022/348, §5.1): q is in G2 iff
+    [x+1]q + ψ([x]q) + ψ²([x]q) == ψ³([2x]q), ψ the untwist-Frobenius-twist map, x the BN
+    parameter; one multiplication by the 63-bit x instead of one by r."""
+    if q is None:
+        return True
+    g2 = bn254.G2
+    (xq,) = curve.to_affine(g2, [curve.combination(g2, (), [(pr.BN_X, q)])], as_int=False)
+    if xq is None:
+        return False  # the order of q divides x, which is smaller than r
+    psi1 = pr.frobenius_twist(xq)
+    psi2 = pr.frobenius_twist(psi1)
+    minus_psi3 = bn254.neg(g2, pr.frobenius_twist(psi2))
+    return curve.combination(g2, (), [(1, t) for t in (xq, q, psi1, psi2, minus_psi3, minus_psi3)]) is None
+
+
 @functools.lru_cache(maxsize=256)
-def _in_g2_subgroup(q: bn254.Affine) -> bool:
-    """True when r·q is infinity (checked as (r-1)·q == -q, since bn254.mul reduces k mod r)."""
-    return q is None or bn254.mul(bn254.G2, q, bn254.R - 1) == bn254.neg(bn254.G2, q)
+def _key_g2(q: bn254.Affine) -> tuple[pr.Line, ...] | None:
+    """A key's G2 point's Miller loop lines, or None when the point is not in G2 (then proofs of the key are checked alone)."""
+    return pr.prepare(q) if q is not None and in_g2_subgroup(q) else None
 
 
 def _key_id(key: VerificationKey) -> tuple:
     return (key.alpha1, key.beta2, key.gamma2, key.delta2, tuple(key.ic))
 
 
-class BatchCheck:
-    """:func:`verify_many` fed one proof at a time, so each proof's own pairing work (validation
-    and its Miller loop e(-pi_a, pi_b), the largest per-proof share) runs when the proof arrives,
-    e.g. beside the next proof's MSMs on a GPU worker; :meth:`results` does the rest (one G1 sum
-    per distinct G2 point of the keys, their Miller loops, one final exponentiation).
+def _batchable(key: VerificationKey, proof: Proof) -> bool:
+    """Whether the proof may join a batch before its pi_b's subgroup check: finite pi_a, pi_b and
+    key G2 points all in G2 (then their lines are cached)."""
+    return proof[0] is not None and proof[1] is not None and all(_key_g2(q) is not None for q in (key.beta2, key.gamma2, key.delta2))
 
-    The batch equation, with secret ρ_i: Π_i [e(-pi_a_i, pi_b_i)^ρ_i] · e(Σρ_i·cpub_i, γ₂) ·
-    e(Σρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1. Σρ_i·cpub_i comes from per-key scalars Σρ_i and
-    Σρ_i·public_i[j] (nPublic+1 multiplications per key). Proofs of keys whose G2 points are not
-    all in the G2 subgroup, and every proof of a batch that fails, are checked on their own.
+
+GLV_BETA = 21888242871839275220042445260109153167277707414472061641714758635765020556616
+"""A cube root of unity mod q: φ(x, y) = (β·x, y) maps G1 to itself."""
+GLV_LAMBDA = 21888242871839275217838484774961031246154997185409878258781734729429964517155
+"""The cube root of unity mod r with φ(P) = λ·P on G1."""
+Rho = tuple[int, int]
+"""A batch coefficient ρ = ρ₁ + λ·ρ₂ mod r with ρ₁, ρ₂ < 2^(RHO_BITS/2): multiples ρ·P cost one
+doubling chain of half the length, ρ₁·P + ρ₂·φ(P). The nonzero vectors (a, b) with
+a + λ·b ≡ 0 (mod r) are all longer than 2^126, and two choices of (ρ₁, ρ₂) differ by less than
+2^65, so the 2^RHO_BITS - 1 nonzero choices give distinct nonzero ρ mod r: a failing proof passes the batch with probability at most 1/(2^RHO_BITS - 1),
+as with ρ drawn below 2^RHO_BITS."""
+
+
+Term = tuple[Rho, "bn254.Affine | None", "tuple[pr.Line, ...] | None"]
+"""A batched proof's share: (ρ, -ρ·pi_a, pi_b's Miller loop lines); the last two None while a
+pool computes them (:func:`chunk_loop`)."""
+
+
+def _rho() -> Rho:
+    k = 1 + secrets.randbelow((1 << RHO_BITS) - 1)
+    half = RHO_BITS // 2
+    return k & ((1 << half) - 1), k >> half
+
+
+def _rho_value(rho: Rho) -> int:
+    return (rho[0] + GLV_LAMBDA * rho[1]) % bn254.R
+
+
+def _rho_terms(rho: Rho, p: bn254.Affine) -> list[tuple[int, bn254.Affine]]:
+    """ρ·p as scalar terms of :func:`distprove.curve.combination`: ρ₁·p + ρ₂·φ(p)."""
+    return [(rho[0], p), (rho[1], None if p is None else (GLV_BETA * p[0] % bn254.Q, p[1]))]
+
+
+def _negated_multiples(terms: Sequence[tuple[Rho, bn254.Affine]]) -> list[bn254.Affine]:
+    """-ρ·P for each (ρ, P), with one field inversion in all."""
+    g1 = bn254.G1
+    return curve.to_affine(g1, [curve.combination(g1, (), _rho_terms(rho, bn254.neg(g1, p))) for rho, p in terms])
+
+
+def _term(key: VerificationKey, proof: Proof) -> Term | None:
+    """A proof's own share of the batch check, or None when the proof is to be checked alone (a
+    key point or pi_b outside G2, or a point at infinity)."""
+    if not _batchable(key, proof) or not in_g2_subgroup(proof[1]):
+        return None
+    rho = _rho()
+    return rho, _negated_multiples([(rho, proof[0])])[0], pr.prepare(proof[1])
+
+
+def chunk_loop(chunk: Sequence[tuple[Rho, bn254.Affine, bn254.Affine]]) -> tuple[list[bool], pr.Fq12]:
+    """A pool process's share of a :class:`BatchCheck`: for proofs given as (ρ, pi_a, pi_b),
+    whether each pi_b lies in G2, and the Miller loop product of (-ρ·pi_a, pi_b) over those that
+    do (their accumulator squarings shared)."""
+    inside = [in_g2_subgroup(b) for _, _, b in chunk]
+    live = [(rho, a, b) for (rho, a, b), ok in zip(chunk, inside) if ok]
+    negs = _negated_multiples([(rho, a) for rho, a, _ in live])
+    return inside, pr.prepared_miller_loop([(n, pr.prepare(b)) for n, (_, _, b) in zip(negs, live)])
+
+
+class BatchCheck:
+    """:func:`verify_many` fed one proof at a time, so each proof's own share of the work runs when
+    it arrives (e.g. beside the next proof's MSMs on a GPU worker): validation, a G2 subgroup check
+    of pi_b, -ρ_i·pi_a_i and pi_b_i's Miller loop lines. :meth:`results` does the rest: one
+    Miller loop whose accumulator squarings all pairs share, over every (-ρ_i·pi_a_i, pi_b_i) and
+    one pair per distinct G2 point of the keys (their lines cached per point), then one final
+    exponentiation.
+
+    With an ``executor`` (a process pool: the arithmetic holds the GIL), ``add`` only validates
+    and draws ρ_i; every ``chunk`` proofs go to the pool as one :func:`chunk_loop` task (subgroup
+    checks, multiplications and a partial Miller loop), so the calling thread is free while they
+    run, and the proofs checked alone after a failed batch are checked there too.
+
+    The batch equation, with secret ρ_i: Π_i e(-ρ_i·pi_a_i, pi_b_i) · e(Σρ_i·cpub_i, γ₂) ·
+    e(Σρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1. Every G2 point in it lies in G2 (checked), so by
+    bilinearity its left side is exactly Π_i v_i^ρ_i, v_i the value ``verify`` compares with 1
+    for proof i: a batch with a failing proof passes with probability at most 2^-RHO_BITS.
+    Σρ_i·cpub_i comes from per-key scalars Σρ_i and Σρ_i·public_i[j] (nPublic+1 multiplications
+    per key). Proofs whose pi_b or key points are not in G2 (snarkjs accepts such a pi_b), and
+    every proof of a batch of several that fails, are checked on their own.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, executor: Executor | None = None, chunk: int = 8) -> None:
         self.add_seconds = 0.0
         """Time spent in :meth:`add` so far."""
+        self._executor = executor
+        self._chunk = chunk
         self._loaded: list[tuple[VerificationKey, list[int], Proof]] = []
-        self._terms: list[tuple[int, Any] | None] = []  # (ρ_i, Miller loop of -pi_a_i, pi_b_i), None: alone
+        self._terms: list[Term | None] = []  # None: checked alone
+        self._pending: list[int] = []  # with an executor: batched proofs not yet sent
+        self._sent: list[tuple[list[int], Future]] = []
 
     def add(self, vk: Source, public: Source, proof: Source) -> None:
         """Validate one (vk, public, proof) triple and do its share of the pairing work; raises
         :class:`FormatError` on a malformed input (nothing is added then)."""
         t0 = time.perf_counter()
         key, public_, proof_ = _load(vk, public, proof)
-        term = None
-        if all(_in_g2_subgroup(q) for q in (key.beta2, key.gamma2, key.delta2)):
-            pi_a, pi_b, _ = proof_
-            term = (1 + secrets.randbelow((1 << RHO_BITS) - 1), pr.miller_loop(bn254.neg(bn254.G1, pi_a), pi_b))
+        if self._executor is None:
+            term = _term(key, proof_)
+        else:
+            term = (_rho(), None, None) if _batchable(key, proof_) else None
         self._loaded.append((key, public_, proof_))
         self._terms.append(term)
+        if term is not None and self._executor is not None:
+            self._pending.append(len(self._terms) - 1)
+            if len(self._pending) >= self._chunk:
+                self._send()
         self.add_seconds += time.perf_counter() - t0
+
+    def _send(self) -> None:
+        chunk = [(self._terms[i][0], self._loaded[i][2][0], self._loaded[i][2][1]) for i in self._pending]
+        self._sent.append((self._pending, self._executor.submit(chunk_loop, chunk)))
+        self._pending = []
 
     def __len__(self) -> int:
         return len(self._loaded)
 
     def results(self) -> list[bool]:
         """Result i is what ``verify`` returns for the i-th proof added."""
+        if self._pending:
+            self._send()
+        partials = []
+        for indices, future in self._sent:
+            inside, f = future.result()
+            partials.append(f)
+            for i, ok in zip(indices, inside):
+                if not ok:  # pi_b outside G2
+                    self._terms[i] = None
+        self._sent = []
         batched = [i for i, t in enumerate(self._terms) if t is not None]
         ok: list[bool | None] = [None] * len(self._loaded)
-        if len(batched) > 1 and self._batch_holds(batched):
-            for i in batched:
-                ok[i] = True
-        return [v if v is not None else _check(*self._loaded[i], self._terms[i] and self._terms[i][1])
-                for i, v in enumerate(ok)]
+        if batched:
+            holds = self._batch_holds(batched, partials)
+            if holds or len(batched) == 1:  # one proof alone: the equation is v^ρ == 1, exactly v == 1
+                for i in batched:
+                    ok[i] = holds
+        alone = [i for i, v in enumerate(ok) if v is None]
+        args = [(*self._loaded[i], self._terms[i] and self._terms[i][2]) for i in alone]
+        mapper = map if self._executor is None else self._executor.map
+        for i, v in zip(alone, mapper(_check, *zip(*args)) if args else ()):
+            ok[i] = v
+        return ok  # type: ignore[return-value]
 
-    def _batch_holds(self, batched: Sequence[int]) -> bool:
+    def _batch_holds(self, batched: Sequence[int], partials: Sequence[pr.Fq12] = ()) -> bool:
+        """The batch equation over the proofs ``batched``; ``partials``: the Miller loop products of
+        the pairs computed by the pool (the other pairs have their lines)."""
         g1 = bn254.G1
         by_g2: dict[bn254.Affine, list[tuple[int, bn254.Affine]]] = {}
         keys: dict[tuple, VerificationKey] = {}
         scalars: dict[tuple, list[int]] = {}
-        powers = []
+        pairs = []
         for i in batched:
             key, public, (_, _, pi_c) = self._loaded[i]
-            rho, miller = self._terms[i]
-            powers.append((miller, rho))
+            rho, neg_a, b_lines = self._terms[i]
+            rho_r = _rho_value(rho)
+            if b_lines is not None:
+                pairs.append((neg_a, b_lines))
             kid = _key_id(key)
             keys.setdefault(kid, key)
             sc = scalars.setdefault(kid, [0] * (key.n_public + 1))
             for j, s in enumerate([1, *public]):
-                sc[j] = (sc[j] + rho * s) % bn254.R
-            by_g2.setdefault(key.delta2, []).append((rho, pi_c))
+                sc[j] = (sc[j] + rho_r * s) % bn254.R
+            by_g2.setdefault(key.delta2, []).extend(_rho_terms(rho, pi_c))
         for kid, key in keys.items():
             sc = scalars[kid]
             by_g2.setdefault(key.gamma2, []).extend(zip(sc, key.ic))
             by_g2.setdefault(key.beta2, []).append((sc[0], key.alpha1))
         sums = curve.to_affine(g1, [curve.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
-        factors = [pr.multi_miller_loop([(p, q) for q, p in zip(by_g2, sums)]), pr.multi_power(powers)]
-        return pr.product_is_one(factors)
+        pairs += [(p, _key_g2(q)) for q, p in zip(by_g2, sums) if p is not None]
+        f = pr.prepared_miller_loop(pairs)
+        for part in partials:
+            f = pr.mul(f, part)
+        return pr.final_exponentiation_fast(f) == pr.ONE
 
 
-def verify_many(items: Sequence[tuple[Source, Source, Source]]) -> list[bool]:
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+
+
+def check_pool(processes: int) -> ProcessPoolExecutor | None:
+    """This process's pool of ``processes`` spawned processes for :class:`BatchCheck` (started
+    once and kept), or None when ``processes`` < 1 or this process may not start children: a
+    daemonic process, which Dask's worker processes are unless ``distributed.worker.daemon`` is
+    False."""
+    import multiprocessing
+
+    if processes < 1 or multiprocessing.current_process().daemon:
+        return None
+    pool = _POOLS.get(processes)
+    if pool is None or getattr(pool, "_broken", False):
+        pool = _POOLS[processes] = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+    return pool
+
+
+def verify_many(items: Sequence[tuple[Source, Source, Source]], executor: Executor | None = None) -> list[bool]:
     """Check many (vk, public, proof) triples; result i is what ``verify(*items[i])`` returns.
 
-    All proofs whose key G2 points lie in the G2 subgroup are checked together with one final
-    exponentiation (:class:`BatchCheck`); if that batch check fails, each of them is checked on its
-    own so the failing ones are named. Raises :class:`FormatError` on the first malformed input.
+    All proofs whose key G2 points and pi_b lie in the G2 subgroup are checked together with one
+    final exponentiation (:class:`BatchCheck`, on ``executor``'s processes when given); if that
+    batch check fails, each of them is checked on its own so the failing ones are named. Raises
+    :class:`FormatError` on the first malformed input.
     """
-    batch = BatchCheck()
+    batch = BatchCheck(executor)
     for item in items:
         batch.add(*item)
     return batch.results()

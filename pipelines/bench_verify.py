@@ -2,8 +2,8 @@
 
 Times (median of ``--reps``) one Miller loop and one final exponentiation with distprove.pairing
 and with py_ecc's optimized_bn128 (the verifier's arithmetic before), then ``verify`` of one
-fixture proof and ``verify_many`` over groups of 8 and 32 of them (seconds per proof). Writes a
-JSON result (date, host, commit, medians).
+fixture proof and ``verify_many`` over groups of 1, 8 and 64 of them (seconds per proof; with
+``--processes N`` also on a pool of N processes). Writes a JSON result (date, host, commit, medians).
 
 ``--gpu`` times the device instead (distprove.backends.gpu.pairing): for k = 64, 1024 and 4096
 random pairs, the Miller loops and their product on the GPU with one Fq12 read back (whole call:
@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--fixture", default="merkle_d20")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--processes", type=int, default=0, help="also time verify_many on a pool of this many processes")
     ap.add_argument("--gpu", action="store_true", help="time the GPU Miller loops and product instead")
     args = ap.parse_args()
     res = gpu_results(args.reps) if args.gpu else host_results(args)
@@ -96,7 +97,7 @@ def host_results(args: argparse.Namespace) -> dict[str, Any]:
 
     from distprove import bn254
     from distprove import pairing as pr
-    from distprove.verifier import verify, verify_many
+    from distprove.verifier import check_pool, verify, verify_many
 
     p = bn254.mul(bn254.G1, bn254.G1_GEN, 123456789)
     q = bn254.mul(bn254.G2, bn254.G2_GEN, 987654321)
@@ -114,10 +115,14 @@ def host_results(args: argparse.Namespace) -> dict[str, Any]:
     pairs = [(json.loads(pu.read_text()), json.loads(pf.read_text()))
              for pf, pu in zip(sorted((fx / "proofs").glob("*.json")), sorted((fx / "public").glob("*.json")))]
     res["verify_one_s"] = median_s(lambda: verify(vk, *pairs[0]), args.reps)
-    for n in (8, 32):
+    pool = check_pool(args.processes)
+    for n in (1, 8, 64):
         items = [(vk, *pairs[i % len(pairs)]) for i in range(n)]
         assert verify_many(items) == [True] * n
         res[f"verify_many_{n}_s_per_proof"] = median_s(lambda: verify_many(items), max(1, args.reps // 2)) / n
+        if pool is not None:
+            assert verify_many(items, pool) == [True] * n
+            res[f"verify_many_{n}_pool{args.processes}_s_per_proof"] = median_s(lambda: verify_many(items, pool), max(1, args.reps // 2)) / n
     for k in ("miller_loop_s", "final_exponentiation_s"):
         res[k]["py_ecc_over_distprove"] = res[k]["py_ecc"] / res[k]["distprove"]
     return res

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import secrets
@@ -216,3 +217,220 @@ def test_snarkjs_agrees(snarkjs: str, tmp_path: Path) -> None:
     tampered.write_text(json.dumps([str(v) for v in _tamper_public(read_public(public))]))
     assert snarkjs_verify(vk, tampered, proof, snarkjs) is False
     assert verify(vk, tampered, proof) is False
+
+
+
+# --- the batch check: ρ on the G1 side, one shared Miller loop --------------------------------
+
+MINI = DATA_DIR / "mini"
+MUL_CHAIN = DATA_DIR / "mul_chain_1k"
+
+
+@functools.lru_cache(maxsize=1)
+def _g2_small_order() -> bn254.Affine:
+    """A twist point of order 10069, the smallest prime factor of the G2 cofactor 2q - r."""
+    from test_pairing import twist_point_outside_g2
+
+    cofactor = 2 * bn254.Q - bn254.R
+    assert cofactor % 10069 == 0
+    pt, acc = twist_point_outside_g2(random.Random(41)), None
+    for bit in bin(bn254.R * (cofactor // 10069))[2:]:  # bn254.mul reduces its scalar mod r
+        acc = bn254.add(bn254.G2, acc, acc)
+        if bit == "1":
+            acc = bn254.add(bn254.G2, acc, pt)
+    assert acc is not None
+    return acc
+
+
+def _in_g2_by_definition(q: bn254.Affine) -> bool:
+    return bn254.mul(bn254.G2, q, bn254.R - 1) == bn254.neg(bn254.G2, q)
+
+
+def test_g2_subgroup_check_agrees_with_its_definition() -> None:
+    """The endomorphism test says what r·q == O says: for points of G2, random twist points, and
+    points of G2 plus a point of small order (the case a cheap test could miss)."""
+    from test_pairing import twist_point_outside_g2
+
+    rng = random.Random(43)
+    small = _g2_small_order()
+    g2 = [bn254.mul(bn254.G2, bn254.G2_GEN, rng.randrange(1, bn254.R)) for _ in range(3)]
+    points = g2 + [twist_point_outside_g2(rng) for _ in range(2)] + [small] + [bn254.add(bn254.G2, q, small) for q in g2]
+    assert [verify_mod.in_g2_subgroup(q) for q in points] == [_in_g2_by_definition(q) for q in points]
+    assert [verify_mod.in_g2_subgroup(q) for q in points] == [True] * 3 + [False] * 6
+    assert verify_mod.in_g2_subgroup(None)
+
+
+def _rerandomized(proof: tuple, t: int) -> tuple:
+    """(t·pi_a, t⁻¹·pi_b, pi_c): another proof that verifies exactly when ``proof`` does."""
+    from distprove import curve
+
+    pi_a, pi_b, pi_c = proof
+    (a,) = curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), [(t, pi_a)])])
+    (b,) = curve.to_affine(bn254.G2, [curve.combination(bn254.G2, (), [(pow(t, -1, bn254.R), pi_b)])])
+    return (a, b, pi_c)
+
+
+@pytest.fixture(scope="module")
+def proved() -> dict[str, tuple]:
+    """(vk, public, proof) triples, parsed: proofs made by distprove.prove of mini's witness (three
+    blindings) and of that witness with one value changed; snarkjs's mul_chain_1k proofs of three
+    witnesses and of witness_flipped (one value changed)."""
+    import numpy as np
+
+    from distprove import prove
+    from distprove.formats.wtns import read_wtns
+    from distprove.prover import open_key
+
+    key = open_key(MINI / "mini_0001.zkey")
+    vk = read_vk(MINI / "verification_key.json")
+    out = {f"mini{i}": (vk, list(p.public), (p.pi_a, p.pi_b, p.pi_c))
+           for i, p in enumerate(prove(key, MINI / "witness.wtns", "cpu", blinding=(3 + i, 5 + 7 * i)) for i in range(3))}
+    values = np.array(read_wtns(MINI / "witness.wtns").values)
+    values[-1, 0] ^= 1  # the last wire, not a public signal
+    p = prove(key, values, "cpu")
+    out["mini_changed"] = (vk, list(p.public), (p.pi_a, p.pi_b, p.pi_c))
+    vk = read_vk(MUL_CHAIN / "verification_key.json")
+    for i in range(3):
+        out[f"chain{i}"] = (vk, read_public(MUL_CHAIN / "public" / f"public_{i}.json"), read_proof(MUL_CHAIN / "proofs" / f"proof_{i}.json"))
+    out["chain_flipped"] = (vk, read_public(BAD_DIR / "public_witness_flipped.json"), read_proof(BAD_DIR / "proof_witness_flipped.json"))
+    return out
+
+
+def _large_batch(proved: dict[str, tuple], n: int = 64) -> list[tuple]:
+    """n valid triples: the genuine proofs of ``proved``, rerandomized, in turn."""
+    good = [proved[k] for k in ("mini0", "mini1", "mini2", "chain0", "chain1", "chain2")]
+    return [(vk, public, _rerandomized(proof, 2 + i)) for i, (vk, public, proof) in
+            ((i, good[i % len(good)]) for i in range(n))]
+
+
+def _corrupted(kind: str, proved: dict[str, tuple], batch: list[tuple], at: int) -> tuple:
+    vk, public, (pi_a, pi_b, pi_c) = batch[at]
+    if kind == "unsatisfied_distprove":
+        return proved["mini_changed"]
+    if kind == "unsatisfied_snarkjs":
+        return proved["chain_flipped"]
+    if kind == "coordinate":  # y of pi_c negated: still on the curve
+        return (vk, public, (pi_a, pi_b, bn254.neg(bn254.G1, pi_c)))
+    if kind == "swapped_b":  # pi_b of the next proof (same key)
+        return (vk, public, (pi_a, batch[at + 6][2][1], pi_c))
+    if kind == "a_c_exchanged":
+        return (vk, public, (pi_c, pi_b, pi_a))
+    if kind == "public":
+        return (vk, _tamper_public(public), (pi_a, pi_b, pi_c))
+    raise AssertionError(kind)
+
+
+KINDS = ["unsatisfied_distprove", "unsatisfied_snarkjs", "coordinate", "swapped_b", "a_c_exchanged", "public"]
+
+
+def test_proved_fixtures_verify_as_expected(proved: dict[str, tuple]) -> None:
+    expect = {k: not k.endswith(("changed", "flipped")) for k in proved}
+    assert {k: verify(*t) for k, t in proved.items()} == expect
+    assert verify_many(list(proved.values())) == list(expect.values())
+
+
+def test_large_valid_batch_holds_without_individual_checks(proved: dict[str, tuple], monkeypatch: pytest.MonkeyPatch) -> None:
+    batch = _large_batch(proved)
+    calls = []
+    monkeypatch.setattr(verify_mod, "_check", lambda *a: calls.append(a) or True)
+    assert verify_many(batch) == [True] * len(batch)
+    assert calls == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_bad_proof_in_a_large_batch_is_named(proved: dict[str, tuple], kind: str) -> None:
+    """64 proofs of two keys with one bad proof in the middle: exactly that one is False, as
+    verify says (compared one by one for the bad one and its neighbours)."""
+    batch = _large_batch(proved)
+    at = len(batch) // 2
+    batch[at] = _corrupted(kind, proved, batch, at)
+    expect = [i != at for i in range(len(batch))]
+    assert verify_many(batch) == expect
+    assert [verify(*batch[i]) for i in (at - 1, at, at + 1)] == [True, False, True]
+
+
+@pytest.mark.parametrize("n", [1, 2, 8])
+def test_small_batches_equal_verify_one_by_one(proved: dict[str, tuple], n: int) -> None:
+    """Every kind of bad proof, alone or among a few valid ones, gives verify's answer."""
+    for kind in KINDS[:: 1 if n == 8 else 3]:
+        batch = _large_batch(proved, max(n, 7))[:n]
+        batch[n // 2] = _corrupted(kind, proved, _large_batch(proved, 13), 6)
+        assert verify_many(batch) == [verify(*t) for t in batch], kind
+
+
+def test_pi_b_outside_g2_is_checked_alone(proved: dict[str, tuple], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pi_b outside G2 (snarkjs checks no subgroup) keeps the proof out of the batched
+    equation, which needs bilinearity in G1: it is checked on its own, and a batch of valid
+    proofs beside it still holds."""
+    small = _g2_small_order()
+    batch = _large_batch(proved, 8)
+    vk, public, (pi_a, pi_b, pi_c) = batch[3]
+    batch[3] = (vk, public, (pi_a, bn254.add(bn254.G2, pi_b, small), pi_c))
+    alone = []
+    check = verify_mod._check
+    monkeypatch.setattr(verify_mod, "_check", lambda *a: alone.append(a[2]) or check(*a))
+    checker = verify_mod.BatchCheck()
+    for t in batch:
+        checker.add(*t)
+    assert checker._terms[3] is None and all(t is not None for i, t in enumerate(checker._terms) if i != 3)
+    assert checker.results() == [True, True, True, False, True, True, True, True]
+    assert alone == [batch[3][2]]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return verify_mod.check_pool(2)
+
+
+def test_check_pool_is_kept_and_none_where_processes_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    pool = verify_mod.check_pool(2)
+    assert pool is not None and verify_mod.check_pool(2) is pool and verify_mod.check_pool(0) is None
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True)  # a Dask worker by default
+    assert verify_mod.check_pool(2) is None
+
+
+def test_batch_check_on_a_process_pool(proved: dict[str, tuple], pool) -> None:
+    """With an executor the chunks' work runs in the pool and gives the same answers: a valid
+    batch of 20 holds (chunks of 8, 8 and 4), and one with an unsatisfied proof, a proof whose
+    pi_b is outside G2 and a key-less infinity pi_a names exactly those."""
+    batch = _large_batch(proved, 20)
+    assert verify_many(batch, pool) == [True] * 20
+    vk, public, (pi_a, pi_b, pi_c) = batch[9]
+    batch[9] = (vk, public, (pi_a, bn254.add(bn254.G2, pi_b, _g2_small_order()), pi_c))
+    batch[4] = proved["mini_changed"]
+    vk, public, (_, pi_b, pi_c) = batch[17]
+    batch[17] = (vk, public, (None, pi_b, pi_c))
+    checker = verify_mod.BatchCheck(pool, chunk=8)
+    for t in batch:
+        checker.add(*t)
+    assert len(checker._sent) == 2  # two chunks sent while adding, the rest at results()
+    assert checker.results() == [i not in (4, 9, 17) for i in range(20)]
+
+
+def test_rho_halves_give_distinct_coefficients_and_right_multiples() -> None:
+    """φ(x, y) = (β·x, y) is multiplication by λ on G1; the shortest nonzero (a, b) with
+    a + λ·b ≡ 0 (mod r) (Lagrange-Gauss reduction) is longer than 2^126, so 64-bit halves give
+    2^128 - 1 distinct nonzero ρ; and -ρ·P computed from the halves is -(ρ₁ + λ·ρ₂)·P."""
+    from fractions import Fraction
+
+    r, lam, beta = bn254.R, verify_mod.GLV_LAMBDA, verify_mod.GLV_BETA
+    g = bn254.G1_GEN
+    assert (lam * lam + lam + 1) % r == 0 and pow(beta, 3, bn254.Q) == 1 != beta
+    assert bn254.mul(bn254.G1, g, lam) == (beta * g[0] % bn254.Q, g[1])
+    u, v = (r, 0), (-lam % r, 1)
+    norm = lambda w: w[0] * w[0] + w[1] * w[1]  # noqa: E731
+    while True:
+        if norm(u) < norm(v):
+            u, v = v, u
+        m = round(Fraction(u[0] * v[0] + u[1] * v[1], norm(v)))
+        u = (u[0] - m * v[0], u[1] - m * v[1])
+        if norm(u) >= norm(v):
+            break
+    assert (v[0] + lam * v[1]) % r == 0 and norm(v) > 1 << 252
+    for _ in range(3):
+        rho = verify_mod._rho()
+        assert 0 <= rho[0] < 1 << 64 and 0 <= rho[1] < 1 << 64 and verify_mod._rho_value(rho) != 0
+        p = _random_g1()
+        assert verify_mod._negated_multiples([(rho, p)]) == [bn254.mul(bn254.G1, p, r - verify_mod._rho_value(rho))]
