@@ -327,13 +327,14 @@ def batch(
     the workers) and records every result in the state file. When nothing is new, no cluster is
     started or contacted.
     """
-    from .batching import FAILED, PROVED, SKIPPED, BatchOptions, BatchReport, discover, ensure_worker_state, run_jobs
+    from .batching import FAILED, PROVED, SKIPPED, BatchOptions, BatchReport, ensure_worker_state, run_jobs
     from .cluster import connect
+    from .inputbatch import cluster_config, discover_any, ensure_witness_pool
 
     t0 = time.perf_counter()
     settings = config.settings()
     opts = BatchOptions(**options)
-    jobs = discover(witness_dir, key, out_dir)
+    jobs = discover_any(witness_dir, key, out_dir, opts.wasm, opts.keep_witnesses)  # an input job's fingerprint is its input's
     with run_lock(_out_dir(witness_dir, out_dir)):
         state = State(_out_dir(witness_dir, out_dir))
         key_ids = {kp: state.key_id(kp) for kp in sorted({j.key for j in jobs if j.key})}
@@ -356,11 +357,12 @@ def batch(
         inner = BatchReport([], 0.0)
         if todo:
             backend = opts.backend or settings.backend
-            with connect(
+            with cluster_config(todo), connect(
                 client, scheduler=opts.scheduler, backend=backend, n_workers=opts.n_workers, host=opts.host,
                 dashboard_address=opts.dashboard_address,
             ) as c:
                 ensure_worker_state(c, backend, opts.max_keys or settings.key_cache_count, settings.key_cache_gpu_bytes)
+                ensure_witness_pool(c, todo)
                 inner = run_jobs(c, todo, opts)
         state.save()
     order = {job.name: i for i, job in enumerate(jobs)}
