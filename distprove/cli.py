@@ -11,9 +11,45 @@ from typing import Any, Callable
 
 import click
 
-from .errors import DistproveError
+from .backends import BACKEND_NAMES
+from .choices import PLANNER_MODES
+from .errors import DistproveError, OutputExists
 
-BACKEND_CHOICE = click.Choice(["auto", "cpu", "gpu"])
+BACKEND_CHOICE = click.Choice(BACKEND_NAMES)
+BACKEND_HELP = "Where the proving runs: cpu (the reference, no GPU needed), gpu, or auto (the GPU when CuPy sees one)."
+
+
+def config_default(name: str, words: tuple[str, str] = ("on", "off")) -> str:
+    """The default of an option that falls back to ``distprove.<name>`` in the dask configuration:
+    the value in effect and where it is set, e.g. "auto (distprove.backend in the dask config;
+    env DASK_DISTPROVE__BACKEND)". A boolean reads as ``words`` (true, false)."""
+    from . import config
+
+    value = config.get(name, None)
+    env = "DASK_DISTPROVE__" + name.upper().replace(".", "__").replace("-", "_")
+    if isinstance(value, bool):
+        value = words[0] if value else words[1]
+    if env in os.environ:
+        return f"{value} (from env {env})"
+    return f"{value} (distprove.{name} in the dask config; env {env})"
+
+
+class ConfigOption(click.Option):
+    """An option whose default is a ``distprove`` dask-config setting; help shows its value and source."""
+
+    def __init__(self, *args: Any, config_name: str, **kwargs: Any) -> None:
+        self.config_name = config_name
+        super().__init__(*args, **kwargs)
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)  # no "[default: ...]" of its own: the default is None
+        if record is None:
+            return None
+        if self.secondary_opts:  # a --x/--no-x pair: the default reads as the flag it equals
+            default = config_default(self.config_name, (self.opts[0].lstrip("-"), self.secondary_opts[0].lstrip("-")))
+        else:
+            default = config_default(self.config_name)
+        return record[0], f"{record[1]}  [default: {default}]"
 
 
 def _friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -23,6 +59,9 @@ def _friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except OutputExists as exc:  # the command line's word for overwrite=True
+            click.echo(f"error: {exc.path}: already exists (pass --overwrite to replace it)", err=True)
+            sys.exit(1)
         except DistproveError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
@@ -77,12 +116,13 @@ def export_vk_cmd(key: str, vk_json: str) -> None:
 @click.argument("witness", type=click.Path(dir_okay=False))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", show_default=True,
               help="Folder for <name>.proof.json and <name>.public.json.")
-@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True)
+@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True, help=BACKEND_HELP)
 @click.option("--verify/--no-verify", "check", default=True, show_default=True,
               help="Check the proof with a pairing before writing it.")
-@click.option("--constant-work/--variable-work", "constant_work", default=None,
+@click.option("--constant-work/--variable-work", "constant_work", default=None, cls=ConfigOption,
+              config_name="msm.constant-work",
               help="MSM mode: every scalar in every window (same proof, slower; NOT constant-time, "
-                   "see docs/CONSTANT_WORK.md)  [default: distprove.msm.constant-work, else variable]")
+                   "see docs/CONSTANT_WORK.md); --variable-work skips zero digits")
 @_friendly_errors
 def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool, constant_work: bool | None) -> None:
     """Prove one WITNESS (.wtns) with KEY (a key store or a .zkey)."""
@@ -119,8 +159,9 @@ def verify_cmd(vk_json: str, public_json: str, proof_json: str) -> None:
 
 
 @main.command("example")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="example-proofs", show_default=True)
-@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="example-proofs", show_default=True,
+              help="Folder for the imported key (key.zarr), verification_key.json and the proofs.")
+@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True, help=BACKEND_HELP)
 @_friendly_errors
 def example_cmd(out_dir: str, backend: str) -> None:
     """Import the bundled example key, prove its witnesses into OUT and verify every proof."""
@@ -138,8 +179,10 @@ def example_cmd(out_dir: str, backend: str) -> None:
               help="Terms per A and B row (random only).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
               help="Folder for circuit.r1cs, witness_<i>.wtns and circuit.json.")
-@click.option("--witnesses", "-m", type=click.IntRange(min=0), default=1, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--witnesses", "-m", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Satisfying witnesses to write (witness_0.wtns, ...).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the circuit's coefficients and witness values (same seed, same files).")
 @_friendly_errors
 def synth_cmd(kind: str, constraints: int, public: int, terms: int, out_dir: str, witnesses: int, seed: int) -> None:
     """Write a synthetic KIND circuit (chain, bits or random) as .r1cs with satisfying .wtns witnesses."""
@@ -166,14 +209,14 @@ def synth_cmd(kind: str, constraints: int, public: int, terms: int, out_dir: str
 @click.option("--zkey", type=click.Path(dir_okay=False), help="Also write a snarkjs .zkey.")
 @click.option("--vk", type=click.Path(dir_okay=False), help="Also write verification_key.json.")
 @click.option("--seed", type=int, default=None, help="Derive the secrets from SEED (default: random).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
-              help="Where the fixed-base scalar multiplications run.")
+@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True,
+              help="Where the fixed-base scalar multiplications run: cpu, gpu, or auto (the GPU when CuPy sees one).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes for the scalar work (default: all cores).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing store.")
 @_friendly_errors
 def setup_cmd(dev: bool, circuit: str, store: str, zkey: str | None, vk: str | None, seed: int | None,
-              device: str, workers: int | None, overwrite: bool) -> None:
+              backend: str, workers: int | None, overwrite: bool) -> None:
     """Make a Groth16 key STORE for CIRCUIT (.r1cs). Only --dev (insecure, for testing) is supported."""
     import time
 
@@ -182,7 +225,7 @@ def setup_cmd(dev: bool, circuit: str, store: str, zkey: str | None, vk: str | N
     if not dev:
         raise click.UsageError("only the insecure --dev setup is implemented; real keys come from a snarkjs ceremony")
     t0 = time.perf_counter()
-    key = dev_setup(circuit, store, zkey=zkey, vk=vk, seed=seed, device=device, workers=workers, overwrite=overwrite)
+    key = dev_setup(circuit, store, zkey=zkey, vk=vk, seed=seed, device=backend, workers=workers, overwrite=overwrite)
     click.echo(f"dev key {store}: {key.n_vars} signals, {key.n_public} public, domain 2^{key.power} "
                f"in {time.perf_counter() - t0:.1f} s (INSECURE: testing only)")
 
@@ -254,7 +297,7 @@ def _gpu_summary() -> str:
 def _worker_report(dask_worker: Any) -> dict[str, Any]:
     """What ``distprove info`` shows for one worker (runs on the worker through ``Client.run``)."""
     report: dict[str, Any] = {"gpu": _gpu_summary(), "versions": _package_versions(), "backend": None, "keys": None}
-    from .worker import PLUGIN_NAME
+    from .dist.state import PLUGIN_NAME
 
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     if plugin is not None:
@@ -308,21 +351,26 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
 @click.argument("witness_dir", type=click.Path(file_okay=False))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Folder for <name>.proof.json and <name>.public.json  [default: WITNESS_DIR/proofs]")
-@click.option("--scheduler", default=None,
+@click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Dask scheduler address (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")
-@click.option("--backend", type=BACKEND_CHOICE, default=None, help="Backend on the workers  [default: distprove.backend]")
-@click.option("--mode", type=click.Choice(["auto", "data", "split"]), default=None,
-              help="Planner: whole proofs per worker (data) or MSMs split over workers (split)  [default: distprove.planner.mode]")
+@click.option("--backend", type=BACKEND_CHOICE, default=None, cls=ConfigOption, config_name="backend",
+              help="Backend on the workers: cpu, gpu, or auto (the GPU when CuPy sees one).")
+@click.option("--mode", type=click.Choice(PLANNER_MODES), default=None, cls=ConfigOption,
+              config_name="planner.mode",
+              help="Planner: data (whole proofs, one per worker at a time: throughput), split (each proof's MSMs "
+                   "spread over all workers: latency), or auto (split for a few proofs of a large key, data "
+                   "otherwise; the thresholds are distprove.planner's split-min-domain and split-max-proofs-per-worker).")
 @click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
               help="Worker processes of a local cluster  [default: one per GPU, else per CPU core]")
 @click.option("--report", "report_json", type=click.Path(dir_okay=False), default=None,
               help="Also write the report as JSON here.")
-@click.option("--incremental/--no-incremental", default=None,
-              help="Scheduled runs: prove only witnesses without a verified proof, keep a state file  [default: distprove.incremental.enabled]")
+@click.option("--incremental/--no-incremental", default=None, cls=ConfigOption, config_name="incremental.enabled",
+              help="Scheduled runs: prove only witnesses without a verified proof, keep a state file.")
 @click.option("--retry-failed", is_flag=True, help="With --incremental: try witnesses that failed before again.")
-@click.option("--verify-in", type=click.Choice(["workers", "client"]), default=None,
+@click.option("--verify-in", type=click.Choice(["workers", "client"]), default=None, cls=ConfigOption,
+              config_name="verify-in",
               help="Where proofs are assembled, checked and written: on the workers, or in a process pool here "
-                   "(faster on GPUs; needs the witness and output folders here)  [default: distprove.verify-in, else workers]")
+                   "(faster on GPUs; needs the witness and output folders here).")
 @click.option("--fourstep-min-domain", type=click.IntRange(min=4), default=None,
               help="Split mode: compute H as four-step NTT blocks across the workers for domains of at least this "
                    "size  [default: 65536 on CPU workers, never on GPU workers]")
@@ -342,32 +390,39 @@ def batch_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import config
-    from .batching import FAILED, batch
+    from .dist.batching import batch
+    from .dist.tasks import Status
     from .formats.jsonio import write_json_atomic
 
     extra: dict[str, Any] = {}
     run = batch
     if incremental if incremental is not None else config.settings().incremental:
-        from .incremental import batch as run  # same arguments; skips what is already proved
+        from .dist.incremental import batch as run  # same arguments; skips what is already proved
 
         extra["retry_failed"] = retry_failed
 
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("proving"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as progress:
-        task = progress.add_task("batch", total=None)
+    progress = Progress(
+        TextColumn("proving"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True)
+    )
+    task = progress.add_task("batch", total=None)
 
-        def on_result(res: Any) -> None:
-            if res.status == FAILED:
-                progress.console.print(f"failed {res.name}: {res.reason}", markup=False, highlight=False)
-            progress.advance(task)
+    def on_start(n: int) -> None:  # the bar appears once the witnesses and the cluster are there
+        progress.update(task, total=n)
+        progress.start()
 
+    def on_result(res: Any) -> None:
+        if res.status == Status.FAILED:
+            progress.console.print(f"failed {res.name}: {res.reason}", markup=False, highlight=False)
+        progress.advance(task)
+
+    try:
         report = run(
             witness_dir, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
             verify_in=verify_in, fourstep_min_domain=fourstep_min_domain, wasm=wasm, keep_witnesses=keep_witnesses,
-            on_start=lambda n: progress.update(task, total=n), on_result=on_result, echo=None, **extra,
+            on_start=on_start, on_result=on_result, echo=None, **extra,
         )
+    finally:
+        progress.stop()
     click.echo(report.summary())
     if report_json:
         write_json_atomic(report_json, report.to_json())
@@ -382,7 +437,8 @@ def ptau_group() -> None:
 @ptau_group.command("prepare")
 @click.argument("in_ptau", type=click.Path(dir_okay=False))
 @click.argument("out_ptau", type=click.Path(dir_okay=False))
-@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True)
+@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True,
+              help="Where the Lagrange levels are computed: cpu, gpu, or auto (the GPU when CuPy sees one).")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Compute the levels on this Dask scheduler's workers (they must see IN_PTAU under the same path).")
 @click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
@@ -406,16 +462,16 @@ def ptau_prepare_cmd(in_ptau: str, out_ptau: str, backend: str, scheduler: str |
 @click.option("--power", type=click.IntRange(1, 28), required=True, help="log2 of the number of powers.")
 @click.argument("out_ptau", type=click.Path(dir_okay=False))
 @click.option("--seed", type=int, default=None, help="Derive tau, alpha, beta from SEED (default: random).")
-@click.option("--device", type=BACKEND_CHOICE, default="auto", show_default=True,
-              help="Where the fixed-base scalar multiplications run.")
+@click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True,
+              help="Where the fixed-base scalar multiplications run: cpu, gpu, or auto (the GPU when CuPy sees one).")
 @_friendly_errors
-def ptau_new_cmd(dev: bool, power: int, out_ptau: str, seed: int | None, device: str) -> None:
+def ptau_new_cmd(dev: bool, power: int, out_ptau: str, seed: int | None, backend: str) -> None:
     """Write an unprepared OUT_PTAU of 2^POWER powers. Only --dev (insecure, for testing) is supported."""
     from .ptau import new_dev
 
     if not dev:
         raise click.UsageError("only --dev is implemented (for tests and benchmarks only); real files come from a ceremony")
-    new_dev(out_ptau, power, seed=seed, device=device)
+    new_dev(out_ptau, power, seed=seed, device=backend)
     click.echo(f"wrote {out_ptau}: power {power} (INSECURE: for tests and benchmarks only)")
 
 

@@ -20,12 +20,13 @@ import dask.config
 import yaml
 from dask.utils import parse_bytes
 
+from .backends import BACKEND_NAMES
+from .choices import PLANNER_MODES
 from .errors import FormatError
+from .groth16 import MSM_NAMES
 
 NAMESPACE = "distprove"
 DEFAULTS_FILE = Path(__file__).with_name("distprove.yaml")
-BACKENDS = ("auto", "cpu", "gpu")
-PLANNER_MODES = ("auto", "data", "split")
 _MISSING = object()
 
 
@@ -116,8 +117,6 @@ def msm_precompute() -> tuple[str, ...]:
     """``distprove.msm.precompute``: the MSMs (of A, B1, B2, C, H) whose bases the GPU backend
     also keeps as precomputed window multiples; a list, or a comma-separated string (e.g. from
     an environment variable). FormatError naming the setting otherwise."""
-    from distprove.backends.base import MSM_NAMES
-
     value = get("msm.precompute", None)
     if value is None:
         return ()
@@ -178,7 +177,7 @@ def settings() -> Settings:
     if proof_suffix == public_suffix:
         raise FormatError(f"{NAMESPACE}.output", f"proof-suffix and public-suffix must differ (both {proof_suffix!r})")
     return Settings(
-        backend=_choice("backend", BACKENDS),
+        backend=_choice("backend", BACKEND_NAMES),
         key=_optional_text("key"),
         planner_mode=_choice("planner.mode", PLANNER_MODES),
         split_min_domain=_int("planner.split-min-domain", 1),

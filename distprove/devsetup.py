@@ -32,17 +32,21 @@ import struct
 import sys
 import time
 from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any, Callable
 
 import numpy as np
 
 from . import bn254
+from .backends import BACKEND_NAMES
 from .bn254 import G1, G2, R, Affine, Group
+from .curve import fast_int
 from .formats.r1cs import R1CS
-from .keystore import CHUNK_BYTES, KeyStore, _vk_json, write_store
+from .keystore import CHUNK_BYTES, KeyStore, write_store
+from .stages.fixedbase import window_table
 from .stages.gather import csr_from_coefficients
-from .synth import _mpz, field_ints, limbs_from_field, small_values
+from .synth import field_ints, limbs_from_field, small_values
+from .verifier import vk_json
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +54,6 @@ WARNING = (
     "distprove dev setup: INSECURE key for testing and benchmarks only - the toxic waste "
     "(tau, alpha, beta, delta) is known, anyone can forge proofs for it"
 )
-WINDOW_BITS = 8
-WINDOWS = 256 // WINDOW_BITS
 _COEF_DTYPE = np.dtype([("matrix", "<u4"), ("row", "<u4"), ("signal", "<u4"), ("value", "<u4", (8,))])
 
 
@@ -87,11 +89,11 @@ def domain_power(n_constraints: int, n_public: int) -> int:
 def powers(base: int, n: int) -> np.ndarray:
     """[base^0 … base^(n-1)] mod r as an object array, by an outer product of two short tables."""
     m = 1 << ((max(n, 1) - 1).bit_length() + 1) // 2
-    lo = [_mpz(1)]
+    lo = [fast_int(1)]
     for _ in range(m - 1):
         lo.append(lo[-1] * base % R)
     step = pow(base, m, R)
-    hi = [_mpz(1)]
+    hi = [fast_int(1)]
     for _ in range(-(-n // m) - 1):
         hi.append(hi[-1] * step % R)
     out = np.multiply.outer(np.array(hi, dtype=object), np.array(lo, dtype=object)).reshape(-1)[:n]
@@ -111,7 +113,7 @@ def batch_inverse(values: np.ndarray) -> np.ndarray:
     top = int(levels[-1][0])
     if top % R == 0:
         raise ZeroDivisionError("batch_inverse: a value is 0 mod r")
-    inv = np.array([_mpz(pow(top, -1, R))], dtype=object)
+    inv = np.array([fast_int(pow(top, -1, R))], dtype=object)
     for lvl in reversed(levels[:-1]):
         size = lvl.shape[0]
         if size % 2:
@@ -136,7 +138,7 @@ def _lagrange_range(tau: int, k: int, lo: int, hi: int, coset: bool) -> np.ndarr
         scale = (tn - 1) * (tn - gn) % R * pow(n * gn % R * (gn - 1) % R, -1, R) % R
     else:
         scale = (tn - 1) * pow(n, -1, R) % R
-    return x * batch_inverse((_mpz(tau) - x) % R) % R * scale % R
+    return x * batch_inverse((fast_int(tau) - x) % R) % R * scale % R
 
 
 def lagrange_at(tau: int, k: int) -> np.ndarray:
@@ -261,7 +263,7 @@ def key_scalars(r1cs: R1CS, toxic: Toxic, workers: int = 1) -> dict[str, np.ndar
     terms = _sorted_terms(r1cs, n_pub)
     _JOB.clear()
     _JOB.update(
-        tau=toxic.tau, alpha=_mpz(toxic.alpha), beta=_mpz(toxic.beta), inv_delta=_mpz(pow(toxic.delta, -1, R)),
+        tau=toxic.tau, alpha=fast_int(toxic.alpha), beta=fast_int(toxic.beta), inv_delta=fast_int(pow(toxic.delta, -1, R)),
         k=k, n_pub=n_pub, terms=terms,
         lag=_shared((n, 8)), h=_shared((n, 8)), a=_shared((nv, 8)), b=_shared((nv, 8)), kd=_shared((nv, 8)),
     )
@@ -330,25 +332,6 @@ def coefficient_records(r1cs: R1CS, workers: int = 1) -> np.ndarray:
 # --- fixed-base scalar multiplication ----------------------------------------------------
 
 
-@cache
-def window_table(group: Group) -> tuple[tuple[Affine, ...], ...]:
-    """table[w][d] = d·2^(8w)·G (affine, d = 0 is infinity) for w < 32: 32 × 256 points."""
-    rows = []
-    base = bn254.to_jacobian(group, group.generator)
-    for _ in range(WINDOWS):
-        jac = [bn254.to_jacobian(group, None), base]
-        for _ in range(2, 1 << WINDOW_BITS):
-            jac.append(bn254.jac_add(group, jac[-1], base))
-        rows.append(tuple(bn254.batch_to_affine(group, jac)))
-        base = bn254.jac_add(group, jac[-1], base)  # 256 · base
-    return tuple(rows)
-
-
-def window_table_limbs(group: Group) -> np.ndarray:
-    """The window table as (32·256, 16|32) Montgomery limbs (row w·256 + d), for the GPU."""
-    return bn254.points_to_limbs(group, [p for row in window_table(group) for p in row])
-
-
 def fixed_base_cpu(group: Group, scalars: np.ndarray, chunk: int = 1 << 14, workers: int = 1) -> np.ndarray:
     """[s]·G for each standard-form scalar row of ``scalars`` ((n, 8) uint32, < r): (n, 16|32) limbs.
 
@@ -390,8 +373,8 @@ def fixed_base(group: Group, scalars: np.ndarray, device: str = "auto", workers:
         from .backends.gpu.fixedbase import fixed_base_gpu
 
         return fixed_base_gpu(group, scalars)
-    if device not in ("auto", "cpu"):
-        raise ValueError(f"device must be auto, cpu or gpu, not {device!r}")
+    if device not in BACKEND_NAMES:
+        raise ValueError(f"device must be one of {', '.join(BACKEND_NAMES)}, not {device!r}")
     return fixed_base_cpu(group, scalars, workers=workers)
 
 
@@ -441,7 +424,7 @@ class DevKey:
 
     def vk_json(self) -> dict:
         """verification_key.json content."""
-        return _vk_json(self.n_public, self.points, self.ic)
+        return vk_json(self.n_public, self.points, self.ic)
 
     @cached_property
     def content_hash(self) -> str:

@@ -21,6 +21,16 @@ class FormatError(DistproveError):
         super().__init__(f"{self.path}: {problem}")
 
 
+class OutputExists(FormatError):
+    """An output (a key store, ...) already exists and replacing it was not asked for.
+
+    The message names the API's word (``overwrite=True``); the command line says ``--overwrite``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(path, "already exists (pass overwrite=True to replace it)")
+
+
 class InvalidProofError(DistproveError):
     """A proof was made but does not verify (e.g. the witness does not satisfy the circuit)."""
 

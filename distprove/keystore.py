@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import bn254
-from .errors import FormatError
+from .errors import FormatError, OutputExists
 
 LAYOUT_VERSION = 1
 CHUNK_BYTES = 4 << 20
@@ -371,28 +371,12 @@ class ZkeyKey(_KeyBase):
         return out
 
     def vk_json(self) -> dict:
-        return _vk_json(self.n_public, self.points, self.ic)
+        from .verifier import vk_json
+
+        return vk_json(self.n_public, self.points, self.ic)
 
     def __repr__(self) -> str:
         return f"ZkeyKey({self.path!r}, n_vars={self.n_vars}, domain=2^{self.power})"
-
-
-def _vk_json(n_public: int, points: dict[str, bn254.Affine], ic_limbs: Any) -> dict:
-    from .formats.jsonio import vk_to_json
-    from .verifier import alphabeta_12
-
-    ic = bn254.points_from_limbs(bn254.G1, np.asarray(ic_limbs[:]))
-    return vk_to_json(
-        n_public,
-        points["alpha1"],
-        points["beta2"],
-        points["gamma2"],
-        points["delta2"],
-        ic,
-        alphabeta_12(points["alpha1"], points["beta2"]),
-    )
-
-
 
 
 def import_key(
@@ -411,7 +395,7 @@ def import_key(
     """
     out = Path(out_path)
     if out.exists() and not overwrite:
-        raise FormatError(out, "already exists (pass overwrite=True / --overwrite to replace it)")
+        raise OutputExists(out)
     key = ZkeyKey(zkey_path)
     source = {
         "file": os.path.basename(os.fspath(zkey_path)),
@@ -444,7 +428,7 @@ def write_store(
 
     out = Path(out_path)
     if out.exists() and not overwrite:
-        raise FormatError(out, "already exists (pass overwrite=True / --overwrite to replace it)")
+        raise OutputExists(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from distprove import bn254
-from distprove.stages._fastec import _inverter, default_modulus
+from distprove.curve import default_modulus, inverter
 
 P = default_modulus()
 """The base field modulus in the arithmetic's integer type (gmpy2.mpz when installed)."""
@@ -44,7 +44,7 @@ Fq12 = tuple[Fq6, Fq6]
 # --- Fq2 ------------------------------------------------------------------------------------
 
 
-_inv = _inverter(P)
+_inv = inverter(P)
 # The Fq2 operations repeat bn254.fq2_*'s formulas but reduce by P in P's own type: bn254's reduce
 # mpz operands by the int Q, which measured 20-25% slower through the whole verifier.
 

@@ -12,15 +12,15 @@ from typing import Any, Callable, TypeVar, Union
 import numpy as np
 
 from . import bn254, config
-from .backends.base import Backend, LoadedWitness, MsmJob, msm_group, resolve_constant_work
+from .backends.base import Backend, LoadedWitness, MsmJob, resolve_constant_work
 from .backends.select import get_backend
+from .groth16 import MSM_NAMES, msm_group
 from .keystore import KeyStore, ZkeyKey, open_key
 from .stages.assemble import assemble_windows, random_blinding
 from .stages.msm import combine, live_fraction, num_windows
 
 log = logging.getLogger(__name__)
 
-MSM_NAMES = ("A", "B1", "B2", "C", "H")
 KeyLike = Union[str, os.PathLike, KeyStore, ZkeyKey]
 WitnessLike = Union[str, os.PathLike, np.ndarray, Any]
 
@@ -165,6 +165,60 @@ def witness_widths(be: Backend, key: Any, live: float = 1.0, constant_work: bool
             else be.window_width(key.n_vars, msm_group(which), live) for which in MSM_NAMES}
 
 
+@dataclass
+class Gathered:
+    """A witness loaded into the backend and gathered (:func:`load_and_gather`): the backend's
+    witness vector, the public signals, the share of scalars other than 0 and 1 (window widths,
+    :func:`witness_widths`), the evaluations a, b, c (None once :func:`h_scalars` took them) and
+    the stage seconds so far."""
+
+    witness: Any
+    public: list[int]
+    live: float
+    evals: Any
+    timings: dict[str, float]
+
+
+def _lap(be: Backend, timings: dict[str, float], stage: str, start: float) -> float:
+    """Record ``stage``'s seconds since ``start`` once the backend's queued work is done; returns now."""
+    be.synchronize()
+    now = time.perf_counter()
+    timings[stage] = now - start
+    return now
+
+
+def load_and_gather(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) -> Gathered:
+    """The first stages of a proof: read, check and load the witness (unless it comes
+    :class:`Prefetched`: then its seconds are the prefetch's), take its public signals and live
+    share, and gather the evaluations a, b, c. The witness's errors raise here."""
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    if isinstance(witness, Prefetched):
+        (values, w), t = witness.loaded, t0
+        timings["witness"] = witness.seconds
+    else:
+        values, w = _load(k, witness, be)
+        t = _lap(be, timings, "witness", t0)
+    public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])  # values checked < r by the load
+    live = live_fraction(values)
+    del values
+    evals = be.gather(k, w)
+    _lap(be, timings, "gather", t)
+    return Gathered(w, public, live, evals, timings)
+
+
+def h_scalars(k: KeyStore | ZkeyKey, g: Gathered, be: Backend, *, timed: bool = True) -> Any:
+    """The H scalars from the gathered evaluations, which are dropped (three domain-sized vectors
+    the MSMs do not need: device memory). ``timed``: wait for them and record ``ntt`` seconds
+    (else they stay queued beside what runs, timed with it)."""
+    t = time.perf_counter()
+    hs = be.h_scalars(k, g.evals)
+    g.evals = None
+    if timed:
+        _lap(be, g.timings, "ntt", t)
+    return hs
+
+
 def start_window_sums(
     k: KeyStore | ZkeyKey,
     witness: WitnessLike,
@@ -183,40 +237,22 @@ def start_window_sums(
     (unless it comes :class:`Prefetched`: then its stage seconds are the prefetch's). With
     ``profile`` (or without ``overlap_h``) everything runs here and the function only hands the
     result over."""
-    t0 = time.perf_counter()
-    timings: dict[str, float] = {}
-
-    def lap(stage: str, start: float) -> float:
-        be.synchronize()
-        now = time.perf_counter()
-        timings[stage] = now - start
-        return now
-
-    if isinstance(witness, Prefetched):
-        (values, w), t = witness.loaded, t0
-        timings["witness"] = witness.seconds
-    else:
-        values, w = _load(k, witness, be)
-        t = lap("witness", t0)
-    public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])
-    evals = be.gather(k, w)
-    t = lap("gather", t)
-    widths = dict(witness_widths(be, k, live_fraction(values), constant_work) if widths is None else widths)
+    g = load_and_gather(k, witness, be)
+    timings, w, t = g.timings, g.witness, time.perf_counter()
+    widths = dict(witness_widths(be, k, g.live, constant_work) if widths is None else widths)
     if overlap_h and not profile:
         witness_msms = start_msms(be, k, lambda _: w, widths, names=WITNESS_ORDER, constant_work=constant_work)
-        hs = be.h_scalars(k, evals)
-        del evals  # three domain-sized vectors the MSMs do not need (device memory)
+        hs = h_scalars(k, g, be, timed=False)
         h_msm = start_msms(be, k, lambda _: hs, widths, names=("H",), constant_work=constant_work)
 
         def finish() -> WindowSums:
             sums = {**witness_msms(), **h_msm()}
-            lap("msm", t)
-            return WindowSums(public, sums, widths, timings)
+            _lap(be, timings, "msm", t)
+            return WindowSums(g.public, sums, widths, timings)
 
         return finish
-    hs = be.h_scalars(k, evals)
-    del evals
-    t = lap("ntt", t)
+    hs = h_scalars(k, g, be)
+    t = time.perf_counter()
 
     def scalars(which: str) -> Any:
         return hs if which == "H" else w
@@ -225,12 +261,27 @@ def start_window_sums(
         sums = {}
         for which in MSM_NAMES:
             sums.update(start_msms(be, k, scalars, widths, names=(which,), constant_work=constant_work)())
-            t = lap(f"msm_{which}", t)
+            t = _lap(be, timings, f"msm_{which}", t)
     else:
         sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
-        lap("msm", t)
-    done = WindowSums(public, sums, widths, timings)
+        _lap(be, timings, "msm", t)
+    done = WindowSums(g.public, sums, widths, timings)
     return lambda: done
+
+
+def assemble(
+    points: Mapping[str, bn254.Affine],
+    sums: Mapping[str, Mapping[int, bn254.Affine]],
+    widths: Mapping[str, int],
+    public: list[int],
+    blinding: tuple[int, int] | None = None,
+) -> Proof:
+    """The proof from its MSMs' window sums {which: {w: S_w}} and widths: the Horner combines
+    and the blinding (fresh r, s unless ``blinding``). ``points``: the key's alpha1, beta1,
+    beta2, delta1, delta2."""
+    r, s = blinding if blinding is not None else random_blinding()
+    pi_a, pi_b, pi_c = assemble_windows(points, sums, widths, r, s)
+    return Proof(pi_a, pi_b, pi_c, public)
 
 
 T = TypeVar("T")
@@ -350,11 +401,11 @@ def _assembled(k: KeyStore | ZkeyKey, ws: WindowSums, t0: float, blinding: tuple
     """The proof from its window sums (Horner combines and blinding; fresh r, s unless
     ``blinding``), its timings completed with assemble and total (from ``t0``)."""
     t = time.perf_counter()
-    r, s = blinding if blinding is not None else random_blinding()
-    pi_a, pi_b, pi_c = assemble_windows(k.points, ws.sums, ws.widths, r, s)
+    proof = assemble(k.points, ws.sums, ws.widths, ws.public, blinding)
     ws.timings["assemble"] = time.perf_counter() - t
     ws.timings["total"] = time.perf_counter() - t0
-    return Proof(pi_a, pi_b, pi_c, ws.public, ws.timings)
+    proof.timings = ws.timings
+    return proof
 
 
 def prove_many(

@@ -35,6 +35,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 import numpy as np
 
+from .backends import BACKEND_NAMES
 from .bn254 import FR_S, FR_SHIFT, G1, G2, R, Group
 from .errors import BackendUnavailable, FormatError
 from .formats.container import Reserved
@@ -58,8 +59,8 @@ SOURCE_NAMES = {2: "tauG1", 3: "tauG2", 4: "alphaTauG1", 5: "betaTauG1"}
 
 
 def _check_backend(backend: str) -> None:
-    if backend not in ("auto", "cpu", "gpu"):
-        raise ValueError(f"backend must be auto, cpu or gpu, not {backend!r}")
+    if backend not in BACKEND_NAMES:
+        raise ValueError(f"backend must be one of {', '.join(BACKEND_NAMES)}, not {backend!r}")
 
 
 def resolve_backend(backend: str) -> str:
@@ -412,7 +413,7 @@ def prepare(
 
     ``backend``: "auto" (GPU when available), "cpu" or "gpu". In this process by default; on a Dask
     cluster when ``client`` (a ``distributed.Client``), ``scheduler`` (an address) or ``n_workers``
-    (a local cluster: one worker per GPU, else CPU processes; :func:`distprove.cluster.connect`) is
+    (a local cluster: one worker per GPU, else CPU processes; :func:`distprove.dist.cluster.connect`) is
     given. Then every level (or block of a large level) is a task, the workers read ``in_path``
     themselves (so they must see it under the same path; it is made absolute here), the backend is
     resolved on each worker, and at most ``held_bytes`` of levels are in flight (default:
@@ -430,7 +431,7 @@ def prepare(
         return
     _check_backend(backend)
     src = read_ptau(in_path)  # a bad input fails here, before any cluster starts
-    from .cluster import connect
+    from .dist.cluster import connect
 
     with connect(client, scheduler=scheduler, backend=backend, n_workers=n_workers) as c:
         prepare_on(c, src, out_path, backend, held_bytes)

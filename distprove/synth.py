@@ -31,14 +31,8 @@ from typing import Callable
 import numpy as np
 
 from .bn254 import R
+from .curve import fast_int
 from .formats.r1cs import CSR, R1CS
-
-try:
-    import gmpy2
-
-    _mpz: Callable[[int], int] = gmpy2.mpz
-except ImportError:  # plain Python ints are correct, only slower
-    _mpz = int
 
 KINDS = ("chain", "bits", "random")
 BITS_UNIT_ROWS = 99
@@ -93,7 +87,7 @@ def field_ints(limbs: np.ndarray) -> np.ndarray:
     rest = np.flatnonzero(~easy)
     if rest.size:
         raw = a[rest].tobytes()
-        out[rest] = [_mpz(int.from_bytes(raw[i : i + 32], "little")) for i in range(0, len(raw), 32)]
+        out[rest] = [fast_int(int.from_bytes(raw[i : i + 32], "little")) for i in range(0, len(raw), 32)]
     return out
 
 
@@ -202,8 +196,8 @@ def chain_circuit(constraints: int, public: int = 1, seed: int = 0) -> SynthCirc
         out = np.zeros((n + k + 1, 8), dtype="<u4")
         out[0, 0] = 1
         out[2 : k + 2] = limbs_from_field(np.array(ins, dtype=object))
-        v = _mpz(sum(ins) % R)
-        r = _mpz(R)
+        v = fast_int(sum(ins) % R)
+        r = fast_int(R)
         for lo in range(1, n + 1, _CHUNK):
             hi = min(lo + _CHUNK, n + 1)
             vals = np.empty(hi - lo, dtype=object)
@@ -309,8 +303,8 @@ def random_circuit(constraints: int, public: int = 1, terms: int = 3, seed: int 
     p = max(t, 8)
     first = 1 + k + p
     rng = np.random.default_rng([seed, 1 << 32])
-    pool = np.array([_mpz(v) for v in _random_field(rng, _COEF_POOL)], dtype=object)
-    pool[pool == 0] = _mpz(1)
+    pool = np.array([fast_int(v) for v in _random_field(rng, _COEF_POOL)], dtype=object)
+    pool[pool == 0] = fast_int(1)
     pool_limbs = limbs_from_field(pool)
     layers = _layers(first, n)
     wires = {}
@@ -337,8 +331,8 @@ def random_circuit(constraints: int, public: int = 1, terms: int = 3, seed: int 
     def witness(index: int) -> np.ndarray:
         wrng = _rng(seed, index)
         w = np.empty(first + n, dtype=object)
-        w[0] = _mpz(1)
-        w[1:first] = [_mpz(v) for v in _random_field(wrng, first - 1)]
+        w[0] = fast_int(1)
+        w[1:first] = [fast_int(v) for v in _random_field(wrng, first - 1)]
         for lo, hi in layers:
             ev = [
                 (pool[coefs[m][lo:hi]] * w[wires[m][lo:hi]]).sum(axis=1) % R for m in "AB"

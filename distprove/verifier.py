@@ -31,11 +31,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from distprove import bn254
+import numpy as np
+
+from distprove import bn254, curve
 from distprove import pairing as pr
 from distprove.errors import FormatError
-from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk
-from distprove.stages import _fastec
+from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk, vk_to_json
 
 Proof = tuple[bn254.Affine, bn254.Affine, bn254.Affine]
 Source = Any
@@ -68,7 +69,7 @@ def _load(vk: Source, public: Source, proof: Source) -> tuple[VerificationKey, l
 def _cpub(key: VerificationKey, public: Sequence[int]) -> bn254.Affine:
     """IC[0] + Σ public[i]·IC[i+1] (one doubling chain on gmpy2)."""
     terms = [(1, key.ic[0]), *zip(public, key.ic[1:])]
-    return _fastec.to_affine(bn254.G1, [_fastec.combination(bn254.G1, (), terms)])[0]
+    return curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), terms)])[0]
 
 
 def _check(key: VerificationKey, public: Sequence[int], proof: Proof, miller_ab: pr.Fq12 | None = None) -> bool:
@@ -169,7 +170,7 @@ class BatchCheck:
             sc = scalars[kid]
             by_g2.setdefault(key.gamma2, []).extend(zip(sc, key.ic))
             by_g2.setdefault(key.beta2, []).append((sc[0], key.alpha1))
-        sums = _fastec.to_affine(g1, [_fastec.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
+        sums = curve.to_affine(g1, [curve.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
         factors = [pr.multi_miller_loop([(p, q) for q, p in zip(by_g2, sums)]), pr.multi_power(powers)]
         return pr.product_is_one(factors)
 
@@ -195,3 +196,22 @@ def alphabeta_12(alpha1: bn254.Affine, beta2: bn254.Affine) -> list[list[list[st
     """
     e = pr.final_exponentiation_fast(pr.miller_loop(alpha1, beta2))  # ffjavascript's value
     return [[[str(int(e[j][k][0])), str(int(e[j][k][1]))] for k in range(3)] for j in range(2)]
+
+
+def vk_json(n_public: int, points: dict[str, bn254.Affine], ic_limbs: Any) -> dict:
+    """A proving key's verification key in snarkjs's verification_key.json layout.
+
+    ``points`` holds at least alpha1 (G1) and beta2, gamma2, delta2 (G2) as affine Python ints;
+    ``ic_limbs`` the n_public + 1 IC points as (n, 16) Montgomery limbs (anything numpy-sliceable,
+    e.g. a zarr array). The vk's ``vk_alphabeta_12`` is computed here, one pairing.
+    """
+    ic = bn254.points_from_limbs(bn254.G1, np.asarray(ic_limbs[:]))
+    return vk_to_json(
+        n_public,
+        points["alpha1"],
+        points["beta2"],
+        points["gamma2"],
+        points["delta2"],
+        ic,
+        alphabeta_12(points["alpha1"], points["beta2"]),
+    )

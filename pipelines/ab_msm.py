@@ -5,7 +5,7 @@ pipelines | tar x -C DIR``; ``.`` is this checkout) runs in a process of its own
 ``--rounds`` times, so drift between processes and machines shows next to the difference. A
 process times the merged MSM over a precomputed table (``merged_width``) and the window-range MSM
 (``pick_window``) of the same 2^N uniform scalars, alternating, after checking both sums against
-the known-discrete-log total (bench_msm.known_total), then sums CUDA-event
+the known-discrete-log total (benchlib.known_total), then sums CUDA-event
 times per kernel of the msm module over one merged MSM (kernels on the side stream include their
 wait). Nothing is written but ``--out``::
 
@@ -76,7 +76,7 @@ def kernel_times(gm: Any, run: Any) -> dict[str, float]:
 
 def one_tree(tag: str, log_n: int, reps: int) -> dict:
     """This process's timings (its ``distprove`` is the tree's: see main)."""
-    import bench_msm
+    import benchlib
     import cupy
 
     import distprove
@@ -85,11 +85,11 @@ def one_tree(tag: str, log_n: int, reps: int) -> dict:
     from distprove.stages.msm import combine, num_windows
 
     g = bn254.G1
-    _, scalars, idx, tables = bench_msm._inputs({"G1": g}, log_n, 11)
+    _, scalars, idx, tables = benchlib.msm_inputs({"G1": g}, log_n, 11)
     bases = cupy.ascontiguousarray(tables["G1"][idx])
     c, c0 = gm.merged_width(1 << log_n, g), gm.pick_window(1 << log_n, g)
     table = gm.precompute_multiples(g, bases, c)
-    want = bench_msm.known_total(g, scalars, idx)
+    want = benchlib.known_total(g, scalars, idx)
     windows = combine(g, dict(enumerate(gm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0)))), c0)
     if windows != want or gm.msm_merged(g, table, scalars, c) != want:
         raise SystemExit(f"{tag}: a sum differs from the known-discrete-log total")
@@ -105,8 +105,8 @@ def one_tree(tag: str, log_n: int, reps: int) -> dict:
         window()
     merged_ms, window_ms = [], []
     for _ in range(reps):
-        merged_ms += bench_msm._time(merged, 1, warm=False)
-        window_ms += bench_msm._time(window, 1, warm=False)
+        merged_ms += benchlib.wall_ms(merged, 1, warm=False)
+        window_ms += benchlib.wall_ms(window, 1, warm=False)
     phases: dict[str, float] = {}
     gm.msm_merged(g, table, scalars, c, phases=phases)
     attrs = {}

@@ -89,14 +89,15 @@ def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: b
     (``pipelined``: with ``distprove.prover.prove_many``, each proof's assembly beside the next
     proof's MSMs, as a worker's prove-whole task of several proofs does it).
 
-    Proofs are checked (``check``) and written as the batch does it: ``worker.check_and_write``
+    Proofs are checked (``check``) and written as the batch does it: ``output.check_and_write``
     (one batched pairing check per group of ``BatchOptions.verify_group`` proofs, write-once
     outputs) into ``<wdir>-out``. Returns the outcomes (their seconds: the proof's timings,
     verify and write).
     """
-    from distprove.batching import BatchOptions, discover
+    from distprove.dist.batching import BatchOptions, discover
     from distprove.prover import prove, prove_many
-    from distprove.worker import Assembled, ProofSpec, check_and_write
+    from distprove.dist.output import check_and_write
+    from distprove.dist.tasks import Assembled, ProofSpec, Status
 
     out = wdir.parent / (wdir.name + "-out")
     if out.exists():
@@ -112,7 +113,7 @@ def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: b
         if len(ready) == BatchOptions.verify_group or i == len(jobs) - 1:
             outcomes += check_and_write(ready, vks, check, "bare")
             ready = []
-    failed = [o for o in outcomes if o.status != "proved"]
+    failed = [o for o in outcomes if o.status != Status.PROVED]
     if failed:
         raise SystemExit(f"bench bare loop failed: {failed[0].name}: {failed[0].reason}")
     return outcomes
@@ -287,7 +288,7 @@ def bench(
     an experiment)."""
     from distributed import Client, get_task_stream
 
-    from distprove.cluster import local_cluster
+    from distprove.dist.cluster import local_cluster
 
     rows = []
     for n in workers:
@@ -381,7 +382,7 @@ def main() -> None:
     import dask.config
 
     from distprove import config
-    from distprove.graph import split_hands_h_over
+    from distprove.dist.graph import split_hands_h_over
 
     dask.config.set({f"distprove.planner.{k}": v for k, v in planner.items()})
     settings = config.settings()

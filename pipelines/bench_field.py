@@ -104,7 +104,7 @@ if __name__ == "__main__":
     import datetime
     import json
 
-    from bench_kernels import device_info, git_commit
+    from benchlib import device_info, git_commit
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of " + ", ".join(VARIANTS))

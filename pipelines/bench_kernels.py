@@ -14,8 +14,6 @@ import argparse
 import datetime
 import importlib
 import json
-import os
-import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -24,26 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-
-def git_commit() -> str:
-    env = os.environ.get("DISTPROVE_GIT_COMMIT")
-    if env:
-        return env
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def device_info() -> dict:
-    import cupy
-
-    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-    name = props["name"]
-    return {"gpu": name.decode() if isinstance(name, bytes) else name,
-            "sm_count": props["multiProcessorCount"], "cupy": cupy.__version__,
-            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion()}
+from benchlib import device_info, git_commit  # noqa: E402
 
 
 def table(rows: list[dict]) -> str:

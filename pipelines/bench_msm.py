@@ -21,16 +21,15 @@ most jobs per thread) against the built-in values, window sums checked equal (ho
 from __future__ import annotations
 
 import contextlib
-import functools
 import statistics
 import time
 from typing import Any, Iterator
 
+import benchlib
 import numpy as np
 
 FQ_MUL_PER_S = 41e9
 MADD_MULS = {"G1": 10, "G2": 30}
-TABLE = 1024
 CASES = [("G1", 20), ("G1", 21), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 21), ("G2", 22)]
 SMALL_CASES = [("G1", 13), ("G2", 13), ("G1", 16), ("G2", 16)]
 """Small MSMs (a fixture circuit's proof), timed in the default build only: latency, not throughput."""
@@ -47,81 +46,6 @@ PRECOMPUTED_CASES = [("G1", 22), ("G1", 24), ("G2", 22)]
 at gpu.msm.merged_width beside the window-range MSM, timed alternating."""
 WITNESS_CASES = [("G1", 16), ("G1", 20), ("G1", 22), ("G1", 24), ("G2", 20), ("G2", 22)]
 """(group, log2 size) timed on witness-like scalars (45% zero, 45% one, 10% uniform)."""
-
-
-TABLE_STEP = 0x1234567
-"""Point j of :func:`_table` is (1 + TABLE_STEP j) G: bases of known discrete logarithm."""
-
-
-def _groups() -> dict[str, Any]:
-    """The groups by name, as the cases and command line spell them."""
-    from distprove import bn254
-
-    return {"G1": bn254.G1, "G2": bn254.G2}
-
-
-@functools.cache
-def _table(group: Any) -> np.ndarray:
-    from distprove import bn254
-
-    step = bn254.mul(group, group.generator, TABLE_STEP)
-    acc = bn254.to_jacobian(group, group.generator)
-    jac = []
-    for _ in range(TABLE):
-        jac.append(acc)
-        acc = bn254.jac_add_affine(group, acc, step)
-    return bn254.points_to_limbs(group, bn254.batch_to_affine(group, jac))
-
-
-def known_total(group: Any, scalars: Any, idx: Any) -> Any:
-    """sum_i s_i P_idx[i] over :func:`_table`'s points, from their discrete logarithms: the scalars'
-    limbs summed per base on the host (float64 sums of < 2^32 words over <= 2^21 scalars a base are
-    exact); device arrays are copied back, host arrays taken as they are."""
-    from distprove import bn254
-
-    host = np.asarray(scalars.get() if hasattr(scalars, "get") else scalars).astype(np.float64)
-    ix = np.asarray(idx.get() if hasattr(idx, "get") else idx)
-    per = [np.bincount(ix, weights=host[:, limb], minlength=TABLE) for limb in range(8)]
-    total = 0
-    for j in range(TABLE):
-        total += sum(int(per[limb][j]) << (32 * limb) for limb in range(8)) * (1 + j * TABLE_STEP)
-    return bn254.mul(group, group.generator, total % bn254.R)
-
-
-def _uniform_scalars(rng: np.random.Generator, count: int) -> np.ndarray:
-    """``count`` (n, 8) uint32 scalar limbs, uniform below 2^253.6 (< r: the top limb reduced)."""
-    host = rng.integers(0, 1 << 32, size=(count, 8), dtype=np.uint32)
-    host[:, 7] %= 0x30644E72
-    return host
-
-
-def _inputs(groups: dict, max_log: int, seed: int) -> tuple[np.ndarray, Any, Any, dict]:
-    """2^max_log uniform scalars below r (host and device), random indices into the base tables,
-    and the tables of ``groups`` on the device."""
-    import cupy
-
-    rng = np.random.default_rng(seed)
-    host = _uniform_scalars(rng, 1 << max_log)
-    idx = cupy.asarray(rng.integers(0, TABLE, size=1 << max_log))
-    tables = {name: cupy.asarray(_table(g)) for name, g in groups.items()}
-    return host, cupy.asarray(host), idx, tables
-
-
-def _time(fn: Any, reps: int, warm: bool = True) -> list[float]:
-    """Milliseconds of ``reps`` calls of ``fn``, each synchronised, after one untimed call unless
-    not ``warm``."""
-    import cupy
-
-    if warm:
-        fn()
-    cupy.cuda.Device().synchronize()
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        cupy.cuda.Device().synchronize()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out
 
 
 VARIANTS = {
@@ -205,8 +129,8 @@ def run(results: dict, reps: int = 3, variants: tuple[str, ...] = tuple(VARIANTS
     from distprove.backends.gpu.msm import msm_windows, pick_window
     from distprove.stages.msm import num_windows
 
-    groups = _groups()
-    host, scalars_all, idx_all, tables = _inputs(groups, max([lg for _, lg, *_ in (cases or CASES)] + [CHECK[0]]), 1)
+    groups = benchlib.groups()
+    host, scalars_all, idx_all, tables = benchlib.msm_inputs(groups, max([lg for _, lg, *_ in (cases or CASES)] + [CHECK[0]]), 1)
     check_n, check_c = 1 << CHECK[0], CHECK[1]
 
     def check_sums(name: str) -> list:
@@ -263,7 +187,7 @@ def _compare(results: dict, equal_key: str, reference: dict, settings: list[tupl
     from distprove.backends.gpu.msm import msm_windows, pick_window
     from distprove.stages.msm import num_windows
 
-    groups = _groups()
+    groups = benchlib.groups()
     _, _, idx_all, tables = inputs
     for name, lg, scalars, label in cases:
         g, n = groups[name], 1 << lg
@@ -297,7 +221,7 @@ def _main_and_witness_cases(groups_only: tuple[str, ...], extra: list[tuple[str,
     (and ``extra``) on uniform scalars, :data:`WITNESS_CASES` on witness-like ones."""
     import cupy
 
-    inputs = _inputs(_groups(), max(lg for _, lg in CASES), 1)
+    inputs = benchlib.msm_inputs(benchlib.groups(), max(lg for _, lg in CASES), 1)
     host, scalars_all = inputs[:2]
     wit = cupy.asarray(witness_like(host, np.random.default_rng(3)))
     uniform = [(name, lg, scalars_all, "") for name, lg in list(extra) + CASES if name in groups_only]
@@ -370,8 +294,8 @@ def tune(results: dict, reps: int = 3) -> None:
     from distprove.backends.gpu import msm as gmsm
     from distprove.stages.msm import num_windows
 
-    groups = _groups()
-    _, scalars, idx, tables = _inputs(groups, max(lg for _, lg in TUNE_CASES), 5)
+    groups = benchlib.groups()
+    _, scalars, idx, tables = benchlib.msm_inputs(groups, max(lg for _, lg in TUNE_CASES), 5)
     defaults = {k: getattr(gmsm, k) for k in TUNE_GRID}
     default_params = {k: (v["G1"] if k == "SLICE_LEN" else v) for k, v in defaults.items()}
     combos = [dict(zip(TUNE_GRID, vals)) for vals in itertools.product(*TUNE_GRID.values())]
@@ -392,7 +316,7 @@ def tune(results: dict, reps: int = 3) -> None:
                 n, g = 1 << lg, groups[name]
                 c = gmsm.pick_window(n, g)
                 bases = tables[name][idx[:n]]
-                times = _time(lambda: gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c)), reps)
+                times = benchlib.wall_ms(lambda: gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c)), reps)
                 phases: dict[str, float] = {}
                 gmsm.msm_windows(g, bases, scalars[:n], c, 0, num_windows(c), phases=phases)
                 ms = statistics.median(times)
@@ -428,8 +352,8 @@ def host_settings(results: dict, equal_key: str, settings: list[tuple[str, dict[
     from distprove.backends.gpu import msm as gmsm
     from distprove.stages.msm import num_windows
 
-    groups = _groups()
-    _, scalars, idx_all, tables = _inputs(groups, max(lg for _, lg in REDUCE_CASES), 1)
+    groups = benchlib.groups()
+    _, scalars, idx_all, tables = benchlib.msm_inputs(groups, max(lg for _, lg in REDUCE_CASES), 1)
     built_in = {k: getattr(gmsm, k) for _, over in settings for k in over}
 
     def use(values: dict[str, Any]) -> None:
@@ -483,18 +407,18 @@ def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, grou
     from distprove.backends.gpu import msm as gmsm
     from distprove.backends.gpu.msm import msm_windows
 
-    named = _groups()
+    named = benchlib.groups()
     rng = np.random.default_rng(7)
     for name, lg, c in specs:
         g = named[name]
         w = -(-254 // c)
         e = w << lg
-        table = cupy.asarray(_table(g))
-        bases = table[cupy.random.randint(0, TABLE, e)]
+        table = cupy.asarray(benchlib.base_table(g))
+        bases = table[cupy.random.randint(0, benchlib.TABLE, e)]
         scalars = cupy.empty((e, 8), dtype=cupy.uint32)
         step = 1 << 24  # host memory for one chunk at a time
         for a in range(0, e, step):
-            scalars[a:a + step] = cupy.asarray(_uniform_scalars(rng, min(step, e - a)))
+            scalars[a:a + step] = cupy.asarray(benchlib.uniform_scalars(rng, min(step, e - a)))
         with dask.config.set({"distprove.msm.sort": "atomic"}):  # the counting sort's sum: the reference
             want = msm_windows(g, bases, scalars, c, 0, 1)
         for reduce_groups in groups or (None,):
@@ -503,7 +427,7 @@ def merged(results: dict, specs: list[tuple[str, int, int]], reps: int = 3, grou
                     print(f"msm {name} 2^{lg} c={c} merged, {reduce_groups} reduction blocks: sum DIFFERS from the "
                           "counting sort's", flush=True)
                     continue
-                times = _time(lambda: msm_windows(g, bases, scalars, c, 0, 1), reps)
+                times = benchlib.wall_ms(lambda: msm_windows(g, bases, scalars, c, 0, 1), reps)
                 phases: dict[str, float] = {}
                 msm_windows(g, bases, scalars, c, 0, 1, phases=phases)
                 ms = statistics.median(times)
@@ -529,10 +453,10 @@ def precomputed(results: dict, specs: list[tuple[str, int, int]], reps: int = 3,
     from distprove.backends.gpu import msm as gmsm
     from distprove.stages.msm import combine, num_windows
 
-    named = _groups()
+    named = benchlib.groups()
     for name, lg, c in specs:
         g = named[name]
-        _, scalars, idx, tables = _inputs({name: g}, lg, 11)
+        _, scalars, idx, tables = benchlib.msm_inputs({name: g}, lg, 11)
         bases = cupy.ascontiguousarray(tables[name][idx])
         t0 = time.perf_counter()
         table = gmsm.precompute_multiples(g, bases, c)
@@ -547,8 +471,8 @@ def precomputed(results: dict, specs: list[tuple[str, int, int]], reps: int = 3,
                     continue
                 merged_t, window_t = [], []
                 for _ in range(reps):
-                    merged_t += _time(lambda: gmsm.msm_merged(g, table, scalars, c), 1)
-                    window_t += _time(lambda: gmsm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0)), 1)
+                    merged_t += benchlib.wall_ms(lambda: gmsm.msm_merged(g, table, scalars, c), 1)
+                    window_t += benchlib.wall_ms(lambda: gmsm.msm_windows(g, bases, scalars, c0, 0, num_windows(c0)), 1)
                 phases: dict[str, float] = {}
                 gmsm.msm_merged(g, table, scalars, c, phases=phases)
                 for tag, cc, times, ph in (("precomputed", c, merged_t, phases), ("window-range", c0, window_t, {})):
@@ -575,14 +499,14 @@ def precomputed_chunks(results: dict, specs: list[tuple[str, int, int]], chunks:
     are checked equal first. Rows are tagged ``precomputed x k``."""
     import cupy
 
+    from distprove import curve
     from distprove.backends.gpu import msm as gmsm
-    from distprove.stages import _fastec
 
-    named = _groups()
+    named = benchlib.groups()
     for name, lg, c in specs:
         g = named[name]
         n = 1 << lg
-        _, scalars, idx, tables = _inputs({name: g}, lg, 11)
+        _, scalars, idx, tables = benchlib.msm_inputs({name: g}, lg, 11)
         bases = cupy.ascontiguousarray(tables[name][idx])
         whole = gmsm.precompute_multiples(g, bases, c)
         want = gmsm.msm_merged(g, whole, scalars, c)
@@ -601,7 +525,7 @@ def precomputed_chunks(results: dict, specs: list[tuple[str, int, int]], chunks:
                     started.append(gmsm.msm_merged_start(g, table, sc, c, scratch, stream))
                 total = None
                 for wait in started:
-                    total = _fastec.add(g, total, wait())
+                    total = curve.add(g, total, wait())
                 return total
 
             if run() != want:
@@ -609,8 +533,8 @@ def precomputed_chunks(results: dict, specs: list[tuple[str, int, int]], chunks:
                 continue
             chunked_t, one_t = [], []
             for _ in range(reps):
-                chunked_t += _time(run, 1)
-                one_t += _time(lambda: gmsm.msm_merged(g, whole, scalars, c), 1)
+                chunked_t += benchlib.wall_ms(run, 1)
+                one_t += benchlib.wall_ms(lambda: gmsm.msm_merged(g, whole, scalars, c), 1)
             for tag, times in ((f"precomputed x {k}", chunked_t), ("precomputed x 1", one_t)):
                 results["rows"].append({"name": f"msm {name} c={c} {tag}", "log_n": lg, "c": c, "chunks": k,
                                         "median_ms": statistics.median(times), "times_ms": times, "scalars": "uniform"})
@@ -668,7 +592,7 @@ def _time_case(results: dict, variant: str, g: Any, name: str, lg: int, c: int, 
     n = 1 << lg
     w = num_windows(c)
     try:
-        times = _time(lambda: msm_windows(g, bases, scalars, c, 0, w, constant_work=constant_work), reps)
+        times = benchlib.wall_ms(lambda: msm_windows(g, bases, scalars, c, 0, w, constant_work=constant_work), reps)
     except cupy.cuda.memory.OutOfMemoryError as exc:
         print(f"{name} 2^{lg} c={c}: out of memory ({exc})", flush=True)
         return
@@ -722,10 +646,8 @@ if __name__ == "__main__":
     a = ap.parse_args()
     import datetime
 
-    from bench_kernels import device_info, git_commit
-
-    r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": git_commit(),
-               **device_info(), "rows": []}
+    r: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "git_commit": benchlib.git_commit(),
+               **benchlib.device_info(), "rows": []}
     if a.reduce:
         geometries = [tuple(int(x) for x in gs.split(":")) for gs in a.reduce.split(",")]
         host_settings(r, "msm_reduce_equal", [(f"reduce-{s}-{g}", {"REDUCE_SEG": s, "REDUCE_GROUPS": g})

@@ -5,7 +5,13 @@ and with py_ecc's optimized_bn128 (the verifier's arithmetic before), then ``ver
 fixture proof and ``verify_many`` over groups of 8 and 32 of them (seconds per proof). Writes a
 JSON result (date, host, commit, medians).
 
+``--gpu`` times the device instead (distprove.backends.gpu.pairing): for k = 64, 1024 and 4096
+random pairs, the Miller loops and their product on the GPU with one Fq12 read back (whole call:
+upload, launches, readback, conversion; and the launches alone by CUDA events), beside one host
+Miller loop of distprove.pairing.
+
     python3 pipelines/bench_verify.py --json bench/results/<date>_verify_<host>.json
+    python3 pipelines/bench_verify.py --gpu --json bench/results/<date>_verify_gpu_<host>.json
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import datetime
 import json
 import os
 import platform
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,8 +39,59 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--fixture", default="merkle_d20")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--gpu", action="store_true", help="time the GPU Miller loops and product instead")
     args = ap.parse_args()
+    res = gpu_results(args.reps) if args.gpu else host_results(args)
+    out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "host": platform.node(),
+           "cpu": platform.processor() or platform.machine(), "python": platform.python_version(), "fixture": args.fixture,
+           "commit": os.environ.get("DISTPROVE_GIT_COMMIT", ""), **res}
+    print(json.dumps(out, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
 
+
+GPU_SIZES = (64, 1024, 4096)
+
+
+def gpu_results(reps: int) -> dict[str, Any]:
+    """Seconds (median of ``reps``) of miller_product over k random pairs on the device, whole call
+    and launches alone, for k in :data:`GPU_SIZES`; the first call (module load) is not timed."""
+    import cupy as cp
+
+    from distprove import bn254
+    from distprove import pairing as pr
+    from distprove.backends.gpu import pairing as gp
+
+    rng = random.Random(1)
+    p, dp = (bn254.mul(bn254.G1, bn254.G1_GEN, rng.randrange(1, bn254.R)) for _ in range(2))
+    q, dq = (bn254.mul(bn254.G2, bn254.G2_GEN, rng.randrange(1, bn254.R)) for _ in range(2))
+    pairs = []
+    for _ in range(max(GPU_SIZES)):  # a walk: affine additions are cheap on the host
+        pairs.append((p, q))
+        p, q = bn254.add(bn254.G1, p, dp), bn254.add(bn254.G2, q, dq)
+    assert gp.miller_product(pairs[:3]) == pr.multi_miller_loop(pairs[:3])
+    res: dict[str, Any] = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+                           "host_miller_loop_s": median_s(lambda: pr.miller_loop(*pairs[0]), reps), "gpu": {}}
+    for k in GPU_SIZES:
+        sub = pairs[:k]
+        d_g1, d_g2 = (cp.asarray(a) for a in gp.pairs_to_limbs(sub))
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        kernel = []
+        for _ in range(reps):
+            start.record()
+            gp.reduce_product(gp.launch_miller(d_g1, d_g2, product=True)[0])
+            stop.record()
+            stop.synchronize()
+            kernel.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+        whole = median_s(lambda: gp.miller_product(sub), reps)
+        res["gpu"][str(k)] = {"miller_product_s": whole, "launches_s": sorted(kernel)[len(kernel) // 2],
+                              "us_per_pair": whole / k * 1e6,
+                              "limb_encoding_s": median_s(lambda: gp.pairs_to_limbs(sub), reps)}
+    return res
+
+
+def host_results(args: argparse.Namespace) -> dict[str, Any]:
+    """The host pairing beside py_ecc, and verify / verify_many of the fixture's proofs."""
     from py_ecc.optimized_bn128 import FQ, FQ2, final_exponentiate, pairing
 
     from distprove import bn254
@@ -62,12 +120,7 @@ def main() -> None:
         res[f"verify_many_{n}_s_per_proof"] = median_s(lambda: verify_many(items), max(1, args.reps // 2)) / n
     for k in ("miller_loop_s", "final_exponentiation_s"):
         res[k]["py_ecc_over_distprove"] = res[k]["py_ecc"] / res[k]["distprove"]
-    out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "host": platform.node(),
-           "cpu": platform.processor() or platform.machine(), "python": platform.python_version(), "fixture": args.fixture,
-           "commit": os.environ.get("DISTPROVE_GIT_COMMIT", ""), **res}
-    print(json.dumps(out, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+    return res
 
 
 if __name__ == "__main__":

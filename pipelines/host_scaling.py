@@ -3,7 +3,7 @@
 A GPU batch spends a few milliseconds of host Python per proof (window sums to the proof: doubling
 chains in G1 and G2 on big integers), so N workers scale only as far as N processes keep their
 single-process speed. This runs the same host workload, the blinding-and-Horner arithmetic of one
-proof (:func:`distprove.stages._fastec.combination` over G1 and G2 scalar terms), in 1, 2, 4, ...
+proof (:func:`distprove.curve.combination` over G1 and G2 scalar terms), in 1, 2, 4, ...
 processes at once (started together by a barrier) and reports each process's rate against one alone;
 then once more with each process pinned to the CPUs NVML reports for "its" GPU, as dask-cuda's
 CPUAffinity plugin pins workers. It also records the CPU model and each GPU's NVML CPU list.
@@ -55,7 +55,7 @@ def _workload(seconds: float) -> float:
     import secrets
 
     from distprove.bn254 import G1, G1_GEN, G2, G2_GEN, R
-    from distprove.stages._fastec import combination
+    from distprove.curve import combination
 
     done, t0 = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - t0) < seconds:

@@ -4,7 +4,7 @@ Three ways to prove the same ``--proofs`` witnesses of one key on one GPU, alter
 ``--rounds`` so that host-speed drift hits each alike:
 
 * ``bare``: the pipelined bare loop of bench_batch.py (``prover.prove_many``, written in groups);
-* ``group``: the worker's own task body, ``worker.prove_group`` (groups of the planner's size,
+* ``group``: the worker's own task body, ``work.prove_group`` (groups of the planner's size,
   each proof written as it is assembled), called in this process with a local ProverState: the
   worker's code without Dask;
 * ``dask <variant>``: ``distprove.batch`` on a one-worker LocalCUDACluster, once per dask config
@@ -45,16 +45,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def local_group_runner(key_path: Path, backend_name: str) -> Any:
-    """``run(wdir)``: prove every witness of ``wdir`` with ``worker.prove_group`` in this process."""
-    from distprove import worker
-    from distprove.backends.base import MSM_NAMES, msm_group
-    from distprove.batching import discover
+    """``run(wdir)``: prove every witness of ``wdir`` with ``work.prove_group`` in this process."""
+    from distprove.dist import state as dist_state
+    from distprove.dist import work
+    from distprove.dist.tasks import ProofSpec, Status
+    from distprove.groth16 import MSM_NAMES, msm_group
+    from distprove.dist.batching import discover
     from distprove.config import settings
 
-    st = worker.ProverState(backend_name)
+    st = dist_state.ProverState(backend_name)
     st.setup(types.SimpleNamespace(address="local"))
-    worker.state = lambda: st  # the task bodies look their state up through these two
-    worker.get_worker = lambda: types.SimpleNamespace(address="local")
+    dist_state.state = lambda: st  # the task bodies look their state up through these two
+    dist_state.get_worker = lambda: types.SimpleNamespace(address="local")
     key = st.key(str(key_path))
     be = st.backend
     widths = {w: be.window_width(key.domain_size if w == "H" else key.n_vars, msm_group(w)) for w in MSM_NAMES}
@@ -64,10 +66,10 @@ def local_group_runner(key_path: Path, backend_name: str) -> Any:
         out = wdir.parent / (wdir.name + "-out")
         shutil.rmtree(out, ignore_errors=True)  # as prove_loop does: nothing skipped as already written
         jobs = discover(wdir, key.path, out)
-        specs = [worker.ProofSpec(j.name, j.witness, key.path, key.content_hash, j.proof_path, j.public_path) for j in jobs]
+        specs = [ProofSpec(j.name, j.witness, key.path, key.content_hash, j.proof_path, j.public_path) for j in jobs]
         for i in range(0, len(specs), per_task):
-            outcomes = worker.prove_group(specs[i : i + per_task], widths, True, True)
-            bad = [o for o in outcomes if getattr(o, "status", "") != "proved"]
+            outcomes = work.prove_group(specs[i : i + per_task], widths, True, True)
+            bad = [o for o in outcomes if getattr(o, "status", "") != Status.PROVED]
             if bad:
                 raise SystemExit(f"group failed: {bad[0]}")
 
@@ -112,7 +114,7 @@ def main() -> None:
         import dask.config
         from distributed import Client
 
-        from distprove.cluster import local_cluster
+        from distprove.dist.cluster import local_cluster
 
         for variant, cfg in VARIANTS.items():
             with dask.config.set(cfg):

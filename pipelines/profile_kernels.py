@@ -7,7 +7,7 @@ warm launches::
     ncu --clock-control none --profile-from-start off --section SpeedOfLight \
         --section WarpStateStats python3 pipelines/profile_kernels.py --cases g1-24,g2-20,ntt-24
 
-Cases: ``g1-N`` / ``g2-N`` (window sums of every window of 2^N uniform scalars on bench_msm's
+Cases: ``g1-N`` / ``g2-N`` (window sums of every window of 2^N uniform scalars on benchlib's
 random-access bases, at pick_window's width; suffixes ``-cC`` for width C, ``-rR`` for R batch-affine
 pair rounds, ``@variant`` for one of bench_msm's builds), ``p1-N`` / ``p2-N`` (the merged MSM over a
 precomputed table of window multiples, at merged_width or ``-cC``), ``ntt-N`` (forward NTT of 2^N
@@ -26,12 +26,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 
 def _case_inputs(group_name: str, log_n: int) -> tuple[Any, Any, Any]:
-    """(group, scalars, bases) of an MSM case: bench_msm's 2^log_n uniform scalars (seed 1) and its
+    """(group, scalars, bases) of an MSM case: benchlib's 2^log_n uniform scalars (seed 1) and its
     random-access bases of known discrete logarithm."""
-    import bench_msm
+    import benchlib
 
-    group = bench_msm._groups()[group_name.upper()]
-    _, scalars, idx, tables = bench_msm._inputs({group_name: group}, log_n, 1)
+    group = benchlib.groups()[group_name.upper()]
+    _, scalars, idx, tables = benchlib.msm_inputs({group_name: group}, log_n, 1)
     return group, scalars, tables[group_name][idx]
 
 

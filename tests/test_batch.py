@@ -14,6 +14,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,12 +26,13 @@ import pytest
 from click.testing import CliRunner
 
 import distprove
-import distprove.graph
+import distprove.dist.graph
 from conftest import local_client, snarkjs_verify
-from distprove.batching import discover
+from distprove.dist.batching import discover
 from distprove.keystore import import_key
 from distprove.verifier import verify_many
-from distprove.worker import PLUGIN_NAME, ProverState, write_once
+from distprove.dist.output import write_once
+from distprove.dist.state import PLUGIN_NAME, ProverState
 
 DATA = Path(__file__).parent / "data"
 MINI_ZKEY = DATA / "mini" / "mini_0001.zkey"
@@ -117,17 +120,17 @@ def graph_config(graph: str) -> Iterator[list[list[str]]]:
     groups (the planner keeps 8 tasks per worker otherwise). Yields the names of each
     prove-group task submitted."""
     groups: list[list[str]] = []
-    real = distprove.graph.submit_group
+    real = distprove.dist.graph.submit_group
 
     def recorded(client, specs, *args, **kw):
         groups.append([sp.name for sp in specs])
         return real(client, specs, *args, **kw)
 
     with dask.config.set(GRAPHS[graph][1]), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(distprove.graph, "submit_group", recorded)
+        mp.setattr(distprove.dist.graph, "submit_group", recorded)
         if graph == "grouped":
-            mp.setattr(distprove.graph, "TASKS_PER_WORKER", 1)
-            mp.setattr(distprove.graph, "CHECKED_TASKS_PER_WORKER", 1)
+            mp.setattr(distprove.dist.graph, "TASKS_PER_WORKER", 1)
+            mp.setattr(distprove.dist.graph, "CHECKED_TASKS_PER_WORKER", 1)
         yield groups
 
 
@@ -299,16 +302,95 @@ def test_discover_matches_keys(tmp_path, mini_store) -> None:
     assert jobs["mini/m00"].key.endswith("mini.zarr") and jobs["mul/w0"].key.endswith("circuit_final.zkey")
     assert jobs["orphan"].key is None and "no key" in jobs["orphan"].error
     assert jobs["mul/w0"].proof_path == str((tmp_path / "w" / "proofs" / "mul" / "w0.proof.json").resolve())
-    # Two .zkey files in one folder: ambiguous, named in the error.
+    # Two .zkey files in one folder: ambiguous, one error for the batch naming the folder and both.
     shutil.copy(MINI_ZKEY, tmp_path / "w" / "mul" / "other.zkey")
-    err = {j.name: j.error for j in discover(tmp_path / "w")}["mul/w0"]
-    assert "2 keys" in err and "other.zkey" in err
+    with pytest.raises(distprove.FormatError, match="2 keys in one folder") as err:
+        discover(tmp_path / "w")
+    assert str(tmp_path / "w" / "mul") in str(err.value) and "other.zkey" in str(err.value) and "\n" not in str(err.value)
     # key= and the configuration override discovery.
     with dask.config.set({"distprove.key": str(MINI_ZKEY)}):
         assert {j.key for j in discover(tmp_path / "w")} == {str(MINI_ZKEY.resolve())}
     assert {j.key for j in discover(tmp_path / "w", key=MUL_ZKEY)} == {str(MUL_ZKEY.resolve())}
     with pytest.raises(distprove.FormatError, match="no \\*.wtns"):
         discover(tmp_path / "w" / "mini" / "mini.zarr")
+
+
+def project(root: Path, key_in: str | None, n: int = 3) -> Path:
+    """root/witnesses/w<i>.wtns with the mini .zkey in root/witnesses ("folder"), root ("parent") or nowhere."""
+    wdir = root / "witnesses"
+    wdir.mkdir(parents=True)
+    for i in range(n):
+        shutil.copy(MINI_WTNS, wdir / f"w{i}.wtns")
+    if key_in is not None:
+        shutil.copy(MINI_ZKEY, (wdir if key_in == "folder" else root) / "circuit.zkey")
+    return wdir
+
+
+@pytest.mark.parametrize("key_in", ["folder", "parent"])
+def test_key_beside_the_witness_folder_or_in_its_parent(tmp_path, key_in: str) -> None:
+    """project/circuit.zkey with project/witnesses/*.wtns is found, as is a key inside the folder;
+    the folder's own key wins over its parent's."""
+    wdir = project(tmp_path, key_in)
+    where = wdir if key_in == "folder" else tmp_path
+    jobs = discover(wdir)
+    assert [j.key for j in jobs] == [str(where.resolve() / "circuit.zkey")] * 3 and not any(j.error for j in jobs)
+    if key_in == "parent":
+        shutil.copy(MINI_ZKEY, wdir / "own.zkey")
+        assert {j.key for j in discover(wdir)} == {str(wdir.resolve() / "own.zkey")}
+
+
+def test_no_key_anywhere_is_one_error_naming_the_folders_searched(tmp_path) -> None:
+    wdir = project(tmp_path, None)
+    with pytest.raises(distprove.FormatError) as err:
+        discover(wdir)
+    msg = str(err.value)
+    assert "no key store or .zkey found for any witness" in msg and "\n" not in msg
+    assert f"searched {wdir.resolve()}, {tmp_path.resolve()})" in msg
+    # Keys further up are not looked for (only the witness folder's parent).
+    shutil.copy(MINI_ZKEY, tmp_path.parent / f"{tmp_path.name}-sibling.zkey")
+    with pytest.raises(distprove.FormatError, match="for any witness"):
+        discover(wdir)
+
+
+def test_two_keys_in_the_parent_are_one_error(tmp_path) -> None:
+    wdir = project(tmp_path, "parent")
+    shutil.copy(MUL_ZKEY, tmp_path / "other.zkey")
+    with pytest.raises(distprove.FormatError, match="2 keys in one folder \\(circuit.zkey, other.zkey\\)"):
+        discover(wdir)
+
+
+SCRIPT = """import distprove
+{guard}{indent}report = distprove.batch({wdir!r}, backend="cpu", n_workers=1)
+{indent}print(report)
+"""
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_batch_from_a_script(tmp_path, guarded: bool) -> None:
+    """The README's snippet as a script: with the `if __name__ == "__main__":` guard it proves the
+    bundled example (key in the witness folder's parent) and the report prints once; without it,
+    one line says what to add, exit status 1, no traceback, nothing started."""
+    from distprove import example
+
+    wdir = tmp_path / "project" / "witnesses"
+    shutil.copytree(example.WITNESS_DIR, wdir)
+    shutil.copy(example.ZKEY, wdir.parent / "circuit.zkey")
+    guard = 'if __name__ == "__main__":\n' if guarded else ""
+    script = tmp_path / "prove_all.py"
+    script.write_text(SCRIPT.format(guard=guard, indent="    " if guarded else "", wdir=str(wdir)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(distprove.__file__).parents[1]), os.environ.get("PYTHONPATH")]))}
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert "Traceback" not in res.stderr, res.stderr
+    if guarded:
+        assert res.returncode == 0, res.stderr
+        assert (res.stdout + res.stderr).count("proved 3, failed 0, skipped 0") == 1, res.stdout
+        assert len(list((wdir / "proofs").glob("*.proof.json"))) == 3
+    else:
+        assert res.returncode == 1
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1, res.stderr
+        assert lines[0].startswith(f"error: {script}, line 2: ") and 'if __name__ == "__main__":' in lines[0]
+        assert not (wdir / "proofs").exists()
 
 
 def test_write_once(tmp_path) -> None:
@@ -415,7 +497,7 @@ def test_checks_in_the_client_pool(client, tmp_path, graph: str) -> None:
     assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(4)]) == [True] * 4
     assert all({"msm", "assemble", "verify", "write"} <= set(r.seconds) for r in report.proved)
     # The pool stays for the next batch (no second start-up); the configuration picks the place.
-    from distprove.batching import verification_pool
+    from distprove.dist.batching import verification_pool
 
     pool = verification_pool(2)
     for p in out.glob("m0.*"):
@@ -426,3 +508,20 @@ def test_checks_in_the_client_pool(client, tmp_path, graph: str) -> None:
     assert verification_pool(2) is pool
     with pytest.raises(ValueError, match="verify_in"):
         distprove.batch(tmp_path, key=MINI_ZKEY, client=client, verify_in="moon", echo=None)
+
+
+@pytest.mark.parametrize("source, line, guarded", [
+    ('import x\nif __name__ == "__main__":\n    x.batch()\n', 3, True),
+    ("if '__main__' == __name__ and True:\n    main()\n", 2, True),
+    ('x.batch()\nif __name__ == "__main__":\n    pass\n', 1, False),
+    ('if __name__ == "__main__":\n    pass\nelse:\n    x.batch()\n', 4, False),  # the else branch runs in the workers
+    ('with open("f") as f:\n    x.batch()\n', 2, False),
+    ('if __name__ != "__main__":\n    x.batch()\n', 2, False),
+])
+def test_main_guard_is_recognised(source: str, line: int, guarded: bool) -> None:
+    import ast
+
+    from distprove.dist.cluster import _is_main_guard
+
+    stmt = next(s for s in ast.parse(source).body if s.lineno <= line <= s.end_lineno)
+    assert _is_main_guard(stmt, line) == guarded

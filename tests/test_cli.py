@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import click
+import dask
 import pytest
+from click.testing import CliRunner
+
+import distprove
+import distprove.config
 
 from conftest import snarkjs_verify
 
@@ -129,3 +136,104 @@ def test_batch_output_is_quiet_and_verbose_on_request(tmp_path: Path) -> None:
     assert "INFO" not in res.stdout + res.stderr
     res = run("-v", "batch", MINI_KEY, wdir, "--out", tmp_path / "q", "--backend", "cpu", "--workers", "1")
     assert res.returncode == 0 and "INFO distributed" in res.stderr
+
+
+# --- consistency of the command line ----------------------------------------------------------------
+
+
+def _commands() -> dict[str, click.Command]:
+    """Every command by its full name ("batch", "ptau new", ...)."""
+    from distprove.cli import main
+
+    out: dict[str, click.Command] = {}
+
+    def walk(cmd: click.Command, prefix: str) -> None:
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                walk(sub, f"{prefix} {name}".strip())
+        else:
+            out[prefix] = cmd
+
+    walk(main, "")
+    return out
+
+
+def _help(*args: str) -> str:
+    from distprove.cli import main
+
+    res = CliRunner().invoke(main, [*args, "--help"])
+    assert res.exit_code == 0, res.output
+    return " ".join(res.output.split())
+
+
+def test_backend_is_one_option_with_one_list_of_names() -> None:
+    """Every command that picks where work runs takes --backend with the names of
+    distprove.backends.BACKEND_NAMES (which the configuration checks too); none takes --device."""
+    from distprove.backends import BACKEND_NAMES
+
+    with_backend = set()
+    for name, cmd in _commands().items():
+        opts = {o: p for p in cmd.params for o in p.opts + p.secondary_opts}
+        assert "--device" not in opts, name
+        if "--backend" in opts:
+            with_backend.add(name)
+            assert tuple(opts["--backend"].type.choices) == BACKEND_NAMES, name
+    assert {"prove", "example", "batch", "setup", "ptau new", "ptau prepare"} <= with_backend
+    with dask.config.set({"distprove.backend": "moon"}), pytest.raises(distprove.FormatError, match="auto, cpu, gpu"):
+        distprove.config.settings()
+
+
+def test_every_option_has_help_and_scheduler_reads_address() -> None:
+    for name, cmd in _commands().items():
+        for p in cmd.params:
+            if isinstance(p, click.Option) and p.name != "help":
+                assert p.help, f"{name} {p.opts[0]} has no help"
+                if "--scheduler" in p.opts:
+                    assert p.metavar == "ADDRESS", name
+    assert "--scheduler ADDRESS" in _help("batch") and "--scheduler TEXT" not in _help("batch")
+    assert "auto (split for a few proofs of a large key, data otherwise" in _help("batch")
+
+
+def test_config_defaults_show_their_value_and_where_it_is_set() -> None:
+    with dask.config.set({"distprove.backend": "cpu", "distprove.planner.mode": "split"}):
+        text = _help("batch")
+    assert "[default: cpu (distprove.backend in the dask config; env DASK_DISTPROVE__BACKEND)]" in text
+    assert "[default: split (distprove.planner.mode in the dask config; env DASK_DISTPROVE__PLANNER__MODE)]" in text
+    assert "[default: no-incremental (distprove.incremental.enabled in the dask config;" in text
+    assert "[default: workers (distprove.verify-in in the dask config; env DASK_DISTPROVE__VERIFY_IN)]" in text
+    assert "[default: variable-work (distprove.msm.constant-work" in _help("prove")
+    for args in (("batch",), ("prove",)):
+        assert "default: distprove." not in _help(*args)
+    res = subprocess.run([sys.executable, "-m", "distprove.cli", "batch", "--help"], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "DASK_DISTPROVE__BACKEND": "gpu"})
+    assert "[default: gpu (from env DASK_DISTPROVE__BACKEND)]" in " ".join(res.stdout.split())
+
+
+def test_example_with_an_unusable_backend_writes_nothing(tmp_path: Path) -> None:
+    from distprove.backends import gpu
+
+    if gpu.available():
+        pytest.skip("a GPU is visible: --backend gpu works here")
+    res = run("example", "--out", tmp_path / "ex", "--backend", "gpu")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert [ln for ln in res.stderr.splitlines() if ln.strip()] == ["error: backend 'gpu' requested but no CUDA device is visible to CuPy"]
+    assert not (tmp_path / "ex").exists()
+
+
+def test_empty_witness_folder_is_an_error_before_any_progress_bar(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    res = run("batch", MINI_KEY, tmp_path / "w", "--backend", "cpu", "--workers", "1")
+    assert_one_line_error(res, tmp_path / "w", "no *.wtns files")
+    assert "proving" not in res.stdout + res.stderr
+
+
+def test_overwrite_is_said_in_the_words_of_the_caller(tmp_path: Path) -> None:
+    store = tmp_path / "mini.zarr"
+    assert run("import-key", MINI_KEY, store).returncode == 0
+    res = run("import-key", MINI_KEY, store)
+    assert_one_line_error(res, store, "already exists (pass --overwrite to replace it)")
+    assert "overwrite=True" not in res.stderr
+    with pytest.raises(distprove.FormatError) as err:
+        distprove.import_key(MINI_KEY, store)
+    assert str(err.value) == f"{store}: already exists (pass overwrite=True to replace it)"
+    assert run("import-key", MINI_KEY, store, "--overwrite").returncode == 0

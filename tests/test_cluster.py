@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 import distprove
-from distprove import config, incremental
+from distprove import config
+from distprove.dist import incremental
 from distprove.errors import FormatError
 from distprove.verifier import verify
 
@@ -351,7 +352,7 @@ def test_duplicate_names_rejected(mini, tmp_path: Path) -> None:
 
 
 def test_run_lock_excludes_a_second_run(tmp_path: Path) -> None:
-    code = "import sys; from distprove import incremental as i\nwith i.run_lock(sys.argv[1]): print('got it')"
+    code = "import sys; from distprove.dist import incremental as i\nwith i.run_lock(sys.argv[1]): print('got it')"
     with incremental.run_lock(tmp_path):
         res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
         assert res.returncode != 0 and "another distprove run" in res.stderr
@@ -551,7 +552,7 @@ def test_local_cluster_worker_profiler_follows_config(enabled: bool) -> None:
     import dask
     from distributed import Client
 
-    from distprove.cluster import local_cluster
+    from distprove.dist.cluster import local_cluster
 
     with dask.config.set({"distprove.cluster.worker-profile": enabled}):
         cluster = local_cluster("cpu", n_workers=1, dashboard_address=None)

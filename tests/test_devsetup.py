@@ -30,13 +30,13 @@ from distprove.devsetup import (
     lagrange_at,
     lagrange_odd_coset,
     powers,
-    window_table_limbs,
 )
 from distprove.formats.r1cs import R1CS, read_r1cs
 from distprove.formats.wtns import read_wtns
 from distprove.formats.zkey import read_zkey
 from distprove.keystore import KeyStore, import_key, write_store
 from distprove.prover import msm, prove
+from distprove.stages.fixedbase import window_table_limbs
 from distprove.synth import limbs_from_field, make_circuit, write_circuit
 from distprove.verifier import verify
 
@@ -290,7 +290,7 @@ def test_cli_setup(tmp_path: Path) -> None:
     def run(*args: object) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "distprove.cli", *map(str, args)], capture_output=True, text=True, timeout=600)
 
-    res = run("setup", "--dev", MINI_R1CS, tmp_path / "k.zarr", "--vk", tmp_path / "vk.json", "--seed", "3", "--device", "cpu",
+    res = run("setup", "--dev", MINI_R1CS, tmp_path / "k.zarr", "--vk", tmp_path / "vk.json", "--seed", "3", "--backend", "cpu",
               "--workers", "1")
     assert res.returncode == 0, res.stderr
     assert "INSECURE" in res.stderr and "INSECURE" in res.stdout

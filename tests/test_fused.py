@@ -1,4 +1,4 @@
-"""Small proofs in one task (issue #4's Dask overhead): ``worker.prove_whole`` and the planner's
+"""Small proofs in one task (issue #4's Dask overhead): ``work.prove_whole`` and the planner's
 ``distprove.planner.fuse-below``, and the per-batch and per-proof costs the data-mode path no
 longer pays (the key's description made once per resident key, public signals taken where the
 witness is read, each proof's stages recorded once in the metrics).
@@ -16,13 +16,16 @@ import pytest
 from prometheus_client import REGISTRY
 
 import distprove
-from distprove import config, worker
+from distprove import config
+from distprove.dist import output, work
+from distprove.dist import state as dist_state
 from distprove.errors import FormatError
 from distprove.formats.jsonio import read_public
-from distprove.graph import GROUP_DOMAIN, Plan
+from distprove.dist.graph import GROUP_DOMAIN, Plan
 from distprove.keystore import ZkeyKey, import_key
 from distprove.prover import prove
-from distprove.worker import Assembled, Collected, KeyInfo, ProofSpec, ProverState
+from distprove.dist.state import ProverState
+from distprove.dist.tasks import Assembled, Collected, KeyInfo, ProofSpec
 from test_worker_cache import FakeWorker, counting_state
 
 DATA = Path(__file__).parent / "data"
@@ -35,9 +38,9 @@ BLINDING = (12345, 67890)
 
 @pytest.fixture
 def st(monkeypatch: pytest.MonkeyPatch) -> ProverState:
-    """A CPU ProverState that ``worker.state()`` returns (as if the task ran on its worker), counting uploads."""
+    """A CPU ProverState that ``distprove.dist.state.state()`` returns (as if the task ran on its worker), counting uploads."""
     state = counting_state()
-    monkeypatch.setattr(worker, "state", lambda: state)
+    monkeypatch.setattr(dist_state, "state", lambda: state)
     return state
 
 
@@ -111,7 +114,7 @@ def test_split_hands_h_over_only_on_cpu_keys() -> None:
 
 
 def test_auto_mode_splits_only_large_keys_with_few_proofs() -> None:
-    from distprove.graph import choose_mode
+    from distprove.dist.graph import choose_mode
 
     assert choose_mode("auto", 1, 4, 1 << 24, 1 << 22, 1) == "split"  # one large proof, several workers
     assert choose_mode("auto", 4, 4, 1 << 24, 1 << 22, 1) == "data"  # a proof per worker
@@ -132,14 +135,14 @@ def test_prove_group_fails_a_bad_witness_alone(st: ProverState, tmp_path: Path) 
     good = spec_for(tmp_path)
     other = ProofSpec("m2", good.witness, good.key_path, good.content_hash, str(tmp_path / "m2.proof.json"), str(tmp_path / "m2.public.json"))
     bad = ProofSpec("t", str(BAD / "truncated.wtns"), good.key_path, good.content_hash, str(tmp_path / "t.proof.json"), str(tmp_path / "t.public.json"))
-    results = worker.prove_group([good, bad, other], worker.plan_key(str(MINI_ZKEY)).widths)
+    results = work.prove_group([good, bad, other], work.plan_key(str(MINI_ZKEY)).widths)
     assert [type(r).__name__ for r in results] == ["Assembled", "Failed", "Assembled"]
     assert results[1].reason.startswith(f"{BAD / 'truncated.wtns'}: ") and "\n" not in results[1].reason
     vk = st.vk(st.key(str(MINI_ZKEY)))
     assert all(verify(vk, r.proof.public, (r.proof.pi_a, r.proof.pi_b, r.proof.pi_c)) for r in (results[0], results[2]))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(worker, "get_worker", lambda: FakeWorker())
-        outcomes = {o.name: o for o in worker.verify_write([results])}
+        mp.setattr(dist_state, "get_worker", lambda: FakeWorker())
+        outcomes = {o.name: o for o in output.verify_write([results])}
     assert {n: o.status for n, o in outcomes.items()} == {"m": "proved", "t": "failed", "m2": "proved"}
     assert outcomes["t"].reason == results[1].reason
     assert Path(good.proof_path).exists() and Path(other.proof_path).exists() and not Path(bad.proof_path).exists()
@@ -159,17 +162,17 @@ def test_prove_group_writes_each_proof_beside_the_next_ones_device_work(
     third = ProofSpec("m3", good.witness, good.key_path, good.content_hash, str(tmp_path / "m3.proof.json"),
                       str(tmp_path / "m3.public.json"))
     seen: dict[str, bool] = {}
-    start = worker._start_whole
+    start = work._start_whole
 
     def spy(spec: ProofSpec, widths: dict, witness=None):
         seen[spec.name] = Path(good.proof_path).exists()
         return start(spec, widths, witness)
 
-    monkeypatch.setattr(worker, "_start_whole", spy)
-    monkeypatch.setattr(worker, "get_worker", lambda: FakeWorker())
+    monkeypatch.setattr(work, "_start_whole", spy)
+    monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
     second = ProofSpec("m2", good.witness, good.key_path, good.content_hash, str(tmp_path / "m2.proof.json"),
                        str(tmp_path / "m2.public.json"))
-    outcomes = worker.prove_group([good, second, bad, third], worker.plan_key(str(MINI_ZKEY)).widths, write=True)
+    outcomes = work.prove_group([good, second, bad, third], work.plan_key(str(MINI_ZKEY)).widths, write=True)
     assert [(o.name, o.status) for o in outcomes] == [("m", "proved"), ("m2", "proved"), ("t", "failed"), ("m3", "proved")]
     assert seen == {"m": False, "m2": False, "m3": True}  # the bad witness failed loading, before any start
     assert all(Path(sp.proof_path).exists() for sp in (good, second, third)) and not Path(bad.proof_path).exists()
@@ -193,14 +196,14 @@ def test_checked_group_runs_each_miller_loop_beside_the_next_proof(
     added: list[int] = []
     started: dict[str, tuple[int, bool]] = {}
     alone: list[object] = []
-    add, start, check_alone = verifier.BatchCheck.add, worker._start_whole, verifier._check
+    add, start, check_alone = verifier.BatchCheck.add, work._start_whole, verifier._check
     monkeypatch.setattr(verifier.BatchCheck, "add", lambda self, *a: added.append(1) or add(self, *a))
-    monkeypatch.setattr(worker, "_start_whole", lambda spec, *a: started.setdefault(
+    monkeypatch.setattr(work, "_start_whole", lambda spec, *a: started.setdefault(
         spec.name, (len(added), Path(good.proof_path).exists())) and start(spec, *a))
     monkeypatch.setattr(verifier, "_check", lambda *a: alone.append(a) or check_alone(*a))
-    monkeypatch.setattr(worker, "get_worker", lambda: FakeWorker())
-    widths = worker.plan_key(str(MINI_ZKEY)).widths
-    outcomes = worker.prove_group([good, named("m2"), named("m3")], widths, write=True, check=True)
+    monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
+    widths = work.plan_key(str(MINI_ZKEY)).widths
+    outcomes = work.prove_group([good, named("m2"), named("m3")], widths, write=True, check=True)
     assert [(o.name, o.status) for o in outcomes] == [("m", "proved"), ("m2", "proved"), ("m3", "proved")]
     assert started["m3"] == (1, False)  # proof 1 added to the check, not written, before proof 3 starts
     assert alone == [] and all("verify" in o.seconds and "write" in o.seconds for o in outcomes)
@@ -209,9 +212,9 @@ def test_checked_group_runs_each_miller_loop_beside_the_next_proof(
     for p in tmp_path.glob("*.json"):
         p.unlink()
     group = [good, named("u", BAD / "unsatisfied.wtns"), named("t", BAD / "truncated.wtns"), named("m4")]
-    outcomes = {o.name: o for o in worker.prove_group(group, widths, write=True, check=True)}
+    outcomes = {o.name: o for o in work.prove_group(group, widths, write=True, check=True)}
     assert {n: o.status for n, o in outcomes.items()} == {"m": "proved", "u": "failed", "t": "failed", "m4": "proved"}
-    assert outcomes["u"].reason == worker.NOT_VALID and outcomes["t"].reason.startswith(f"{BAD / 'truncated.wtns'}: ")
+    assert outcomes["u"].reason == output.NOT_VALID and outcomes["t"].reason.startswith(f"{BAD / 'truncated.wtns'}: ")
     assert len(alone) == 3  # the batch failed: each assembled proof checked on its own
     assert sorted(p.name for p in tmp_path.glob("*.json")) == ["m.proof.json", "m.public.json", "m4.proof.json", "m4.public.json"]
     # A proof the check cannot even read (FormatError in add) fails alone too.
@@ -227,7 +230,7 @@ def test_checked_group_runs_each_miller_loop_beside_the_next_proof(
         return add(self, vk, public, points)
 
     monkeypatch.setattr(verifier.BatchCheck, "add", add_or_refuse)
-    outcomes = {o.name: o for o in worker.prove_group([good, named("m2"), named("m3")], widths, write=True, check=True)}
+    outcomes = {o.name: o for o in work.prove_group([good, named("m2"), named("m3")], widths, write=True, check=True)}
     assert {n: o.status for n, o in outcomes.items()} == {"m": "proved", "m2": "failed", "m3": "proved"}
     assert outcomes["m2"].reason == "<proof>: pi_a is not on the G1 curve"
     assert not (tmp_path / "m2.proof.json").exists() and (tmp_path / "m3.proof.json").exists()
@@ -235,17 +238,17 @@ def test_checked_group_runs_each_miller_loop_beside_the_next_proof(
 
 def test_prove_whole_gives_the_proof_of_prove(st: ProverState, tmp_path: Path) -> None:
     spec = spec_for(tmp_path)
-    info = worker.plan_key(str(MINI_ZKEY))
-    done = worker.prove_whole(spec, info.widths, True, BLINDING)
+    info = work.plan_key(str(MINI_ZKEY))
+    done = work.prove_whole(spec, info.widths, True, BLINDING)
     assert isinstance(done, Assembled) and not done.done_before
     assert st.uploads == 1 and st.resident_proofs == []  # one upload; nothing left in the proof cache
     assert done.proof == prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
     assert done.proof.public == read_public(DATA / "mini" / "public.json")
     assert {"witness", "gather", "msm", "assemble"} <= set(done.seconds)  # msm includes the NTTs (overlapped)
     # For the client's pool: the window sums, which assemble to the same proof there.
-    collected = worker.prove_whole(spec, info.widths, False)
+    collected = work.prove_whole(spec, info.widths, False)
     assert isinstance(collected, Collected) and st.resident_proofs == []
-    again = worker.assemble_proof(spec, collected.parts, info.points, info.n_public, BLINDING)
+    again = work.assemble_proof(spec, collected.parts, info.points, info.n_public, BLINDING)
     assert again.proof == done.proof
     assert {"witness", "gather", "msm", "assemble"} <= set(again.seconds)
 
@@ -253,10 +256,10 @@ def test_prove_whole_gives_the_proof_of_prove(st: ProverState, tmp_path: Path) -
 def test_prove_whole_after_the_proof_was_written_writes_nothing_new(st: ProverState, tmp_path: Path) -> None:
     """A fused task run again (its worker died after the proof was written) reports the earlier write."""
     spec = spec_for(tmp_path)
-    widths = worker.plan_key(str(MINI_ZKEY)).widths
-    first = worker.prove_whole(spec, widths, True, BLINDING)
-    assert worker.write_once(first.proof.to_json(), first.proof.public_json(), spec.proof_path, spec.public_path)
-    second = worker.prove_whole(spec, widths, True)
+    widths = work.plan_key(str(MINI_ZKEY)).widths
+    first = work.prove_whole(spec, widths, True, BLINDING)
+    assert output.write_once(first.proof.to_json(), first.proof.public_json(), spec.proof_path, spec.public_path)
+    second = work.prove_whole(spec, widths, True)
     assert second.done_before and second.proof is None
 
 
@@ -266,7 +269,7 @@ def test_prove_whole_of_a_bad_witness_raises_its_one_line_error(st: ProverState,
     label = {"key": "mini_0001.zkey"}
     failed = REGISTRY.get_sample_value("distprove_proofs_failed_total", label) or 0.0
     with pytest.raises(FormatError) as err:
-        worker.prove_whole(spec, worker.plan_key(str(MINI_ZKEY)).widths)
+        work.prove_whole(spec, work.plan_key(str(MINI_ZKEY)).widths)
     assert str(err.value).startswith(f"{BAD / name}: ") and words in str(err.value) and "\n" not in str(err.value)
     assert REGISTRY.get_sample_value("distprove_proofs_failed_total", label) == failed + 1
 
@@ -283,35 +286,35 @@ def test_plan_key_is_made_once_per_resident_key(st: ProverState, tmp_path: Path,
         return real(self)
 
     monkeypatch.setattr(ZkeyKey, "vk_json", counted)
-    first = worker.plan_key(str(MINI_ZKEY))
-    assert worker.plan_key(str(MINI_ZKEY)) is first
+    first = work.plan_key(str(MINI_ZKEY))
+    assert work.plan_key(str(MINI_ZKEY)) is first
     assert first.vk == {} and calls == []  # the planner needs no vk: a .zkey's costs a pairing
-    with_vk = worker.plan_key(str(MINI_ZKEY), with_vk=True)  # for checks made off the workers
-    assert with_vk.vk["nPublic"] == first.n_public and worker.plan_key(str(MINI_ZKEY)) is with_vk
+    with_vk = work.plan_key(str(MINI_ZKEY), with_vk=True)  # for checks made off the workers
+    assert with_vk.vk["nPublic"] == first.n_public and work.plan_key(str(MINI_ZKEY)) is with_vk
     assert st.vk(st.key(str(MINI_ZKEY))).n_public == first.n_public
     assert len(calls) == 1  # the vk's pairing, once for the planner and the checks
     # The same key read from another path: that path, the rest as made.
     store = import_key(MINI_ZKEY, tmp_path / "mini.zarr").path
-    other = worker.plan_key(str(store))
+    other = work.plan_key(str(store))
     assert other.path == str(store) and other.content_hash == first.content_hash and other.vk == with_vk.vk
     made = len(calls)  # (the import made the store's vk)
     # An evicted key is described again when it comes back.
     evicting = ProverState("cpu", max_keys=1)
     evicting.setup(FakeWorker())
-    monkeypatch.setattr(worker, "state", lambda: evicting)
-    worker.plan_key(str(MINI_ZKEY))
-    worker.plan_key(str(MUL_ZKEY), with_vk=True)
-    assert worker.plan_key(str(MINI_ZKEY)) == first and len(calls) == made + 1
+    monkeypatch.setattr(dist_state, "state", lambda: evicting)
+    work.plan_key(str(MINI_ZKEY))
+    work.plan_key(str(MUL_ZKEY), with_vk=True)
+    assert work.plan_key(str(MINI_ZKEY)) == first and len(calls) == made + 1
 
 
 def test_public_signals_travel_with_the_parts(st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The prepare task takes the public signals from the witness it read; the reducer does not read the file again."""
     spec = spec_for(tmp_path)
-    prepared = worker.prepare(spec, True, host_h=False)
+    prepared = work.prepare(spec, True, host_h=False)
     assert prepared.public == read_public(DATA / "mini" / "public.json")
-    parts = worker.msm_proof(spec, prepared, worker.plan_key(str(MINI_ZKEY)).widths)
-    monkeypatch.setattr(worker, "public_signals", lambda *a: pytest.fail("the reducer read the witness again"))
-    assert worker.reduce_assemble(spec, parts, BLINDING).proof == prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
+    parts = work.msm_proof(spec, prepared, work.plan_key(str(MINI_ZKEY)).widths)
+    monkeypatch.setattr(work, "public_signals", lambda *a: pytest.fail("the reducer read the witness again"))
+    assert work.reduce_assemble(spec, parts, BLINDING).proof == prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
 
 
 def test_stages_are_recorded_once_per_proof(st: ProverState, tmp_path: Path) -> None:
@@ -319,9 +322,9 @@ def test_stages_are_recorded_once_per_proof(st: ProverState, tmp_path: Path) -> 
     with the client's pool, the reducer), which records every stage of the proof once."""
     spec = spec_for(tmp_path)
     before = {s: stage_count(s) for s in ("witness", "ntt", "msm")}
-    prepared = worker.prepare(spec, True, host_h=False)
+    prepared = work.prepare(spec, True, host_h=False)
     assert {s: stage_count(s) for s in before} == before
-    worker.collect_parts(spec, worker.msm_proof(spec, prepared, worker.plan_key(str(MINI_ZKEY)).widths))
+    work.collect_parts(spec, work.msm_proof(spec, prepared, work.plan_key(str(MINI_ZKEY)).widths))
     assert {s: stage_count(s) for s in before} == {s: n + 1 for s, n in before.items()}
 
 
@@ -329,10 +332,10 @@ def test_verify_write_without_the_check_makes_no_vk(st: ProverState, tmp_path: P
     """verify=False: the proof is written and no verification key is made (a .zkey's costs a
     pairing on each worker's first use: 0.77 s of a 2 s two-GPU batch on the H200)."""
     spec = spec_for(tmp_path)
-    done = worker.prove_whole(spec, worker.plan_key(str(MINI_ZKEY)).widths, True, BLINDING)
+    done = work.prove_whole(spec, work.plan_key(str(MINI_ZKEY)).widths, True, BLINDING)
     monkeypatch.setattr(ProverState, "vk", lambda self, key: pytest.fail("vk made without a check"))
-    monkeypatch.setattr(worker, "get_worker", lambda: FakeWorker())
-    (out,) = worker.verify_write([done], check=False)
+    monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
+    (out,) = output.verify_write([done], check=False)
     assert out.status == "proved" and Path(spec.proof_path).exists()
     assert read_public(spec.public_path) == done.proof.public
 
@@ -345,11 +348,11 @@ def test_whole_proof_tasks_choose_widths_per_witness(st: ProverState, tmp_path: 
     from distprove.stages.msm import live_fraction
 
     spec = spec_for(tmp_path)
-    prepared = worker.prepare(spec, True, host_h=False)
+    prepared = work.prepare(spec, True, host_h=False)
     assert prepared.live == live_fraction(read_wtns(MINI_WTNS).values)
     key = st.key(spec.key_path, spec.content_hash)
-    parts = worker.msm_proof(spec, prepared)
+    parts = work.msm_proof(spec, prepared)
     assert {p.which: p.c for p in parts} == witness_widths(st.backend, key, prepared.live)
     want = prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
-    assert worker.reduce_assemble(spec, parts, BLINDING).proof == want
-    assert worker.prove_whole(spec, None, True, BLINDING).proof == want
+    assert work.reduce_assemble(spec, parts, BLINDING).proof == want
+    assert work.prove_whole(spec, None, True, BLINDING).proof == want

@@ -1,9 +1,10 @@
-"""distprove.batch from a folder of inputs (distprove.inputbatch) on a CPU LocalCluster of 2
+"""distprove.batch from a folder of inputs (distprove.dist.inputbatch) on a CPU LocalCluster of 2
 single-threaded, non-daemonic worker processes (so each registers a process pool for witnesses).
 
 A folder of mul_chain_1k inputs proves with at most ``witness.in-flight`` witnesses on disk at a
-time, every proof verifies (distprove, and snarkjs when present), the scratch witnesses are gone
-and a rerun (plain or incremental) skips them; a mixed bits_k16 folder fails only its bad inputs,
+time, the dashboard's proofs bar reaches every input's proof and the witness computation is
+metered as the witness-gen stage, every proof verifies (distprove, and snarkjs when present),
+the scratch witnesses are gone and a rerun (plain or incremental) skips them; a mixed bits_k16 folder fails only its bad inputs,
 each with one line naming the input, and keeps byte-identical witnesses of the good ones; a wasm
 of another circuit is refused once, before any witness or proof.
 """
@@ -15,6 +16,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import dask
@@ -23,9 +25,11 @@ from click.testing import CliRunner
 
 import distprove
 from conftest import find_snarkjs, snarkjs_verify
-from distprove import incremental
 from distprove.cli import main
-from distprove.inputbatch import EXECUTOR, SCRATCH_DIR, discover_inputs, holds_inputs
+from distprove.dist import incremental
+from distprove.dist.inputbatch import EXECUTOR, SCRATCH_DIR, discover_inputs, holds_inputs
+from distprove.dist.state import WITNESS_GEN
+from distprove.errors import FormatError
 
 DATA = Path(__file__).parent / "data"
 
@@ -79,11 +83,32 @@ def test_inputs_prove_stream_verify_and_rerun_skips(client, tmp_path: Path) -> N
     assert holds_inputs(root)
     assert all(client.run(lambda dask_worker: EXECUTOR not in dask_worker.executors).values())
     watcher = ScratchWatcher(out / SCRATCH_DIR)
+    bar: list[tuple[int, int]] = []  # the "proofs" prefix on /status: (all, done) at each result
+
+    def markers(dask_scheduler: Any) -> tuple[int, int]:
+        states = dask_scheduler.task_prefixes["proofs"].states
+        return sum(v for k, v in states.items() if k != "forgotten"), states["memory"] + states["released"] + states["erred"]
+
+    def on_result(res: Any) -> None:
+        bar.append(client.run_on_scheduler(markers))
+
     with dask.config.set({"distprove.witness.in-flight": 2}):
-        report = distprove.batch(root, client=client, echo=None)
+        report = distprove.batch(root, client=client, echo=None, on_result=on_result)
     most = watcher.stop()
     assert report.ok and len(report.proved) == 3, report.summary()
     assert 1 <= most <= 2
+    # the bar grows as witnesses arrive, to every input's proof
+    assert [a for a, _ in bar] == sorted(a for a, _ in bar) and bar[-1][0] == 3 and bar[-1][1] >= 1, bar
+    assert WITNESS_GEN in report.stage_seconds
+
+    def activities(dask_scheduler: Any) -> set[str]:
+        return {
+            activity for span in dask_scheduler.extensions["spans"].spans.values() if span.name == ("distprove-batch",)
+            for context, prefix, activity, unit in span.cumulative_worker_metrics
+            if context == "execute" and unit == "seconds" and prefix == WITNESS_GEN
+        }
+
+    assert WITNESS_GEN in client.run_on_scheduler(activities)
     kinds = set(client.run(lambda dask_worker: type(dask_worker.executors[EXECUTOR]).__name__).values())
     assert kinds == {"ProcessPoolExecutor"}
     assert not (out / SCRATCH_DIR).exists() and not list(out.glob("*.wtns"))
@@ -99,7 +124,7 @@ def test_inputs_prove_stream_verify_and_rerun_skips(client, tmp_path: Path) -> N
 
     again = distprove.batch(root, client=client, echo=None)
     assert [r.status for r in again.results] == ["skipped"] * 3
-    assert "witness" not in again.stage_seconds and "prove-whole" not in again.stage_seconds
+    assert WITNESS_GEN not in again.stage_seconds and "prove-whole" not in again.stage_seconds
     adopted = incremental.batch(root, client=client, echo=None)  # rule 2 on the workers, then recorded
     assert [r.status for r in adopted.results] == ["skipped"] * 3
     recorded = incremental.batch(root, client=client, echo=None)  # rule 1: the state file, no cluster work
@@ -177,3 +202,15 @@ def test_discovery_wasm_beside_the_key_and_bad_entries(tmp_path: Path) -> None:
     assert "outside the witness folder" in jobs["sub/x"].error
     (root / "circuit.wasm").unlink()
     assert {j.error for j in discover_inputs(root) if j.name != "sub/x"} == {f"no circuit .wasm beside the key in {root}; pass --wasm"}
+
+
+def test_discovery_key_in_the_parent_and_no_key_is_one_error(tmp_path: Path) -> None:
+    project = _folder(tmp_path, "mul_chain_1k", with_inputs=False)
+    inputs = project / "inputs"
+    shutil.copytree(DATA / "mul_chain_1k" / "inputs", inputs)
+    jobs = discover_inputs(inputs)
+    assert {(j.key, j.wasm, j.error) for j in jobs} == {(str(project / "circuit_final.zkey"), str(project / "circuit.wasm"), "")}
+    (project / "circuit_final.zkey").unlink()
+    with pytest.raises(FormatError, match="no key store or .zkey found for any input") as err:
+        discover_inputs(inputs)
+    assert "\n" not in str(err.value) and str(inputs) in str(err.value)

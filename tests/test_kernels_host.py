@@ -737,6 +737,131 @@ def test_shared_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatc
         gm.msm_windows_start(group, bases, limbs, c + 1, 0, 1, gm.MsmScratch(), HostStream(), digits=digits)
 
 
+# --- grouped MSMs (G proofs' scalar vectors against one set of bases), emulated --------------
+
+
+def _group_scalars(rng: random.Random, proofs: int, n: int, kind: str) -> list[list[int]]:
+    """``proofs`` scalar vectors of ``n``: "mixed" (0, 1, r - 1, 2, a repeated value, random), "bits"
+    (0/1 only, as witnesses mostly are) or "equal" (every scalar of a vector the same)."""
+    out = []
+    for p in range(proofs):
+        same = rng.randrange(2, R)
+        if kind == "bits":
+            out.append([rng.randrange(2) for _ in range(n)])
+        elif kind == "equal":
+            out.append([[same, 1, 0, R - 1][p % 4]] * n)
+        else:
+            out.append([rng.choice([0, 1, R - 1, 2, same, same, rng.randrange(R)]) for _ in range(n)])
+    return out
+
+
+@pytest.mark.parametrize("group,n,c,lo,hi,proofs,kind", [
+    (bn254.G1, 33, 5, 0, 52, 1, "mixed"),
+    (bn254.G1, 33, 5, 0, 52, 2, "mixed"),
+    (bn254.G1, 41, 6, 0, 43, 3, "bits"),
+    (bn254.G1, 27, 7, 3, 11, 5, "mixed"),  # a range without window 0: no ones path
+    (bn254.G1, 20, 4, 0, 9, 5, "equal"),
+    (bn254.G1, 31, 21, 0, 2, 3, "mixed"),  # the radix sort in three passes
+    (bn254.G2, 19, 5, 0, 52, 3, "mixed"),
+    (bn254.G2, 15, 6, 2, 7, 2, "equal"),
+], ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v))
+@pytest.mark.parametrize("sort", ["atomic", "radix"])
+def test_grouped_msm_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, group, n, c, lo, hi, proofs, kind,
+                              sort) -> None:
+    """msm_windows_group of G vectors (one set of launches: G * (hi - lo) virtual windows) gives each
+    proof the window sums of the CPU reference over its own vector, ones in its S_0: G of 1, 2, 3
+    and 5, odd n, infinity bases, 0/1, all-equal, r - 1 and random scalars, both sorts, ranges with
+    and without window 0; the pair rounds forced on (their thresholds count the virtual windows)."""
+    import dask
+
+    from distprove.backends.cpu.msm import msm_windows as cpu_msm_windows
+
+    gm = emulated_msm
+    monkeypatch.setattr(gm, "AFFINE_ROUNDS", {"G1": ((0, 2),), "G2": ((0, 1),)})
+    monkeypatch.setattr(gm, "PAIR_K", (2, 2))
+    rng = random.Random(f"{group.name}{n}{c}{lo}{proofs}{kind}")
+    table = _points(group, rng, 6) + [None]
+    pts = [rng.choice(table) for _ in range(n)]
+    vectors = _group_scalars(rng, proofs, n, kind)
+    scalars = np.stack([bn254.limbs_from_ints(v) for v in vectors])
+    bases = bn254.points_to_limbs(group, pts)
+    with dask.config.set({"distprove.msm.sort": sort}):
+        got = gm.msm_windows_group(group, bases, scalars, c, lo, hi, scratch=gm.MsmScratch())
+        assert len(got) == proofs
+        for p in range(proofs):
+            assert got[p] == cpu_msm_windows(group, pts, scalars[p], c, lo, hi), p
+        if proofs == 3:  # the per-proof device path agrees too, and a group run in parts of 2
+            assert got[1] == gm.msm_windows(group, bases, scalars[1], c, lo, hi, scratch=gm.MsmScratch())
+            assert gm.msm_windows_group(group, bases, scalars, c, lo, hi, scratch=gm.MsmScratch(), max_proofs=2) == got
+
+
+@pytest.mark.parametrize("sort", ["atomic", "radix"])
+def test_grouped_digit_sort_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, sort: str) -> None:
+    """A grouped sort_digits is each proof's sort, rows offset by its virtual windows (radix: in point
+    order), and serves grouped MSMs over G1 and G2 bases (a group's A, B1 and B2)."""
+    import sys
+
+    import dask
+
+    gm = emulated_msm
+    fake = sys.modules["cupy"]
+    monkeypatch.setattr(fake, "zeros", np.zeros, raising=False)
+    monkeypatch.setattr(fake.cuda, "get_current_stream", lambda: HostStream())
+    monkeypatch.setattr(fake.cuda, "Event", HostStream, raising=False)
+    rng = random.Random(sort)
+    n, c, lo, hi, proofs = 23, 6, 0, 43, 3
+    scalars = np.stack([bn254.limbs_from_ints(v) for v in _group_scalars(rng, proofs, n, "mixed")])
+    nw, nb = hi - lo, 1 << (c - 1)
+    with dask.config.set({"distprove.msm.sort": sort}):
+        digits = gm.sort_digits(scalars, c, lo, hi, HostStream())
+        assert digits.proofs == proofs and digits.key == (n, c, lo, hi)
+        total = 0
+        for p in range(proofs):
+            want_entries, want_counts, want_cursor = expected_digit_sort(scalars[p], c, lo, hi)
+            rows = slice(p * nw * nb, (p + 1) * nw * nb)
+            np.testing.assert_array_equal(digits.counts[rows], want_counts)
+            np.testing.assert_array_equal(digits.cursor[rows], want_cursor + total)
+            got = digits.entries.reshape(-1, 2)[total: total + len(want_entries)].copy()
+            got[:, 0] -= p * nw * nb
+            if sort == "atomic":
+                got = got[np.lexsort((got[:, 1], got[:, 0]))]
+            np.testing.assert_array_equal(got, want_entries)
+            total += len(want_entries)
+        for group in (bn254.G1, bn254.G2, bn254.G1):
+            table = _points(group, rng, 5) + [None]
+            bases = bn254.points_to_limbs(group, [rng.choice(table) for _ in range(n)])
+            want = gm.msm_windows_group(group, bases, scalars, c, lo, hi, scratch=gm.MsmScratch())
+            wait = gm.msm_windows_group_start(group, bases, scalars, c, lo, hi, gm.MsmScratch(), HostStream(),
+                                              digits=digits)
+            assert wait() == want
+        with pytest.raises(ValueError, match="does not fit"):
+            gm.msm_windows_group_start(group, bases, scalars[:2].copy(), c, lo, hi, gm.MsmScratch(), HostStream(),
+                                       digits=digits)
+        with pytest.raises(ValueError, match="does not fit"):
+            gm.msm_windows_start(group, bases, scalars[0], c, lo, hi, gm.MsmScratch(), HostStream(), digits=digits)
+
+
+def test_group_size_limits() -> None:
+    """proofs_that_fit keeps a group within the memory budget and the 31-bit entry and grid limits,
+    splits it into about equal parts, and never goes below one proof."""
+    from distprove.backends.gpu import msm as gm
+
+    g1, g2 = bn254.G1, bn254.G2
+    gib = 1 << 30
+    assert gm.proofs_that_fit(g1, 1 << 12, 13, 0, 20, 100 * gib, 64) == 64
+    small = gm.proofs_that_fit(g1, 1 << 20, 16, 0, 16, 16 * gib, 64)
+    assert 1 < small < 64 and gm.group_bytes(g1, 1 << 20, 16, 0, 16, small) <= gm.GROUP_MEMORY_SHARE * 16 * gib
+    parts = -(-64 // small)
+    assert small == -(-64 // parts)  # equal parts, not a full one and a remainder
+    assert gm.proofs_that_fit(g2, 1 << 24, 17, 0, 16, 1 << 20, 8) == 1  # nothing fits: one at a time
+    assert gm.group_bytes(g2, 1 << 16, 13, 0, 20, 2) > gm.group_bytes(g1, 1 << 16, 13, 0, 20, 2)
+    # 31-bit entries: 2^16 points x 16 windows x 2^15 proofs would be 2^35
+    assert not gm.group_fits(1 << 16, 16, 0, 16, 1 << 15)
+    big = gm.proofs_that_fit(g1, 1 << 16, 16, 0, 16, 1 << 50, 1 << 15)
+    assert gm.group_fits(1 << 16, 16, 0, 16, big) and big * 16 * (1 << 16) < 1 << 31
+    assert not gm.group_fits(4, 2, 0, 128, 600)  # 76,800 windows: over CUDA's 65,535 grid rows
+
+
 # --- precomputed window multiples (msm_merged.cu), emulated ----------------------------------
 
 

@@ -1,4 +1,4 @@
-"""distprove.metrics: the recording functions register and export the expected Prometheus series."""
+"""distprove.dist.metrics: the recording functions register and export the expected Prometheus series."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import dask.config
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-from distprove import metrics
+from distprove.dist import metrics
 
 
 def _value(name: str, **labels: str) -> float:

@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 
 from distprove import bn254
-from distprove.backends.base import MSM_NAMES, MsmJob, msm_group
+from distprove.backends.base import MsmJob
 from distprove.backends.cpu import CpuBackend
 from distprove.backends.cpu import msm as cpu_msm
 from distprove.backends.gpu import msm as gpu_msm
 from distprove.backends.gpu.backend import GpuBackend
 from distprove.formats.wtns import read_wtns
+from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.keystore import open_key
 from distprove.prover import OVERLAP_ORDER, prove
 from distprove.stages.msm import num_windows, sums_in_parts

@@ -277,7 +277,7 @@ def test_cli_new_dev_requires_flag(tmp_path: Path) -> None:
 def test_dev_ptau_prepare_matches_snarkjs(snarkjs: str, tmp_path: Path, power: int) -> None:
     dev = tmp_path / "dev.ptau"
     runner = CliRunner()
-    res = runner.invoke(main, ["ptau", "new", "--dev", "--power", str(power), str(dev), "--device", "cpu"])
+    res = runner.invoke(main, ["ptau", "new", "--dev", "--power", str(power), str(dev), "--backend", "cpu"])
     assert res.exit_code == 0, res.output
     assert "WARNING: distprove ptau new --dev: INSECURE" in res.output  # the stderr warning (mixed in here)
     ours = tmp_path / "ours.ptau"

@@ -49,7 +49,7 @@ from distprove.formats import (
     write_container,
     write_json_atomic,
 )
-from distprove.inputs import safe_witness_paths
+from distprove.dist.inputs import safe_witness_paths
 from distprove.keystore import KeyStore, import_key
 
 DATA = Path(__file__).parent / "data"
@@ -486,7 +486,7 @@ def test_safe_witness_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_batch_refuses_a_witness_link_leaving_the_folder(tmp_path: Path) -> None:
     """discover() must turn a link leaving the witness folder, and a FIFO, into failed jobs with the reason."""
-    from distprove.batching import discover
+    from distprove.dist.batching import discover
     wdir, outside = tmp_path / "w", tmp_path / "outside"
     wdir.mkdir()
     outside.mkdir()
@@ -634,7 +634,7 @@ def _no_space(*args: Any, **kwargs: Any) -> Any:
 def test_full_disk_leaves_no_partial_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ENOSPC while the bytes are flushed: neither the atomic JSON writer nor the batch's write-once
     leaves a partial proof, a temporary file, or a proof without its public file."""
-    from distprove.worker import write_once
+    from distprove.dist.output import write_once
 
     old = tmp_path / "old.json"
     write_json_atomic(old, {"keep": 1})
@@ -684,22 +684,23 @@ def test_batch_onto_a_full_disk(client, tmp_path: Path) -> None:
 def test_a_failed_write_fails_only_its_own_proof(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two proofs checked and written by one verify-write call; the disk fills before the second:
     the first is reported proved (its files exist), the second failed with a one-line reason."""
-    from distprove import worker
+    from distprove.dist import output
+    from distprove.dist.tasks import Assembled, ProofSpec
     from distprove.prover import prove
 
     proof = prove(MINI_ZKEY, MINI_WTNS, backend="cpu")
-    specs = [worker.ProofSpec(n, str(MINI_WTNS), str(MINI_ZKEY), "h", str(tmp_path / f"{n}.proof.json"),
+    specs = [ProofSpec(n, str(MINI_WTNS), str(MINI_ZKEY), "h", str(tmp_path / f"{n}.proof.json"),
                               str(tmp_path / f"{n}.public.json")) for n in ("first", "second")]
-    items = [worker.Assembled(sp, proof, {}) for sp in specs]
-    real = worker.write_once
+    items = [Assembled(sp, proof, {}) for sp in specs]
+    real = output.write_once
 
     def fills_up(proof_json: dict, public_json: list, proof_path: str, public_path: str) -> bool:
         if "second" in proof_path:
             _no_space()
         return real(proof_json, public_json, proof_path, public_path)
 
-    monkeypatch.setattr(worker, "write_once", fills_up)
-    outcomes = {o.name: o for o in worker.check_and_write(items, {"h": None}, False, "here")}
+    monkeypatch.setattr(output, "write_once", fills_up)
+    outcomes = {o.name: o for o in output.check_and_write(items, {"h": None}, False, "here")}
     assert outcomes["first"].status == "proved" and (tmp_path / "first.proof.json").exists()
     assert outcomes["second"].status == "failed" and not (tmp_path / "second.proof.json").exists()
     assert "No space left on device" in outcomes["second"].reason and "\n" not in outcomes["second"].reason
@@ -896,7 +897,7 @@ def test_no_witness_or_scalar_in_logs(tmp_path: Path, caplog: pytest.LogCaptureF
 def test_local_cluster_binds_to_localhost() -> None:
     from distributed import Client
 
-    from distprove.cluster import DEFAULT_DASHBOARD, DEFAULT_HOST, local_cluster
+    from distprove.dist.cluster import DEFAULT_DASHBOARD, DEFAULT_HOST, local_cluster
 
     assert DEFAULT_HOST == "127.0.0.1" and DEFAULT_DASHBOARD.startswith("127.0.0.1:")
     with local_cluster("cpu", n_workers=1, dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as c:

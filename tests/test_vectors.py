@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from distprove import bn254
-from distprove.backends.base import MSM_NAMES, msm_group
 from distprove.backends.cpu import CpuBackend
 from distprove.backends.cpu import msm as cpu_msm
 from distprove.bn254 import G1, G2, R
 from distprove.formats.jsonio import read_proof
 from distprove.formats.wtns import read_wtns
 from distprove.formats.zkey import read_zkey
+from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.stages.assemble import assemble
 from distprove.stages.gather import csr_from_coefficients
 from distprove.stages.msm import combine, default_window, num_windows, split_windows

@@ -15,15 +15,18 @@ import pytest
 from conftest import local_client
 
 import distprove
-from distprove import config, worker
-from distprove.batching import ensure_worker_state
-from distprove.backends.base import MSM_NAMES, msm_group
+from distprove import config
+from distprove.dist import output, work
+from distprove.dist import state as dist_state
+from distprove.dist.batching import ensure_worker_state
+from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.errors import FormatError
 from distprove.formats.jsonio import read_public
 from distprove.prover import prove
 from distprove.stages.msm import num_windows
 from distprove.verifier import verify_many
-from distprove.worker import PLUGIN_NAME, Prepared, ProofSpec, ProverState
+from distprove.dist.state import DEFAULT_RESIDENT_PROOFS, PLUGIN_NAME, ProverState, ResidentKey
+from distprove.dist.tasks import MsmPart, Prepared, ProofSpec
 
 DATA = Path(__file__).parent / "data"
 MINI_ZKEY = DATA / "mini" / "mini_0001.zkey"
@@ -58,22 +61,22 @@ def mini_spec(tmp_path: Path) -> ProofSpec:
                      str(tmp_path / "m.proof.json"), str(tmp_path / "m.public.json"))
 
 
-def all_parts(spec: ProofSpec, source: Prepared, st: ProverState) -> list[worker.MsmPart]:
+def all_parts(spec: ProofSpec, source: Prepared, st: ProverState) -> list[MsmPart]:
     """Each MSM's whole window range, as one data-mode msm-windows task each."""
     key = st.key(spec.key_path, spec.content_hash)
     parts = []
     for which in MSM_NAMES:
         c = st.backend.window_width(key.domain_size if which == "H" else key.n_vars, msm_group(which))
-        parts.append(worker.msm_windows(spec, which, source, c, 0, num_windows(c)))
+        parts.append(work.msm_windows(spec, which, source, c, 0, num_windows(c)))
     return parts
 
 
 @pytest.fixture
 def use_state(monkeypatch: pytest.MonkeyPatch):
-    """Make ``worker.state()`` return the given state (as if the task ran on that worker)."""
+    """Make ``distprove.dist.state.state()`` return the given state (as if the task ran on that worker)."""
 
     def use(st: ProverState) -> None:
-        monkeypatch.setattr(worker, "state", lambda: st)
+        monkeypatch.setattr(dist_state, "state", lambda: st)
 
     return use
 
@@ -82,13 +85,13 @@ def test_msm_tasks_on_the_preparing_worker_upload_nothing(tmp_path: Path, use_st
     st = counting_state()
     use_state(st)
     spec = mini_spec(tmp_path)
-    prepared = worker.prepare(spec, True, host_h=False)
+    prepared = work.prepare(spec, True, host_h=False)
     assert prepared.hs is None and prepared.token and st.uploads == 1  # data mode: H stays on the device
     assert st.resident_proofs == [prepared.token]
     parts = all_parts(spec, prepared, st)
     assert st.uploads == 1
     assert {p.token for p in parts} == {prepared.token}
-    assembled = worker.reduce_assemble(spec, parts, BLINDING)
+    assembled = work.reduce_assemble(spec, parts, BLINDING)
     assert st.resident_proofs == []  # the reducer dropped the entry
     assert assembled.proof == prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
 
@@ -98,7 +101,7 @@ def test_tasks_on_another_worker_fall_back_to_host_arrays(tmp_path: Path, use_st
     spec = mini_spec(tmp_path)
     here = counting_state()
     use_state(here)
-    prepared = worker.prepare(spec, True, host_h=host_h)
+    prepared = work.prepare(spec, True, host_h=host_h)
     if host_h:
         assert (prepared.hs == here.backend.to_host(here.proof(prepared.token).hs)).all()
     expected_h = all_parts(spec, prepared, here)[-1]
@@ -106,11 +109,11 @@ def test_tasks_on_another_worker_fall_back_to_host_arrays(tmp_path: Path, use_st
     use_state(other)
     key = other.key(spec.key_path)
     c = other.backend.window_width(key.domain_size, msm_group("H"))
-    assert worker.msm_windows(spec, "H", prepared, c, 0, num_windows(c)).sums == expected_h.sums
+    assert work.msm_windows(spec, "H", prepared, c, 0, num_windows(c)).sums == expected_h.sums
     assert other.uploads == (0 if host_h else 1)  # without host H scalars, they are recomputed from the witness
     parts = all_parts(spec, prepared, other)
     assert other.uploads == 1  # the witness is uploaded once for all of the proof's tasks on this worker
-    assert worker.reduce_assemble(spec, parts, BLINDING).proof == prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
+    assert work.reduce_assemble(spec, parts, BLINDING).proof == prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
 
 
 def test_cache_is_bounded_and_follows_key_eviction(tmp_path: Path) -> None:
@@ -157,7 +160,7 @@ def test_gpu_bytes_count_what_the_backend_holds_for_a_key() -> None:
     whichever is more: a key whose tables of window multiples were built since it loaded counts
     them, and the least recently used key goes when the next one loads."""
     zkeys = [MINI_ZKEY, MUL_ZKEY, DATA / "poseidon_k4" / "circuit_final.zkey"]
-    sizes = [worker.ResidentKey(distprove.open_key(z), keep_host=False).nbytes for z in zkeys]
+    sizes = [ResidentKey(distprove.open_key(z), keep_host=False).nbytes for z in zkeys]
     st = ProverState("cpu", max_keys=3, gpu_bytes=sum(sizes) + 1)
     st.setup(FakeWorker())
     st.backend = gpu = _HeldGpu()
@@ -172,14 +175,14 @@ def test_gpu_bytes_count_what_the_backend_holds_for_a_key() -> None:
 
 
 def test_public_signals_check_only_the_values_taken() -> None:
-    assert worker.public_signals(str(MINI_WTNS), 2) == read_public(DATA / "mini" / "public.json")
+    assert output.public_signals(str(MINI_WTNS), 2) == read_public(DATA / "mini" / "public.json")
     bad = DATA / "bad" / "value_ge_r.wtns"  # value 3 is r + 3
-    assert len(worker.public_signals(str(bad), 2)) == 2
+    assert len(output.public_signals(str(bad), 2)) == 2
     with pytest.raises(FormatError) as err:
-        worker.public_signals(str(bad), 3)
+        output.public_signals(str(bad), 3)
     assert str(err.value) == f"{bad}: witness value 3 is >= r (not reduced)"
     with pytest.raises(FormatError, match="fewer than the key's 1 \\+ 9 public signals"):
-        worker.public_signals(str(MINI_WTNS), 9)
+        output.public_signals(str(MINI_WTNS), 9)
 
 
 # --- a batch on one worker ------------------------------------------------------------------------
@@ -221,7 +224,7 @@ def test_batch_uploads_each_witness_once_and_the_cache_stays_small(client, tmp_p
     assert report.mode == mode and len(report.proved) == n, report.summary()
     (uploads, most, left), = client.run(_counts).values()
     assert uploads == n  # one per proof, in its prepare task: the MSM tasks reuse it
-    assert most <= worker.DEFAULT_RESIDENT_PROOFS and left == []  # every reducer dropped its proof
+    assert most <= DEFAULT_RESIDENT_PROOFS and left == []  # every reducer dropped its proof
     out = tmp_path / "proofs"
     items = [(VK, out / f"m{i:02d}.public.json", out / f"m{i:02d}.proof.json") for i in range(n)]
     assert verify_many(items) == [True] * n

@@ -6,7 +6,7 @@ submits GPU jobs, each running ``dask cuda worker`` (one worker process per GPU 
 thread each), and the batch runs on them:
 
     python cluster/slurm/slurm_cluster.py KEY WITNESS_DIR OUT_DIR --jobs 2 --gpus-per-job 4 \\
-        [--partition gpu] [--account proj] [--incremental] [--dry-run]
+        [--partition gpu] [--account proj] [--gres gpu:a100:{gpus}] [--incremental] [--dry-run]
 
 ``--dry-run`` prints the job script dask-jobqueue would submit and exits. Run it inside a small
 CPU allocation (see distprove-cron.sbatch) or on a login node your site allows long processes
@@ -17,13 +17,17 @@ Needs ``pip install dask-jobqueue`` where this runs and ``distprove[gpu]`` on th
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 
 def make_cluster(
     gpus_per_job: int = 1,
     *,
+    backend: str = "gpu",
+    gres: str | None = "gpu:{gpus}",
     cpus_per_gpu: int = 8,
     memory_per_gpu: str = "64GiB",
     walltime: str = "01:00:00",
@@ -42,23 +46,32 @@ def make_cluster(
     command with dask-cuda's ``cuda`` subcommand). One job = ``gpus_per_job`` worker processes, so
     ``processes`` equals the GPU count (dask-cuda names them ``<name>-0 ..``, the names jobqueue
     expects), with one thread each; ``memory`` is the job's total so that each worker's
-    ``--memory-limit`` is ``memory_per_gpu``. SLURM gets the GPUs through ``--gres=gpu:N`` and
-    ``cpus_per_gpu`` cores per GPU (``--cpus-per-task``) for the host-side work.
-    Extra keyword arguments go to SLURMCluster unchanged.
+    ``--memory-limit`` is ``memory_per_gpu``. SLURM gets the GPUs through ``--gres=<gres>``
+    (``gres`` with ``{gpus}`` replaced by ``gpus_per_job``: ``"gpu:a100:{gpus}"`` for a typed GPU,
+    ``None`` where a partition gives its GPUs without a gres request) and ``cpus_per_gpu`` cores per
+    GPU (``--cpus-per-task``) for the host-side work.
+
+    ``backend="cpu"`` runs the same shape on CPU-only nodes: ``gpus_per_job`` plain ``dask worker``
+    processes a job on the CPU backend and no gres request (a node without GPUs never satisfies
+    one). Extra keyword arguments go to SLURMCluster unchanged.
     """
     from dask.utils import format_bytes, parse_bytes
     from dask_jobqueue import SLURMCluster
 
     if gpus_per_job < 1:
         raise ValueError("gpus_per_job must be at least 1")
-    env = ["export DASK_DISTPROVE__BACKEND=gpu"]
+    if backend not in ("gpu", "cpu"):
+        raise ValueError(f"backend must be 'gpu' or 'cpu', not {backend!r}")
+    gpu = backend == "gpu"
+    directives = [f"--gres={gres.format(gpus=gpus_per_job)}"] if gpu and gres else []
+    env = [f"export DASK_DISTPROVE__BACKEND={backend}"]
     return SLURMCluster(
         cores=gpus_per_job,
         processes=gpus_per_job,
         memory=format_bytes(gpus_per_job * parse_bytes(memory_per_gpu)).replace(" ", ""),
         job_cpu=gpus_per_job * cpus_per_gpu,
-        job_extra_directives=[f"--gres=gpu:{gpus_per_job}"],
-        worker_command="dask cuda worker",
+        job_extra_directives=directives + list(kwargs.pop("job_extra_directives", [])),
+        worker_command="dask cuda worker" if gpu else "dask worker",
         walltime=walltime,
         queue=partition,
         account=account,
@@ -70,6 +83,10 @@ def make_cluster(
     )
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Start the cluster, scale it to ``--jobs`` GPU jobs, run one batch, shut everything down."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -77,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("witness_dir")
     p.add_argument("out_dir")
     p.add_argument("--jobs", type=int, default=1, help="GPU jobs to start")
-    p.add_argument("--gpus-per-job", type=int, default=1)
+    p.add_argument("--gpus-per-job", type=int, default=1, help="GPU workers a job (--backend cpu: CPU worker processes)")
+    p.add_argument("--backend", choices=["gpu", "cpu"], default="gpu", help="of the workers; cpu: dask worker, no gres")
+    p.add_argument("--gres", default="gpu:{gpus}", help="the jobs' --gres, {gpus} = --gpus-per-job; '' for none")
     p.add_argument("--cpus-per-gpu", type=int, default=8)
     p.add_argument("--memory-per-gpu", default="64GiB", help="host memory per GPU worker")
     p.add_argument("--walltime", default="01:00:00", help="of each GPU job")
@@ -85,20 +104,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--account")
     p.add_argument("--interface", help="network interface the workers reach the scheduler on, e.g. ib0")
     p.add_argument("--prologue", action="append", default=[], help="shell line run before the worker (repeatable)")
+    p.add_argument("--worker-arg", action="append", default=[],
+                   help="extra option of the worker command, e.g. --worker-arg=--dashboard-address=:8788 (repeatable)")
     p.add_argument("--python", help="Python on the GPU nodes (default: this one; a shared venv)")
     p.add_argument("--dashboard-address", default=":8787", help="of the scheduler, in this process")
     p.add_argument("--incremental", action="store_true", help="prove only witnesses without a verified proof yet")
     p.add_argument("--wait", type=float, default=1800, help="seconds to wait for the first GPU job to start")
     p.add_argument("--dry-run", action="store_true", help="print the job script and exit")
     args = p.parse_args(argv)
+    # The workers open these paths from the jobs' working directory, which need not be this one.
+    key, witness_dir, out_dir = (str(Path(a).absolute()) for a in (args.key, args.witness_dir, args.out_dir))
 
-    from distprove import incremental
+    from distprove.dist import incremental
 
-    if args.incremental and not args.dry_run and not incremental.pending(args.witness_dir, args.key, args.out_dir):
+    if args.incremental and not args.dry_run and not incremental.pending(witness_dir, key, out_dir):
         print("nothing new to prove; no GPU job submitted", file=sys.stderr)
         return 0
     cluster = make_cluster(
         args.gpus_per_job,
+        backend=args.backend,
+        gres=args.gres or None,
         cpus_per_gpu=args.cpus_per_gpu,
         memory_per_gpu=args.memory_per_gpu,
         walltime=args.walltime,
@@ -107,8 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         interface=args.interface,
         prologue=args.prologue,
         dashboard_address=args.dashboard_address,
+        worker_extra_args=args.worker_arg,
         **({"python": args.python} if args.python else {}),
     )
+    # scancel and the time limit send SIGTERM: leave through the context manager, which cancels the
+    # worker jobs, instead of dying and leaving them to hold their nodes until --death-timeout.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     with cluster:
         if args.dry_run:
             print(cluster.job_script())
@@ -122,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dashboard: {client.dashboard_link}", file=sys.stderr)
             client.wait_for_workers(1, timeout=args.wait)  # start with whatever is running; more join later
             run = incremental.batch if args.incremental else distprove.batch
-            report = run(args.witness_dir, args.key, args.out_dir, client=client)
+            report = run(witness_dir, key, out_dir, client=client)
+            print(report)
             return 0 if report.ok else 1
 
 

@@ -21,24 +21,17 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from distprove.bn254 import G1, G2, Affine, Group
+from distprove import config
+from distprove.bn254 import Affine, Group
+from distprove.groth16 import MSM_NAMES
 from distprove.stages.msm import default_window
 
-MSM_NAMES = ("A", "B1", "B2", "C", "H")
-"""The five MSMs of a proof (DESIGN.md step 4)."""
 BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 """The key attribute holding each MSM's bases."""
-
-
-def msm_group(which: str) -> Group:
-    """The curve group of MSM ``which`` (B2 is G2, the others G1)."""
-    if which not in MSM_NAMES:
-        raise ValueError(f"unknown MSM {which!r}; expected one of {MSM_NAMES}")
-    return G2 if which == "B2" else G1
 
 
 def resolve_constant_work(value: bool | None) -> bool:
@@ -49,8 +42,6 @@ def resolve_constant_work(value: bool | None) -> bool:
     """
     if value is not None:
         return bool(value)
-    from distprove import config
-
     return config.get_bool("msm.constant-work")
 
 
@@ -79,6 +70,18 @@ class MsmJob(NamedTuple):
     c: int
     lo: int
     hi: int
+
+
+def _same_names(jobs: Sequence[Mapping[str, MsmJob]]) -> list[str]:
+    """The MSMs every proof of :meth:`Backend.msm_start_proofs` names, in :data:`MSM_NAMES` order;
+    ValueError when the proofs name different ones or an unknown one."""
+    names = set(jobs[0]) if jobs else set()
+    for p, proof in enumerate(jobs):
+        if set(proof) != names:
+            raise ValueError(f"proof {p} names MSMs {sorted(proof)}, proof 0 names {sorted(names)}")
+    for which in names:
+        msm_group(which)
+    return [which for which in MSM_NAMES if which in names]
 
 
 class Backend(ABC):
@@ -198,6 +201,22 @@ class Backend(ABC):
         """
         sums = {which: self.msm_windows(key, which, *job, constant_work=constant_work) for which, job in jobs.items()}
         return lambda: {which: sums[which] for which in MSM_NAMES if which in sums}
+
+    def msm_start_proofs(
+        self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], *, constant_work: bool | None = None
+    ) -> Callable[[], list[dict[str, list[Affine]]]]:
+        """Start the MSMs of several proofs of one key (``jobs[p]``: proof p's {which: job}, as for
+        :meth:`msm_start_all`, every proof naming the same MSMs) and return a function that waits
+        for them all: per proof {which: window sums}, in :data:`MSM_NAMES` order.
+
+        A GPU runs the proofs' MSMs of each kind and width as grouped MSMs (one set of launches
+        for many proofs against the key's bases); the default, the reference, starts each proof's
+        :meth:`msm_start_all` in turn and waits for them in order. Wait before any scalars change.
+        """
+        names = _same_names(jobs)
+        waits = [self.msm_start_all(key, {which: proof[which] for which in names}, constant_work=constant_work)
+                 for proof in jobs]
+        return lambda: [wait() for wait in waits]
 
     @abstractmethod
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:

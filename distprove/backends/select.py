@@ -5,9 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..errors import BackendUnavailable
+from . import BACKEND_NAMES
 from .base import Backend
-
-BACKEND_NAMES = ("auto", "cpu", "gpu")
 
 
 @lru_cache(maxsize=None)

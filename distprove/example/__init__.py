@@ -15,13 +15,16 @@ WITNESS_DIR = HERE / "witnesses"
 def run_example(out_dir: Path, backend: str = "auto", echo: Callable[[str], None] = print) -> bool:
     """Import the example key into ``out_dir/key.zarr``, prove every witness, verify each proof.
 
-    Returns True when every proof verifies.
+    Returns True when every proof verifies. Raises BackendUnavailable, writing nothing, when
+    ``backend`` cannot run here.
     """
+    from ..backends.select import get_backend
     from ..formats.jsonio import write_json_atomic
     from ..keystore import import_key
     from ..prover import prove
     from ..verifier import verify
 
+    get_backend(backend)  # BackendUnavailable (e.g. gpu without a GPU) before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
     key = import_key(ZKEY, out_dir / "key.zarr", overwrite=True)
     vk = key.vk_json()

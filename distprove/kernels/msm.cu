@@ -35,6 +35,11 @@
 //   they were as long as the running sum itself, on 255-register G2 threads that spilled.
 //   The fold, the reductions and the trees add through pt_add_tail: for G2 one out-of-line
 //   copy (curve.cuh), as the inlined ones spilled heavily with three points live.
+// * Grouped MSMs (G proofs of one key, the same bases): G scalar vectors of n are G * nw
+//   "virtual windows" over the n points, v = p * nw + (w - lo). Only the digit kernels (the
+//   counting sort's, msm_sort.cu's msm_radix_digits) and msm_ones know of the proofs, through
+//   grid y = p; accumulation, fold and reduction work on generic (window, bucket) rows, and the
+//   ones give one sum per proof.
 // * Kernels are templates over the field (Fq: G1, Fq2: G2) behind extern "C" wrappers.
 //   Launch geometry is the host's; the tree kernels need a power-of-two block of at most
 //   DP_TREE_MAX threads.
@@ -115,13 +120,21 @@ DP_INLINE void sc_for_each_digit(const u32 s[8], u32 c, u32 lo, u32 nw, u32 nb, 
 // Counting sort.
 // ---------------------------------------------------------------------------------------
 
+// Grouped MSMs (grid y = G > 1): G scalar vectors of n against the same n bases, block row p
+// reading vector p (scalars[p * n + i]) into the rows of virtual windows p * nw .. p * nw + nw - 1;
+// the entries keep the point index i < n, so every later phase sees an MSM of G * nw windows.
+DP_INLINE const u32* sc_group_vector(const u32* scalars, u32 n) { return scalars + (u64)blockIdx.y * n * 8u; }
+
+DP_INLINE u32 sc_group_rows(u32 nw, u32 nb) { return blockIdx.y * nw * nb; }
+
 DP_INLINE void msm_count_body(const u32* scalars, u32* counts, u32 n, u32 c, u32 lo, u32 nw, u32 nb) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 s[8];
-    sc_load(scalars, i, s);
+    sc_load(sc_group_vector(scalars, n), i, s);
     if (sc_is_zero_or_one(s)) return;
-    sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool) { atomicAdd(&counts[row], 1u); });
+    u32* group_counts = counts + sc_group_rows(nw, nb);
+    sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool) { atomicAdd(&group_counts[row], 1u); });
 }
 
 extern "C" __global__ void msm_count(const u32* scalars, u32* counts, u32 n, u32 c, u32 lo, u32 nw, u32 nb) {
@@ -144,9 +157,11 @@ DP_INLINE void msm_scatter_body(const u32* scalars, u32* cursor, MsmEntry* entri
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 s[8];
-    sc_load(scalars, i, s);
+    sc_load(sc_group_vector(scalars, n), i, s);
     if (sc_is_zero_or_one(s)) return;
-    sc_for_each_digit(s, c, lo, nw, nb, [&](u32 row, bool neg) { msm_put_entry(cursor, entries, row, i, neg); });
+    u32 first = sc_group_rows(nw, nb);
+    sc_for_each_digit(s, c, lo, nw, nb,
+                      [&](u32 row, bool neg) { msm_put_entry(cursor, entries, first + row, i, neg); });
 }
 
 extern "C" __global__ void msm_scatter(const u32* scalars, u32* cursor, MsmEntry* entries, u32 n, u32 c, u32 lo,
@@ -314,10 +329,13 @@ DP_INLINE void msm_reduce_win_impl(const Xyzz<F>* t_in, const Xyzz<F>* r_in, u32
     if (threadIdx.x == 0u) partials[blockIdx.y * gridDim.x + blockIdx.x] = sh[0];
 }
 
-// Sum of the bases whose scalar is exactly 1; block x writes out[x].
+// Sum of the bases whose scalar is exactly 1; block x writes out[x]. Grouped (grid y = G), block
+// (x, p) sums over scalar vector p and writes out[p * gridDim.x + x].
 template <typename F>
 DP_INLINE void msm_ones_impl(const u32* scalars, const Aff<F>* bases, u32 n, Xyzz<F>* out, Xyzz<F>* sh,
                              u32* queue) {
+    scalars = sc_group_vector(scalars, n);
+    out += blockIdx.y * gridDim.x;
     Xyzz<F> acc = xyzz_zero_t<F>();
 #ifdef __CUDA_ARCH__
     // A witness's ones are about half its scalars, scattered: one lane per scalar would run

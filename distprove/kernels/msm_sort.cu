@@ -68,8 +68,9 @@
 
 DP_INLINE u32 radix_min(u32 a, u32 b) { return a < b ? a : b; }
 
-// Digit words (|d| - 1) | (d < 0) << 31 of windows [lo, lo + nw) at digits[(w - lo) * n + i],
-// RADIX_NONE for d = 0 and for scalars 0 and 1. Block b takes scalars [b*tile, (b+1)*tile) and
+// Digit words (|d| - 1) | (d < 0) << 31 of windows [lo, lo + nw) at digits[(w - lo) * n + i] (of a
+// grouped MSM's vector p: at digits[(p * nw + w - lo) * n + i]), RADIX_NONE for d = 0 and for
+// scalars 0 and 1. Block b takes scalars [b*tile, (b+1)*tile) and
 // counts the low d1 bits of its keys per window into hist (layout above; with `flat`, the layout
 // of one window of nw * n items whose tile w * tiles + b this block's window w is: msm_merged.cu's
 // sort, when tile divides n).
@@ -78,6 +79,11 @@ extern "C" __global__ void msm_radix_digits(const u32* plan, const u32* scalars,
     __shared__ u32 h[RADIX_HIST_WORDS];
     if (plan[0] == 0u) return;
     u32 bins = 1u << d1;
+    // Grouped (grid y = G, never flat): block row p digits scalar vector p into virtual windows
+    // p * nw .. p * nw + nw - 1 (msm.cu's sc_group_vector).
+    scalars = sc_group_vector(scalars, n);
+    digits += (u64)blockIdx.y * nw * n;
+    hist += (u64)blockIdx.y * nw * bins * tiles;
     u32 chunk = RADIX_HIST_WORDS / bins;
     u32 first = blockIdx.x * tile;
     u32 last = radix_min(first + tile, n);

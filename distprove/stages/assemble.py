@@ -1,13 +1,13 @@
-"""Blinding and proof assembly on the host (DESIGN.md step 5), via :mod:`._fastec` (gmpy2 when installed)."""
+"""Blinding and proof assembly on the host (DESIGN.md step 5), via :mod:`distprove.curve` (gmpy2 when installed)."""
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable, Mapping
 
-from distprove.backends.base import MSM_NAMES
+from distprove import curve
 from distprove.bn254 import G1, G2, R, Affine
-from distprove.stages import _fastec
+from distprove.groth16 import MSM_NAMES
 from distprove.stages.msm import check_window_sums
 
 VK_POINTS = ("alpha1", "beta1", "beta2", "delta1", "delta2")
@@ -26,7 +26,7 @@ def _check_names(vk_points: Mapping[str, Affine], msm_names: Iterable[str]) -> N
 
 
 def _assemble(
-    vk: Mapping[str, Affine], terms: Mapping[str, list[_fastec.WindowTerm]], r: int, s: int
+    vk: Mapping[str, Affine], terms: Mapping[str, list[curve.WindowTerm]], r: int, s: int
 ) -> tuple[Affine, Affine, Affine]:
     """The proof from each MSM's window terms, in four doubling chains (three in G1, one in G2).
 
@@ -34,15 +34,15 @@ def _assemble(
     pi_c = C + H + s pi_a + r b1, which equals DESIGN.md's C + H + s pi_a + r (b1 + s delta1)
     - rs delta1 because G1 has prime order r.
     """
-    chain = _fastec.combination
+    chain = curve.combination
     acc_a = chain(G1, terms["A"], [(1, vk["alpha1"]), (r, vk["delta1"])])
     acc_b1 = chain(G1, terms["B1"], [(1, vk["beta1"])])
-    pi_a, b1 = _fastec.to_affine(G1, [acc_a, acc_b1], as_int=False)
+    pi_a, b1 = curve.to_affine(G1, [acc_a, acc_b1], as_int=False)
     acc_c = chain(G1, [*terms["C"], *terms["H"]], [(s, pi_a), (r, b1)])
     acc_b = chain(G2, terms["B2"], [(1, vk["beta2"]), (s, vk["delta2"])])
-    (pi_c,) = _fastec.to_affine(G1, [acc_c])
-    (pi_b,) = _fastec.to_affine(G2, [acc_b])
-    return _fastec.int_point(G1, pi_a), pi_b, pi_c
+    (pi_c,) = curve.to_affine(G1, [acc_c])
+    (pi_b,) = curve.to_affine(G2, [acc_b])
+    return curve.int_point(G1, pi_a), pi_b, pi_c
 
 
 def assemble(

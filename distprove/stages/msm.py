@@ -12,9 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from distprove import bn254
+from distprove import bn254, curve
 from distprove.bn254 import Affine, Group
-from distprove.stages import _fastec
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +231,7 @@ def combine(
 
     ``sums`` maps window index -> S_w (affine, None = infinity). Every window in [0, W(c))
     must be present unless ``allow_missing`` (missing windows then count as infinity).
-    Computed by :func:`distprove.stages._fastec.combination` (gmpy2 when installed).
+    Computed by :func:`distprove.curve.combination` (gmpy2 when installed).
     """
     check_window_sums(sums, c, allow_missing)
-    return _fastec.to_affine(group, [_fastec.combination(group, [(c, sums)])])[0]
+    return curve.to_affine(group, [curve.combination(group, [(c, sums)])])[0]

@@ -152,7 +152,8 @@ def test_precomputed_multiples_give_the_same_proof(gpu, name: str, zkey: Path, w
     resident with the key, W(c) times their bases, and count in resident_bytes."""
     import dask
 
-    from distprove.backends.base import BASE_ATTR, msm_group
+    from distprove.backends.base import BASE_ATTR
+    from distprove.groth16 import msm_group
     from distprove.backends.gpu import msm as gmsm
     from distprove.keystore import open_key
     from distprove.stages.msm import num_windows

@@ -385,3 +385,47 @@ def test_shared_digit_sort_across_streams(monkeypatch, n, c, lo, hi, rounds) -> 
     del digits  # the waiters keep the shared buffers alive
     for group, ks, idx, wait in plan:
         assert wait() == _expected_windows(group, ks, idx, scal, c, lo, hi)
+
+
+@pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
+@pytest.mark.parametrize("n", [1 << 12, (1 << 16) + 7])
+@pytest.mark.parametrize("proofs", [1, 3, 64])
+def test_grouped_msm_matches_per_proof(group: bn254.Group, n: int, proofs: int) -> None:
+    """msm_windows_group (G proofs' vectors as G * W virtual windows in one set of launches) gives
+    each proof msm_windows's sums over its own vector: mixed scalars (0, 1, r - 1, a repeated value,
+    random) for some proofs, witness-like (mostly 0 and 1) for others, infinity bases among the
+    points; the whole range at the size's width and a range without window 0."""
+    from distprove.backends.gpu import msm as gm
+
+    rng = np.random.default_rng(n * 100 + proofs)
+    _, table = _table(group)
+    idx = rng.integers(0, len(table), size=n)
+    bases = cupy.asarray(table[idx])
+    host = rng.integers(0, 1 << 32, size=(proofs, n, 8), dtype=np.uint32)
+    host[..., 7] %= 0x30644E72
+    for p in range(proofs):
+        if p % 2:  # witness-like
+            u = rng.random(n)
+            host[p][u < 0.9] = 0
+            host[p][(u >= 0.45) & (u < 0.9), 0] = 1
+        else:
+            host[p][::5] = 0
+            host[p][1::5] = 0
+            host[p][1::5, 0] = 1
+            host[p][2::7] = R_LIMBS
+            host[p][3::11] = host[p][3]
+    scalars = cupy.asarray(host)
+    c = gm.pick_window(n, group)
+    for lo, hi in ((0, num_windows(c)), (2, 5)):
+        got = gm.msm_windows_group(group, bases, scalars, c, lo, hi, scratch=gm.MsmScratch())
+        assert len(got) == proofs
+        for p in range(proofs):
+            assert got[p] == gm.msm_windows(group, bases, scalars[p], c, lo, hi), (p, lo, hi)
+    if proofs > 1:  # in parts, and with one grouped sort shared
+        assert gm.msm_windows_group(group, bases, scalars, c, 0, num_windows(c), max_proofs=proofs // 2 + 1) == \
+            gm.msm_windows_group(group, bases, scalars, c, 0, num_windows(c))
+        stream = cupy.cuda.get_current_stream()
+        digits = gm.sort_digits(scalars, c, 0, num_windows(c), stream)
+        shared = gm.msm_windows_group_start(group, bases, scalars, c, 0, num_windows(c), gm.MsmScratch(), stream,
+                                            digits=digits)()
+        assert shared == gm.msm_windows_group(group, bases, scalars, c, 0, num_windows(c))

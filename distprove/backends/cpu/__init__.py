@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from distprove import bn254
-from distprove.backends.base import BASE_ATTR, Backend, Evals, msm_group, resolve_constant_work
+from distprove.backends.base import BASE_ATTR, Backend, Evals, resolve_constant_work
 from distprove.backends.cpu import gather as _gather
 from distprove.backends.cpu import msm as _msm
 from distprove.backends.cpu import ntt as _ntt
 from distprove.bn254 import Affine
 from distprove.errors import BackendUnavailable
+from distprove.groth16 import msm_group
 
 
 class _KeyState:

@@ -27,7 +27,7 @@ import numpy as np
 
 from distprove import bn254
 from distprove.bn254 import FQ_MONT, FQ_MONT_INV, G1, Q, R, Group
-from distprove.synth import _mpz
+from distprove.curve import fast_int
 
 # --- GLV constants ---------------------------------------------------------------------
 
@@ -100,7 +100,7 @@ def signed_digits(m: int, c: int = WINDOW) -> list[int]:
 
 # --- vectorised fields (numpy object arrays) --------------------------------------------
 
-_QM = _mpz(Q)
+_QM = fast_int(Q)
 
 
 def _inv_many(a: np.ndarray) -> np.ndarray:
@@ -109,13 +109,13 @@ def _inv_many(a: np.ndarray) -> np.ndarray:
     while levels[-1].shape[0] > 1:
         cur = levels[-1]
         if cur.shape[0] % 2:
-            cur = np.append(cur, np.array([_mpz(1)], dtype=object))
+            cur = np.append(cur, np.array([fast_int(1)], dtype=object))
         levels.append(cur[0::2] * cur[1::2] % Q)
-    inv = np.array([_mpz(pow(int(levels[-1][0]), -1, Q))], dtype=object)
+    inv = np.array([fast_int(pow(int(levels[-1][0]), -1, Q))], dtype=object)
     for lvl in reversed(levels[:-1]):
         size = lvl.shape[0]
         if size % 2:
-            lvl = np.append(lvl, np.array([_mpz(1)], dtype=object))
+            lvl = np.append(lvl, np.array([fast_int(1)], dtype=object))
         out = np.empty(lvl.shape[0], dtype=object)
         out[0::2] = inv * lvl[1::2] % Q
         out[1::2] = inv * lvl[0::2] % Q
@@ -175,7 +175,7 @@ class _Fq:
     @staticmethod
     def const(v, n: int):
         out = np.empty(n, dtype=object)
-        out[:] = [_mpz(v)] * n
+        out[:] = [fast_int(v)] * n
         return out
 
     @staticmethod
@@ -188,7 +188,7 @@ class _Fq:
 
     @staticmethod
     def set_row(a, i: int, v) -> None:
-        a[i] = _mpz(v)
+        a[i] = fast_int(v)
 
     @staticmethod
     def concat(parts):
@@ -261,8 +261,8 @@ class _Fq2:
 
     @staticmethod
     def set_row(a, i: int, v) -> None:
-        a[0][i] = _mpz(v[0])
-        a[1][i] = _mpz(v[1])
+        a[0][i] = fast_int(v[0])
+        a[1][i] = fast_int(v[1])
 
     @staticmethod
     def concat(parts):
@@ -410,7 +410,7 @@ def _coords_from_limbs(limbs: np.ndarray) -> np.ndarray:
     a = np.ascontiguousarray(limbs, dtype="<u4")
     raw = a.tobytes()
     vals = np.empty(len(raw) // 32, dtype=object)
-    vals[:] = [_mpz(int.from_bytes(raw[i : i + 32], "little")) for i in range(0, len(raw), 32)]
+    vals[:] = [fast_int(int.from_bytes(raw[i : i + 32], "little")) for i in range(0, len(raw), 32)]
     return (vals * FQ_MONT_INV % Q).reshape(a.shape[0], -1).T
 
 

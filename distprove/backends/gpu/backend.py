@@ -21,15 +21,16 @@ import logging
 import os
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple, TypeVar
+from typing import Any, Callable, Mapping, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 
 from distprove import config
-from distprove.backends.base import (BASE_ATTR, MSM_NAMES, Backend, Evals, LoadedWitness, MsmJob, msm_group,
-                                    resolve_constant_work)
+from distprove import bn254
+from distprove.backends.base import BASE_ATTR, Backend, Evals, LoadedWitness, MsmJob, _same_names, resolve_constant_work
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
+from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.stages.msm import num_windows, sums_in_parts
 
 from . import fourstep as gpu_fourstep
@@ -360,6 +361,119 @@ class GpuBackend(Backend):
             return self._one_at_a_time(key, jobs, constant_work, "waiting for the MSMs")
 
         return wait
+
+    def msm_start_proofs(
+        self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], *, constant_work: bool | None = None
+    ) -> Callable[[], list[dict[str, list[Affine]]]]:
+        """Queue the MSMs of several proofs of one key as grouped MSMs (gpu.msm.msm_windows_group_start:
+        one set of launches for the proofs whose MSM ``which`` has the same width and windows, their
+        scalars stacked into one (G, n, 8) array on the current stream) on each group's lane, and
+        return the waiter: per proof {which: window sums}.
+
+        Groups are split where :func:`~gpu.msm.proofs_that_fit` says (free memory, 32-bit indices);
+        A, B1 and B2 of a group share one stacked witness and one digit sort, in equal parts. MSMs
+        with window multiples (``distprove.msm.precompute``) run merged, per proof; constant-work
+        mode, a key whose MSMs already run one at a time (:class:`MemoryPlan`) and a single proof
+        take :meth:`Backend.msm_start_proofs`'s per-proof path, as does the whole phase after the
+        device runs out of memory starting or waiting (each proof's MSMs then recover as
+        :meth:`msm_start_all`'s do).
+        """
+        names = _same_names(jobs)
+        plan = self._plans.get(key.content_hash)
+        if len(jobs) <= 1 or resolve_constant_work(constant_work) or (plan is not None and plan.serial):
+            return super().msm_start_proofs(key, jobs, constant_work=constant_work)
+        oom = self.cp.cuda.memory.OutOfMemoryError
+        started: list[tuple[str, list[int], Callable[[], list[list[Affine]]]]] = []
+        try:
+            self._start_groups(key, jobs, names, started)
+        except oom:
+            pass  # recovered below, outside the handler (its traceback holds the failed launch's buffers)
+        if sum(len(members) for _, members, _ in started) < len(jobs) * len(names):
+            started.clear()
+            return self._proofs_after_oom(key, jobs, constant_work, "starting the grouped MSMs")
+
+        def wait() -> list[dict[str, list[Affine]]]:
+            sums: list[dict[str, list[Affine]]] = [{} for _ in jobs]
+            try:
+                for which, members, finish in started:
+                    for p, windows in zip(members, finish()):
+                        sums[p][which] = windows
+            except oom:
+                pass
+            else:
+                return [{which: proof[which] for which in names} for proof in sums]
+            started.clear()
+            return self._proofs_after_oom(key, jobs, constant_work, "waiting for the grouped MSMs")()
+
+        return wait
+
+    def _start_groups(self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], names: list[str],
+                      started: list[tuple[str, list[int], Callable[[], list[list[Affine]]]]]) -> None:
+        """Queue :meth:`msm_start_proofs`'s MSMs, appending (which, proofs, waiter) to ``started`` as
+        each part starts (a waiter's lists are its proofs' window sums, in order)."""
+        cp = self.cp
+        free = gpu_msm.free_device_bytes()
+        # Stack each class of proofs (same MSM width and windows) on the current stream first, so
+        # that the lanes wait once for the stacks and everything queued before them.
+        classes: list[tuple[str, tuple[int, int, int], list[int]]] = []
+        for which in names:
+            by_shape: dict[tuple[int, int, int], list[int]] = {}
+            for p, proof in enumerate(jobs):
+                job = proof[which]
+                by_shape.setdefault((job.c, job.lo, job.hi), []).append(p)
+            classes += [(which, shape, members) for shape, members in by_shape.items()]
+        stacks: dict[tuple, Any] = {}
+        plans: list[tuple[str, tuple[int, int, int], list[int], Any, int, tuple | None]] = []
+        for which, (c, lo, hi), members in classes:
+            group = msm_group(which)
+            bases = self._array(key, BASE_ATTR[which])
+            n = int(bases.shape[0])
+            if self._multiples(key, which, group, bases, c, lo, hi, False) is not None:
+                for p in members:  # merged, per proof (a new table is built on the current stream)
+                    finish = self._start(key, which, jobs[p][which], False, {}, None)
+                    started.append((which, [p], lambda finish=finish: [finish()]))
+                continue
+            share = (tuple(members), c, lo, hi) if which in SORT_SHARING else None
+            stack_key = share or (which, tuple(members), c, lo, hi)
+            if stack_key not in stacks:
+                parts = [cp.asarray(jobs[p][which].scalars, dtype=cp.uint32) for p in members]
+                if which == "C":
+                    parts = [s[key.n_public + 1:] for s in parts]
+                stacks[stack_key] = cp.ascontiguousarray(cp.stack(parts))
+            # A, B1 and B2 take one part size (the G2 MSM's, the largest) so that they share sorts.
+            sized = bn254.G2 if share is not None and "B2" in names else group
+            step = gpu_msm.proofs_that_fit(sized, n, c, lo, hi, free, len(members))
+            plans.append((which, (c, lo, hi), members, stacks[stack_key], step, share))
+        ready = cp.cuda.Event()
+        ready.record()
+        sorts: dict[tuple, gpu_msm.DigitSort] = {}
+        uses = Counter(share for *_, share in plans if share is not None)
+        for which, (c, lo, hi), members, stack, step, share in plans:
+            group = msm_group(which)
+            bases = self._array(key, BASE_ATTR[which])
+            stream, scratch = self._lane(group)
+            stream.wait_event(ready)
+            for first in range(0, len(members), step):
+                part = stack[first:first + step]
+                digits = None
+                if share is not None and uses[share] > 1:
+                    at = share + (first,)
+                    if at not in sorts:
+                        sorts[at] = gpu_msm.sort_digits(part, c, lo, hi, stream)
+                    digits = sorts[at]
+                finish = gpu_msm.msm_windows_group_start(group, bases, part, c, lo, hi, scratch, stream,
+                                                         digits=digits, max_proofs=step)
+                started.append((which, members[first:first + step], finish))
+
+    def _proofs_after_oom(self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], constant_work: bool | None,
+                          where: str) -> Callable[[], list[dict[str, list[Affine]]]]:
+        """After running out of memory ``where``: wait for the device, free what can be rebuilt and
+        start the proofs one after another (:meth:`Backend.msm_start_proofs`)."""
+        log.info("GPU memory short %s: released their buffers, running the %d proofs' MSMs proof by proof",
+                 where, len(jobs))
+        self.synchronize()
+        self._free_rebuildable()
+        return super().msm_start_proofs(key, jobs, constant_work=constant_work)
 
     @staticmethod
     def _sort_share(which: str, job: MsmJob, constant_work: bool | None) -> tuple | None:

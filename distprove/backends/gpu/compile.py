@@ -41,6 +41,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "msm_cw": ("field.cuh", "curve.cuh", "msm.cu", "msm_cw.cu"),
     "fixedbase": ("field.cuh", "curve.cuh", "fixedbase.cu"),
     "groupfft": ("field.cuh", "curve.cuh", "fixedbase.cu", "groupfft.cu"),
+    "pairing": ("field.cuh", "pairing.cu"),
 }
 """Every unit combination the GPU backend loads, by module name."""
 
@@ -49,13 +50,14 @@ MODULE_OPTIONS: dict[str, tuple[str, ...]] = {
     "msm_cw": ("-DDP_MSM_CW_ONLY",),
     "groupfft": ("-DDP_MUL_SINGLE",),
     "fixedbase": ("-DDP_MUL_SINGLE",),
+    "pairing": ("-DDP_MUL_SINGLE",),
 }
 """NVRTC options a module always carries. msm inlines the G2 point operations of its per-entry
 paths (2-3% faster G2 MSMs on an H200; the Fq products inside stay calls, field.cuh, and the
 reductions' G2 additions too, curve.cuh, so the module compiles in about 15 s); msm_cw leaves out
 msm.cu's default-only kernels. groupfft and fixedbase make each Fq product its own call
 (field.cuh DP_MUL_SINGLE): with two products a call the group iFFT's levels take 6% longer on an
-H200; fixedbase, not timed either way, keeps the same build."""
+H200; fixedbase and pairing, not timed either way, keep the same build."""
 
 BASE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 """Options common to NVRTC and the ``nvcc`` compile check."""

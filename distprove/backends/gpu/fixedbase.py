@@ -1,9 +1,9 @@
 """GPU fixed-base scalar multiplication [s]·G for the dev setup (kernels/fixedbase.cu, via NVRTC).
 
 The 8-bit window table of the generator (32 × 256 affine points, built once on the host by
-:func:`distprove.devsetup.window_table_limbs`) is uploaded once per group and process; scalars go
-up in chunks and come back as affine Montgomery limbs, (n, 16) for G1 and (n, 32) for G2, the
-key-store layout.
+:func:`distprove.stages.fixedbase.window_table_limbs`) is uploaded once per group and process;
+scalars go up in chunks and come back as affine Montgomery limbs, (n, 16) for G1 and (n, 32) for
+G2, the key-store layout.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from distprove.bn254 import G1, Group
+from distprove.bn254 import G1, G2, Group
+from distprove.stages.fixedbase import window_table_limbs
 
 from .compile import get_module
 
@@ -26,10 +27,7 @@ AFFINE_MODES = ("batch", "fermat")
 def _table(group_name: str) -> Any:
     import cupy as cp
 
-    from distprove import bn254
-    from distprove.devsetup import window_table_limbs
-
-    return cp.asarray(window_table_limbs(bn254.G1 if group_name == "G1" else bn254.G2))
+    return cp.asarray(window_table_limbs(G1 if group_name == "G1" else G2))
 
 
 def fixed_base_gpu(group: Group, scalars: np.ndarray, *, chunk: int = 1 << 22, affine: str = "batch") -> np.ndarray:

@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
-from distprove import bn254, config
+from distprove import bn254, config, curve
 from distprove.backends.gpu.compile import get_module
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
-from distprove.stages import _fastec
 from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -383,18 +382,173 @@ def msm_windows_start(
     n = _check_inputs(group, bases, scalars, c, lo, hi)
     if n == 0:
         return lambda: [None] * (hi - lo)
-    if digits is not None and (constant_work or digits.key != (n, c, lo, hi)):
+    if digits is not None and (constant_work or digits.key != (n, c, lo, hi) or digits.proofs != 1):
         raise ValueError(f"digit sort of {digits.key} does not fit an MSM of {(n, c, lo, hi)}"
                          f"{' in constant-work mode' if constant_work else ''}")
     with stream:
         return _launch(group, bases, scalars, n, c, lo, hi, scratch, None, constant_work, digits)
 
 
+GROUP_GRID_Y = 65535
+"""Most grid rows of a CUDA launch: a grouped MSM's proofs (the digit kernels' rows) and its
+proofs * (hi - lo) windows (the radix passes' and the reduction's rows) stay within it."""
+ENTRY_LIMIT = 1 << 31
+"""Entries (windows x points) an MSM's sort may hold: entry slots, rows and the pair rounds'
+bounds are 32-bit, and the point word keeps its low bit for the sign."""
+GROUP_MEMORY_SHARE = 0.4
+"""Share of the device's free memory one grouped MSM's buffers may take (:func:`proofs_that_fit`):
+a proof's G1 and G2 MSMs run at once on two lanes, each with scratch of its own, and CuPy's
+pool rounds allocations up."""
+
+
+def group_fits(n: int, c: int, lo: int, hi: int, proofs: int) -> bool:
+    """Whether a grouped MSM of ``proofs`` vectors of ``n`` scalars over windows [lo, hi) of width
+    ``c`` fits msm.cu's 32-bit indices and CUDA's grid rows (:data:`ENTRY_LIMIT`,
+    :data:`GROUP_GRID_Y`); larger groups run in parts (:func:`msm_windows_group_start`)."""
+    windows = proofs * (hi - lo)
+    return proofs * n < ENTRY_LIMIT and windows * n < ENTRY_LIMIT and windows << (c - 1) < ENTRY_LIMIT \
+        and windows <= GROUP_GRID_Y
+
+
+def group_bytes(group: Group, n: int, c: int, lo: int, hi: int, proofs: int) -> int:
+    """Device bytes of a grouped MSM's buffers (scratch and stacked scalars): sort entries and the
+    radix sort's temporaries, the pair rounds' entries, jobs and sums, buckets, spills and the
+    reduction, for ``proofs`` vectors of ``n`` scalars over windows [lo, hi) of width ``c``. An
+    upper estimate from the sort's bound (every digit live); the real MSM may need less."""
+    windows = proofs * (hi - lo)
+    bound = windows * n
+    rows = windows << (c - 1)
+    pw = 4 * _xyzz_words(group)  # bytes of an XYZZ point
+    total = 32 * proofs * n  # the stacked scalars
+    total += 8 * bound + 8 * rows  # entries; counts and cursor
+    if sort_kind(proofs * n, c) != "atomic":
+        total += 5 * 4 * bound + 8 * 4 * rows  # digits, keys, points (and a three-pass sort's); histograms
+    out_bound, points = bound, []
+    for _ in round_thresholds(group, n):
+        out_bound = (out_bound + min(rows, out_bound)) // 2
+        total += 16 * out_bound + 8 * rows  # entries and jobs; cursor and counts
+        points.append(out_bound * 4 * group.limbs)
+    total += sum(sorted(points, reverse=True)[:2])  # the rounds' sums alternate between two buffers
+    total += rows * pw * 2  # buckets; the reduction's segment sums (at most as many)
+    slices = -(-bound // max(SLICE_MIN, SLICE_LEN[group.name] // 2))  # slice_length's shortest slices
+    total += 2 * slices * (pw + 4) * 5 // 4  # the spill arrays: the accumulation's, a fold level's (<= 1/4)
+    return total
+
+
+def proofs_that_fit(group: Group, n: int, c: int, lo: int, hi: int, free_bytes: int, proofs: int) -> int:
+    """How many of ``proofs`` scalar vectors of ``n`` one grouped MSM over windows [lo, hi) of width
+    ``c`` takes at once: the most whose :func:`group_bytes` is within :data:`GROUP_MEMORY_SHARE` of
+    ``free_bytes`` and that :func:`group_fits`, at least 1 (a single proof is the per-proof MSM's
+    own size). The group then runs in parts of about equal size."""
+    budget = GROUP_MEMORY_SHARE * free_bytes
+    lo_g, hi_g = 1, max(1, proofs)
+    while lo_g < hi_g:  # group_bytes grows with the proofs: the largest that fits, by bisection
+        mid = (lo_g + hi_g + 1) // 2
+        if group_fits(n, c, lo, hi, mid) and group_bytes(group, n, c, lo, hi, mid) <= budget:
+            lo_g = mid
+        else:
+            hi_g = mid - 1
+    parts = -(-proofs // lo_g)
+    return -(-proofs // parts) if proofs else 1
+
+
+def free_device_bytes() -> int:
+    """Free memory of the current device, counting the blocks CuPy's pool holds unused."""
+    import cupy
+
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    return int(free) + int(cupy.get_default_memory_pool().free_bytes())
+
+
+def _check_group(group: Group, bases: "cupy.ndarray", scalars: "cupy.ndarray", c: int, lo: int,
+                 hi: int) -> tuple[int, int]:
+    """(proofs, n) of a grouped MSM's (G, n, 8) scalars against (n, limbs) bases; raises on bad shapes."""
+    if scalars.ndim != 3 or scalars.shape[2] != 8 or scalars.dtype != np.uint32:
+        raise ValueError(f"grouped scalars must be (G, n, 8) uint32, got {scalars.shape} {scalars.dtype}")
+    proofs, n = int(scalars.shape[0]), int(scalars.shape[1])
+    if not scalars.flags.c_contiguous:
+        raise ValueError("bases and scalars must be C-contiguous")
+    if proofs:
+        _check_inputs(group, bases, scalars[0], c, lo, hi)
+    return proofs, n
+
+
+def msm_windows_group_start(
+    group: Group,
+    bases: "cupy.ndarray",
+    scalars: "cupy.ndarray",
+    c: int,
+    lo: int,
+    hi: int,
+    scratch: MsmScratch,
+    stream: "cupy.cuda.Stream",
+    digits: DigitSort | None = None,
+    max_proofs: int | None = None,
+) -> Callable[[], list[list[Affine]]]:
+    """Queue the window sums of G MSMs over the same ``bases`` on ``stream``: ``scalars`` (G, n, 8)
+    uint32 standard form, one vector a proof; the waiter returns G lists, each as
+    :func:`msm_windows` of that proof's vector (index i = window lo+i, the proof's ones in S_0).
+
+    One set of launches for the whole group: the G vectors are G * (hi - lo) windows of one MSM
+    over the n points (vector p's window w is window p * (hi - lo) + w - lo), so a small MSM's
+    fixed costs (launches, the reduction's serial chains) are paid once for G proofs. Groups over
+    ``max_proofs`` (default: as many as :func:`group_fits` allows) run in consecutive parts on
+    the same stream, one readback each. ``scratch``, ``stream`` as for :func:`msm_windows_start`;
+    ``digits``: :func:`sort_digits` of these (G, n, 8) scalars for (c, lo, hi), when one part
+    runs it (A, B1 and B2 of G proofs share it). Default mode only.
+    """
+    proofs, n = _check_group(group, bases, scalars, c, lo, hi)
+    if proofs == 0 or n == 0:
+        return lambda: [[None] * (hi - lo) for _ in range(proofs)]
+    step = max(1, min(max_proofs or proofs, proofs))
+    while step > 1 and not group_fits(n, c, lo, hi, step):
+        step = (step + 1) // 2
+    if digits is not None and (digits.key != (n, c, lo, hi) or digits.proofs != proofs or step != proofs):
+        raise ValueError(f"digit sort of {digits.proofs} x {digits.key} does not fit a grouped MSM of "
+                         f"{proofs} x {(n, c, lo, hi)} in parts of {step}")
+    waiters = []
+    with stream:
+        for first in range(0, proofs, step):
+            part = min(step, proofs - first)
+            waiters.append((part, _launch(group, bases, scalars[first:first + part], n, c, lo, hi, scratch, None,
+                                          False, digits, proofs=part)))
+
+    def wait() -> list[list[Affine]]:
+        span, sums = hi - lo, []
+        for part, finish in waiters:
+            flat = finish()
+            sums += [flat[p * span:(p + 1) * span] for p in range(part)]
+        return sums
+
+    return wait
+
+
+def msm_windows_group(
+    group: Group,
+    bases: "cupy.ndarray",
+    scalars: "cupy.ndarray",
+    c: int,
+    lo: int,
+    hi: int,
+    scratch: MsmScratch | None = None,
+    max_proofs: int | None = None,
+) -> list[list[Affine]]:
+    """:func:`msm_windows_group_start` on the current stream, waited for: per proof (row of the
+    (G, n, 8) ``scalars``) its window sums S_lo .. S_{hi-1} over ``bases``."""
+    import cupy
+
+    scratch = scratch or default_scratch()
+    with scratch.lock:
+        return msm_windows_group_start(group, bases, scalars, c, lo, hi, scratch, cupy.cuda.get_current_stream(),
+                                       max_proofs=max_proofs)()
+
+
 class DigitSort(NamedTuple):
     """The counting sort of one scalar vector's signed digits (windows [lo, hi) of width c): what
     the accumulation reads, in buffers of its own. MSMs of the same scalars, width and windows
     share it (a proof's A, B1 and B2, whose bases differ); ``done`` is recorded after the scatter
-    on the stream that sorted, and the buffers live as long as any MSM's waiter holds them."""
+    on the stream that sorted, and the buffers live as long as any MSM's waiter holds them.
+    A grouped sort (``proofs`` > 1) is of (proofs, n, 8) scalars, for :func:`msm_windows_group_start`."""
 
     key: tuple[int, int, int, int]
     """(n, c, lo, hi)."""
@@ -402,26 +556,32 @@ class DigitSort(NamedTuple):
     cursor: "cupy.ndarray"
     entries: "cupy.ndarray"
     done: "cupy.cuda.Event"
+    proofs: int = 1
 
 
 def sort_digits(scalars: "cupy.ndarray", c: int, lo: int, hi: int, stream: "cupy.cuda.Stream") -> DigitSort:
     """Queue the digit sort of ``scalars`` (default mode) on ``stream`` for later
-    :func:`msm_windows_start` calls with ``digits=``; ``stream`` must wait for the scalars."""
+    :func:`msm_windows_start` calls with ``digits=`` (or, of (G, n, 8) scalars, for
+    :func:`msm_windows_group_start`); ``stream`` must wait for the scalars."""
     import cupy
 
-    n = _check_scalars(scalars, c, lo, hi)
-    nw = hi - lo
+    proofs = int(scalars.shape[0]) if scalars.ndim == 3 else 1
+    flat = scalars.reshape(-1, 8) if scalars.ndim == 3 and scalars.flags.c_contiguous else scalars
+    n = _check_scalars(flat, c, lo, hi) // max(proofs, 1)
+    if not group_fits(n, c, lo, hi, proofs):
+        raise ValueError(f"{proofs} x {n} scalars x {hi - lo} windows exceed one grouped MSM's indices")
+    nw = proofs * (hi - lo)
     rows = nw << (c - 1)
     with stream:
         counts = cupy.zeros(rows, dtype=cupy.uint32)
         cursor = cupy.empty(rows, dtype=cupy.uint32)
         entries = cupy.empty(2 * nw * max(n, 1), dtype=cupy.uint32)
-        if n:
-            _sort(_module(), scalars, n, c, lo, nw, counts, cursor, entries, False,
-                  lambda name, count: cupy.empty(max(count, 1), dtype=cupy.uint32))
+        if n and proofs:
+            _sort(_module(), flat, n, c, lo, hi - lo, counts, cursor, entries, False,
+                  lambda name, count: cupy.empty(max(count, 1), dtype=cupy.uint32), proofs)
         done = cupy.cuda.Event()
         done.record(stream)
-    return DigitSort((n, c, lo, hi), counts, cursor, entries, done)
+    return DigitSort((n, c, lo, hi), counts, cursor, entries, done, proofs)
 
 
 def table_fits(n: int, c: int) -> bool:
@@ -538,20 +698,25 @@ def _min_live(n: int) -> float:
 
 def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
           cursor: "cupy.ndarray", entries: "cupy.ndarray", constant_work: bool,
-          take: Callable[[str, int], "cupy.ndarray"]) -> None:
+          take: Callable[[str, int], "cupy.ndarray"], proofs: int = 1) -> None:
     """Sort of (window, |digit|) rows on the current stream into ``entries`` (sorted by row),
     ``cursor`` (each row's first entry) and ``counts``, which must be zero; ``take(name, count)``
-    gives the radix sort's uint32 temporaries."""
+    gives the radix sort's uint32 temporaries. ``proofs`` > 1: ``scalars`` holds that many vectors
+    of ``n`` (a grouped MSM, :func:`msm_windows_group`), sorted as ``proofs * nw`` windows (vector
+    p's window w is window p * nw + w - lo); the choice of sort follows all proofs * n scalars,
+    as both sorts' costs grow with them (not constant work)."""
     import cupy
 
-    kind = sort_kind(n, c, constant_work)
+    if proofs > 1 and constant_work:
+        raise ValueError("grouped MSMs have no constant-work mode")
+    kind = sort_kind(proofs * n, c, constant_work)
     if kind != "atomic":
-        min_live = round(_min_live(n) * 1024) if kind == "planned" else 0
-        _planned_sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, take, min_live)
+        min_live = round(_min_live(proofs * n) * 1024) if kind == "planned" else 0
+        _planned_sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, take, min_live, proofs=proofs)
         return
     u32 = np.uint32
     cw = "_cw" if constant_work else ""
-    sort_grid = (-(-n // SORT_THREADS),)
+    sort_grid = (-(-n // SORT_THREADS), proofs)
     args = (u32(n), u32(c), u32(lo), u32(nw), u32(1 << (c - 1))) + ((u32(DUMMY_ROWS),) if constant_work else ())
     mod.get_function(f"msm_count{cw}")(sort_grid, (SORT_THREADS,), (scalars, counts) + args)
     cupy.cumsum(counts, dtype=cupy.uint32, out=cursor)
@@ -560,7 +725,7 @@ def _sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, c
 
 def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw: int, counts: "cupy.ndarray",
                   cursor: "cupy.ndarray", entries: "cupy.ndarray", take: Callable[[str, int], "cupy.ndarray"],
-                  min_live: int, flat: bool = False) -> None:
+                  min_live: int, flat: bool = False, proofs: int = 1) -> None:
     """msm_sort_plan picks the sort on the device (the radix sort when at least ``min_live`` / 1024
     of a sample of the scalars are live; ``min_live`` 0: the radix sort, no sample taken), and the
     kernels of both are queued: those of the other one return at once. The radix sort
@@ -571,28 +736,32 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
 
     ``flat`` (precomputed window multiples, :func:`msm_merged_start`): the nw windows' digits are
     sorted as one window of nw * n items, rows 2^(c-1) and point index w * n + i (the table row);
-    always the radix sort (``min_live`` must be 0)."""
+    always the radix sort (``min_live`` must be 0). ``proofs``: a grouped MSM's vectors, as for
+    :func:`_sort` (never flat): the digit kernel's grid row p writes vector p's digits as windows
+    p * nw .., and the passes run over ``proofs * nw`` windows."""
     import cupy
 
+    if flat and proofs != 1:
+        raise ValueError("a flat (merged) sort has one scalar vector")
     u32 = np.uint32
     passes = 2 if c - 1 <= RADIX_MAX_KEY_BITS else 3
     d2 = (c - 1) // passes
     dm = (c - 1 - d2) // 2 if passes == 3 else 0
     d1 = c - 1 - d2 - dm
     tiles_n = -(-n // RADIX_TILE)  # msm_radix_digits' tiles, over the scalars
-    sort_n, sort_nw = (nw * n, 1) if flat else (n, nw)  # the passes' items per window and windows
+    sort_n, sort_nw = (nw * n, 1) if flat else (n, proofs * nw)  # the passes' items per window and windows
     rows = sort_nw << (c - 1)
     tiles = -(-sort_n // RADIX_TILE)
     grid = (tiles, sort_nw)
     tile_args = (u32(RADIX_TILE), u32(d1))
     plan = take("radix_plan", 1)
-    digits, keys, pts = (take(f"radix_{name}", nw * n) for name in ("digits", "keys", "pts"))
+    digits, keys, pts = (take(f"radix_{name}", proofs * nw * n) for name in ("digits", "keys", "pts"))
     hist1, ends1 = (take(f"radix_{name}1", (sort_nw << d1) * tiles) for name in ("hist", "ends"))
     hist2, ends2 = (take(f"radix_{name}2", (sort_nw << d2) * tiles) for name in ("hist", "ends"))
     shape = (u32(n), u32(c), u32(lo), u32(nw), u32(1 << (c - 1)))  # the counting sort's kernels'
-    sort_grid = (-(-n // SORT_THREADS),)
+    sort_grid = (-(-n // SORT_THREADS), proofs)
     if min_live:
-        mod.get_function("msm_sort_plan")((1,), (RADIX_THREADS,), (scalars, u32(n), u32(min_live), plan))
+        mod.get_function("msm_sort_plan")((1,), (RADIX_THREADS,), (scalars, u32(proofs * n), u32(min_live), plan))
     else:  # the radix sort whatever the scalars: no sample to wait for (74 us at G1 2^24)
         plan.fill(1)
     if not flat:
@@ -601,7 +770,7 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     # msm_radix_flat_hist counts the words again over tiles that cross windows.
     fused = flat and n % RADIX_TILE == 0
     hist_w = take("radix_hist_windows", (nw << d1) * tiles_n) if flat and not fused else hist1
-    mod.get_function("msm_radix_digits")((tiles_n,), (RADIX_THREADS,), (plan, scalars, digits, hist_w, u32(n), u32(c),
+    mod.get_function("msm_radix_digits")((tiles_n, proofs), (RADIX_THREADS,), (plan, scalars, digits, hist_w, u32(n), u32(c),
                                                                       u32(lo), u32(nw)) + tile_args
                                          + (u32(tiles_n), u32(fused)))
     if flat and not fused:
@@ -613,7 +782,7 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     later_hist = mod.get_function("msm_radix_hist2")
     if dm:
         histm, endsm = (take(f"radix_{name}m", (sort_nw << dm) * tiles) for name in ("hist", "ends"))
-        keys_m, pts_m = (take(f"radix_{name}m", nw * n) for name in ("keys", "pts"))
+        keys_m, pts_m = (take(f"radix_{name}m", proofs * nw * n) for name in ("keys", "pts"))
         later_hist(grid, (RADIX_THREADS,), (plan, keys, hist1, ends1, histm) + tile_args + (u32(d1), u32(dm), u32(tiles)))
         cupy.cumsum(histm, dtype=cupy.uint32, out=endsm)
         mod.get_function("msm_radix_mid")(grid, (RADIX_THREADS,), (plan, keys, pts, hist1, ends1, histm, endsm, keys_m,
@@ -643,10 +812,13 @@ def _launch(
     constant_work: bool = False,
     digits: DigitSort | None = None,
     ones_n: int | None = None,
+    proofs: int = 1,
 ) -> Callable[[], list[Affine]]:
     """Queue every kernel of one window-range MSM on the current stream (the sort skipped when
     ``digits`` has it); return the waiter. ``ones_n``: the scalars equal to 1 are summed over the
-    first ``ones_n`` points only (default n; a merged MSM's window 0)."""
+    first ``ones_n`` points only (default n; a merged MSM's window 0). ``proofs``: a grouped MSM
+    (:func:`msm_windows_group`) of that many scalar vectors of n, run as proofs * (hi - lo)
+    windows; the waiter's list holds them proof by proof, each proof's ones in its window lo."""
     import cupy
 
     if not 4 <= FOLD_MIN <= FOLD_LEN:
@@ -655,7 +827,8 @@ def _launch(
         raise ValueError(f"ACC_THREADS and REDUCE_THREADS must be at most {BOUNDED_BLOCK} (msm.cu's launch bounds)")
     if DUMMY_ROWS < 1 or DUMMY_ROWS & (DUMMY_ROWS - 1):
         raise ValueError("DUMMY_ROWS must be a power of two")
-    nw = hi - lo
+    span = hi - lo
+    nw = proofs * span  # windows; a grouped MSM's are virtual: proof p's window w is p * span + w - lo
     sfx = _suffix(group)
     mod = _cw_module() if constant_work else _module()
     cw = "_cw" if constant_work else ""
@@ -675,7 +848,7 @@ def _launch(
         counts.fill(0)
         cursor = scratch.take("cursor", rows)
         entries = scratch.take("entries", 2 * nw * n)
-        _sort(mod, scalars, n, c, lo, nw, counts, cursor, entries, constant_work, scratch.take)
+        _sort(mod, scalars, n, c, lo, span, counts, cursor, entries, constant_work, scratch.take, proofs)
     timer.mark("sort")
 
     # Batch-affine pair rounds, as many as the device finds worth it: the accumulation then
@@ -694,7 +867,7 @@ def _launch(
     # rounds' job lists there (which already wait for the sort, so for the inputs): beside the
     # rounds or the accumulation instead of after the reduction.
     main = cupy.cuda.get_current_stream()
-    out = cupy.empty((nw + 1) * pw, dtype=cupy.uint32)  # per call: queued MSMs each keep their own
+    out = cupy.empty((nw + proofs) * pw, dtype=cupy.uint32)  # per call: queued MSMs each keep their own
     sum_groups = mod.get_function(f"msm_sum_groups{cw}_{sfx}")
     with_ones = lo == 0 and not constant_work
     ones_done = None
@@ -705,11 +878,12 @@ def _launch(
             inputs.record(main)
             side.wait_event(inputs)
         ones_n = ones_n or n
-        ones_blocks = max(1, min(ONES_BLOCKS_MAX, -(-ones_n // TREE_THREADS)))
-        ones = scratch.take("ones", ones_blocks * pw)
+        ones_blocks = max(1, min(-(-ONES_BLOCKS_MAX // proofs), -(-ones_n // TREE_THREADS)))  # per proof
+        ones = scratch.take("ones", proofs * ones_blocks * pw)
         with side:
-            mod.get_function(f"msm_ones_{sfx}")((ones_blocks,), (TREE_THREADS,), (scalars, bases, u32(ones_n), ones))
-            sum_groups((1,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
+            mod.get_function(f"msm_ones_{sfx}")((ones_blocks, proofs), (TREE_THREADS,),
+                                                (scalars, bases, u32(ones_n), ones))
+            sum_groups((proofs,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
             ones_done = cupy.cuda.Event()
             ones_done.record(side)
     if need:
@@ -783,12 +957,13 @@ def _launch(
         timer.finish()
         if digits is not None:  # a shared sort's buffers live until every MSM reading them was waited for
             digits.done.synchronize()
-        host = cupy.asnumpy(out[: (nw + int(with_ones)) * pw], stream=main).reshape(-1, pw)
+        host = cupy.asnumpy(out[: (nw + proofs * int(with_ones)) * pw], stream=main).reshape(-1, pw)
         in_flight.clear()  # the readback waited for every kernel of this MSM
         points = xyzz_to_affine(group, host)
         sums = points[:nw]
         if with_ones:
-            sums[0] = _fastec.add(group, sums[0], points[nw])
+            for p in range(proofs):
+                sums[p * span] = curve.add(group, sums[p * span], points[nw + p])
         return sums
 
     return wait
@@ -994,10 +1169,10 @@ def _sm_count() -> int:
 
 def xyzz_to_affine(group: Group, words: np.ndarray) -> list[Affine]:
     """Convert (k, 32) G1 or (k, 64) G2 XYZZ Montgomery limb rows to affine points (ZZ = 0: None),
-    with one field inversion in all (:func:`distprove.stages._fastec.xyzz_to_affine`)."""
+    with one field inversion in all (:func:`distprove.curve.xyzz_to_affine`)."""
     vals = bn254.ints_from_limbs(words.reshape(-1, 8))
     if group is bn254.G1:
         rows = [vals[i : i + 4] for i in range(0, len(vals), 4)]
     else:
         rows = [[(vals[j], vals[j + 1]) for j in range(i, i + 8, 2)] for i in range(0, len(vals), 8)]
-    return _fastec.xyzz_to_affine(group, rows)
+    return curve.xyzz_to_affine(group, rows)

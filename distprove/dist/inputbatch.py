@@ -3,14 +3,16 @@ then a proof on their GPUs (or CPUs), streamed.
 
 Finding the inputs (:func:`discover_inputs`): the ``*.json`` files under the folder (recursively;
 hidden entries, the output folder, key stores and ``verification_key.json`` left out), each
-matched to its key as a witness folder's ``.wtns`` files are, and to the circuit's ``.wasm``:
-``wasm=`` (``--wasm``), else the one ``*.wasm`` beside the key. A folder holding ``*.json`` and
-no ``*.wtns`` is an input folder (:func:`discover_any`).
+matched to its key as a witness folder's ``.wtns`` files are (the nearest folder with a key, up
+to the input folder's parent; no key for any input is one error), and to the circuit's
+``.wasm``: ``wasm=`` (``--wasm``), else the one ``*.wasm`` beside the key. A folder holding
+``*.json`` and no ``*.wtns`` is an input folder (:func:`discover_any`).
 
 Where witnesses are computed: :class:`WitnessPool`, a WorkerPlugin, registers a process pool on
 each worker as ``worker.executors["wtns"]`` (``distprove.witness.processes`` processes, default
 the worker's share of its host's cores), shut down with the worker like its other executors. A
-witness task (:func:`compute_witness`) hands the calculation to that pool and secedes from the
+witness task (:func:`compute_witness`, ``("witness-gen", name, tag)``, metered as the
+``witness-gen`` stage) hands the calculation to that pool and secedes from the
 worker's thread pool while it waits: a task running under ``dask.annotate(executor="wtns")``
 would still hold one of the worker's ``nthreads`` execution slots, and a GPU worker has one, so
 its GPU would idle for every witness. Seceded, the proofs keep the slot and the pool's processes
@@ -23,8 +25,10 @@ atomic) and returns its path, so the proof tasks read it as they read any witnes
 beside the proof as ``<name>.wtns``. The client (:class:`InputFeed`, polled by
 ``batching._collect``) submits witness tasks while fewer than ``distprove.witness.in-flight``
 inputs are between their witness task and their proof's result, and submits proofs in groups as
-their witnesses arrive: the witnesses never all exist at once, in memory or on disk. A bad input
-fails alone with its one-line reason (``<input>: <problem>``) and never reaches a prover.
+their witnesses arrive, each with its ``proofs`` markers (so the dashboard's proofs bar grows to
+the batch's count as inputs are fed): the witnesses never all exist at once, in memory or on
+disk. A bad input fails alone with its one-line reason (``<input>: <problem>``) and never
+reaches a prover.
 
 Before any witness task, each (wasm, key) pair is checked once on a worker: a wasm whose
 witness size is not the key's nVars (a wasm of another circuit) fails all of that key's inputs
@@ -49,11 +53,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from distributed import WorkerPlugin, get_worker, secede
+from distributed.metrics import context_meter
 
 from distprove import config
-from distprove.batching import FAILED, Job, _key_beside, _label, _reason, discover
+from distprove.dist.batching import Job, _key_beside, _label, _listing, _reason, discover
+from distprove.dist.inputs import check_witness_entry
+from distprove.dist.state import WITNESS_GEN
+from distprove.dist.tasks import Status
 from distprove.errors import FormatError
-from distprove.inputs import check_witness_entry
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +77,7 @@ NOT_INPUTS = ("verification_key.json",)
 
 @dataclass(frozen=True)
 class InputJob(Job):
-    """A :class:`~distprove.batching.Job` whose ``witness`` is an input file: its circuit's
+    """A :class:`~distprove.dist.batching.Job` whose ``witness`` is an input file: its circuit's
     ``wasm`` and ``wtns``, the path its computed witness is written to."""
 
     wasm: str = ""
@@ -106,7 +113,7 @@ def input_paths(input_dir: Path, exclude: list[Path]) -> tuple[list[Path], list[
 
 def holds_inputs(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> bool:
     """Whether ``folder`` is an input folder: ``*.json`` inputs and no ``*.wtns`` witness."""
-    from distprove.inputs import safe_witness_paths
+    from distprove.dist.inputs import safe_witness_paths
 
     root = Path(folder).resolve()
     if not root.is_dir():
@@ -153,6 +160,8 @@ def discover_inputs(
     if not inputs and not rejected:
         raise FormatError(input_dir, "no *.json inputs found")
     cache: dict[Path, list[Path]] = {}
+    searched: list[Path] = []
+    keyed = False  # some readable input has a key
     jobs = []
     for p, error in [(p, "") for p in inputs] + [(Path(e.path), e.problem) for e in rejected]:
         rel = p.relative_to(root)
@@ -164,16 +173,26 @@ def discover_inputs(
             if chosen is not None:
                 key_path = str(Path(chosen).resolve())
             else:
-                key_path, error = _key_beside(p.parent, root, cache)
+                key_path, folders = _key_beside(p.parent, root, cache)
+                searched += folders
+                if key_path is None:
+                    error = f"no key store or .zkey found beside it (searched {_listing(folders)}); pass key="
+            keyed = keyed or key_path is not None
         circuit = str(Path(wasm).resolve()) if wasm is not None else ""
         if key_path is not None and not circuit:
             circuit, why = wasm_beside(key_path)
-            error = error or (f"{why}" if why else "")
+            error = error or why
         wtns = where / f"{stem}.wtns" if keep_witnesses else out / SCRATCH_DIR / rel.parent / f"{stem}.wtns"
         jobs.append(InputJob(
             name, str(p), key_path if not error else None, str(where / f"{stem}{settings.proof_suffix}"),
             str(where / f"{stem}{settings.public_suffix}"), error, circuit, str(wtns), keep_witnesses,
         ))
+    if inputs and not keyed:
+        raise FormatError(
+            input_dir,
+            f"no key store or .zkey found for any input (searched {_listing(searched)}); "
+            "put the key in the input folder or its parent, or pass key=",
+        )
     return sorted(jobs, key=lambda j: j.name)
 
 
@@ -185,7 +204,7 @@ def discover_any(
     keep_witnesses: bool = False,
 ) -> list[Job]:
     """:func:`discover_inputs` for an input folder (or whenever ``wasm`` is given), else the
-    witness folder's jobs (``batching.discover``)."""
+    witness folder's jobs (:func:`~distprove.dist.batching.discover`)."""
     if wasm is not None or holds_inputs(folder, out_dir):
         return list(discover_inputs(folder, key, out_dir, wasm, keep_witnesses))
     return discover(folder, key, out_dir)
@@ -274,11 +293,12 @@ def compute_witness(wasm: str, input_path: str, wtns: str) -> str:
         pool = get_worker().executors.get(EXECUTOR)
     except ValueError:  # not on a worker
         pool = None
-    if pool is None:
-        return _calculate_into(wasm, input_path, wtns)
-    fut = pool.submit(_calculate_into, wasm, input_path, wtns)
-    secede()
-    return fut.result()
+    with context_meter.meter(WITNESS_GEN):
+        if pool is None:
+            return _calculate_into(wasm, input_path, wtns)
+        fut = pool.submit(_calculate_into, wasm, input_path, wtns)
+        secede()
+        return fut.result()
 
 
 def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
@@ -356,7 +376,7 @@ class InputFeed:
         for job, info in planned:
             reason = refused.get((job.wasm, info.path)) if isinstance(job, InputJob) else None
             if reason:
-                emit(job, FAILED, reason)
+                emit(job, Status.FAILED, reason)
             else:
                 self.queue.append((job, info))  # type: ignore[arg-type]
         self.queue.reverse()  # popped from the end: the planned order
@@ -403,7 +423,7 @@ class InputFeed:
             except Exception as exc:
                 reason = _reason(exc)
             if reason:
-                self.emit(job, FAILED, reason)
+                self.emit(job, Status.FAILED, reason)
             else:
                 self.ready.setdefault(job.key or "", []).append((job, info))
         while self.queue and len(self.opened) < self.bound:
@@ -412,7 +432,7 @@ class InputFeed:
             worker = self.workers[self.sent % len(self.workers)]
             self.sent += 1
             fut = self.client.submit(
-                compute_witness, job.wasm, job.witness, job.wtns, key=("witness", job.name, self.tag), pure=False,
+                compute_witness, job.wasm, job.witness, job.wtns, key=(WITNESS_GEN, job.name, self.tag), pure=False,
                 workers=[worker], allow_other_workers=True, priority=1 << 20,
             )
             self.computing[fut] = (job, info)

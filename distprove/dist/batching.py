@@ -6,10 +6,13 @@ worker dies, and only after the proof verified. A rerun skips witnesses whose ou
 verify. One bad witness fails alone; the :class:`BatchReport` names it with the reason.
 
 Keys: ``key=``, else ``distprove.key`` in the dask configuration, else the key found beside the
-witnesses: the nearest folder (from the witness's own up to ``witness_dir``) holding a key store
-or ``.zkey`` provides it (a key store wins over ``.zkey`` files; two of a kind there is an error).
-So a mixed batch is one subfolder per key. Outputs go to ``out_dir`` (default: the configured
-``output.dir``, ``proofs``, inside ``witness_dir``), keeping the witnesses' subfolders.
+witnesses: the nearest folder holding a key store or ``.zkey``, from the witness's own up to
+``witness_dir`` and then ``witness_dir``'s parent (the layout ``project/circuit.zkey``,
+``project/witnesses/*.wtns``), provides it. A key store wins over ``.zkey`` files; two of a kind
+in one folder is an error for the whole batch, and so is finding no key for any witness (the
+error names the folders searched). So a mixed batch is one subfolder per key. Outputs go to
+``out_dir`` (default: the configured ``output.dir``, ``proofs``, inside ``witness_dir``), keeping
+the witnesses' subfolders.
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from distprove import config
+from distprove.dist.inputs import safe_witness_paths
+from distprove.dist.tasks import Status
 from distprove.errors import FormatError, one_line
-from distprove.inputs import safe_witness_paths
 
 log = logging.getLogger(__name__)
 
-PROVED, FAILED, SKIPPED = "proved", "failed", "skipped"
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -39,11 +42,11 @@ PROVED, FAILED, SKIPPED = "proved", "failed", "skipped"
 
 @dataclass
 class ProofResult:
-    """How one witness ended: ``proved``, ``failed`` (with the reason) or ``skipped``."""
+    """How one witness ended: a :class:`~distprove.dist.tasks.Status` (failed with the reason)."""
 
     name: str
     witness: str
-    status: str
+    status: Status
     reason: str = ""
     proof_path: str = ""
     public_path: str = ""
@@ -54,7 +57,7 @@ class ProofResult:
     """Per-stage seconds of this proof (msm_A ... msm_H summed over window ranges, assemble, verify, write)."""
 
 
-@dataclass
+@dataclass(repr=False)
 class BatchReport:
     """What a batch did: every witness's result, the wall time and the per-stage worker time."""
 
@@ -65,20 +68,20 @@ class BatchReport:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     """Compute seconds per task kind over all workers (the dashboard's groups: prove-prepare, msm-windows, ...)."""
 
-    def _with(self, status: str) -> list[ProofResult]:
+    def _with(self, status: Status) -> list[ProofResult]:
         return [r for r in self.results if r.status == status]
 
     @property
     def proved(self) -> list[ProofResult]:
-        return self._with(PROVED)
+        return self._with(Status.PROVED)
 
     @property
     def failed(self) -> list[ProofResult]:
-        return self._with(FAILED)
+        return self._with(Status.FAILED)
 
     @property
     def skipped(self) -> list[ProofResult]:
-        return self._with(SKIPPED)
+        return self._with(Status.SKIPPED)
 
     @property
     def ok(self) -> bool:
@@ -120,6 +123,9 @@ class BatchReport:
     def __str__(self) -> str:
         return self.summary()
 
+    def __repr__(self) -> str:
+        return f"<BatchReport: {self.summary().splitlines()[0]}>"
+
 
 # --- discovery -------------------------------------------------------------------------------
 
@@ -154,27 +160,41 @@ def keys_in(directory: Path) -> list[Path]:
     return stores or [p for p in entries if p.is_file() and p.suffix == ".zkey"]
 
 
-def _key_beside(directory: Path, root: Path, cache: dict[Path, list[Path]]) -> tuple[str | None, str]:
-    """(key path, "") for the nearest folder from ``directory`` up to ``root`` with a key, or (None, reason)."""
+def _key_beside(directory: Path, root: Path, cache: dict[Path, list[Path]]) -> tuple[str | None, list[Path]]:
+    """(key path, folders searched) for the nearest folder with a key from ``directory`` up to
+    ``root`` and then ``root``'s parent; (None, folders searched) when none has one.
+
+    Raises FormatError naming the folder when one holds two keys of a kind."""
+    searched = []
     d = directory
     while True:
         if d not in cache:
             cache[d] = keys_in(d)
+        searched.append(d)
         found = cache[d]
         if len(found) == 1:
-            return str(found[0]), ""
+            return str(found[0]), searched
         if len(found) > 1:
             names = ", ".join(p.name for p in found)
-            return None, f"{len(found)} keys beside it in {d} ({names}); keep one per folder or pass key="
-        if d == root or root not in d.parents:
-            return None, f"no key store or .zkey found beside it (in {directory} or a parent up to {root}); pass key="
+            raise FormatError(d, f"{len(found)} keys in one folder ({names}); keep one key per folder or name the key to use")
+        if d == root.parent or d == d.parent:
+            return None, searched
         d = d.parent
+
+
+def _listing(folders: Iterable[Path], most: int = 6) -> str:
+    """Folders for a message: the first ``most``, then how many more."""
+    folders = list(dict.fromkeys(folders))
+    text = ", ".join(str(f) for f in folders[:most])
+    return text + (f" and {len(folders) - most} more" if len(folders) > most else "")
 
 
 def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | None = None, out_dir: str | os.PathLike[str] | None = None) -> list[Job]:
     """The ``*.wtns`` files under ``witness_dir`` (recursively, sorted), each matched to its key.
 
-    A witness with no key (or an ambiguous one) gets ``error`` set; it will be reported as failed.
+    A witness with no key beside it gets ``error`` set and will be reported as failed, when
+    other witnesses have theirs. Raises FormatError when no witness has a key (naming the folders
+    searched), when a folder holds two keys, and when there is no witness at all.
     """
     settings = config.settings()
     root = Path(witness_dir).resolve()
@@ -188,6 +208,7 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
     if not witnesses and not rejected:
         raise FormatError(witness_dir, "no *.wtns files found")
     cache: dict[Path, list[Path]] = {}
+    searched: list[Path] = []
     jobs = []
     for w in witnesses:
         rel = w.relative_to(root)
@@ -195,8 +216,16 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
         if chosen is not None:
             key_path, error = str(Path(chosen).resolve()), ""
         else:
-            key_path, error = _key_beside(w.parent, root, cache)
+            key_path, folders = _key_beside(w.parent, root, cache)
+            searched += folders
+            error = "" if key_path else f"no key store or .zkey found beside it (searched {_listing(folders)}); pass key="
         jobs.append(Job(_job_name(rel), str(w), key_path, str(proof), str(public), error))
+    if witnesses and not any(j.key for j in jobs):
+        raise FormatError(
+            witness_dir,
+            f"no key store or .zkey found for any witness (searched {_listing(searched)}); "
+            "put the key in the witness folder or its parent, or pass key=",
+        )
     for err in rejected:  # links leaving the folder, FIFOs, unreadable entries: failed, with the reason
         w = Path(err.path)
         rel = w.relative_to(root)
@@ -242,10 +271,13 @@ class BatchOptions:
     """Called in the client for each result as it arrives (progress bars, tests)."""
     on_start: Callable[[int], Any] | None = None
     """Called once with the number of witnesses, before any result."""
-    echo: Callable[[str], Any] | None = print
-    """Where the report's summary is printed at the end (None: nowhere)."""
+    echo: Callable[[str], Any] | None = None
+    """Where the report's summary is also printed at the end (default: nowhere; the caller holds
+    the report, and ``print(report)`` shows the summary)."""
+    announce: Callable[[str], Any] | None = print
+    """Where the dashboard's address is printed when the batch starts (None: nowhere)."""
     wasm: str | None = None
-    """An input folder's circuit ``.wasm`` (default: the one beside the key; :mod:`distprove.inputbatch`)."""
+    """An input folder's circuit ``.wasm`` (default: the one beside the key; :mod:`distprove.dist.inputbatch`)."""
     keep_witnesses: bool = False
     """Keep each witness computed from an input as ``<name>.wtns`` beside its proof."""
 
@@ -266,10 +298,12 @@ def verification_pool(processes: int) -> Any:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from distprove.worker import warm_up
+    from distprove.dist.cluster import require_main_guard
+    from distprove.dist.output import warm_up
 
     pool = _POOLS.get(processes)
     if pool is None or getattr(pool, "_broken", False):
+        require_main_guard()  # spawned processes run an unguarded script again
         pool = _POOLS[processes] = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
         for _ in range(processes):  # start every process now, while the cluster proves
             pool.submit(warm_up)
@@ -296,7 +330,7 @@ def _remove_outputs(job: Job) -> None:
 
 def ensure_worker_state(client: Any, backend: str, max_keys: int, gpu_bytes: int | None) -> None:
     """Register the per-worker state plugin unless every worker already runs an equal one."""
-    from distprove.worker import PLUGIN_NAME, ProverState, plugin_config
+    from distprove.dist.state import PLUGIN_NAME, ProverState, plugin_config
 
     plugin = ProverState(backend, max_keys, gpu_bytes)
     client.wait_for_workers(1)
@@ -338,12 +372,12 @@ def _collect(
     therefore checked at once, and a busy batch pays the cheaper batched check. The check is a
     verify-write task on the cluster, or, with ``pool`` (a process pool of the client), the
     fetched window sums are assembled, checked and written there (``keys``: KeyInfo by hash).
-    ``feed`` (an :class:`distprove.inputbatch.InputFeed`) adds proofs while it is active.
+    ``feed`` (an :class:`distprove.dist.inputbatch.InputFeed`) adds proofs while it is active.
     """
     from distributed import as_completed
 
-    from distprove import graph
-    from distprove.worker import assemble_check_write_in_process
+    from distprove.dist import graph
+    from distprove.dist.work import assemble_check_write_in_process
 
     by_name = {job.name: (job, futs) for entries in pending.values() for job, futs in entries}
     computing = len(pending)
@@ -379,7 +413,7 @@ def _collect(
         except Exception as exc:
             for r in group:
                 for entry in pending.pop(r):
-                    finish(*entry, FAILED, _reason(exc))
+                    finish(*entry, Status.FAILED, _reason(exc))
             return
         for r in group:
             del pending[r]
@@ -421,7 +455,7 @@ def _collect(
                 ready.append(fut)
             else:
                 for entry in pending.pop(fut):
-                    finish(*entry, FAILED, _reason(_exception_of(fut)))
+                    finish(*entry, Status.FAILED, _reason(_exception_of(fut)))
         flush()
 
 
@@ -437,8 +471,8 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
     """Check existing outputs on the workers (one batched pairing check per key) and report the
     witnesses whose outputs verify as skipped; delete outputs that do not (they are proved again).
     Returns the names of the witnesses dealt with (skipped, or failed because the check could not run)."""
-    from distprove.inputbatch import check_witness_path
-    from distprove.worker import check_existing
+    from distprove.dist.inputbatch import check_witness_path
+    from distprove.dist.output import check_existing
 
     checks = {}
     for kp, group in groups.items():
@@ -453,12 +487,12 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
         except Exception as exc:  # e.g. the key cannot be read: keep the outputs, report why
             for job in have:
                 done.add(job.name)
-                emit(job, FAILED, _reason(exc))
+                emit(job, Status.FAILED, _reason(exc))
             continue
         for job, ok in zip(have, oks):
             if ok:
                 done.add(job.name)
-                emit(job, SKIPPED, "outputs exist and verify")
+                emit(job, Status.SKIPPED, "outputs exist and verify")
             else:
                 _remove_outputs(job)
     return done
@@ -470,7 +504,7 @@ def _plan_keys(
     """Open each key on a worker (KeyInfo: sizes, window widths, ..., the verification key when
     ``with_vk``); the jobs of a key that cannot be opened fail with the reason. Returns (job,
     KeyInfo) for every job left to prove."""
-    from distprove.worker import plan_key
+    from distprove.dist.work import plan_key
 
     infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
     planned: list[tuple[Job, Any]] = []
@@ -480,7 +514,7 @@ def _plan_keys(
             info = infos[kp].result()
         except Exception as exc:
             for job in left:
-                emit(job, FAILED, _reason(exc))
+                emit(job, Status.FAILED, _reason(exc))
             continue
         planned += [(j, info) for j in left]
     return planned
@@ -491,9 +525,9 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from dask.utils import key_split
     from distributed import get_task_stream, span
 
-    from distprove import graph
-    from distprove.inputbatch import InputFeed, InputJob, witness_file
-    from distprove.worker import ProofSpec
+    from distprove.dist import dashboard, graph
+    from distprove.dist.inputbatch import InputFeed, InputJob, witness_file
+    from distprove.dist.tasks import ProofSpec
 
     settings = config.settings()
     t0 = time.perf_counter()
@@ -501,7 +535,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     results: list[ProofResult] = []
     feed = InputFeed() if any(isinstance(j, InputJob) for j in jobs) else None
 
-    def emit(job: Job, status: str, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
+    def emit(job: Job, status: Status, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
         res = ProofResult(
             job.name, job.witness, status, reason, job.proof_path, job.public_path, time.perf_counter() - t0, worker, seconds or {}
         )
@@ -512,6 +546,10 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
         if opts.on_result is not None:
             opts.on_result(res)
 
+    dashboard.register(client)
+    link = dashboard.dashboard_link(client)
+    if link and opts.announce is not None:
+        opts.announce(f"dashboard: {link}")
     if opts.on_start is not None:
         opts.on_start(len(jobs))
     workers = tuple(sorted(client.nthreads()))
@@ -520,7 +558,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
         todo = []
         for job in jobs:
             if job.error:
-                emit(job, FAILED, f"{job.witness}: {job.error}")
+                emit(job, Status.FAILED, f"{job.witness}: {job.error}")
             else:
                 todo.append(job)
         groups = _group(todo)
@@ -549,19 +587,24 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 group_domain=settings.group_domain,
             )
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
+            markers: list[Any] = []  # the dashboard's "proofs" bar, held until the batch ends
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
 
             def submit(chunk: list[Job], info: Any, i: int) -> tuple[Any, list[Any], bool]:
                 """One group of proofs of a key; ``i``: the planned index of its first proof (its
-                priority and split-mode placement). Returns (reducer, futures, writes its proofs)."""
+                priority and split-mode placement), with its proofs' markers. Returns (reducer, futures,
+                writes its proofs)."""
                 for j in chunk:
                     Path(j.proof_path).parent.mkdir(parents=True, exist_ok=True)
                 specs = [ProofSpec(j.name, witness_file(j), info.path, info.content_hash, j.proof_path, j.public_path) for j in chunk]
+                writes = False
                 if plan.fuses(info):
                     reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i)
-                    return reducer, [reducer], plan.writes_in_task
-                reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
-                return reducer, futures, False
+                    futures, writes = [reducer], plan.writes_in_task
+                else:
+                    reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
+                markers.extend(graph.submit_markers(client, [j.name for j in chunk], reducer, plan))
+                return reducer, futures, writes
 
             if feed is not None:  # inputs: proofs are submitted as their witnesses arrive
                 feed.start(client, planned, plan, submit, emit, tag)
@@ -584,10 +627,12 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, keys, written, feed)
             else:
                 _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait, written=written, feed=feed)
+            for m in markers:  # the last few may still be on their way: nothing waits for them
+                m.release()
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):
-            if ss.get("action") == "compute":
+            if ss.get("action") == "compute" and key_split(rec["key"]) != graph.MARKER:
                 k = key_split(rec["key"])
                 stage_seconds[k] = stage_seconds.get(k, 0.0) + ss["stop"] - ss["start"]
     order = {j.name: i for i, j in enumerate(jobs)}
@@ -603,20 +648,21 @@ def batch(
     **options: Any,
 ) -> BatchReport:
     """Prove every ``*.wtns`` under ``witness_dir`` (or, for a folder of ``*.json`` inputs,
-    compute their witnesses on the workers first: :mod:`distprove.inputbatch`); return (and
-    print) a :class:`BatchReport`.
+    compute their witnesses on the workers first: :mod:`distprove.dist.inputbatch`); return a
+    :class:`BatchReport` (``print(report)`` shows its summary).
 
     ``key``: a key store or ``.zkey`` for all witnesses (default: ``distprove.key``, else the key
-    beside each witness). ``out_dir``: default ``<witness_dir>/proofs``. ``client``: a
-    ``distributed.Client`` (default: ``scheduler=`` / ``DASK_SCHEDULER_ADDRESS``, else a local
-    cluster). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
+    beside the witnesses: in a witness's folder, up to ``witness_dir`` and its parent).
+    ``out_dir``: default ``<witness_dir>/proofs``. ``client``: a ``distributed.Client`` (default:
+    ``scheduler=`` / ``DASK_SCHEDULER_ADDRESS``, else a local cluster, whose worker processes
+    run a calling script again: a script needs ``if __name__ == "__main__":`` around the call). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
     mode (auto|data|split), n_workers, fourstep_min_domain, windows_per_task, verify, max_keys,
     verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
-    on_result, on_start, echo, wasm, keep_witnesses.
+    on_result, on_start, echo, announce (the dashboard's link when the batch starts), wasm,
+    keep_witnesses.
     """
-    from distprove.cluster import connect
-
-    from distprove.inputbatch import cluster_config, discover_any, ensure_witness_pool
+    from distprove.dist.cluster import connect
+    from distprove.dist.inputbatch import cluster_config, discover_any, ensure_witness_pool
 
     opts = BatchOptions(**options)
     settings = config.settings()

@@ -1,4 +1,4 @@
-"""The fast host combine and blinding (stages._fastec, issue #6) against the bn254 reference.
+"""The fast host combine and blinding (distprove.curve) against the bn254 reference.
 
 Every fast path runs twice: on gmpy2.mpz (when installed) and on plain ints.
 """
@@ -9,9 +9,8 @@ import random
 
 import pytest
 
-from distprove import bn254
+from distprove import bn254, curve
 from distprove.bn254 import G1, G2, Q, R
-from distprove.stages import _fastec
 from distprove.stages.assemble import assemble, assemble_windows
 from distprove.stages.msm import combine, num_windows
 
@@ -28,7 +27,7 @@ MODULI = [pytest.param(Q, id="int")] + (
 @pytest.fixture(params=MODULI)
 def fq(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
     """Q in the integer type under test, also made the default of the public entry points."""
-    monkeypatch.setattr(_fastec, "default_modulus", lambda: request.param)
+    monkeypatch.setattr(curve, "default_modulus", lambda: request.param)
     return request.param
 
 
@@ -77,9 +76,9 @@ def assert_int_point(p: bn254.Affine) -> None:
 
 @pytest.mark.parametrize("k", [0, 1, 2, 15, 16, 17, 31, 2**253 + 12345, R - 1, R, 2**256 - 1])
 def test_wnaf_digits(k: int) -> None:
-    digits = _fastec.wnaf(k)
+    digits = curve.wnaf(k)
     assert sum(d << pos for pos, d in digits) == k
-    width = _fastec.WNAF_WIDTH
+    width = curve.WNAF_WIDTH
     assert all(d % 2 == 1 and -(1 << (width - 1)) < d < 1 << (width - 1) for _, d in digits)
     positions = [pos for pos, _ in digits]
     assert all(b - a >= width for a, b in zip(positions, positions[1:]))
@@ -117,15 +116,15 @@ def test_scalar_terms_equal_reference(group: bn254.Group, fq: int) -> None:
     rng = random.Random(11 + (group is G2))
     p, q = points(group, 2, rng)
     for k in [0, 1, 2, 3, 31, 32, R - 1, R, R + 1, rng.randrange(R), rng.randrange(R)]:
-        acc = _fastec.combination(group, (), [(k, p), (1, q), (k, None)], fq)
+        acc = curve.combination(group, (), [(k, p), (1, q), (k, None)], fq)
         want = bn254.add(group, bn254.mul(group, p, k), q)
-        assert _fastec.to_affine(group, [acc], fq) == [want], k
+        assert curve.to_affine(group, [acc], fq) == [want], k
     # k P + (R - k) P cancels; a window term and scalar terms share one chain
     k = rng.randrange(2, R)
-    assert _fastec.combination(group, (), [(k, p), (R - k, p)], fq) is None
-    acc = _fastec.combination(group, [(4, {0: q, 2: p})], [(k, p)], fq)
+    assert curve.combination(group, (), [(k, p), (R - k, p)], fq) is None
+    acc = curve.combination(group, [(4, {0: q, 2: p})], [(k, p)], fq)
     want = bn254.add(group, bn254.add(group, q, bn254.mul(group, p, 256)), bn254.mul(group, p, k))
-    assert _fastec.to_affine(group, [acc], fq) == [want]
+    assert curve.to_affine(group, [acc], fq) == [want]
 
 
 def random_case(rng: random.Random, c: int) -> tuple[dict, dict, dict]:
@@ -227,7 +226,7 @@ def test_xyzz_to_affine_equals_reference(group: bn254.Group, montgomery: bool, f
         z2 = f.mul(z, z)
         z3 = f.mul(z2, z)
         rows.append([conv(f.mul(p[0], z2)), conv(f.mul(p[1], z3)), conv(z2), conv(z3)])
-    assert _fastec.xyzz_to_affine(group, rows) == pts
+    assert curve.xyzz_to_affine(group, rows) == pts
 
 
 @pytest.mark.parametrize("group", [G1, G2], ids=["G1", "G2"])
@@ -237,4 +236,12 @@ def test_add_equals_reference(group: bn254.Group, fq: int) -> None:
     p, q = points(group, 2, rng)
     cases = [(p, q), (p, p), (p, bn254.neg(group, p)), (None, q), (p, None), (None, None)]
     for a, b in cases:
-        assert _fastec.add(group, a, b) == bn254.add(group, a, b)
+        assert curve.add(group, a, b) == bn254.add(group, a, b)
+
+
+def test_fast_int_is_gmpy2_when_installed() -> None:
+    """fast_int (the integer type of the synthetic circuits, the dev setup and the CPU group FFT)
+    and the default modulus follow gmpy2's presence and keep the value."""
+    want = int if gmpy2 is None else type(gmpy2.mpz(0))
+    assert isinstance(curve.fast_int(Q), want) and curve.fast_int(Q) == Q
+    assert isinstance(curve.default_modulus(), want) and curve.default_modulus() == Q

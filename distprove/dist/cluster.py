@@ -9,10 +9,14 @@ dashboards bind to 127.0.0.1 unless ``host`` says otherwise.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import inspect
 import logging
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import dask
@@ -38,6 +42,66 @@ def visible_gpus() -> int:
         return 0
 
 
+def _is_main_guard(stmt: ast.stmt, line: int) -> bool:
+    """Whether ``line`` lies in the body of ``stmt`` and ``stmt`` is ``if __name__ == "__main__":``."""
+    if not isinstance(stmt, ast.If) or not stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or line):
+        return False
+    for node in ast.walk(stmt.test):
+        if isinstance(node, ast.Compare) and all(isinstance(op, ast.Eq) for op in node.ops):
+            operands = [node.left, *node.comparators]
+            names = {o.id for o in operands if isinstance(o, ast.Name)}
+            consts = {o.value for o in operands if isinstance(o, ast.Constant)}
+            if "__name__" in names and "__main__" in consts:
+                return True
+    return False
+
+
+def unguarded_script_call() -> tuple[str, int] | None:
+    """(script, line) when this call runs in a script's top-level code outside
+    ``if __name__ == "__main__":``, else None.
+
+    Worker processes are spawned, and a spawned process runs the parent's script again from
+    the top (as ``__mp_main__``): an unguarded call there starts workers while the process is
+    still starting, which multiprocessing refuses with a long traceback from every worker. Found
+    from the stack (the script's module-level frame and its line) and the script's syntax tree.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    if main is None or path is None or spec_name == "__main__" or spec_name.endswith(".__main__"):
+        return None  # a REPL, a notebook, `python -c`, a package's __main__: not run again by spawn
+    frame = inspect.currentframe()
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    line = frame.f_lineno
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for stmt in tree.body:
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            return None if _is_main_guard(stmt, line) else (path, line)
+    return None
+
+
+def require_main_guard() -> None:
+    """Exit with one line naming the script and the guard to add when :func:`unguarded_script_call`
+    finds one; call before starting worker processes.
+
+    SystemExit rather than an exception: the script cannot work as written, and its top level
+    is where the call came from, so the user sees the line alone instead of a traceback.
+    """
+    where = unguarded_script_call()
+    if where is not None:
+        script, line = where
+        raise SystemExit(
+            f'error: {script}, line {line}: distprove starts worker processes, which run this script again; '
+            f'put the code that starts the work under `if __name__ == "__main__":`'
+        )
+
+
 def local_cluster(
     backend: str = "auto",
     n_workers: int | None = None,
@@ -47,8 +111,11 @@ def local_cluster(
     """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable, else CPU worker processes.
 
     The workers' statistical profiler follows ``distprove.cluster.worker-profile`` (default on).
+    Called from a script's unguarded top level, exits with one line (see :func:`require_main_guard`).
     """
     from distprove import config
+
+    require_main_guard()
 
     with dask.config.set({"distributed.worker.profile.enabled": config.get_bool("cluster.worker-profile")}):
         return _start_local(backend, n_workers, host, dashboard_address)

@@ -1,4 +1,6 @@
-"""Fast host-side curve arithmetic for the Horner combine and the blinding (issue #6).
+"""The host's fast curve arithmetic: the Horner combine and the blinding of a proof, the
+verifier's linear combinations, window sums that come back from the GPU, and the modular
+inverse that :mod:`distprove.pairing` shares.
 
 One primitive, :func:`combination`: the Jacobian point
 
@@ -29,6 +31,11 @@ try:
 except ImportError:  # optional: plain ints are the fallback
     gmpy2 = None
 
+fast_int: Callable[[int], int] = gmpy2.mpz if gmpy2 is not None else int
+"""The integer type of the host's bulk field arithmetic (here, the synthetic circuits, the dev
+setup, the CPU group FFT): ``gmpy2.mpz`` when gmpy2 is installed, else ``int``, which is as
+correct and only slower."""
+
 WindowTerm = tuple[int, Mapping[int, Affine]]
 """(c, {w: S_w}): contributes sum_w 2^(c*w) * S_w."""
 ScalarTerm = tuple[int, Affine]
@@ -40,10 +47,10 @@ WNAF_WIDTH = 5
 
 def default_modulus() -> int:
     """Q as ``gmpy2.mpz`` when gmpy2 is installed, else as a plain int (selects the arithmetic)."""
-    return gmpy2.mpz(Q) if gmpy2 is not None else Q
+    return fast_int(Q)
 
 
-def _inverter(q: int) -> Callable[[int], int]:
+def inverter(q: int) -> Callable[[int], int]:
     """Modular inverse mod ``q`` in q's integer type (gmpy2.invert is ~8x faster than pow on mpz)."""
     if gmpy2 is not None and isinstance(q, type(gmpy2.mpz(0))):
         return lambda a: gmpy2.invert(a, q)
@@ -120,7 +127,7 @@ def _g1_to_int(a: Affine) -> Affine:
 
 def _g1_to_affine(pts: Sequence[tuple | None], q: int) -> list[Affine]:
     finite = [i for i, p in enumerate(pts) if p is not None]
-    invs = _batch_inverse([pts[i][2] for i in finite], lambda a, b: a * b % q, _inverter(q))
+    invs = _batch_inverse([pts[i][2] for i in finite], lambda a, b: a * b % q, inverter(q))
     out: list[Affine] = [None] * len(pts)
     for i, zi in zip(finite, invs):
         X, Y, _ = pts[i]
@@ -239,7 +246,7 @@ def _g2_to_int(a: Affine) -> Affine:
 
 
 def _g2_to_affine(pts: Sequence[tuple | None], q: int) -> list[Affine]:
-    inv = _inverter(q)
+    inv = inverter(q)
 
     def inv2(a: tuple) -> tuple:
         d = inv((a[0] * a[0] + a[1] * a[1]) % q)
@@ -370,11 +377,11 @@ def xyzz_to_affine(group: Group, rows: Sequence[Sequence[int]], q: int | None = 
     g1 = group is G1
     if g1:
         mul = lambda a, b: a * b % q  # noqa: E731
-        inv = _inverter(q)
+        inv = inverter(q)
         cast = typ
     else:
         mul = lambda a, b: _m2(a, b, q)  # noqa: E731
-        inv_fq = _inverter(q)
+        inv_fq = inverter(q)
 
         def inv(a: tuple) -> tuple:
             d = inv_fq((a[0] * a[0] + a[1] * a[1]) % q)

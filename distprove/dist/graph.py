@@ -19,12 +19,15 @@ dashboard groups tasks by stage (``dask.utils.key_split``)::
                                                     are ready, then each valid one written once
     ("ntt-columns" | "ntt-transpose" | "ntt-rows-inverse" | "ntt-rows-forward" | "ntt-collect", ...)
                                                     the four-step H computation across workers
+    ("proofs", name, tag)                           one per proof, done when its proof is (see
+                                                    :func:`submit_markers`): the dashboard's
+                                                    progress bar of the batch, in proofs
 
 (dask's ``key_split`` drops an 8-letter word starting with a-f as if it were a hex token, so
 the dashboard shows the reducer group as ``reduce``.) ``tag`` is unique per batch so that reruns
 in one client never reuse a finished key. Results stay
 on the workers (witness, scalars and evaluations move worker to worker at most); keys never travel:
-tasks carry the key's path and content hash and workers keep it resident (:mod:`distprove.worker`).
+tasks carry the key's path and content hash and workers keep it resident (:mod:`distprove.dist.state`).
 A worker also keeps the device-side witness and H scalars of the proofs it prepared, so MSM
 tasks that run where their prepare ran upload nothing; the reducer drops them.
 
@@ -52,12 +55,11 @@ from typing import Any
 
 from distributed import Client, Future
 
+from distprove.groth16 import MSM_NAMES
 from distprove.backends.cpu.fourstep import block_ranges, split_sizes
-from distprove.stages.msm import num_windows
-from distprove.worker import (
-    MSM_NAMES,
-    KeyInfo,
-    ProofSpec,
+from distprove.dist.output import verify_write
+from distprove.dist.tasks import KeyInfo, ProofSpec
+from distprove.dist.work import (
     collect_parts,
     h_forward_rows,
     h_inverse_rows,
@@ -67,12 +69,13 @@ from distprove.worker import (
     ntt_columns,
     ntt_rows,
     prepare,
+    proof_done,
     prove_group,
     reduce_assemble,
-    verify_write,
 )
+from distprove.stages.msm import num_windows
 
-MODES = ("auto", "data", "split")
+from distprove.choices import PLANNER_MODES as MODES
 DEFAULT_FOURSTEP_MIN_DOMAIN = 1 << 16
 GROUP_DOMAIN = 1 << 23
 """The default of ``distprove.planner.group-domain``: a prove-whole task of several proofs holds at
@@ -123,7 +126,7 @@ class Plan:
         proofs are assembled on the workers. A separate verify-write task per group held the GPU
         idle for the group's whole check (9 ms of worker time per proof on 2 x H200 only to
         write files); in the task, each proof's Miller loop runs beside the next proof's MSMs
-        and the group pays one final exponentiation (worker.prove_group)."""
+        and the group pays one final exponentiation (work.prove_group)."""
         return self.assemble_on_workers
 
     def proofs_per_task(self, info: KeyInfo, n_proofs: int) -> int:
@@ -200,15 +203,15 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     """Submit one proof's prepare, MSM and reducer tasks (a fused key's proofs go through
     :func:`submit_group`); returns (the reducer's future, every future of the proof).
 
-    The reducer's result is an :class:`~distprove.worker.Assembled` proof for the verify-write
-    tasks, or with ``plan.assemble_on_workers`` off the :class:`~distprove.worker.Collected`
+    The reducer's result is an :class:`~distprove.dist.tasks.Assembled` proof for the verify-write
+    tasks, or with ``plan.assemble_on_workers`` off the :class:`~distprove.dist.tasks.Collected`
     window sums."""
     name, tag = spec.name, plan.tag
     nw = len(plan.workers)
     common: dict[str, Any] = {"pure": False, "priority": priority}
     fourstep = plan.uses_fourstep(info)
     # The H scalars stay on the preparing worker's device unless plan.hands_h_over: an H task that
-    # runs elsewhere recomputes them from the witness (worker._msm_scalars).
+    # runs elsewhere recomputes them from the witness (work._msm_scalars).
     prepared = client.submit(prepare, spec, not fourstep, plan.hands_h_over(info), key=("prove-prepare", name, tag), **common)
     futures = [prepared]
     h_source: Future = prepared
@@ -243,8 +246,8 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
 def submit_group(client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan: Plan, priority: int = 0) -> Future:
     """One prove-whole task for one or more fused proofs of one key, keyed by the first proof's
     name (and the number after it). Its result is a list, one item per proof: with
-    :attr:`Plan.writes_in_task` the :class:`~distprove.worker.Outcome` (the task wrote the
-    proof), else what a reducer returns, a failed proof as :class:`~distprove.worker.Failed`."""
+    :attr:`Plan.writes_in_task` the :class:`~distprove.dist.tasks.Outcome` (the task wrote the
+    proof), else what a reducer returns, a failed proof as :class:`~distprove.dist.tasks.Failed`."""
     name = specs[0].name if len(specs) == 1 else f"{specs[0].name}+{len(specs) - 1}"
     return client.submit(
         prove_group, list(specs), None, plan.assemble_on_workers, plan.writes_in_task, plan.verify,
@@ -252,9 +255,33 @@ def submit_group(client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan
     )
 
 
+MARKER = "proofs"
+"""The marker tasks' prefix (not a stage: the report's stage seconds leave it out)."""
+MARKER_PRIORITY = 1 << 21
+"""Markers run as soon as their proof is done, before the next proof's tasks."""
+
+
+def submit_markers(client: Client, names: Sequence[str], source: Future, plan: Plan) -> list[Future]:
+    """One ("proofs", name, tag) task per proof of ``names``, on the task whose end means those
+    proofs are done: a prove-whole task that writes its proofs (checked and written), else the
+    reducer or a group that returns its sums (the proof made; the check and write follow in a
+    verify-write task or the client's pool).
+
+    The dashboard's progress bars (``/status``) count a prefix's tasks that are not forgotten, and
+    the batch releases a proof's tasks as soon as it has its outcome, so the stage bars only ever
+    show what is left, and a prove-whole bar counts groups of up to 32 proofs. The batch holds
+    these markers (a few bytes each) until it ends, so the "proofs" bar reads how many of the
+    batch's proofs are done out of all of them. A marker whose proof failed with an exception
+    ends erred (red in the bar)."""
+    return [
+        client.submit(proof_done, source, name, key=(MARKER, name, plan.tag), pure=False, priority=MARKER_PRIORITY)
+        for name in names
+    ]
+
+
 def submit_verify_write(client: Client, assembled: Sequence[Future], plan: Plan, group: int) -> Future:
     """One task that checks the reducers' proofs with one batched pairing check and writes those
-    that pass (a future of their :class:`~distprove.worker.Outcome` list)."""
+    that pass (a future of their :class:`~distprove.dist.tasks.Outcome` list)."""
     return client.submit(
         verify_write, list(assembled), plan.verify, key=("verify-write", group, plan.tag), pure=False, priority=1 << 20
     )

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import FormatError
+from distprove.errors import FormatError
 
 WITNESS_SUFFIX = ".wtns"
 

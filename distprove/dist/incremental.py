@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import config
-from .errors import DistproveError, FormatError
+from distprove import config
+from distprove.errors import DistproveError, FormatError
 
 STATE_VERSION = 1
 LOCK_NAME = ".distprove.lock"
@@ -106,7 +106,7 @@ class State:
 
     def save(self) -> None:
         """Rewrite the state file atomically (it is whole, old or new, whenever the run stops)."""
-        from .formats.jsonio import write_json_atomic
+        from distprove.formats.jsonio import write_json_atomic
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.path, self.data)
@@ -120,7 +120,7 @@ class State:
 
     def key_id(self, key_path: PathLike) -> str:
         """The content hash of a key store or .zkey (a .zkey's SHA-256 is cached by size and mtime)."""
-        from .keystore import KeyStore, file_sha256
+        from distprove.keystore import KeyStore, file_sha256
 
         p = Path(key_path)
         if p.is_dir():
@@ -191,10 +191,10 @@ def _items(witness_paths: Iterable[PathLike], out_dir: PathLike) -> list[Item]:
 
 def _verifies(item: Item, vk: Any) -> bool:
     """Rule 2 on this machine: the files exist, carry the witness's public signals, and verify."""
-    from . import bn254
-    from .formats.jsonio import read_public
-    from .formats.wtns import read_wtns
-    from .verifier import verify
+    from distprove import bn254
+    from distprove.formats.jsonio import read_public
+    from distprove.formats.wtns import read_wtns
+    from distprove.verifier import verify
 
     if not (os.path.isfile(item.proof_path) and os.path.isfile(item.public_path)):
         return False
@@ -224,7 +224,7 @@ def select_new(
     state's records count. Adopted proofs are saved into the state before returning. Two
     witnesses with the same name (which would share output files) raise FormatError.
     """
-    from .formats.jsonio import read_vk
+    from distprove.formats.jsonio import read_vk
 
     items = _items(witness_paths, out_dir)
     if vk is None and key is not None:
@@ -283,7 +283,8 @@ def _out_dir(witness_dir: PathLike, out_dir: PathLike | None) -> Path:
 
 def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_failed: bool) -> tuple[list[Any], list[Any]]:
     """(jobs to run, ProofResults of the jobs skipped by rules 1 and 3)."""
-    from .batching import SKIPPED, ProofResult
+    from distprove.dist.batching import ProofResult
+    from distprove.dist.tasks import Status
 
     todo, known = [], []
     for job in jobs:
@@ -295,16 +296,16 @@ def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_fai
         else:
             todo.append(job)
             continue
-        known.append(ProofResult(job.name, job.witness, SKIPPED, reason, job.proof_path, job.public_path))
+        known.append(ProofResult(job.name, job.witness, Status.SKIPPED, reason, job.proof_path, job.public_path))
     return todo, known
 
 
 def pending(witness_dir: PathLike, key: PathLike | None = None, out_dir: PathLike | None = None, *, retry_failed: bool = False) -> list[Any]:
     """The ``distprove.batch.Job`` s that :func:`batch` would send to the cluster (rules 1 and 3
     only: a proof the state does not know is still listed), e.g. to skip starting GPU jobs."""
-    from .batching import discover
+    from distprove.dist.inputbatch import discover_any
 
-    jobs = discover(witness_dir, key, out_dir)
+    jobs = discover_any(witness_dir, key, out_dir)
     state = State(_out_dir(witness_dir, out_dir))
     key_ids = {kp: state.key_id(kp) for kp in sorted({j.key for j in jobs if j.key})}
     return _split(jobs, state, key_ids, retry_failed)[0]
@@ -327,9 +328,10 @@ def batch(
     the workers) and records every result in the state file. When nothing is new, no cluster is
     started or contacted.
     """
-    from .batching import FAILED, PROVED, SKIPPED, BatchOptions, BatchReport, ensure_worker_state, run_jobs
-    from .cluster import connect
-    from .inputbatch import cluster_config, discover_any, ensure_witness_pool
+    from distprove.dist.batching import BatchOptions, BatchReport, ensure_worker_state, run_jobs
+    from distprove.dist.cluster import connect
+    from distprove.dist.inputbatch import cluster_config, discover_any, ensure_witness_pool
+    from distprove.dist.tasks import Status
 
     t0 = time.perf_counter()
     settings = config.settings()
@@ -345,9 +347,9 @@ def batch(
         def on_result(res: Any) -> None:
             job = by_name[res.name]
             kid = key_ids.get(job.key) if job.key else None
-            if res.status in (PROVED, SKIPPED):
+            if res.status in (Status.PROVED, Status.SKIPPED):
                 state.done(job, kid)
-            elif res.status == FAILED and job.key and _own_failure(job, res.reason):
+            elif res.status == Status.FAILED and job.key and _own_failure(job, res.reason):
                 state.failed(job, kid, res.reason)
             state.save_soon()
             if caller_on_result is not None:

@@ -13,7 +13,7 @@ Exported names:
   gather, ntt, msm_A ... msm_H, assemble, verify, write);
 * ``distprove_resident_key_bytes``: GPU memory held by the keys resident on this worker.
 
-The task code (:mod:`distprove.worker`) calls the functions below. Per-task-group compute times
+The task code (:mod:`distprove.dist.work`) calls the functions below. Per-task-group compute times
 need nothing from distprove: the scheduler's own ``/metrics`` has them
 (``dask_scheduler_tasks_compute_seconds_total{task_prefix_name=...}``). Setting
 ``distprove.metrics.enabled`` to false turns every recording function into a no-op.
@@ -28,7 +28,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from . import config
+from distprove import config
 
 # Stage times range from milliseconds (small MSM window ranges) to minutes (2^24-constraint NTTs).
 STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)

@@ -1,0 +1,393 @@
+"""Per-worker state: the ProverState WorkerPlugin, its resident keys and proofs, and the meters.
+
+:class:`ProverState` is registered once per cluster (``Client.register_plugin(state,
+name=PLUGIN_NAME)``); its ``setup`` makes the worker's backend (the GPU backend compiles or
+loads its kernels there) and it keeps opened keys resident, keyed by content hash, in an LRU
+bounded by a count and, on a GPU, by free device memory. It also keeps the backend-side witness
+and H scalars of the last few proofs prepared here (:class:`ResidentProof`), so the MSM tasks of
+a proof that run on the worker that prepared it upload nothing. Tasks find it with
+:func:`state` (``distributed.get_worker().plugins[PLUGIN_NAME]``). The state also keeps each
+resident key's planning description (:meth:`ProverState.key_info`) and vk, so a batch of a
+resident key plans without recomputing them.
+
+Each task body meters its calls to the prover's stages with distributed's fine performance
+metrics (``context_meter``: :data:`STAGES`; :class:`MeteredBackend` for the prover's own
+pipeline), so the dashboard's "Fine Performance Metrics" page shows the seconds of each stage
+per task prefix and under the batch's span. Outside a task (the client's verification pool,
+tests) the meters record nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from distributed import WorkerPlugin, get_worker
+from distributed.metrics import context_meter
+
+from distprove import config
+from distprove.backends.cpu import fourstep as cpu_fourstep
+from distprove.dist import metrics
+from distprove.dist.tasks import KeyInfo
+from distprove.errors import FormatError
+from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
+
+log = logging.getLogger(__name__)
+
+PLUGIN_NAME = "distprove"
+
+
+
+STAGES = ("witness", "gather", "ntt", "msm", "assemble", "check", "write")
+
+"""The prover's stages as the dashboard's fine performance metrics name them: reading and loading
+the witness, the gather, the NTTs (H scalars), the MSMs (window sums; in a pipelined group the
+wait for them), the assembly (Horner and blinding), the pairing check, writing the outputs."""
+
+WITNESS_GEN = "witness-gen"
+"""The stage of a batch from inputs before the prover's: computing a witness from its input
+(``dist/inputbatch.py``; the witness task's wait for its worker's witness pool). Not in
+:data:`STAGES`, which every batch meters."""
+
+
+
+DEFAULT_RESIDENT_PROOFS = 4
+
+"""Proofs whose backend-side vectors a worker keeps (``distprove.proof-cache.count`` overrides)."""
+
+
+
+class ResidentKey:
+    """An opened key, kept per worker; with ``keep_host`` its arrays are read from storage once,
+    on first use, and then kept in host memory.
+
+    Duck-types the key of :mod:`distprove.backends.base` (header values, ``points``,
+    ``vk_json()`` and the point / CSR arrays). A GPU backend keeps its own device copies, so
+    there the arrays are not also kept on the host.
+    """
+
+    def __init__(self, key: Any, keep_host: bool = True) -> None:
+        self._key = key
+        self._keep_host = keep_host
+        self.path: str = key.path
+        self.content_hash: str = key.content_hash
+        self.n_vars: int = key.n_vars
+        self.n_public: int = key.n_public
+        self.domain_size: int = key.domain_size
+        self.nbytes: int = sum(
+            int(np.prod(getattr(key, n).shape)) * 4 for n in (*POINT_ARRAYS, *CSR_ARRAYS)
+        )
+        """Bytes of the point and CSR arrays (what a GPU backend keeps on the device)."""
+        self._vk_json: dict | None = None
+
+    def vk_json(self) -> dict:
+        """The key's verification_key.json content, made once (a .zkey's needs a pairing, ~0.4 s);
+        the same dict each time: do not change it."""
+        if self._vk_json is None:
+            self._vk_json = self._key.vk_json()
+        return self._vk_json
+
+    def __getattr__(self, name: str) -> Any:
+        if self._keep_host and (name in POINT_ARRAYS or name in CSR_ARRAYS):
+            value = np.asarray(getattr(self._key, name)[:])
+            self.__dict__[name] = value
+            return value
+        return getattr(self._key, name)
+
+    def __repr__(self) -> str:
+        return f"ResidentKey({self._key!r})"
+
+
+
+class TaskFailureLogFilter(logging.Filter):
+    """Keeps distributed's "Compute Failed" worker log free of witness data and of expected failures.
+
+    distributed logs a failed task with the repr of its arguments, which for MSM tasks holds the
+    witness and the H scalars: that field is withheld. A failure that is one of distprove's own
+    errors (a malformed witness, a proof that does not verify) is reported in the batch report with
+    its one-line reason, so its traceback is not logged at all.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Compute Failed") or not isinstance(record.args, tuple):
+            return True
+        args = list(record.args)
+        if len(args) >= 4 and any(name in str(args[3]) for name in ("FormatError", "InvalidProofError")):
+            return False
+        if len(args) >= 3:
+            args[2] = "<task arguments withheld by distprove: they may hold witness data>"
+            record.args = tuple(args)
+        return True
+
+
+
+def install_task_log_filter() -> None:
+    """Attach :class:`TaskFailureLogFilter` to distributed's worker logger (once per process)."""
+    logger = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, TaskFailureLogFilter) for f in logger.filters):
+        logger.addFilter(TaskFailureLogFilter())
+
+
+
+@dataclass
+class ResidentProof:
+    """One prepared proof's vectors in the backend's representation (on a GPU: device arrays)."""
+
+    content_hash: str
+    witness: Any
+    hs: Any | None
+
+
+
+class ProverState(WorkerPlugin):
+    """Per-worker state: the backend, an LRU of resident keys keyed by content hash, and an LRU
+    of the backend-side vectors of recently prepared proofs keyed by their prepare's token.
+
+    ``max_keys`` bounds how many keys stay resident (``distprove.key-cache.count``); on the GPU
+    backend, ``gpu_bytes`` (``distprove.key-cache.gpu-bytes``) also bounds the bytes of their
+    arrays (what the backend uploads, or holds for the key when that is more: its tables of
+    window multiples). The least recently used key goes first, never the one in
+    use; it is dropped here and, when the backend offers ``evict(content_hash)`` (the GPU
+    backend does), from the backend's own per-key state, together with the proofs of that key.
+    The proof cache holds at most ``distprove.proof-cache.count`` proofs (read on the worker,
+    default :data:`DEFAULT_RESIDENT_PROOFS`); a proof's reducer drops its entry.
+    """
+
+    def __init__(self, backend: str = "auto", max_keys: int = 2, gpu_bytes: int | None = None) -> None:
+        if max_keys < 1:
+            raise ValueError("max_keys must be at least 1")
+        self.backend_name = backend
+        self.max_keys = max_keys
+        self.gpu_bytes = gpu_bytes
+        self.backend: Any = None
+        self._keys: OrderedDict[str, ResidentKey] = OrderedDict()
+        self._hash_of_path: dict[str, str] = {}
+        self._vks: dict[str, Any] = {}
+        self._infos: dict[str, KeyInfo] = {}
+        self.max_proofs = DEFAULT_RESIDENT_PROOFS
+        self._proofs: OrderedDict[str, ResidentProof] = OrderedDict()
+        self._proofs_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What travels to the workers on registration: no lock, no kept proofs."""
+        st = dict(self.__dict__)
+        st["_proofs"], st["_proofs_lock"] = OrderedDict(), None
+        return st
+
+    def __setstate__(self, st: dict[str, Any]) -> None:
+        self.__dict__.update(st)
+        self._proofs_lock = threading.Lock()
+
+    @property
+    def config(self) -> list:
+        """What makes two states interchangeable (registering an equal one again is skipped)."""
+        return [self.backend_name, self.max_keys, self.gpu_bytes]
+
+    def setup(self, worker: Any) -> None:
+        from distprove.backends.select import get_backend
+
+        install_task_log_filter()
+        self.backend = get_backend(self.backend_name)
+        count = config.get("proof-cache.count", DEFAULT_RESIDENT_PROOFS)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise FormatError("distprove.proof-cache.count", f"must be an integer >= 0 (got {count!r})")
+        self.max_proofs = count
+        log.info("distprove worker state on %s: backend %s", worker.address, self.backend.name)
+
+    def teardown(self, worker: Any) -> None:
+        self._keys.clear()
+        self._hash_of_path.clear()
+        self._vks.clear()
+        self._infos.clear()
+        with self._proofs_lock:
+            self._proofs.clear()
+
+    def key(self, path: str, content_hash: str | None = None) -> ResidentKey:
+        """The resident key read from ``path`` (opened on first use; checked against ``content_hash``)."""
+        h = content_hash or self._hash_of_path.get(path)
+        if h is not None and h in self._keys:
+            self._keys.move_to_end(h)
+            return self._keys[h]
+        key = ResidentKey(open_key(path), keep_host=self.backend.name != "gpu")
+        if content_hash is not None and key.content_hash != content_hash:
+            raise FormatError(path, "the key changed on disk during the batch (content hash differs)")
+        self._keys[key.content_hash] = key
+        self._hash_of_path[path] = key.content_hash
+        self._evict()
+        return key
+
+    def vk(self, key: ResidentKey) -> Any:
+        """The key's parsed verification key (cached per content hash)."""
+        from distprove.formats.jsonio import read_vk
+
+        if key.content_hash not in self._vks:
+            self._vks[key.content_hash] = read_vk(key.vk_json())
+        return self._vks[key.content_hash]
+
+    def key_info(self, key: ResidentKey, with_vk: bool = False) -> KeyInfo:
+        """What the planner needs of a resident key (made once per content hash, so planning a
+        batch of a resident key costs a lookup); ``with_vk`` adds the verification key to it."""
+        info = self._infos.get(key.content_hash)
+        if info is not None and with_vk and not info.vk:
+            info = self._infos[key.content_hash] = replace(info, vk=key.vk_json())
+        if info is None:
+            from distprove.prover import witness_widths
+
+            be = self.backend
+            info = self._infos[key.content_hash] = KeyInfo(
+                path=key.path,
+                content_hash=key.content_hash,
+                n_vars=key.n_vars,
+                n_public=key.n_public,
+                domain_size=key.domain_size,
+                widths=witness_widths(be, key),
+                backend=be.name,
+                native_fourstep=hasattr(be, "fourstep"),
+                vk=key.vk_json() if with_vk else {},
+                points=dict(key.points),
+            )
+        return info
+
+    @property
+    def resident(self) -> list[str]:
+        """Content hashes of the resident keys, least recently used first."""
+        return list(self._keys)
+
+    @property
+    def resident_paths(self) -> dict[str, str]:
+        """The resident keys as {content hash: path they were read from}, least recently used first."""
+        return {h: k.path for h, k in self._keys.items()}
+
+    def keep_proof(self, token: str, content_hash: str, witness: Any, hs: Any | None) -> ResidentProof:
+        """Keep a prepared proof's backend vectors under ``token`` (dropping the least recently
+        used proofs beyond ``max_proofs``); returns the entry (kept only when ``token`` is set)."""
+        entry = ResidentProof(content_hash, witness, hs)
+        if not token or self.max_proofs < 1:
+            return entry
+        with self._proofs_lock:
+            self._proofs[token] = entry
+            while len(self._proofs) > self.max_proofs:
+                self._proofs.popitem(last=False)
+        return entry
+
+    def proof(self, token: str) -> ResidentProof | None:
+        """The vectors kept under ``token`` on this worker, or None (never kept here, or dropped)."""
+        with self._proofs_lock:
+            entry = self._proofs.get(token)
+            if entry is not None:
+                self._proofs.move_to_end(token)
+            return entry
+
+    def drop_proofs(self, tokens: Sequence[str]) -> None:
+        """Forget the proofs kept under ``tokens`` (their reducer ran; unknown tokens are ignored)."""
+        with self._proofs_lock:
+            for t in tokens:
+                self._proofs.pop(t, None)
+
+    @property
+    def resident_proofs(self) -> list[str]:
+        """Tokens of the proofs whose vectors are kept, least recently used first."""
+        with self._proofs_lock:
+            return list(self._proofs)
+
+    def fourstep(self) -> ModuleType:
+        """The four-step NTT block functions: the backend's own (``backend.fourstep``) or the CPU ones."""
+        return getattr(self.backend, "fourstep", cpu_fourstep)
+
+    def _device_bytes(self) -> int:
+        """GPU memory of the resident keys: per key, its arrays' bytes or what the backend holds for
+        it, whichever is more (tables of window multiples, ``distprove.msm.precompute``, grow a
+        key after it loaded)."""
+        if getattr(self.backend, "name", "") != "gpu":
+            return 0
+        held = getattr(self.backend, "resident_bytes", None)
+        return sum(max(k.nbytes, held(h) if held is not None else 0) for h, k in self._keys.items())
+
+    def _evict(self) -> None:
+        while len(self._keys) > 1 and (
+            len(self._keys) > self.max_keys or (self.gpu_bytes is not None and self._device_bytes() > self.gpu_bytes)
+        ):
+            h, key = self._keys.popitem(last=False)
+            self._vks.pop(h, None)
+            self._infos.pop(h, None)
+            with self._proofs_lock:
+                self._proofs = OrderedDict((t, p) for t, p in self._proofs.items() if p.content_hash != h)
+            self._hash_of_path = {p: v for p, v in self._hash_of_path.items() if v != h}
+            release = getattr(self.backend, "evict", None)
+            if release is not None:
+                release(h)
+            log.info("evicted key %s (%s)", key.path, h[:12])
+        metrics.set_resident_bytes(self._device_bytes())
+
+
+
+class MeteredBackend:
+    """A backend whose stage calls are metered as :data:`STAGES` (``context_meter``), for the
+    prover's own pipeline (:func:`distprove.prover.start_window_sums`, ``prefetch_witness``) run
+    inside a task: witness loads, the gather, the H scalars (``ntt``), the MSMs (their start,
+    which computes them on the CPU, and the wait for their sums); a ``synchronize`` counts for the
+    stage called last (it waits for that stage's device work). Everything else is the backend's."""
+
+    _STAGE_OF = {
+        "load_witness_file": "witness", "load_witness": "witness", "gather": "gather", "h_scalars": "ntt",
+        "settle": "ntt", "msm_windows": "msm",
+    }
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+        self._last = "gather"
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._backend, name)
+        if name == "msm_start_all":
+            return self._msm_start_all
+        stage = self._last if name == "synchronize" else self._STAGE_OF.get(name)
+        if stage is None or not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._last = stage
+            with context_meter.meter(stage):
+                return attr(*args, **kwargs)
+
+        return call
+
+    def _msm_start_all(self, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+        self._last = "msm"
+        with context_meter.meter("msm"):
+            wait = self._backend.msm_start_all(*args, **kwargs)
+
+        def waited() -> Any:
+            with context_meter.meter("msm"):
+                return wait()
+
+        return waited
+
+
+
+def state() -> ProverState:
+    """This worker's :class:`ProverState` (raises RuntimeError outside a worker or when not registered)."""
+    worker = get_worker()
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    if plugin is None:
+        raise RuntimeError(f"the {PLUGIN_NAME!r} worker plugin is not registered on {worker.address}")
+    return plugin
+
+
+
+def plugin_config(dask_worker: Any) -> list | None:
+    """The config of the worker's registered state, or None (run through ``Client.run``)."""
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    return getattr(plugin, "config", None)
+
+
+
+def worker_address() -> str:
+    """This worker's address (where a task's outcomes say they were made)."""
+    return get_worker().address

@@ -1,0 +1,139 @@
+"""The data that Dask tasks exchange: what to prove, a key's planning description, the results
+of each task kind, and how a proof ended. Plain dataclasses (they travel pickled)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from distprove import bn254
+
+@dataclass(frozen=True)
+class ProofSpec:
+    """One proof to make: where its witness is, which key proves it, where its outputs go."""
+
+    name: str
+    witness: str
+    key_path: str
+    content_hash: str
+    proof_path: str
+    public_path: str
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """What the client needs to plan a key's proofs (from a worker: it has the backend)."""
+
+    path: str
+    content_hash: str
+    n_vars: int
+    n_public: int
+    domain_size: int
+    widths: dict[str, int]
+    backend: str
+    native_fourstep: bool
+    vk: dict = field(default_factory=dict)
+    """verification_key.json content (for checks made off the workers)."""
+    points: dict = field(default_factory=dict)
+    """alpha1, beta1, beta2, delta1, delta2 as affine ints (for proofs assembled off the workers)."""
+
+
+@dataclass
+class Prepared:
+    """A prepare task's result: the H scalars (when downloaded) or the evaluations a, b, c.
+
+    The witness itself never travels: on the worker that prepared the proof the backend-side
+    witness (and H scalars) are kept in its :class:`ProverState` under ``token`` (unique per
+    prepare attempt); an MSM task elsewhere reads the witness file again. ``hs`` is None when the
+    planner kept the H scalars on the device only (data mode).
+    """
+
+    hs: np.ndarray | None
+    evals: np.ndarray | None
+    seconds: dict[str, float] = field(default_factory=dict)
+    token: str = ""
+    public: list[int] | None = None
+    """The public signals w[1..nPublic] (taken from the witness read here, for the reducer)."""
+    live: float = 1.0
+    """The witness's share of scalars other than 0 and 1 (window widths of a whole-proof MSM task)."""
+
+
+@dataclass
+class MsmPart:
+    """The window sums S_lo..S_{hi-1} of one MSM, from one msm-windows task."""
+
+    which: str
+    c: int
+    sums: dict[int, bn254.Affine]
+    seconds: float
+    upstream: dict[str, float] = field(default_factory=dict)
+    """The prepare task's stage seconds (carried by the A part only, so the reducer sees them once)."""
+    token: str = ""
+    """The token of the prepare result the sums came from (its reducer drops that cache entry)."""
+    public: list[int] | None = None
+    """The proof's public signals (carried with ``upstream``, so the reducer need not read the witness)."""
+
+
+class Status(StrEnum):
+    """How a proof ended (a ``str``: the report's JSON and summary show the value)."""
+
+    PROVED = "proved"
+    """Its proof and public files exist."""
+    FAILED = "failed"
+    """Nothing written; the reason says why in one line."""
+    SKIPPED = "skipped"
+    """Not proved again: its outputs already exist and verify."""
+
+
+@dataclass
+class Outcome:
+    """How one proof ended: :attr:`Status.PROVED` (its files exist) or :attr:`Status.FAILED` with the reason."""
+
+    name: str
+    status: Status
+    reason: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+    worker: str = ""
+    written_before: bool = False
+    """Proved by an earlier attempt of its tasks: this one wrote nothing (nor is it counted again)."""
+
+
+@dataclass
+class Failed:
+    """A proof of a :func:`prove_group` task that raised (the group's other proofs went on)."""
+
+    spec: ProofSpec
+    reason: str
+
+
+@dataclass
+class Assembled:
+    """A reducer's result: one proof, not yet checked or written."""
+
+    spec: ProofSpec
+    proof: Any
+    seconds: dict[str, float]
+    done_before: bool = False
+    """True when an earlier attempt already wrote this proof (nothing was assembled)."""
+
+
+@dataclass
+class Collected:
+    """A reducer's result when the client assembles: the proof's window sums, gathered."""
+
+    spec: ProofSpec
+    parts: list[MsmPart]
+
+
+def flatten(items: Sequence[Any]) -> list[Any]:
+    """Task results as a later task receives them, one level of lists undone: a reducer's MSM
+    parts (one per msm-windows task in split mode, :func:`msm_proof`'s list of five in data mode),
+    verify-write's proofs (one per reducer, a :func:`prove_group` task's list)."""
+    out: list[Any] = []
+    for it in items:
+        out.extend(it if isinstance(it, list) else [it])
+    return out

@@ -1,0 +1,432 @@
+"""The task bodies: what :mod:`distprove.dist.graph` submits to the workers.
+
+They read witnesses and keys from their paths on the worker, call backend and stage functions
+(no field arithmetic here), and only small results (window sums, proofs, :class:`Outcome`
+lists) need to reach the client. A small proof's one task, :func:`prove_whole`, runs what
+:func:`prepare`, :func:`msm_proof` and :func:`reduce_assemble` run, in turn, with the vectors
+in its locals instead of the proof cache. The worker's state is :mod:`distprove.dist.state`;
+checking and writing the proofs is :mod:`distprove.dist.output`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from distributed.metrics import context_meter
+
+from distprove import bn254
+from distprove.groth16 import MSM_NAMES
+from distprove.backends.cpu import fourstep as cpu_fourstep
+from distprove.dist import metrics
+from distprove.dist import state as worker_state
+from distprove.dist.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
+from distprove.dist.state import MeteredBackend, ProverState, ResidentKey
+from distprove.dist.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
+from distprove.errors import FormatError, one_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distprove.prover import WindowSums
+
+def plan_key(path: str, with_vk: bool = False) -> KeyInfo:
+    """Open (and keep resident) a key on this worker and describe it for the planner
+    (:meth:`ProverState.key_info`: cached while the key stays resident). ``with_vk``: include the
+    verification key (checks made off the workers need it; a .zkey's costs a pairing, ~0.4 s,
+    on a worker's first use)."""
+    st = worker_state.state()
+    info = st.key_info(st.key(path), with_vk)
+    return info if info.path == path else replace(info, path=path)  # the same key read from another path
+
+
+def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
+    """Read the witness from its path, gather, and (``local_h``) compute the H scalars here.
+
+    The backend-side witness (and H scalars) stay in this worker's :class:`ProverState` for the
+    proof's MSM tasks. ``host_h``: also download the H scalars into the result (split mode, where
+    H tasks run on other workers); without it an MSM task elsewhere recomputes them from the
+    witness. Without ``local_h`` the evaluations a, b, c are returned as a (3, n, 8) array for
+    the distributed four-step NTT. The stage seconds travel with the result (recorded in the
+    metrics once per proof, where it ends).
+    """
+    from distprove.prover import h_scalars, load_and_gather
+
+    st = worker_state.state()
+    key = st.key(spec.key_path, spec.content_hash)
+    be = st.backend
+    g = _counting_bad_witness(spec, lambda st, key: load_and_gather(key, spec.witness, MeteredBackend(be)))
+    seconds, token = g.timings, uuid.uuid4().hex
+    if local_h:
+        hs = h_scalars(key, g, MeteredBackend(be))
+        st.keep_proof(token, key.content_hash, g.witness, hs)
+        if not host_h:
+            return Prepared(None, None, seconds, token, g.public, g.live)
+        t = time.perf_counter()
+        with context_meter.meter("ntt"):
+            host = be.to_host(hs)
+        seconds["ntt"] += time.perf_counter() - t  # the download, timed with the NTTs
+        return Prepared(host, None, seconds, token, g.public, g.live)
+    with context_meter.meter("gather"):
+        stacked = np.stack([be.to_host(v) for v in g.evals])
+    st.keep_proof(token, key.content_hash, g.witness, None)
+    return Prepared(None, stacked, seconds, token, g.public, g.live)
+
+
+def _msm_scalars(st: ProverState, key: ResidentKey, spec: ProofSpec, which: str, source: Prepared | np.ndarray) -> Any:
+    """The scalars of MSM ``which`` in the backend's representation: kept on this worker by the
+    prepare task when it ran here, else made again (the witness file read and uploaded once and
+    kept for the proof's other tasks on this worker; the H scalars as downloaded, or recomputed
+    from the witness when the prepare kept them on its device)."""
+    be = st.backend
+    if which == "H" and not isinstance(source, Prepared):  # from the four-step NTT tasks
+        return np.asarray(source).reshape(-1, 8)
+    entry = st.proof(source.token)
+    if which == "H":
+        if entry is not None and entry.hs is not None:
+            return entry.hs
+        if source.hs is not None:
+            return source.hs
+    if entry is None:
+        with context_meter.meter("witness"):
+            entry = st.keep_proof(source.token, key.content_hash, be.load_witness_file(key, spec.witness).vector, None)
+    if which != "H":
+        return entry.witness
+    with context_meter.meter("gather"):
+        evals = be.gather(key, entry.witness)
+    with context_meter.meter("ntt"):
+        entry.hs = be.h_scalars(key, evals)
+    return entry.hs
+
+
+def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: int, lo: int, hi: int) -> MsmPart:
+    """Window sums [lo, hi) of MSM ``which``; ``source`` is the prepare result, or the H scalars."""
+    t0 = time.perf_counter()
+    st = worker_state.state()
+    key = st.key(spec.key_path, spec.content_hash)
+    scalars = _msm_scalars(st, key, spec, which, source)
+    with context_meter.meter("msm"):
+        sums = st.backend.msm_windows(key, which, scalars, c, lo, hi)
+    prepared = isinstance(source, Prepared)
+    carrier = prepared and which == "A" and lo == 0  # the one part that carries the prepare's results
+    upstream = source.seconds if carrier else {}
+    token = source.token if prepared else ""
+    public = source.public if carrier else None
+    return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0, dict(upstream), token, public)
+
+
+def msm_proof(spec: ProofSpec, source: Prepared, widths: Mapping[str, int] | None = None) -> list[MsmPart]:
+    """Every window of the proof's five MSMs in one task (data mode), started together as
+    :func:`distprove.prover.prove` starts them (the GPU overlaps them) with widths ``widths``
+    (None: the backend's choice for this witness, :func:`distprove.prover.witness_widths`).
+
+    One task instead of five saves four task round trips per proof; the parts carry no
+    per-MSM seconds (the MSMs overlap), the first carries the prepare's stages and ``msm``.
+    """
+    from distprove.prover import witness_widths
+
+    st = worker_state.state()
+    key = st.key(spec.key_path, spec.content_hash)
+    if widths is None:
+        widths = witness_widths(st.backend, key, source.live)
+    return _msm_parts(
+        st, key, lambda which: _msm_scalars(st, key, spec, which, source), widths, source.seconds, source.token, source.public
+    )
+
+
+def _msm_parts(
+    st: ProverState,
+    key: ResidentKey,
+    scalars: Callable[[str], Any],
+    widths: Mapping[str, int],
+    upstream: Mapping[str, float],
+    token: str,
+    public: list[int] | None,
+) -> list[MsmPart]:
+    """The five MSMs whole, started together (:func:`distprove.prover.start_msms`), as one part
+    each; the first carries ``upstream`` seconds with ``msm`` added, and the public signals."""
+    from distprove.prover import start_msms
+
+    t0 = time.perf_counter()
+    with context_meter.meter("msm"):
+        sums = start_msms(st.backend, key, scalars, dict(widths))()
+    return _whole_parts(sums, widths, {**upstream, "msm": time.perf_counter() - t0}, token, public)
+
+
+def _whole_parts(
+    sums: Mapping[str, dict[int, bn254.Affine]],
+    widths: Mapping[str, int],
+    seconds: dict[str, float],
+    token: str,
+    public: list[int] | None,
+) -> list[MsmPart]:
+    """Every window of the five MSMs as one part each; the first carries the proof's stage
+    ``seconds`` and its public signals."""
+    return [
+        MsmPart(which, widths[which], sums[which], 0.0, seconds if i == 0 else {}, token, public if i == 0 else None)
+        for i, which in enumerate(MSM_NAMES)
+    ]
+
+
+def prove_whole(
+    spec: ProofSpec, widths: Mapping[str, int] | None = None, assemble: bool = True,
+    blinding: tuple[int, int] | None = None,
+) -> Assembled | Collected:
+    """A small proof in one task (data mode below ``distprove.planner.fuse-below``): what the
+    prepare, msm-windows and reducer tasks do, without their round trips or the proof cache, as
+    :func:`distprove.prover.prove` does it (H computed beside the witness MSMs).
+
+    Returns the :class:`Assembled` proof for :func:`verify_write` (``assemble``), else the
+    :class:`Collected` window sums for the client's pool. Stage seconds: witness, gather, msm
+    (with the NTTs), assemble. ``widths``: fixed window widths, else (None) the backend's
+    choice for each witness. ``blinding`` = (r, s) is for tests.
+    """
+    return _finish_whole(spec, _start_whole(spec, widths)(), assemble, blinding)
+
+
+def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any]) -> Any:
+    """``step(state, key)`` for the spec's resident key; a bad witness (FormatError) is counted as a
+    failed proof in the worker's metrics and raised."""
+    st = worker_state.state()
+    key = st.key(spec.key_path, spec.content_hash)
+    try:
+        return step(st, key)
+    except FormatError:
+        metrics.record_proof(key, False)
+        raise
+
+
+def _start_whole(spec: ProofSpec, widths: Mapping[str, int] | None, witness: Any = None) -> Callable[[], WindowSums]:
+    """:func:`prove_whole` up to its MSMs queued on the device; the waiter of their sums.
+    ``witness``: the spec's witness already loaded (:func:`_prefetch`), else read here. A bad
+    witness raises here (and counts as a failed proof in the worker's metrics)."""
+    from distprove.prover import start_window_sums
+
+    source = spec.witness if witness is None else witness
+    return _counting_bad_witness(spec, lambda st, key: start_window_sums(key, source, MeteredBackend(st.backend), widths=widths))
+
+
+def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
+    """The spec and its witness loaded into the backend (``prover.prefetch_witness``), for a
+    group's next proof while the current one's MSMs run. A bad witness raises here (counted as a
+    failed proof)."""
+    from distprove.prover import prefetch_witness
+
+    return spec, _counting_bad_witness(spec, lambda st, key: prefetch_witness(key, spec.witness, MeteredBackend(st.backend)))
+
+
+def _finish_whole(
+    spec: ProofSpec, ws: WindowSums, assemble: bool, blinding: tuple[int, int] | None = None
+) -> Assembled | Collected:
+    """:func:`prove_whole` after its MSMs: the proof assembled here from its window sums, or
+    its sums collected (as parts, for the client's pool)."""
+    if not assemble:
+        return collect_parts(spec, _whole_parts(ws.sums, ws.widths, ws.timings, "", ws.public))
+    key = worker_state.state().key(spec.key_path, spec.content_hash)
+    return _assembled(spec, key.points, ws.sums, ws.widths, ws.public, dict(ws.timings), blinding)
+
+
+def prove_group(
+    specs: Sequence[ProofSpec], widths: Mapping[str, int] | None = None, assemble: bool = True, write: bool = False,
+    check: bool = False,
+) -> list[Assembled | Collected | Failed] | list[Outcome]:
+    """Fused proofs of one key in one task (data mode, see
+    :meth:`distprove.dist.graph.Plan.proofs_per_task`): :func:`prove_whole` each (``widths`` as there), pipelined
+    (:func:`distprove.prover.pipelined`: while one proof's MSMs run on the device, the host
+    assembles the proof before it and loads the next one's witness); a proof that raises becomes
+    a :class:`Failed` item with its one-line reason and the next one runs.
+
+    ``write``: the task checks and writes its proofs itself and returns their outcomes, as a
+    verify-write task would. Unchecked, each proof is written as it is assembled (beside the next
+    proof's MSMs). With ``check``, each proof's own share of the batched pairing check (its
+    Miller loop, :class:`distprove.verifier.BatchCheck`) runs as it is assembled, beside the next
+    proof's MSMs, and the group is checked with one final exponentiation at its end, before
+    anything is written; a proof that fails is not written.
+    """
+    from distprove.prover import pipelined
+    from distprove.verifier import BatchCheck
+
+    def failed(spec: ProofSpec, exc: Exception) -> Failed:  # one bad witness fails alone
+        return Failed(spec, one_line(exc))
+
+    earlier: list[Outcome] = []
+    if write:  # a rerun of this task (its worker died after it ended) proves nothing again
+        where = worker_state.worker_address()
+        earlier = [Outcome(sp.name, Status.PROVED, WRITTEN_BEFORE, {}, where, written_before=True) for sp in specs if os.path.exists(sp.proof_path)]
+        specs = [sp for sp in specs if not os.path.exists(sp.proof_path)]
+    proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
+                       lambda spec, ws: _finish_whole(spec, ws, assemble), failed, _prefetch)
+    if not write:
+        return list(proofs)
+    if not check:
+        return earlier + [outcome for item in proofs for outcome in verify_write([item], check=False)]
+    st = worker_state.state()
+    batch = BatchCheck()
+    items: list[Assembled | Failed] = []
+    for item in proofs:
+        if isinstance(item, Assembled) and not item.done_before:
+            try:
+                vk = st.vk(st.key(item.spec.key_path, item.spec.content_hash))
+                with context_meter.meter("check"):
+                    batch.add(vk, item.proof.public, item.proof.points)
+            except FormatError as exc:  # this proof fails alone; the batch check goes on without it
+                item = failed(item.spec, exc)
+        items.append(item)
+    return earlier + verify_write(items, batch=batch)
+
+
+def assemble_proof(
+    spec: ProofSpec,
+    parts: Sequence[MsmPart],
+    points: Mapping[str, bn254.Affine],
+    n_public: int,
+    blinding: tuple[int, int] | None = None,
+) -> Assembled:
+    """Combine the window sums (Horner) and add the blinding: the proof, not yet checked.
+
+    ``points``: the key's alpha1, beta1, beta2, delta1, delta2. The public signals come with
+    the parts (taken where the witness was read), else they are read again from the witness
+    file (a few values of a memory map). ``blinding`` = (r, s) is for tests.
+    """
+    sums: dict[str, dict[int, bn254.Affine]] = {w: {} for w in MSM_NAMES}
+    widths: dict[str, int] = {}
+    for p in parts:
+        sums[p.which].update(p.sums)
+        widths[p.which] = p.c
+    public = next((p.public for p in parts if p.public is not None), None)
+    if public is None and not os.path.exists(spec.proof_path):
+        public = public_signals(spec.witness, n_public)
+    return _assembled(spec, points, sums, widths, public, part_seconds(parts), blinding)
+
+
+def _assembled(
+    spec: ProofSpec,
+    points: Mapping[str, bn254.Affine],
+    sums: Mapping[str, Mapping[int, bn254.Affine]],
+    widths: Mapping[str, int],
+    public: list[int] | None,
+    seconds: dict[str, float],
+    blinding: tuple[int, int] | None = None,
+) -> Assembled:
+    """:func:`distprove.prover.assemble` for a task: nothing when an earlier run of the proof's
+    tasks already wrote it (``done_before``), else the proof with ``assemble`` seconds added."""
+    from distprove.prover import assemble
+
+    t0 = time.perf_counter()
+    if os.path.exists(spec.proof_path):  # an earlier run of this proof's tasks already finished the job
+        return Assembled(spec, None, seconds, done_before=True)
+    with context_meter.meter("assemble"):
+        proof = assemble(points, sums, widths, public, blinding)
+    seconds["assemble"] = time.perf_counter() - t0
+    return Assembled(spec, proof, seconds)
+
+
+def part_seconds(parts: Sequence[MsmPart]) -> dict[str, float]:
+    """A proof's stage seconds from its MSM parts: the upstream stages, then msm_X per MSM
+    summed over its window ranges (parts of one task for the five MSMs carry ``msm`` instead)."""
+    seconds: dict[str, float] = {}
+    for p in parts:
+        seconds.update(p.upstream)
+    for p in parts:
+        if p.seconds:
+            seconds[f"msm_{p.which}"] = seconds.get(f"msm_{p.which}", 0.0) + p.seconds
+    return seconds
+
+
+def _drop_resident(parts: Sequence[MsmPart]) -> None:
+    """Forget the cached vectors of the prepare results ``parts`` came from, on this worker."""
+    worker_state.state().drop_proofs(sorted({p.token for p in parts if p.token}))
+
+
+def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]], blinding: tuple[int, int] | None = None) -> Assembled:
+    """The reducer task: :func:`assemble_proof` with this worker's resident key (for :func:`verify_write`);
+    drops the proof's cached vectors on this worker first."""
+    parts = flatten(parts)
+    _drop_resident(parts)
+    key = worker_state.state().key(spec.key_path, spec.content_hash)
+    return assemble_proof(spec, parts, key.points, key.n_public, blinding)
+
+
+def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]]) -> Collected:
+    """The reducer task when the client's pool assembles and checks: just the window sums (the
+    proof's cached vectors on this worker are dropped). The proof's worker stages are recorded
+    in this worker's metrics here (with the checks on the workers, :func:`verify_write` does it)."""
+    parts = flatten(parts)
+    _drop_resident(parts)
+    metrics.record_timings(part_seconds(parts))
+    return Collected(spec, list(parts))
+
+
+def proof_done(result: Any, name: str) -> str:
+    """A ("proofs", name, tag) marker task (:func:`distprove.dist.graph.submit_markers`): done once the
+    task whose ``result`` it receives is; returns the proof's name."""
+    return name
+
+
+def _ops() -> ModuleType:
+    try:
+        return worker_state.state().fourstep()
+    except (RuntimeError, ValueError):  # not on a worker with the plugin: the CPU blocks
+        return cpu_fourstep
+
+
+def ntt_columns(source: Prepared | np.ndarray, n: int, lo: int, hi: int, row_ranges: Sequence[tuple[int, int]], inverse: bool) -> tuple[np.ndarray, ...]:
+    """Column sub-NTTs and twiddles of columns [lo, hi) of (V, n, 8) vectors (or a prepare's a, b, c),
+    cut into the pieces of each row block."""
+    with context_meter.meter("ntt"):
+        ops = _ops()
+        values = source.evals if isinstance(source, Prepared) else source
+        n1, n2 = ops.split_sizes(n)
+        block = ops.column_step(ops.take_columns(values, n1, n2, lo, hi), n, lo, inverse)
+        return ops.split_rows(block, row_ranges)
+
+
+def ntt_rows(pieces: Sequence[np.ndarray], n: int, inverse: bool) -> np.ndarray:
+    """Row sub-NTTs of one row block, joined from its pieces of every column block."""
+    with context_meter.meter("ntt"):
+        ops = _ops()
+        return ops.row_ntts(ops.join_columns(pieces), n, inverse)
+
+
+def h_inverse_rows(pieces: Sequence[np.ndarray], n: int, row_lo: int, forward_rows: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """H pipeline middle: inverse row sub-NTTs (-> coefficients), odd-coset scaling, then the
+    forward transform's column sub-NTTs and twiddles for the same block, cut for the forward rows."""
+    with context_meter.meter("ntt"):
+        ops = _ops()
+        coeffs = ops.row_ntts(ops.join_columns(pieces), n, True)
+        scaled = ops.coset_scale(coeffs, n, row_lo)
+        block = ops.column_step(ops.as_columns(scaled), n, row_lo, False)
+        return ops.split_rows(block, forward_rows)
+
+
+def h_forward_rows(pieces: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """H pipeline end: forward row sub-NTTs of a, b, c, then hs = a·b - c for this row block."""
+    with context_meter.meter("ntt"):
+        ops = _ops()
+        return ops.h_from_odd(ops.row_ntts(ops.join_columns(pieces), n, False))
+
+
+def ntt_assemble(blocks: Sequence[np.ndarray]) -> np.ndarray:
+    """The (V, n, 8) vectors in natural order from every row block's output."""
+    with context_meter.meter("ntt"):
+        return _ops().natural_order(blocks)
+
+
+def assemble_check_write_in_process(
+    collected: Sequence[Collected | list[Collected | Failed]], keys: Mapping[str, KeyInfo], check: bool
+) -> list[Outcome]:
+    """In a process of the client's pool: :func:`assemble_proof` then :func:`check_and_write`.
+
+    ``keys`` maps content hash to the :class:`KeyInfo` (points, n_public, vk) of each key.
+    """
+    from distprove.formats.jsonio import read_vk
+
+    where = f"client pid {os.getpid()}"
+    collected, failed = failed_outcomes(collected, where)
+    items = [assemble_proof(c.spec, c.parts, keys[c.spec.content_hash].points, keys[c.spec.content_hash].n_public) for c in collected]
+    vks = {h: read_vk(keys[h].vk) for h in {c.spec.content_hash for c in collected}} if check else {}
+    return check_and_write(items, vks, check, where) + failed

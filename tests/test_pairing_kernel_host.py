@@ -1,0 +1,228 @@
+"""Host-compiled checks of the GPU Miller loop (distprove/kernels/pairing.cu) against pairing.py.
+
+pairing.cu builds as plain C++ with field.cuh (DP_INLINE is ``inline`` off the GPU), so a harness
+runs the per-thread loop on the CPU, in both product builds of field.cuh (CIOS, and the FP64-pipe
+product the device uses on sm_90), and its Fq12 limbs must equal :func:`pairing.miller_loop`'s
+bit for bit on fresh random pairs. Skipped when no C++ compiler is found.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distprove import bn254
+from distprove import pairing as pr
+from distprove.backends.gpu import pairing as gp
+from distprove.backends.gpu.compile import module_source
+from distprove.formats.jsonio import read_proof, read_public, read_vk
+from distprove.verifier import _cpub
+
+from test_pairing import twist_point_outside_g2
+
+DATA = Path(__file__).resolve().parent / "data" / "mul_chain_1k"
+
+HARNESS = r"""
+extern "C" void host_miller(const u32* g1, const u32* g2, u32* out, u32* flags, int k) {
+    for (int i = 0; i < k; i++) {
+        bool degenerate;
+        fq12_store(out + 96 * i, pairing_miller_row(g1, g2, (u64)i, &degenerate));
+        flags[i] = degenerate;
+    }
+}
+// The kernels as the host runs them (a block's tree becomes a fold: the product is the same).
+extern "C" void host_miller_product(const u32* g1, const u32* g2, u32* out, u32* flags, int k, int block) {
+    for (int b = 0; b * block < k; b++) {
+        Fq12 acc = fq12_one();
+        for (int i = b * block; i < k && i < (b + 1) * block; i++) {
+            bool degenerate;
+            acc = fq12_mul(acc, pairing_miller_row(g1, g2, (u64)i, &degenerate));
+            flags[i] = degenerate;
+        }
+        fq12_store(out + 96 * b, acc);
+    }
+}
+extern "C" void host_block_product(const u32* in, u32* out, int n, int block) {
+    for (int b = 0; b * block < n; b++) {
+        Fq12 acc = fq12_one();
+        for (int i = b * block; i < n && i < (b + 1) * block; i++) acc = fq12_mul(acc, fq12_load(in + 96 * i));
+        fq12_store(out + 96 * b, acc);
+    }
+}
+extern "C" void host_fq12_product(const u32* in, u32* out, int n) {
+    Fq12 acc = fq12_one();
+    for (int i = 0; i < n; i++) acc = fq12_mul(acc, fq12_load(in + 96 * i));
+    fq12_store(out, acc);
+}
+"""
+
+BUILDS = {"cios": [], "f64_mul": ["-DDP_F64_MUL"]}
+
+
+@pytest.fixture(scope="module", params=list(BUILDS))
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler to build the host harness")
+    d = tmp_path_factory.mktemp("pairing_host")
+    src, so = d / "pairing.cpp", d / "pairing.so"
+    src.write_text(module_source(("field.cuh", "pairing.cu")) + HARNESS)
+    res = subprocess.run([cxx, "-O1", "-std=c++17", "-shared", "-fPIC", *BUILDS[request.param], "-o", str(so), str(src)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    return ctypes.CDLL(str(so))
+
+
+def _p(a: np.ndarray) -> ctypes.c_void_p:
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def host_miller(lib: ctypes.CDLL, pairs: list[gp.Pair]) -> tuple[list[pr.Fq12], list[int]]:
+    """The kernel's per-thread Miller loop over the pairs: the values and the degenerate flags."""
+    g1, g2 = gp.pairs_to_limbs(pairs)
+    out = np.full((len(pairs), gp.FQ12_WORDS), 0xDEADBEEF, dtype="<u4")
+    flags = np.full(len(pairs), 7, dtype="<u4")
+    lib.host_miller(_p(g1), _p(g2), _p(out), _p(flags), ctypes.c_int(len(pairs)))
+    assert all(v < bn254.Q for v in bn254.ints_from_limbs(out.reshape(-1, 8))), "not fully reduced"
+    return gp.fq12_from_limbs(out), flags.tolist()
+
+
+def host_product(lib: ctypes.CDLL, values: list[pr.Fq12]) -> pr.Fq12:
+    rows = gp.fq12_to_limbs(values)
+    out = np.zeros((1, gp.FQ12_WORDS), dtype="<u4")
+    lib.host_fq12_product(_p(rows), _p(out), ctypes.c_int(len(values)))
+    return gp.fq12_from_limbs(out)[0]
+
+
+def _g1(rng: random.Random) -> bn254.Affine:
+    return bn254.mul(bn254.G1, bn254.G1_GEN, rng.randrange(1, bn254.R))
+
+
+def _g2(rng: random.Random) -> bn254.Affine:
+    return bn254.mul(bn254.G2, bn254.G2_GEN, rng.randrange(1, bn254.R))
+
+
+def test_miller_loop_equals_pairing_py(lib: ctypes.CDLL) -> None:
+    rng = random.Random()  # fresh pairs every run; the seed is in the failure message
+    seed = rng.randrange(1 << 32)
+    rng.seed(seed)
+    p, q = _g1(rng), _g2(rng)
+    pairs = [(_g1(rng), _g2(rng)) for _ in range(4)]
+    pairs += [
+        (bn254.G1_GEN, bn254.G2_GEN),
+        (bn254.neg(bn254.G1, p), q),  # P = -P'
+        (p, bn254.neg(bn254.G2, q)),  # Q = -Q'
+        (None, q), (p, None), (None, None),  # infinity: f = 1
+        (p, twist_point_outside_g2(rng)),  # snarkjs takes pi_b off G2's subgroup too
+    ]
+    got, flags = host_miller(lib, pairs)
+    assert flags == [0] * len(pairs)
+    for i, (pair, f) in enumerate(zip(pairs, got)):
+        assert f == pr.miller_loop(*pair), f"pair {i}, seed {seed}"
+    assert got[7] == got[8] == got[9] == pr.ONE
+    assert pr.final_exponentiation_fast(pr.mul(got[5], pr.miller_loop(p, q))) == pr.ONE  # e(-P, Q) e(P, Q) = 1
+
+
+def test_degenerate_pair_is_flagged(lib: ctypes.CDLL) -> None:
+    """A Q with y = 0 makes the first tangent vertical (pairing.py goes to py_ecc's loop): the kernel
+    writes 1 and flags the pair for the host."""
+    p = bn254.mul(bn254.G1, bn254.G1_GEN, 5)
+    got, flags = host_miller(lib, [(p, ((3, 4), (0, 0))), (p, bn254.G2_GEN)])
+    assert flags == [1, 0]
+    assert got[0] == pr.ONE and got[1] == pr.miller_loop(p, bn254.G2_GEN)
+
+
+def test_fq12_product_equals_pairing_py(lib: ctypes.CDLL) -> None:
+    rng = random.Random()
+    vals = [tuple(tuple((pr.P.__class__(rng.randrange(bn254.Q)), pr.P.__class__(rng.randrange(bn254.Q)))
+                        for _ in range(3)) for _ in range(2)) for _ in range(5)]
+    want = pr.ONE
+    for v in vals:
+        want = pr.mul(want, v)
+    assert host_product(lib, vals) == want
+    assert gp.fq12_from_limbs(gp.fq12_to_limbs(vals)) == vals
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_groth16_proof_check(lib: ctypes.CDLL, corrupt: bool) -> None:
+    """The kernel's values for a snarkjs proof's pairs, with the key's fixed pairs from the host,
+    pass pairing.product_is_one; a corrupted pi_a fails."""
+    key = read_vk(DATA / "verification_key.json")
+    public = read_public(DATA / "public" / "public_0.json")
+    pi_a, pi_b, pi_c = read_proof(DATA / "proofs" / "proof_0.json")
+    if corrupt:
+        pi_a = bn254.add(bn254.G1, pi_a, bn254.G1_GEN)
+    device_pairs = [(bn254.neg(bn254.G1, pi_a), pi_b), (pi_c, key.delta2)]
+    got, flags = host_miller(lib, device_pairs)
+    assert flags == [0, 0]
+    fixed = pr.multi_miller_loop([(_cpub(key, public), key.gamma2), (key.alpha1, key.beta2)])
+    assert pr.product_is_one([host_product(lib, got), fixed]) is not corrupt
+
+
+class _EmuModule:
+    """pairing.cu's kernels as backends/gpu/pairing.py launches them, run by the host harness."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self.launches: list[tuple[str, int]] = []
+
+    def get_function(self, name: str):
+        def launch(grid: tuple, block: tuple, args: tuple) -> None:
+            self.launches.append((name, grid[0]))
+            arrays, n = [_p(a) for a in args[:-1]], ctypes.c_int(int(args[-1]))
+            if name == "pairing_miller":
+                self.lib.host_miller(*arrays, n)
+            elif name == "pairing_miller_product":
+                self.lib.host_miller_product(*arrays, n, ctypes.c_int(block[0]))
+            else:
+                assert name == "pairing_fq12_product"
+                self.lib.host_block_product(*arrays, n, ctypes.c_int(block[0]))
+        return launch
+
+
+@pytest.fixture
+def emulated(lib: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> _EmuModule:
+    """backends/gpu/pairing.py with numpy for CuPy and the host harness for the kernels."""
+    import sys
+    import types
+
+    from conftest import host_cupy
+
+    fake = types.SimpleNamespace(**vars(host_cupy()), asarray=np.asarray, zeros=np.zeros)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    mod = _EmuModule(lib)
+    monkeypatch.setattr(gp, "get_module", lambda name: mod)
+    return mod
+
+
+@pytest.mark.parametrize("k", [1, 7, 70])
+def test_host_side_emulated(emulated: _EmuModule, monkeypatch: pytest.MonkeyPatch, k: int) -> None:
+    """miller_loops / miller_product: limbs up, one Miller launch, product launches of fan-in 64
+    down to one row, flagged pairs from the host; here one degenerate pair among k."""
+    rng = random.Random(k)
+    p, dp, q = _g1(rng), _g1(rng), _g2(rng)
+    pairs = []
+    for _ in range(k):
+        pairs.append((p, q))
+        p = bn254.add(bn254.G1, p, dp)
+    bad = (pairs[k // 2][0], ((3, 4), (0, 0)))
+    pairs[k // 2] = bad
+    marker: pr.Fq12 = ((pr.F2_ONE, pr.F2_ONE, pr.F2_ZERO), pr.F6_ZERO)  # stands for py_ecc's value there
+    real_loop = pr.miller_loop
+    monkeypatch.setattr(pr, "miller_loop", lambda a, b: marker if (a, b) == bad else real_loop(a, b))
+    want = [pr.miller_loop(a, b) for a, b in pairs]
+    assert gp.miller_loops(pairs) == want
+    emulated.launches.clear()
+    prod = pr.ONE
+    for f in want:
+        prod = pr.mul(prod, f)
+    assert gp.miller_product(pairs) == prod
+    blocks = -(-k // gp.BLOCK)
+    assert emulated.launches == [("pairing_miller_product", blocks)] + ([("pairing_fq12_product", 1)] if blocks > 1 else [])
+    assert gp.miller_loops([]) == [] and gp.miller_product([]) == pr.ONE
