@@ -231,3 +231,18 @@ def test_msm_precompute_rejects_unknown_names(fresh_config, bad: object) -> None
     with dask.config.set({"distprove.msm.precompute": bad}):
         with pytest.raises(FormatError, match=r"msm\.precompute.*A, B1, B2, C, H"):
             config.settings()
+
+
+def test_planner_modes_have_one_source() -> None:
+    """The planner's modes are one tuple: what the settings validate, what the graph plans with and
+    what ``batch --mode`` offers; and importing the command line still leaves dask unloaded (its
+    logging level goes into the environment before dask first reads it)."""
+    from distprove import choices, cli
+    from distprove.dist import graph
+
+    assert config.PLANNER_MODES is choices.PLANNER_MODES is graph.MODES
+    mode = next(p for p in cli.main.commands["batch"].params if p.name == "mode")
+    assert tuple(mode.type.choices) == choices.PLANNER_MODES
+    code = "import sys, distprove.cli; sys.exit('dask' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr or "importing distprove.cli loaded dask"
