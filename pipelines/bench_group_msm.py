@@ -20,7 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench_msm import TABLE, _table, _time, _uniform_scalars, witness_like
+from bench_msm import witness_like
+from benchlib import TABLE, base_table, uniform_scalars, wall_ms
 
 NAMES = ("A", "B1", "B2", "C", "H")
 
@@ -34,11 +35,11 @@ def _setup(lg: int, proofs: int, witness: bool, seed: int) -> tuple[dict, Any, A
     rng = np.random.default_rng(seed)
     n = 1 << lg
     idx = rng.integers(0, TABLE, size=n)
-    g1, g2 = cupy.asarray(_table(bn254.G1))[cupy.asarray(idx)], cupy.asarray(_table(bn254.G2))[cupy.asarray(idx)]
+    g1, g2 = cupy.asarray(base_table(bn254.G1))[cupy.asarray(idx)], cupy.asarray(base_table(bn254.G2))[cupy.asarray(idx)]
     bases = {"A": g1, "B1": g1, "B2": g2, "C": g1, "H": g1}
 
     def stack() -> Any:
-        host = _uniform_scalars(rng, proofs * n)
+        host = uniform_scalars(rng, proofs * n)
         if witness:
             host = witness_like(host, rng)
         return cupy.asarray(host.reshape(proofs, n, 8))
@@ -46,7 +47,7 @@ def _setup(lg: int, proofs: int, witness: bool, seed: int) -> tuple[dict, Any, A
     return bases, stack(), stack()
 
 
-def _one_at_a_time(bases: dict, wit: Any, hs: Any, widths: dict[str, int]) -> Callable[[], list]:
+def _one_at_awall_ms(bases: dict, wit: Any, hs: Any, widths: dict[str, int]) -> Callable[[], list]:
     import cupy
 
     from distprove.backends.gpu import msm as gm
@@ -131,11 +132,11 @@ def main() -> None:
             live = 0.1 if a.witness else 1.0
             wc = gm.pick_window(1 << lg, G1, live)
             widths = {"A": wc, "B1": wc, "B2": wc, "C": wc, "H": gm.pick_window(1 << lg, G1)}
-            single, grouped = _one_at_a_time(bases, wit, hs, widths), _grouped(bases, wit, hs, widths)
+            single, grouped = _one_at_awall_ms(bases, wit, hs, widths), _grouped(bases, wit, hs, widths)
             if single() != grouped():
                 raise SystemExit(f"2^{lg} x {proofs}: grouped window sums differ from one at a time")
-            t1 = statistics.median(_time(single, a.reps)) / proofs
-            tg = statistics.median(_time(grouped, a.reps)) / proofs
+            t1 = statistics.median(wall_ms(single, a.reps)) / proofs
+            tg = statistics.median(wall_ms(grouped, a.reps)) / proofs
             print(f"{lg:>6} {proofs:>4} {t1:>23.3f} {tg:>17.3f} {t1 / tg:>7.2f}x", flush=True)
             del bases, wit, hs, single, grouped
             cupy.get_default_memory_pool().free_all_blocks()
