@@ -376,13 +376,18 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
 @click.option("--fourstep-min-domain", type=click.IntRange(min=4), default=None,
               help="Split mode: compute H as four-step NTT blocks across the workers for domains of at least this "
                    "size  [default: 65536 on CPU workers, never on GPU workers]")
+@click.option("--wasm", type=click.Path(dir_okay=False), default=None,
+              help="Inputs: the circuit's witness calculator (circom --wasm); WITNESS_DIR's *.json inputs become "
+                   "witnesses on the workers' CPU cores  [default: the .wasm beside KEY, for a folder of *.json]")
+@click.option("--keep-witnesses", is_flag=True, help="Inputs: keep each computed witness as <name>.wtns beside its proof.")
 @_friendly_errors
 def batch_cmd(
     key: str, witness_dir: str, out_dir: str | None, scheduler: str | None, backend: str | None,
     mode: str | None, n_workers: int | None, report_json: str | None, incremental: bool | None, retry_failed: bool,
-    verify_in: str | None, fourstep_min_domain: int | None,
+    verify_in: str | None, fourstep_min_domain: int | None, wasm: str | None, keep_witnesses: bool,
 ) -> None:
-    """Prove every .wtns under WITNESS_DIR with KEY on a Dask cluster; exit 1 if any failed."""
+    """Prove every .wtns under WITNESS_DIR with KEY on a Dask cluster (or every *.json input, its
+    witness computed on the workers first); exit 1 if any failed."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -415,7 +420,7 @@ def batch_cmd(
     try:
         report = run(
             witness_dir, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
-            verify_in=verify_in, fourstep_min_domain=fourstep_min_domain,
+            verify_in=verify_in, fourstep_min_domain=fourstep_min_domain, wasm=wasm, keep_witnesses=keep_witnesses,
             on_start=on_start, on_result=on_result, echo=None, **extra,
         )
     finally:

@@ -237,7 +237,8 @@ def test_planner_modes_have_one_source() -> None:
     """The planner's modes are one tuple: what the settings validate, what the graph plans with and
     what ``batch --mode`` offers; and importing the command line still leaves dask unloaded (its
     logging level goes into the environment before dask first reads it)."""
-    from distprove import choices, cli, graph
+    from distprove import choices, cli
+    from distprove.dist import graph
 
     assert config.PLANNER_MODES is choices.PLANNER_MODES is graph.MODES
     mode = next(p for p in cli.main.commands["batch"].params if p.name == "mode")

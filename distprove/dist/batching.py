@@ -276,6 +276,10 @@ class BatchOptions:
     the report, and ``print(report)`` shows the summary)."""
     announce: Callable[[str], Any] | None = print
     """Where the dashboard's address is printed when the batch starts (None: nowhere)."""
+    wasm: str | None = None
+    """An input folder's circuit ``.wasm`` (default: the one beside the key; :mod:`distprove.dist.inputbatch`)."""
+    keep_witnesses: bool = False
+    """Keep each witness computed from an input as ``<name>.wtns`` beside its proof."""
 
     def __post_init__(self) -> None:
         import dask
@@ -357,6 +361,7 @@ def _collect(
     pool: Any = None,
     keys: dict[str, Any] | None = None,
     written: set[Any] = frozenset(),
+    feed: Any = None,
 ) -> None:
     """Gather the proofs as their reducers finish and check-and-write them in groups; the
     futures in ``written`` wrote their proofs themselves and return the outcomes.
@@ -367,6 +372,7 @@ def _collect(
     therefore checked at once, and a busy batch pays the cheaper batched check. The check is a
     verify-write task on the cluster, or, with ``pool`` (a process pool of the client), the
     fetched window sums are assembled, checked and written there (``keys``: KeyInfo by hash).
+    ``feed`` (an :class:`distprove.dist.inputbatch.InputFeed`) adds proofs while it is active.
     """
     from distributed import as_completed
 
@@ -394,6 +400,8 @@ def _collect(
         checking[handle], ready, groups = ready, [], groups + 1
 
     def finish(job: Job, futures: list[Any], *args: Any) -> None:
+        if feed is not None:
+            feed.proof_done(job)
         emit(job, *args)
         for f in futures:
             f.release()
@@ -412,7 +420,15 @@ def _collect(
         for out in outcomes:
             finish(*by_name[out.name], out.status, out.reason, out.worker, out.seconds)
 
-    while not stream.is_empty() or ready or checking:
+    while not stream.is_empty() or ready or checking or (feed is not None and feed.active):
+        if feed is not None:
+            for reducer, entries, writes in feed.poll():
+                pending[reducer] = entries
+                by_name.update((job.name, (job, futs)) for job, futs in entries)
+                computing += 1
+                stream.add(reducer)
+                if writes:
+                    written.add(reducer)
         local = [h for h in checking if pool is not None and h.done()]
         for h in local:
             checked(h)
@@ -455,13 +471,14 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
     """Check existing outputs on the workers (one batched pairing check per key) and report the
     witnesses whose outputs verify as skipped; delete outputs that do not (they are proved again).
     Returns the names of the witnesses dealt with (skipped, or failed because the check could not run)."""
+    from distprove.dist.inputbatch import check_witness_path
     from distprove.dist.output import check_existing
 
     checks = {}
     for kp, group in groups.items():
         have = [j for j in group if os.path.exists(j.proof_path) and os.path.exists(j.public_path)]
         if have:
-            items = [(j.witness, j.proof_path, j.public_path) for j in have]
+            items = [(check_witness_path(j), j.proof_path, j.public_path) for j in have]
             checks[kp] = (have, client.submit(check_existing, kp, items, key=("check-outputs", _label(kp), tag), pure=False))
     done: set[str] = set()
     for have, fut in checks.values():
@@ -509,18 +526,22 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from distributed import get_task_stream, span
 
     from distprove.dist import dashboard, graph
+    from distprove.dist.inputbatch import InputFeed, InputJob, witness_file
     from distprove.dist.tasks import ProofSpec
 
     settings = config.settings()
     t0 = time.perf_counter()
     tag = uuid.uuid4().hex[:8]
     results: list[ProofResult] = []
+    feed = InputFeed() if any(isinstance(j, InputJob) for j in jobs) else None
 
     def emit(job: Job, status: Status, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
         res = ProofResult(
             job.name, job.witness, status, reason, job.proof_path, job.public_path, time.perf_counter() - t0, worker, seconds or {}
         )
         results.append(res)
+        if feed is not None:
+            feed.finished(job)
         log.info("%s: %s %s", job.name, status, reason)
         if opts.on_result is not None:
             opts.on_result(res)
@@ -568,32 +589,44 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
             markers: list[Any] = []  # the dashboard's "proofs" bar, held until the batch ends
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
-            i = 0  # planned index of a chunk's first proof: its priority and split-mode placement
-            for _, same_key in groupby(planned, key=lambda ji: ji[0].key):  # _plan_keys keeps a key's jobs together
-                key_jobs = [j for j, _ in same_key]
-                info = planned[i][1]
-                size = plan.proofs_per_task(info, len(key_jobs))
-                for chunk in (key_jobs[k : k + size] for k in range(0, len(key_jobs), size)):
-                    for j in chunk:
-                        Path(j.proof_path).parent.mkdir(parents=True, exist_ok=True)
-                    specs = [ProofSpec(j.name, j.witness, info.path, info.content_hash, j.proof_path, j.public_path) for j in chunk]
-                    if plan.fuses(info):
-                        reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i)
-                        futures = [reducer]
-                        if plan.writes_in_task:
+
+            def submit(chunk: list[Job], info: Any, i: int) -> tuple[Any, list[Any], bool]:
+                """One group of proofs of a key; ``i``: the planned index of its first proof (its
+                priority and split-mode placement), with its proofs' markers. Returns (reducer, futures,
+                writes its proofs)."""
+                for j in chunk:
+                    Path(j.proof_path).parent.mkdir(parents=True, exist_ok=True)
+                specs = [ProofSpec(j.name, witness_file(j), info.path, info.content_hash, j.proof_path, j.public_path) for j in chunk]
+                writes = False
+                if plan.fuses(info):
+                    reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i)
+                    futures, writes = [reducer], plan.writes_in_task
+                else:
+                    reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
+                markers.extend(graph.submit_markers(client, [j.name for j in chunk], reducer, plan))
+                return reducer, futures, writes
+
+            if feed is not None:  # inputs: proofs are submitted as their witnesses arrive
+                feed.start(client, planned, plan, submit, emit, tag)
+            else:
+                i = 0
+                for _, same_key in groupby(planned, key=lambda ji: ji[0].key):  # _plan_keys keeps a key's jobs together
+                    key_jobs = [j for j, _ in same_key]
+                    info = planned[i][1]
+                    size = plan.proofs_per_task(info, len(key_jobs))
+                    for chunk in (key_jobs[k : k + size] for k in range(0, len(key_jobs), size)):
+                        reducer, futures, writes = submit(chunk, info, i)
+                        if writes:
                             written.add(reducer)
-                    else:
-                        reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
-                    pending[reducer] = [(j, futures) for j in chunk]
-                    markers += graph.submit_markers(client, [j.name for j in chunk], reducer, plan)
-                    i += len(chunk)
+                        pending[reducer] = [(j, futures) for j in chunk]
+                        i += len(chunk)
             if opts.verify_in == "client":
                 procs = opts.verify_processes or max(1, (os.cpu_count() or 2) // 2)
                 keys = {info.content_hash: info for _, info in planned}
                 pool = verification_pool(procs)
-                _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, keys)
+                _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, keys, written, feed)
             else:
-                _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait, written=written)
+                _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait, written=written, feed=feed)
             for m in markers:  # the last few may still be on their way: nothing waits for them
                 m.release()
     stage_seconds: dict[str, float] = {}
@@ -614,8 +647,9 @@ def batch(
     client: Any = None,
     **options: Any,
 ) -> BatchReport:
-    """Prove every ``*.wtns`` under ``witness_dir``; return a :class:`BatchReport` (``print(report)``
-    shows its summary).
+    """Prove every ``*.wtns`` under ``witness_dir`` (or, for a folder of ``*.json`` inputs,
+    compute their witnesses on the workers first: :mod:`distprove.dist.inputbatch`); return a
+    :class:`BatchReport` (``print(report)`` shows its summary).
 
     ``key``: a key store or ``.zkey`` for all witnesses (default: ``distprove.key``, else the key
     beside the witnesses: in a witness's folder, up to ``witness_dir`` and its parent).
@@ -624,15 +658,17 @@ def batch(
     run a calling script again: a script needs ``if __name__ == "__main__":`` around the call). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
     mode (auto|data|split), n_workers, fourstep_min_domain, windows_per_task, verify, max_keys,
     verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
-    on_result, on_start, echo, announce (the dashboard's link when the batch starts).
+    on_result, on_start, echo, announce (the dashboard's link when the batch starts), wasm,
+    keep_witnesses.
     """
     from distprove.dist.cluster import connect
+    from distprove.dist.inputbatch import cluster_config, discover_any, ensure_witness_pool
 
     opts = BatchOptions(**options)
     settings = config.settings()
-    jobs = discover(witness_dir, key, out_dir)
+    jobs = discover_any(witness_dir, key, out_dir, opts.wasm, opts.keep_witnesses)
     backend = opts.backend or settings.backend
-    with connect(
+    with cluster_config(jobs), connect(
         client,
         scheduler=opts.scheduler,
         backend=backend,
@@ -641,6 +677,7 @@ def batch(
         dashboard_address=opts.dashboard_address,
     ) as c:
         ensure_worker_state(c, backend, opts.max_keys or settings.key_cache_count, settings.key_cache_gpu_bytes)
+        ensure_witness_pool(c, jobs)
         report = run_jobs(c, jobs, opts)
     if opts.echo is not None:
         opts.echo(report.summary())

@@ -303,9 +303,9 @@ def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_fai
 def pending(witness_dir: PathLike, key: PathLike | None = None, out_dir: PathLike | None = None, *, retry_failed: bool = False) -> list[Any]:
     """The ``distprove.batch.Job`` s that :func:`batch` would send to the cluster (rules 1 and 3
     only: a proof the state does not know is still listed), e.g. to skip starting GPU jobs."""
-    from distprove.dist.batching import discover
+    from distprove.dist.inputbatch import discover_any
 
-    jobs = discover(witness_dir, key, out_dir)
+    jobs = discover_any(witness_dir, key, out_dir)
     state = State(_out_dir(witness_dir, out_dir))
     key_ids = {kp: state.key_id(kp) for kp in sorted({j.key for j in jobs if j.key})}
     return _split(jobs, state, key_ids, retry_failed)[0]
@@ -328,14 +328,15 @@ def batch(
     the workers) and records every result in the state file. When nothing is new, no cluster is
     started or contacted.
     """
-    from distprove.dist.batching import BatchOptions, BatchReport, discover, ensure_worker_state, run_jobs
+    from distprove.dist.batching import BatchOptions, BatchReport, ensure_worker_state, run_jobs
     from distprove.dist.cluster import connect
+    from distprove.dist.inputbatch import cluster_config, discover_any, ensure_witness_pool
     from distprove.dist.tasks import Status
 
     t0 = time.perf_counter()
     settings = config.settings()
     opts = BatchOptions(**options)
-    jobs = discover(witness_dir, key, out_dir)
+    jobs = discover_any(witness_dir, key, out_dir, opts.wasm, opts.keep_witnesses)  # an input job's fingerprint is its input's
     with run_lock(_out_dir(witness_dir, out_dir)):
         state = State(_out_dir(witness_dir, out_dir))
         key_ids = {kp: state.key_id(kp) for kp in sorted({j.key for j in jobs if j.key})}
@@ -358,11 +359,12 @@ def batch(
         inner = BatchReport([], 0.0)
         if todo:
             backend = opts.backend or settings.backend
-            with connect(
+            with cluster_config(todo), connect(
                 client, scheduler=opts.scheduler, backend=backend, n_workers=opts.n_workers, host=opts.host,
                 dashboard_address=opts.dashboard_address,
             ) as c:
                 ensure_worker_state(c, backend, opts.max_keys or settings.key_cache_count, settings.key_cache_gpu_bytes)
+                ensure_witness_pool(c, todo)
                 inner = run_jobs(c, todo, opts)
         state.save()
     order = {job.name: i for i, job in enumerate(jobs)}

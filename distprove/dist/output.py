@@ -119,7 +119,8 @@ def warm_up() -> None:
 
 def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list[bool]:
     """For each (witness, proof_path, public_path): are the outputs whole, the witness's public
-    signals, and a proof that verifies with the key? (one batched pairing check for all)"""
+    signals (unchecked when ``witness`` is "": an input batch's witness is gone), and a proof
+    that verifies with the key? (one batched pairing check for all)"""
     from distprove.formats.jsonio import read_proof, read_public
     from distprove.verifier import verify_many
 
@@ -130,7 +131,7 @@ def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list
     for i, (witness, proof_path, public_path) in enumerate(items):
         try:
             public = read_public(public_path)
-            expected = public_signals(witness, key.n_public)
+            expected = public_signals(witness, key.n_public) if witness else public
             if public == expected:
                 loaded[i] = (vk, public, read_proof(proof_path))
         except (FormatError, OSError):

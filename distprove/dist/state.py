@@ -50,6 +50,11 @@ STAGES = ("witness", "gather", "ntt", "msm", "assemble", "check", "write")
 the witness, the gather, the NTTs (H scalars), the MSMs (window sums; in a pipelined group the
 wait for them), the assembly (Horner and blinding), the pairing check, writing the outputs."""
 
+WITNESS_GEN = "witness-gen"
+"""The stage of a batch from inputs before the prover's: computing a witness from its input
+(``dist/inputbatch.py``; the witness task's wait for its worker's witness pool). Not in
+:data:`STAGES`, which every batch meters."""
+
 
 
 DEFAULT_RESIDENT_PROOFS = 4

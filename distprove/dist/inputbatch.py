@@ -1,0 +1,450 @@
+"""Batches from inputs: every ``*.json`` of a folder becomes a witness on the workers' CPU cores,
+then a proof on their GPUs (or CPUs), streamed.
+
+Finding the inputs (:func:`discover_inputs`): the ``*.json`` files under the folder (recursively;
+hidden entries, the output folder, key stores and ``verification_key.json`` left out), each
+matched to its key as a witness folder's ``.wtns`` files are (the nearest folder with a key, up
+to the input folder's parent; no key for any input is one error), and to the circuit's
+``.wasm``: ``wasm=`` (``--wasm``), else the one ``*.wasm`` beside the key. A folder holding
+``*.json`` and no ``*.wtns`` is an input folder (:func:`discover_any`).
+
+Where witnesses are computed: :class:`WitnessPool`, a WorkerPlugin, registers a process pool on
+each worker as ``worker.executors["wtns"]`` (``distprove.witness.processes`` processes, default
+the worker's share of its host's cores), shut down with the worker like its other executors. A
+witness task (:func:`compute_witness`, ``("witness-gen", name, tag)``, metered as the
+``witness-gen`` stage) hands the calculation to that pool and secedes from the
+worker's thread pool while it waits: a task running under ``dask.annotate(executor="wtns")``
+would still hold one of the worker's ``nthreads`` execution slots, and a GPU worker has one, so
+its GPU would idle for every witness. Seceded, the proofs keep the slot and the pool's processes
+compute witnesses beside them. A worker process that Dask starts as a daemon cannot have child
+processes; there the pool is a thread pool (wasmtime runs the wasm with the GIL released).
+
+How witnesses reach the provers: a witness task writes a ``.wtns`` (``formats.wtns.write_wtns``,
+atomic) and returns its path, so the proof tasks read it as they read any witness: into
+``<out>/.witnesses/`` (removed once its proof's result is in), or with ``keep_witnesses``
+beside the proof as ``<name>.wtns``. The client (:class:`InputFeed`, polled by
+``batching._collect``) submits witness tasks while fewer than ``distprove.witness.in-flight``
+inputs are between their witness task and their proof's result, and submits proofs in groups as
+their witnesses arrive, each with its ``proofs`` markers (so the dashboard's proofs bar grows to
+the batch's count as inputs are fed): the witnesses never all exist at once, in memory or on
+disk. A bad input fails alone with its one-line reason (``<input>: <problem>``) and never
+reaches a prover.
+
+Before any witness task, each (wasm, key) pair is checked once on a worker: a wasm whose
+witness size is not the key's nVars (a wasm of another circuit) fails all of that key's inputs
+with one reason naming the wasm. (A calculator exists only for BN254's prime, the prime of every
+key, so the prime is checked when it is opened.)
+
+A rerun skips an input whose proof and public files exist and verify (and, with a kept witness,
+carry its public signals); an input replaced under the same name is proved again with
+``--incremental``, which fingerprints the input file.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from distributed import WorkerPlugin, get_worker, secede
+from distributed.metrics import context_meter
+
+from distprove import config
+from distprove.dist.batching import Job, _key_beside, _label, _listing, _reason, discover
+from distprove.dist.inputs import check_witness_entry
+from distprove.dist.state import WITNESS_GEN
+from distprove.dist.tasks import Status
+from distprove.errors import FormatError
+
+log = logging.getLogger(__name__)
+
+INPUT_SUFFIX = ".json"
+SCRATCH_DIR = ".witnesses"
+EXECUTOR = "wtns"
+PLUGIN_NAME = "distprove-witness-pool"
+NOT_INPUTS = ("verification_key.json",)
+"""File names never taken as inputs (a key's companion that often sits beside it)."""
+
+
+# --- discovery ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputJob(Job):
+    """A :class:`~distprove.dist.batching.Job` whose ``witness`` is an input file: its circuit's
+    ``wasm`` and ``wtns``, the path its computed witness is written to."""
+
+    wasm: str = ""
+    wtns: str = ""
+    keep: bool = False
+
+
+def _skipped_dir(path: Path, skip: set[Path]) -> bool:
+    return path.name.startswith(".") or path.resolve() in skip or (path / "zarr.json").is_file()
+
+
+def input_paths(input_dir: Path, exclude: list[Path]) -> tuple[list[Path], list[FormatError]]:
+    """The ``*.json`` entries under ``input_dir`` (sorted), split into readable files and the
+    refused ones (links out of the folder, FIFOs, ...: ``inputs.check_witness_entry``)."""
+    settings = config.settings()
+    skip = {p.resolve() for p in exclude}
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(input_dir, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not _skipped_dir(here / d, skip))
+        found += [
+            here / n for n in filenames
+            if n.endswith(INPUT_SUFFIX) and not n.startswith(".") and n not in NOT_INPUTS
+            and not n.endswith((settings.proof_suffix, settings.public_suffix))
+        ]
+    ok: list[Path] = []
+    bad: list[FormatError] = []
+    for p in sorted(found):
+        reason = check_witness_entry(p, input_dir)
+        (ok.append(p) if reason is None else bad.append(FormatError(p, reason)))  # type: ignore[func-returns-value]
+    return ok, bad
+
+
+def holds_inputs(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``folder`` is an input folder: ``*.json`` inputs and no ``*.wtns`` witness."""
+    from distprove.dist.inputs import safe_witness_paths
+
+    root = Path(folder).resolve()
+    if not root.is_dir():
+        return False
+    out = Path(out_dir).resolve() if out_dir is not None else root / config.settings().out_dir
+    witnesses, rejected = safe_witness_paths(root, exclude=[out])
+    if witnesses or rejected:
+        return False
+    found, refused = input_paths(root, [out])
+    return bool(found or refused)
+
+
+def wasm_beside(key_path: str) -> tuple[str, str]:
+    """(the one ``*.wasm`` in the key's folder, "") or ("", why there is none)."""
+    folder = Path(key_path).parent
+    found = sorted(p for p in folder.glob("*.wasm") if p.is_file())
+    if len(found) == 1:
+        return str(found[0]), ""
+    if found:
+        return "", f"{len(found)} .wasm files beside the key in {folder}; pass --wasm"
+    return "", f"no circuit .wasm beside the key in {folder}; pass --wasm"
+
+
+def discover_inputs(
+    input_dir: str | os.PathLike[str],
+    key: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    wasm: str | os.PathLike[str] | None = None,
+    keep_witnesses: bool = False,
+) -> list[InputJob]:
+    """The ``*.json`` inputs under ``input_dir``, each with its key, wasm and output paths (a job
+    that cannot run has ``error`` set and is reported as failed)."""
+    settings = config.settings()
+    root = Path(input_dir).resolve()
+    if not root.is_dir():
+        raise FormatError(input_dir, "not a folder of inputs")
+    out = Path(out_dir).resolve() if out_dir is not None else root / settings.out_dir
+    chosen = key if key is not None else settings.key
+    if chosen is not None and not Path(chosen).exists():
+        raise FormatError(chosen, "no such key store or .zkey file")
+    if wasm is not None and not Path(wasm).is_file():
+        raise FormatError(wasm, "no such circuit .wasm file")
+    inputs, rejected = input_paths(root, [out])
+    if not inputs and not rejected:
+        raise FormatError(input_dir, "no *.json inputs found")
+    cache: dict[Path, list[Path]] = {}
+    searched: list[Path] = []
+    keyed = False  # some readable input has a key
+    jobs = []
+    for p, error in [(p, "") for p in inputs] + [(Path(e.path), e.problem) for e in rejected]:
+        rel = p.relative_to(root)
+        name = (rel.parent / rel.name.removesuffix(INPUT_SUFFIX)).as_posix()
+        where = out / rel.parent
+        stem = rel.name.removesuffix(INPUT_SUFFIX)
+        key_path: str | None = None
+        if not error:
+            if chosen is not None:
+                key_path = str(Path(chosen).resolve())
+            else:
+                key_path, folders = _key_beside(p.parent, root, cache)
+                searched += folders
+                if key_path is None:
+                    error = f"no key store or .zkey found beside it (searched {_listing(folders)}); pass key="
+            keyed = keyed or key_path is not None
+        circuit = str(Path(wasm).resolve()) if wasm is not None else ""
+        if key_path is not None and not circuit:
+            circuit, why = wasm_beside(key_path)
+            error = error or why
+        wtns = where / f"{stem}.wtns" if keep_witnesses else out / SCRATCH_DIR / rel.parent / f"{stem}.wtns"
+        jobs.append(InputJob(
+            name, str(p), key_path if not error else None, str(where / f"{stem}{settings.proof_suffix}"),
+            str(where / f"{stem}{settings.public_suffix}"), error, circuit, str(wtns), keep_witnesses,
+        ))
+    if inputs and not keyed:
+        raise FormatError(
+            input_dir,
+            f"no key store or .zkey found for any input (searched {_listing(searched)}); "
+            "put the key in the input folder or its parent, or pass key=",
+        )
+    return sorted(jobs, key=lambda j: j.name)
+
+
+def discover_any(
+    folder: str | os.PathLike[str],
+    key: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    wasm: str | os.PathLike[str] | None = None,
+    keep_witnesses: bool = False,
+) -> list[Job]:
+    """:func:`discover_inputs` for an input folder (or whenever ``wasm`` is given), else the
+    witness folder's jobs (:func:`~distprove.dist.batching.discover`)."""
+    if wasm is not None or holds_inputs(folder, out_dir):
+        return list(discover_inputs(folder, key, out_dir, wasm, keep_witnesses))
+    return discover(folder, key, out_dir)
+
+
+def check_witness_path(job: Job) -> str:
+    """The witness a rerun compares existing public signals with: a witness job's file, an input
+    job's kept witness when it exists, else "" (the proof is checked against its public file)."""
+    if isinstance(job, InputJob):
+        return job.wtns if job.keep and os.path.isfile(job.wtns) else ""
+    return job.witness
+
+
+def witness_file(job: Job) -> str:
+    """The .wtns a job's proof tasks read."""
+    return job.wtns if isinstance(job, InputJob) else job.witness
+
+
+# --- on the workers ------------------------------------------------------------------------------
+
+
+def processes_for(nthreads: dict[str, int]) -> dict[str, int]:
+    """Witness processes per worker address: ``distprove.witness.processes``, else the worker's
+    share of its host's cores (the host's cores over its workers, at least 1)."""
+    from distributed.comm.addressing import get_address_host
+
+    fixed = config.get("witness.processes", None)
+    if fixed is not None:
+        return {w: max(1, int(fixed)) for w in nthreads}
+    per_host: dict[str, int] = {}
+    for w in nthreads:
+        per_host[get_address_host(w)] = per_host.get(get_address_host(w), 0) + 1
+    cores = os.cpu_count() or 1
+    return {w: max(1, cores // per_host[get_address_host(w)]) for w in nthreads}
+
+
+class WitnessPool(WorkerPlugin):
+    """Registers ``worker.executors["wtns"]``: a process pool for witness calculation (a thread
+    pool in a daemonic worker process, which may not have children)."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self, processes: dict[str, int]) -> None:
+        self.processes = processes
+
+    def setup(self, worker: Any) -> None:
+        n = self.processes.get(worker.address, 1)
+        pool: Executor
+        if multiprocessing.current_process().daemon:
+            log.info("daemonic worker process: witnesses in %d threads (distributed.worker.daemon: false for processes)", n)
+            pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns")
+        else:
+            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+        old = worker.executors.get(EXECUTOR)
+        worker.executors[EXECUTOR] = pool
+        if old is not None:
+            old.shutdown(wait=False)
+
+    def teardown(self, worker: Any) -> None:
+        pool = worker.executors.pop(EXECUTOR, None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _calculate_into(wasm: str, input_path: str, wtns: str) -> str:
+    """In a pool process: compute and write the witness; "" or the one-line reason it failed."""
+    from distprove.formats.wtns import write_wtns
+    from distprove.witnessgen import calculate
+
+    try:
+        values = calculate(wasm, input_path)
+        os.makedirs(os.path.dirname(wtns), exist_ok=True)
+        write_wtns(wtns, values)
+    except FormatError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{wtns}: cannot write the witness: {exc.strerror or exc}"
+    return ""
+
+
+def compute_witness(wasm: str, input_path: str, wtns: str) -> str:
+    """The witness task: the witness of ``input_path`` written to ``wtns`` by the worker's
+    witness pool (computed here where there is none); "" or the reason it failed. Secedes from
+    the worker's thread pool while the pool computes, so the worker's proofs go on."""
+    try:
+        pool = get_worker().executors.get(EXECUTOR)
+    except ValueError:  # not on a worker
+        pool = None
+    with context_meter.meter(WITNESS_GEN):
+        if pool is None:
+            return _calculate_into(wasm, input_path, wtns)
+        fut = pool.submit(_calculate_into, wasm, input_path, wtns)
+        secede()
+        return fut.result()
+
+
+def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
+    """Raise FormatError(wasm, problem) unless the wasm computes witnesses of the key's size."""
+    from distprove.witnessgen import calculator
+
+    calculator(wasm).check_key(SimpleNamespace(n_vars=n_vars, path=key_path))
+
+
+def cluster_config(jobs: list[Job]) -> Any:
+    """The dask configuration for a local cluster of an input batch: non-daemonic worker
+    processes, which may start the witness pool's processes."""
+    import contextlib
+
+    import dask
+
+    if any(isinstance(j, InputJob) for j in jobs):
+        return dask.config.set({"distributed.worker.daemon": False})
+    return contextlib.nullcontext()
+
+
+def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
+    """Register :class:`WitnessPool` on the workers when the batch has inputs (once per cluster,
+    again when the workers changed)."""
+    if not any(isinstance(j, InputJob) for j in jobs):
+        return
+    procs = processes_for(client.nthreads())
+    have = client.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
+    if not have or not all(have.values()):
+        client.register_plugin(WitnessPool(procs), name=PLUGIN_NAME)
+
+
+# --- on the client -------------------------------------------------------------------------------
+
+
+class InputFeed:
+    """Streams an input batch: witness tasks as room allows, proof groups as witnesses arrive.
+
+    ``batching.run_jobs`` calls :meth:`start` with the planned jobs and a function submitting one
+    group's proof tasks, ``batching._collect`` calls :meth:`poll` in its loop (new proof groups
+    to watch) while :attr:`active`, and every result passes through :meth:`finished`.
+    """
+
+    def __init__(self, in_flight: int | None = None) -> None:
+        self.in_flight = in_flight if in_flight is not None else config.get("witness.in-flight", None)
+        self.opened: set[str] = set()
+        """Inputs whose witness task was submitted and whose result is not in yet."""
+        self.proving = 0
+        """Proofs submitted whose result is not in yet."""
+
+    def start(
+        self, client: Any, planned: list[tuple[Job, Any]], plan: Any, submit: Callable[[list[Job], Any, int], Any],
+        emit: Callable[..., None], tag: str,
+    ) -> None:
+        """Check each (wasm, key) pair once, then hold the jobs to stream."""
+        self.client, self.plan, self.submit, self.emit, self.tag = client, plan, submit, emit, tag
+        self.workers = list(plan.workers) or sorted(client.nthreads())
+        counts: dict[str, int] = {}
+        for job, info in planned:
+            counts[info.path] = counts.get(info.path, 0) + 1
+        self.sizes = {job.key: plan.proofs_per_task(info, counts[info.path]) for job, info in planned}
+        checks = {
+            (job.wasm, info.path): client.submit(
+                check_circuit, job.wasm, info.n_vars, info.path, key=("check-circuit", _label(job.wasm), _label(info.path), tag), pure=False,
+            )
+            for job, info in planned if isinstance(job, InputJob)
+        }
+        refused: dict[tuple[str, str], str] = {}
+        for pair, fut in checks.items():
+            try:
+                fut.result()
+            except Exception as exc:  # one reason for all of that key's inputs, before any proof
+                refused[pair] = _reason(exc)
+        self.queue: list[tuple[InputJob, Any]] = []
+        for job, info in planned:
+            reason = refused.get((job.wasm, info.path)) if isinstance(job, InputJob) else None
+            if reason:
+                emit(job, Status.FAILED, reason)
+            else:
+                self.queue.append((job, info))  # type: ignore[arg-type]
+        self.queue.reverse()  # popped from the end: the planned order
+        self.left = {}
+        for job, _ in self.queue:
+            self.left[job.key] = self.left.get(job.key, 0) + 1
+        procs = sum(processes_for(client.nthreads()).values())
+        biggest = max(self.sizes.values(), default=1)
+        self.bound = int(self.in_flight) if self.in_flight else max(2 * procs, 2 * biggest * len(self.workers), 4)
+        self.computing: dict[Any, tuple[InputJob, Any]] = {}
+        self.ready: dict[str, list[tuple[InputJob, Any]]] = {}
+        self.submitted = 0
+        self.sent = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether proofs are still to come from this feed."""
+        return bool(self.queue or self.computing or any(self.ready.values()))
+
+    def finished(self, job: Job) -> None:
+        """A job's result is in: its room is free, its scratch witness is removed."""
+        if not isinstance(job, InputJob) or job.name not in self.opened:
+            return
+        self.opened.discard(job.name)
+        if not job.keep:
+            try:
+                os.unlink(job.wtns)
+                os.rmdir(os.path.dirname(job.wtns))  # the scratch folder goes with its last witness
+            except OSError:
+                pass
+
+    def proof_done(self, job: Job) -> None:
+        """One proof's result is in."""
+        self.proving -= 1
+
+    def poll(self) -> list[tuple[Any, list[tuple[Job, list[Any]]], bool]]:
+        """Start witness tasks while there is room; return the proof groups submitted now as
+        (reducer future, [(job, its futures)], whether the task writes its proofs)."""
+        for fut in [f for f in self.computing if f.done()]:
+            job, info = self.computing.pop(fut)
+            self.left[job.key] -= 1
+            try:
+                reason = fut.result()
+            except Exception as exc:
+                reason = _reason(exc)
+            if reason:
+                self.emit(job, Status.FAILED, reason)
+            else:
+                self.ready.setdefault(job.key or "", []).append((job, info))
+        while self.queue and len(self.opened) < self.bound:
+            job, info = self.queue.pop()
+            Path(job.wtns).parent.mkdir(parents=True, exist_ok=True)
+            worker = self.workers[self.sent % len(self.workers)]
+            self.sent += 1
+            fut = self.client.submit(
+                compute_witness, job.wasm, job.witness, job.wtns, key=(WITNESS_GEN, job.name, self.tag), pure=False,
+                workers=[worker], allow_other_workers=True, priority=1 << 20,
+            )
+            self.computing[fut] = (job, info)
+            self.opened.add(job.name)
+        out = []
+        for kp, items in self.ready.items():
+            size = self.sizes.get(kp, 1)
+            while items and (len(items) >= size or self.left.get(kp, 0) == 0 or self.proving < len(self.workers)):
+                chunk, items[:] = items[:size], items[size:]
+                jobs = [j for j, _ in chunk]
+                reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted)
+                self.submitted += len(jobs)
+                self.proving += len(jobs)
+                out.append((reducer, [(j, futures) for j in jobs], writes))
+        return out

@@ -1,0 +1,216 @@
+"""distprove.batch from a folder of inputs (distprove.dist.inputbatch) on a CPU LocalCluster of 2
+single-threaded, non-daemonic worker processes (so each registers a process pool for witnesses).
+
+A folder of mul_chain_1k inputs proves with at most ``witness.in-flight`` witnesses on disk at a
+time, the dashboard's proofs bar reaches every input's proof and the witness computation is
+metered as the witness-gen stage, every proof verifies (distprove, and snarkjs when present),
+the scratch witnesses are gone and a rerun (plain or incremental) skips them; a mixed bits_k16 folder fails only its bad inputs,
+each with one line naming the input, and keeps byte-identical witnesses of the good ones; a wasm
+of another circuit is refused once, before any witness or proof.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+from pathlib import Path
+
+import dask
+import pytest
+from click.testing import CliRunner
+
+import distprove
+from conftest import find_snarkjs, snarkjs_verify
+from distprove.cli import main
+from distprove.dist import incremental
+from distprove.dist.inputbatch import EXECUTOR, SCRATCH_DIR, discover_inputs, holds_inputs
+from distprove.dist.state import WITNESS_GEN
+from distprove.errors import FormatError
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator:
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.worker.daemon": False}):
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            with Client(cluster) as c:
+                c.wait_for_workers(2)
+                yield c
+
+
+def _folder(tmp_path: Path, fixture: str, with_inputs: bool = True) -> Path:
+    """tmp/<fixture>/ holding the fixture's key, wasm and (``with_inputs``) inputs."""
+    root = tmp_path / fixture
+    root.mkdir()
+    shutil.copy(DATA / fixture / "circuit_final.zkey", root)
+    shutil.copy(DATA / fixture / "circuit.wasm", root)
+    if with_inputs:
+        for p in sorted((DATA / fixture / "inputs").glob("*.json")):
+            shutil.copy(p, root)
+    return root
+
+
+class ScratchWatcher:
+    """Records, from a thread, the most witness files present at once in the scratch folder."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch, self.most, self._stop = scratch, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.scratch.exists():
+                self.most = max(self.most, len(list(self.scratch.glob("*.wtns"))))
+            time.sleep(0.005)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.most
+
+
+def test_inputs_prove_stream_verify_and_rerun_skips(client, tmp_path: Path) -> None:
+    root = _folder(tmp_path, "mul_chain_1k")
+    out = root / "proofs"
+    assert holds_inputs(root)
+    assert all(client.run(lambda dask_worker: EXECUTOR not in dask_worker.executors).values())
+    watcher = ScratchWatcher(out / SCRATCH_DIR)
+    bar: list[tuple[int, int]] = []  # the "proofs" prefix on /status: (all, done) at each result
+
+    def markers(dask_scheduler: Any) -> tuple[int, int]:
+        states = dask_scheduler.task_prefixes["proofs"].states
+        return sum(v for k, v in states.items() if k != "forgotten"), states["memory"] + states["released"] + states["erred"]
+
+    def on_result(res: Any) -> None:
+        bar.append(client.run_on_scheduler(markers))
+
+    with dask.config.set({"distprove.witness.in-flight": 2}):
+        report = distprove.batch(root, client=client, echo=None, on_result=on_result)
+    most = watcher.stop()
+    assert report.ok and len(report.proved) == 3, report.summary()
+    assert 1 <= most <= 2
+    # the bar grows as witnesses arrive, to every input's proof
+    assert [a for a, _ in bar] == sorted(a for a, _ in bar) and bar[-1][0] == 3 and bar[-1][1] >= 1, bar
+    assert WITNESS_GEN in report.stage_seconds
+
+    def activities(dask_scheduler: Any) -> set[str]:
+        return {
+            activity for span in dask_scheduler.extensions["spans"].spans.values() if span.name == ("distprove-batch",)
+            for context, prefix, activity, unit in span.cumulative_worker_metrics
+            if context == "execute" and unit == "seconds" and prefix == WITNESS_GEN
+        }
+
+    assert WITNESS_GEN in client.run_on_scheduler(activities)
+    kinds = set(client.run(lambda dask_worker: type(dask_worker.executors[EXECUTOR]).__name__).values())
+    assert kinds == {"ProcessPoolExecutor"}
+    assert not (out / SCRATCH_DIR).exists() and not list(out.glob("*.wtns"))
+    vk = DATA / "mul_chain_1k" / "verification_key.json"
+    snarkjs = find_snarkjs()
+    for k in range(3):
+        proof, public = out / f"input_{k}.proof.json", out / f"input_{k}.public.json"
+        assert distprove.verify(vk, public, proof)
+        # the public signals are the fixture witness's (snarkjs proved the same input)
+        assert json.loads(public.read_text()) == json.loads((DATA / "mul_chain_1k" / "public" / f"public_{k}.json").read_text())
+        if snarkjs:
+            assert snarkjs_verify(vk, public, proof, snarkjs)
+
+    again = distprove.batch(root, client=client, echo=None)
+    assert [r.status for r in again.results] == ["skipped"] * 3
+    assert WITNESS_GEN not in again.stage_seconds and "prove-whole" not in again.stage_seconds
+    adopted = incremental.batch(root, client=client, echo=None)  # rule 2 on the workers, then recorded
+    assert [r.status for r in adopted.results] == ["skipped"] * 3
+    recorded = incremental.batch(root, client=client, echo=None)  # rule 1: the state file, no cluster work
+    assert {r.reason for r in recorded.results} == {"recorded as proved in the state file"}
+
+
+def test_mixed_folder_fails_only_bad_inputs_and_keeps_witnesses(client, tmp_path: Path) -> None:
+    root = _folder(tmp_path, "bits_k16", with_inputs=False)
+    good = sorted((DATA / "bits_k16" / "inputs").glob("*.json"))[:2]
+    for p in good:
+        shutil.copy(p, root)
+    values = json.loads(good[0].read_text())
+    (root / "missing.json").write_text(json.dumps({}))
+    too_big = dict(values, v=[str(2**64 + 5)] + values["v"][1:])
+    (root / "assert.json").write_text(json.dumps(too_big))
+    (root / "garbage.json").write_text("this is not JSON")
+    (root / "notes.txt").write_text("not an input: ignored")
+    (root / "verification_key.json").write_text("{}")  # a key's companion: not an input
+    out = tmp_path / "out"
+
+    report = distprove.batch(root, out_dir=out, client=client, echo=None, keep_witnesses=True)
+    status = {r.name: r for r in report.results}
+    assert sorted(status) == ["assert", "garbage", "input_0", "input_1", "missing"]
+    assert [status[n].status for n in ("input_0", "input_1")] == ["proved", "proved"]
+    reasons = {n: status[n].reason for n in ("assert", "garbage", "missing")}
+    assert all(status[n].status == "failed" and "\n" not in r for n, r in reasons.items())
+    assert reasons["missing"] == f"{root / 'missing.json'}: missing input signals: 0 of the circuit's 16 input values are given"
+    assert reasons["assert"].startswith(f"{root / 'assert.json'}: the circuit rejects the input: Assert Failed. Error in template Num2Bits")
+    assert reasons["garbage"].startswith(f"{root / 'garbage.json'}: not valid JSON")
+    assert f"FAILED missing: {reasons['missing']}" in report.summary()
+    vk = DATA / "bits_k16" / "verification_key.json"
+    for p in good:
+        name = p.stem
+        assert distprove.verify(vk, out / f"{name}.public.json", out / f"{name}.proof.json")
+        calculated = tmp_path / f"{name}.calculated.wtns"
+        res = CliRunner().invoke(main, ["wtns", "calculate", str(root / "circuit.wasm"), str(p), str(calculated)])
+        assert res.exit_code == 0, res.output
+        assert (out / f"{name}.wtns").read_bytes() == calculated.read_bytes()
+    assert sorted(q.name for q in out.glob("*.wtns")) == ["input_0.wtns", "input_1.wtns"]
+    assert not list(out.glob("*.tmp*"))
+
+    # a rerun skips the proved inputs (their kept witnesses' public signals match) and fails the bad ones again
+    again = distprove.batch(root, out_dir=out, client=client, echo=None, keep_witnesses=True)
+    assert {r.name: r.status for r in again.results} == {
+        "assert": "failed", "garbage": "failed", "input_0": "skipped", "input_1": "skipped", "missing": "failed"
+    }
+
+
+def test_wasm_of_another_circuit_is_refused_once_before_any_proof(client, tmp_path: Path) -> None:
+    root = _folder(tmp_path, "mul_chain_1k")
+    other = DATA / "poseidon_k4" / "circuit.wasm"
+    address = client.scheduler.address
+    res = CliRunner().invoke(
+        main, ["batch", str(root / "circuit_final.zkey"), str(root), "--wasm", str(other), "--out", str(tmp_path / "out"),
+               "--scheduler", address, "--report", str(tmp_path / "report.json")],
+    )
+    assert res.exit_code == 1, res.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    reasons = {r["reason"] for r in report["results"]}
+    assert len(reasons) == 1 and report["failed"] == 3
+    reason = reasons.pop()
+    assert reason.startswith(f"{other}: the circuit has ") and "a wasm of another circuit" in reason
+    assert set(report["stage_seconds"]) <= {"check-circuit", "plan-key", "check-outputs"}
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.json"))
+
+
+def test_discovery_wasm_beside_the_key_and_bad_entries(tmp_path: Path) -> None:
+    root = _folder(tmp_path, "mul_chain_1k")
+    (root / "sub").mkdir()
+    (root / "sub" / "x.json").symlink_to("/etc/hostname")
+    jobs = {j.name: j for j in discover_inputs(root)}
+    assert sorted(jobs) == ["input_0", "input_1", "input_2", "sub/x"]
+    assert jobs["input_0"].wasm == str(root / "circuit.wasm") and jobs["input_0"].key == str(root / "circuit_final.zkey")
+    assert jobs["input_0"].wtns == str(root / "proofs" / SCRATCH_DIR / "input_0.wtns")
+    assert "outside the witness folder" in jobs["sub/x"].error
+    (root / "circuit.wasm").unlink()
+    assert {j.error for j in discover_inputs(root) if j.name != "sub/x"} == {f"no circuit .wasm beside the key in {root}; pass --wasm"}
+
+
+def test_discovery_key_in_the_parent_and_no_key_is_one_error(tmp_path: Path) -> None:
+    project = _folder(tmp_path, "mul_chain_1k", with_inputs=False)
+    inputs = project / "inputs"
+    shutil.copytree(DATA / "mul_chain_1k" / "inputs", inputs)
+    jobs = discover_inputs(inputs)
+    assert {(j.key, j.wasm, j.error) for j in jobs} == {(str(project / "circuit_final.zkey"), str(project / "circuit.wasm"), "")}
+    (project / "circuit_final.zkey").unlink()
+    with pytest.raises(FormatError, match="no key store or .zkey found for any input") as err:
+        discover_inputs(inputs)
+    assert "\n" not in str(err.value) and str(inputs) in str(err.value)
