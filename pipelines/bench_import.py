@@ -11,7 +11,9 @@ cached then):
 * hash: the file's SHA-256;
 * write: the zarr key store (chunks, CRC32C, attributes, reopen);
 * import: ``import_key`` end to end (stages overlap there: the hash runs beside the checks);
-* cli: ``distprove import-key`` in a fresh process (interpreter, imports and all).
+* cli: ``distprove import-key`` in a fresh process (interpreter, imports and all);
+* prove: ``distprove prove key.zkey witness_0.wtns`` in a fresh process on ``--backend``, what a
+  user runs against rapidsnark's whole ``prover key.zkey w.wtns proof.json public.json``.
 
 Each stage's MB/s is the .zkey's size over its best wall time of ``--repeat``, and MB per CPU
 second over its best CPU time (see :func:`_best`). JSON to ``--out``, with the load average.
@@ -46,7 +48,7 @@ def make_key(power: int, scratch: Path) -> Path:
         return zkey
     out.mkdir(parents=True, exist_ok=True)
     circuit = make_circuit("chain", (1 << power) - 2, 1, seed=1)
-    write_circuit(circuit, out, 0)
+    write_circuit(circuit, out, 1)
     dev_setup(circuit.r1cs, out / "key.zarr", zkey=zkey, seed=1, overwrite=True, quiet=True)
     shutil.rmtree(out / "key.zarr")
     return zkey
@@ -108,6 +110,11 @@ def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path) -> dict:
     cli = [sys.executable, "-m", "distprove.cli", "import-key", "--overwrite", "--backend", backend, str(zkey), str(store)]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     stages["cli"] = _best(lambda: subprocess.run(cli, check=True, capture_output=True, env=env), repeat)
+    witness = zkey.parent / "witness_0.wtns"
+    if witness.is_file():
+        prove = [sys.executable, "-m", "distprove.cli", "prove", "--backend", backend, "--out", str(scratch / "proofs"),
+                 str(zkey), str(witness)]
+        stages["prove"] = _best(lambda: subprocess.run(prove, check=True, capture_output=True, env=env), repeat)
     shutil.rmtree(store, ignore_errors=True)
     mb = size / 1e6
     return {
