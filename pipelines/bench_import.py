@@ -71,6 +71,13 @@ def _best(fn, repeat: int) -> tuple[float, float]:
     return wall, cpu
 
 
+def _run(cmd: list[str], env: dict[str, str]) -> None:
+    """Run a command; a failure raises with the command's own last lines of output."""
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {res.returncode}: {(res.stderr or res.stdout)[-2000:]}")
+
+
 def _cpu() -> float:
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
@@ -108,13 +115,13 @@ def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path) -> dict:
         "import": _best(lambda: import_key(zkey, store, overwrite=True, device=backend), repeat),
     }
     cli = [sys.executable, "-m", "distprove.cli", "import-key", "--overwrite", "--backend", backend, str(zkey), str(store)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    stages["cli"] = _best(lambda: subprocess.run(cli, check=True, capture_output=True, env=env), repeat)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
+    stages["cli"] = _best(lambda: _run(cli, env), repeat)
     witness = zkey.parent / "witness_0.wtns"
     if witness.is_file():
         prove = [sys.executable, "-m", "distprove.cli", "prove", "--backend", backend, "--out", str(scratch / "proofs"),
                  str(zkey), str(witness)]
-        stages["prove"] = _best(lambda: subprocess.run(prove, check=True, capture_output=True, env=env), repeat)
+        stages["prove"] = _best(lambda: _run(prove, env), repeat)
     shutil.rmtree(store, ignore_errors=True)
     mb = size / 1e6
     return {
