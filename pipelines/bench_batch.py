@@ -382,7 +382,7 @@ def main() -> None:
     import dask.config
 
     from distprove import config
-    from distprove.dist.graph import split_hands_h_over
+    from distprove.dist.planner import split_hands_h_over
 
     dask.config.set({f"distprove.planner.{k}": v for k, v in planner.items()})
     settings = config.settings()

@@ -27,6 +27,7 @@ from click.testing import CliRunner
 
 import distprove
 import distprove.dist.graph
+import distprove.dist.planner
 from conftest import local_client, snarkjs_verify
 from distprove.dist.batching import discover
 from distprove.keystore import import_key
@@ -129,8 +130,8 @@ def graph_config(graph: str) -> Iterator[list[list[str]]]:
     with dask.config.set(GRAPHS[graph][1]), pytest.MonkeyPatch.context() as mp:
         mp.setattr(distprove.dist.graph, "submit_group", recorded)
         if graph == "grouped":
-            mp.setattr(distprove.dist.graph, "TASKS_PER_WORKER", 1)
-            mp.setattr(distprove.dist.graph, "CHECKED_TASKS_PER_WORKER", 1)
+            mp.setattr(distprove.dist.planner, "TASKS_PER_WORKER", 1)
+            mp.setattr(distprove.dist.planner, "CHECKED_TASKS_PER_WORKER", 1)
         yield groups
 
 

@@ -234,13 +234,13 @@ def test_msm_precompute_rejects_unknown_names(fresh_config, bad: object) -> None
 
 
 def test_planner_modes_have_one_source() -> None:
-    """The planner's modes are one tuple: what the settings validate, what the graph plans with and
+    """The planner's modes are one tuple: what the settings validate, what the planner plans with and
     what ``batch --mode`` offers; and importing the command line still leaves dask unloaded (its
     logging level goes into the environment before dask first reads it)."""
     from distprove import choices, cli
-    from distprove.dist import graph
+    from distprove.dist import planner
 
-    assert config.PLANNER_MODES is choices.PLANNER_MODES is graph.MODES
+    assert config.PLANNER_MODES is choices.PLANNER_MODES is planner.MODES
     mode = next(p for p in cli.main.commands["batch"].params if p.name == "mode")
     assert tuple(mode.type.choices) == choices.PLANNER_MODES
     code = "import sys, distprove.cli; sys.exit('dask' in sys.modules)"

@@ -21,7 +21,7 @@ from distprove.dist import output, work
 from distprove.dist import state as dist_state
 from distprove.errors import FormatError
 from distprove.formats.jsonio import read_public
-from distprove.dist.graph import GROUP_DOMAIN, Plan
+from distprove.dist.planner import GROUP_DOMAIN, Plan
 from distprove.keystore import ZkeyKey, import_key
 from distprove.prover import prove
 from distprove.dist.state import ProverState
@@ -114,7 +114,7 @@ def test_split_hands_h_over_only_on_cpu_keys() -> None:
 
 
 def test_auto_mode_splits_only_large_keys_with_few_proofs() -> None:
-    from distprove.dist.graph import choose_mode
+    from distprove.dist.planner import choose_mode
 
     assert choose_mode("auto", 1, 4, 1 << 24, 1 << 22, 1) == "split"  # one large proof, several workers
     assert choose_mode("auto", 4, 4, 1 << 24, 1 << 22, 1) == "data"  # a proof per worker

@@ -150,7 +150,7 @@ def test_distributed_h_equals_backend_h_scalars(client) -> None:
 
 
 def test_plan_uses_fourstep_on_cpu_keys_by_default_and_on_gpu_keys_only_when_asked() -> None:
-    from distprove.dist.graph import DEFAULT_FOURSTEP_MIN_DOMAIN, Plan
+    from distprove.dist.planner import DEFAULT_FOURSTEP_MIN_DOMAIN, Plan
     from distprove.dist.tasks import KeyInfo
 
     def info(backend: str, domain: int, native: bool = True) -> KeyInfo:

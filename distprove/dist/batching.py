@@ -24,14 +24,16 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distprove import config
 from distprove.dist.inputs import safe_witness_paths
 from distprove.dist.tasks import Status
 from distprove.errors import FormatError, one_line
+
+if TYPE_CHECKING:
+    from distprove.dist.planner import VerifyGrouping
 
 log = logging.getLogger(__name__)
 
@@ -355,9 +357,7 @@ def _collect(
     plan: Any,
     pending: dict[Any, list[tuple[Job, list[Any]]]],
     emit: Callable[..., None],
-    verify_slots: int,
-    group_size: int,
-    max_wait: float,
+    grouping: VerifyGrouping,
     pool: Any = None,
     keys: dict[str, Any] | None = None,
     written: set[Any] = frozenset(),
@@ -366,10 +366,8 @@ def _collect(
     """Gather the proofs as their reducers finish and check-and-write them in groups; the
     futures in ``written`` wrote their proofs themselves and return the outcomes.
 
-    Ready proofs go to a check (one batched pairing check for the group) when a slot is free
-    (fewer than ``verify_slots`` running) and either ``group_size`` proofs are ready, the oldest
-    has waited ``max_wait`` seconds, or no other proof is still being computed. A lone proof is
-    therefore checked at once, and a busy batch pays the cheaper batched check. The check is a
+    Ready proofs go to a check (one batched pairing check for the group) when ``grouping``
+    (:class:`distprove.dist.planner.VerifyGrouping`) says the group is due. The check is a
     verify-write task on the cluster, or, with ``pool`` (a process pool of the client), the
     fetched window sums are assembled, checked and written there (``keys``: KeyInfo by hash).
     ``feed`` (an :class:`distprove.dist.inputbatch.InputFeed`) adds proofs while it is active.
@@ -389,8 +387,8 @@ def _collect(
 
     def flush() -> None:
         nonlocal groups, ready
-        due = sum(len(pending[r]) for r in ready) >= group_size or computing == 0 or time.monotonic() - ready_since >= max_wait
-        if not (ready and due and len(checking) < verify_slots):
+        proofs = sum(len(pending[r]) for r in ready)
+        if not grouping.due(proofs, computing, time.monotonic() - ready_since, len(checking)):
             return
         if pool is None:
             handle = graph.submit_verify_write(client, ready, plan, groups)
@@ -525,7 +523,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from dask.utils import key_split
     from distributed import get_task_stream, span
 
-    from distprove.dist import dashboard, graph
+    from distprove.dist import dashboard, graph, planner
     from distprove.dist.inputbatch import InputFeed, InputJob, witness_file
     from distprove.dist.tasks import ProofSpec
 
@@ -566,26 +564,18 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
         check = settings.verify if opts.verify is None else opts.verify
         planned = _plan_keys(client, groups, done, tag, emit, with_vk=check and opts.verify_in == "client")
         if planned:
-            mode = graph.choose_mode(
-                opts.mode or settings.planner_mode,
-                len(planned),
-                len(workers),
-                max(info.domain_size for _, info in planned),
-                settings.gpu_split_min_domain if planned[0][1].backend == "gpu" else settings.split_min_domain,
-                settings.split_max_proofs_per_worker,
-            )
-            plan = graph.Plan(
-                mode,
+            plan = planner.plan_batch(
+                settings,
+                [info for _, info in planned],
                 workers,
-                opts.fourstep_min_domain,
-                opts.windows_per_task or settings.windows_per_task,
-                check,
                 tag,
+                mode=opts.mode,
+                fourstep_min_domain=opts.fourstep_min_domain,
+                windows_per_task=opts.windows_per_task,
+                verify=check,
                 assemble_on_workers=opts.verify_in == "workers",
-                fuse_below=settings.fuse_below,
-                max_proofs_per_task=settings.proofs_per_task,
-                group_domain=settings.group_domain,
             )
+            mode = plan.mode
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
             markers: list[Any] = []  # the dashboard's "proofs" bar, held until the batch ends
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
@@ -609,24 +599,20 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             if feed is not None:  # inputs: proofs are submitted as their witnesses arrive
                 feed.start(client, planned, plan, submit, emit, tag)
             else:
-                i = 0
-                for _, same_key in groupby(planned, key=lambda ji: ji[0].key):  # _plan_keys keeps a key's jobs together
-                    key_jobs = [j for j, _ in same_key]
-                    info = planned[i][1]
-                    size = plan.proofs_per_task(info, len(key_jobs))
-                    for chunk in (key_jobs[k : k + size] for k in range(0, len(key_jobs), size)):
-                        reducer, futures, writes = submit(chunk, info, i)
-                        if writes:
-                            written.add(reducer)
-                        pending[reducer] = [(j, futures) for j in chunk]
-                        i += len(chunk)
+                for chunk, info, i in planner.task_groups(plan, planned):  # _plan_keys keeps a key's jobs together
+                    reducer, futures, writes = submit(chunk, info, i)
+                    if writes:
+                        written.add(reducer)
+                    pending[reducer] = [(j, futures) for j in chunk]
             if opts.verify_in == "client":
                 procs = opts.verify_processes or max(1, (os.cpu_count() or 2) // 2)
                 keys = {info.content_hash: info for _, info in planned}
                 pool = verification_pool(procs)
-                _collect(client, plan, pending, emit, procs, opts.verify_group, opts.verify_wait, pool, keys, written, feed)
+                grouping = planner.VerifyGrouping.for_batch(plan, opts.verify_group, opts.verify_wait, procs)
+                _collect(client, plan, pending, emit, grouping, pool, keys, written, feed)
             else:
-                _collect(client, plan, pending, emit, max(1, len(workers)), opts.verify_group, opts.verify_wait, written=written, feed=feed)
+                grouping = planner.VerifyGrouping.for_batch(plan, opts.verify_group, opts.verify_wait)
+                _collect(client, plan, pending, emit, grouping, written=written, feed=feed)
             for m in markers:  # the last few may still be on their way: nothing waits for them
                 m.release()
     stage_seconds: dict[str, float] = {}

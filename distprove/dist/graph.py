@@ -31,26 +31,15 @@ tasks carry the key's path and content hash and workers keep it resident (:mod:`
 A worker also keeps the device-side witness and H scalars of the proofs it prepared, so MSM
 tasks that run where their prepare ran upload nothing; the reducer drops them.
 
-Planner modes: ``data`` proves whole proofs per worker (one task for the five MSMs, started
-together as in :func:`distprove.prover.prove`; placement left to the scheduler's locality; best
-throughput when proofs >= workers). A key whose domain is below ``fuse_below``
-(``distprove.planner.fuse-below``, default 2^23; null: never) is proved in data mode by
-prove-whole tasks running the in-process prover's pipeline (H beside the witness MSMs): a Dask
-task costs milliseconds around its body, which a proof of a few tens of milliseconds cannot hide
-three times over; small keys' proofs go several to a task (``Plan.proofs_per_task``), and the task
-checks (one batched pairing check per group) and writes its proofs itself (``Plan.writes_in_task``). ``split`` cuts every MSM into
-ranges of ``windows_per_task`` windows pinned round-robin (loosely, so a lost worker's share
-moves on) to the workers and, for domains of at least ``fourstep_min_domain`` (CPU keys 2^16 by
-default, GPU keys only when it is given), computes H with the four-step NTT on all workers (meant
-for the latency of a few large proofs). Both give valid
-proofs of the same points (up to the blinding).
+How a batch is laid out (the mode, which keys fuse, proofs per task, window ranges, the four-step
+threshold) is :mod:`distprove.dist.planner`'s :class:`~distprove.dist.planner.Plan`; this module
+only builds the tasks it describes.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from distributed import Client, Future
@@ -58,6 +47,7 @@ from distributed import Client, Future
 from distprove.groth16 import MSM_NAMES
 from distprove.backends.cpu.fourstep import block_ranges, split_sizes
 from distprove.dist.output import verify_write
+from distprove.dist.planner import Plan
 from distprove.dist.tasks import KeyInfo, ProofSpec
 from distprove.dist.work import (
     collect_parts,
@@ -74,129 +64,6 @@ from distprove.dist.work import (
     reduce_assemble,
 )
 from distprove.stages.msm import num_windows
-
-from distprove.choices import PLANNER_MODES as MODES
-DEFAULT_FOURSTEP_MIN_DOMAIN = 1 << 16
-GROUP_DOMAIN = 1 << 23
-"""The default of ``distprove.planner.group-domain``: a prove-whole task of several proofs holds at
-most this many domain points in all (eight proofs at 2^20, ~0.3 s of an H200). Each task loses
-about one proof's host tail (its assembly and write with the device idle) plus the task's round
-trip, ~7-12 ms, so larger groups pay less of it: at 2^20 on one H200, groups of 8 keep the worker
-at 0.92-0.93 of the pipelined bare loop, groups of 4 at 0.89-0.91."""
-TASKS_PER_WORKER = 8
-"""Grouped proofs leave at least this many tasks per worker, for the scheduler to balance."""
-CHECKED_GROUP_DOMAIN = 1 << 24
-CHECKED_TASKS_PER_WORKER = 4
-"""The same limits for groups that check their proofs in the task: a checked group's end also
-pays the batched check's fixed part (G1 sums, three Miller loops, the final exponentiation:
-60-100 ms of host time on the H200 machine with the exact final exponentiation, ~27 ms on the dev
-VM with the x-chain one) with the device idle, so groups go larger. In groups of four at 2^20 a
-checked batch ran at 13.0 proofs/s against 15.8 unchecked (1 x H200); in groups of 16, 14.9."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How a batch is laid out: the mode, the workers (addresses) and the four-step threshold."""
-
-    mode: str
-    workers: tuple[str, ...]
-    fourstep_min_domain: int | None = None
-    """Split mode computes H as four-step blocks across the workers for domains of at least this
-    size. None: CPU keys from :data:`DEFAULT_FOURSTEP_MIN_DOMAIN`, GPU keys never (one GPU
-    computes H in milliseconds; the blocks cross workers through Dask as host arrays)."""
-    windows_per_task: int = 4
-    verify: bool = True
-    tag: str = ""
-    assemble_on_workers: bool = True
-    """False when the client's process pool assembles, checks and writes (``verify_in="client"``)."""
-    fuse_below: int | None = None
-    """Data mode proves a key whose domain size is below this in one task per proof (None: never)."""
-    max_proofs_per_task: int = 1
-    """Data mode: up to this many proofs of a fused key in one prove-whole task (see :meth:`proofs_per_task`)."""
-    group_domain: int = GROUP_DOMAIN
-    """Data mode: an unchecked group of fused proofs holds at most this many domain points."""
-
-    def fuses(self, info: KeyInfo) -> bool:
-        """Whether a proof of this key is one prove-whole task."""
-        return self.mode == "data" and self.fuse_below is not None and info.domain_size < self.fuse_below
-
-    @property
-    def writes_in_task(self) -> bool:
-        """Whether a prove-whole task checks (``verify``) and writes its proofs itself: whenever the
-        proofs are assembled on the workers. A separate verify-write task per group held the GPU
-        idle for the group's whole check (9 ms of worker time per proof on 2 x H200 only to
-        write files); in the task, each proof's Miller loop runs beside the next proof's MSMs
-        and the group pays one final exponentiation (work.prove_group)."""
-        return self.assemble_on_workers
-
-    def proofs_per_task(self, info: KeyInfo, n_proofs: int) -> int:
-        """How many of the batch's ``n_proofs`` proofs of this key one prove-whole task proves.
-
-        A Dask task costs ~2 ms of worker time around its body (measured on 2 x H200), and a
-        group is pipelined (one proof's host assembly beside the next one's MSMs) except at its
-        ends, so every task boundary costs about one proof's host work with the device idle;
-        grouping pays it once per task. Groups stay below :attr:`group_domain` domain points (but
-        hold two proofs of a larger key), at most ``max_proofs_per_task``, and small enough that
-        every worker gets :data:`TASKS_PER_WORKER` tasks to balance (the last task of a worker is
-        the batch's tail); groups that check their proofs (:attr:`writes_in_task` with ``verify``)
-        use :data:`CHECKED_GROUP_DOMAIN` and :data:`CHECKED_TASKS_PER_WORKER` instead."""
-        if not self.fuses(info):
-            return 1
-        checked = self.verify and self.writes_in_task
-        domain = CHECKED_GROUP_DOMAIN if checked else self.group_domain
-        tasks = CHECKED_TASKS_PER_WORKER if checked else TASKS_PER_WORKER
-        balance = n_proofs // (tasks * max(1, len(self.workers)))
-        return max(1, min(self.max_proofs_per_task, max(2, domain // info.domain_size), balance))
-
-    def window_ranges(self, w_count: int) -> list[tuple[int, int]]:
-        """The MSM window ranges of one task each in split mode: ``windows_per_task`` windows
-        (data mode runs all five MSMs whole in one task)."""
-        step = max(1, self.windows_per_task)
-        return [(lo, min(lo + step, w_count)) for lo in range(0, w_count, step)]
-
-    def hands_h_over(self, info: KeyInfo) -> bool:
-        """Whether the prepare downloads the H scalars into its result for H tasks on other
-        workers: only split mode pins H tasks elsewhere (see :func:`split_hands_h_over`)."""
-        return self.mode == "split" and split_hands_h_over(info.backend)
-
-    def uses_fourstep(self, info: KeyInfo) -> bool:
-        """Whether H for this key runs as four-step blocks across workers."""
-        threshold = self.fourstep_min_domain
-        if threshold is None and info.backend == "cpu":
-            threshold = DEFAULT_FOURSTEP_MIN_DOMAIN
-        return (
-            threshold is not None
-            and self.mode == "split"
-            and len(self.workers) > 1
-            and info.domain_size >= max(4, threshold)
-            and (info.backend == "cpu" or info.native_fourstep)
-        )
-
-
-def split_hands_h_over(backend: str) -> bool:
-    """Whether split mode hands a key's H scalars to H tasks on other workers (downloaded by the
-    prepare, through Dask) rather than those workers recomputing them: only for CPU keys. A GPU
-    worker recomputes H from the witness it reads anyway for its other tasks (gather and NTT, ~37
-    ms at 2^24 on an H200), where 512 MB through Dask took ~0.17 s (the ~3 GB/s at which the
-    scaling model matches the measured 2-GPU split latency)."""
-    return backend == "cpu"
-
-
-def choose_mode(
-    mode: str, n_proofs: int, n_workers: int, max_domain: int, split_min_domain: int | None, split_max_proofs_per_worker: int
-) -> str:
-    """The batch's mode; ``auto`` is ``split`` when the largest key's domain is at least
-    ``split_min_domain`` (None: never) and there are fewer than ``split_max_proofs_per_worker``
-    proofs per worker (a few large proofs: latency), else ``data`` (``distprove.planner`` in the
-    configuration: ``split-min-domain`` for CPU workers, ``gpu-split-min-domain`` for GPU ones)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r} (choose one of {', '.join(MODES)})")
-    if mode != "auto":
-        return mode
-    if (n_workers > 1 and split_min_domain is not None and max_domain >= split_min_domain
-            and n_proofs < split_max_proofs_per_worker * n_workers):
-        return "split"
-    return "data"
 
 
 def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, index: int, priority: int = 0) -> tuple[Future, list[Future]]:
