@@ -235,7 +235,7 @@ def prove_group(
     check: bool = False,
 ) -> list[Assembled | Collected | Failed] | list[Outcome]:
     """Fused proofs of one key in one task (data mode, see
-    :meth:`distprove.dist.graph.Plan.proofs_per_task`): :func:`prove_whole` each (``widths`` as there), pipelined
+    :meth:`distprove.dist.planner.Plan.proofs_per_task`): :func:`prove_whole` each (``widths`` as there), pipelined
     (:func:`distprove.prover.pipelined`: while one proof's MSMs run on the device, the host
     assembles the proof before it and loads the next one's witness); a proof that raises becomes
     a :class:`Failed` item with its one-line reason and the next one runs.
