@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from distprove import bn254
-from distprove.backends.base import MSM_NAMES, MsmJob, msm_group
+from distprove.backends.base import MsmJob
+from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.backends.cpu import CpuBackend
 from distprove.backends.gpu import msm as gpu_msm
 from distprove.keystore import open_key

@@ -27,7 +27,7 @@ import numpy as np
 
 from distprove import config
 from distprove.bn254 import Affine, Group
-from distprove.groth16 import MSM_NAMES
+from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.stages.msm import default_window
 
 BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
