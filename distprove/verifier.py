@@ -338,15 +338,18 @@ class BatchCheck:
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 
 
-def check_pool(processes: int) -> ProcessPoolExecutor | None:
+def check_pool(processes: int, shared: bool = True) -> ProcessPoolExecutor | None:
     """This process's pool of ``processes`` spawned processes for :class:`BatchCheck` (started
-    once and kept), or None when ``processes`` < 1 or this process may not start children: a
-    daemonic process, which Dask's worker processes are unless ``distributed.worker.daemon`` is
-    False."""
+    once and kept; with ``shared`` False a new one, which the caller shuts down), or None when
+    ``processes`` < 1 or this process may not start children: a daemonic process, which Dask's
+    worker processes are unless ``distributed.worker.daemon`` is False (the local clusters of
+    :mod:`distprove.dist.cluster` set it)."""
     import multiprocessing
 
     if processes < 1 or multiprocessing.current_process().daemon:
         return None
+    if not shared:
+        return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
     pool = _POOLS.get(processes)
     if pool is None or getattr(pool, "_broken", False):
         pool = _POOLS[processes] = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
