@@ -128,6 +128,11 @@ def msm_precompute() -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def get_optional_int(name: str, minimum: int) -> int | None:
+    """``distprove.<name>`` as an int >= ``minimum`` or None (null); FormatError naming the setting otherwise."""
+    return _optional_int(name, minimum)
+
+
 def _optional_int(name: str, minimum: int) -> int | None:
     value = get(name)
     if isinstance(value, str) and value.strip().lower() in ("null", "none"):  # e.g. from an environment variable

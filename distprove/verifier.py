@@ -144,7 +144,7 @@ as with ρ drawn below 2^RHO_BITS."""
 
 Term = tuple[Rho, "bn254.Affine | None", "tuple[pr.Line, ...] | None"]
 """A batched proof's share: (ρ, -ρ·pi_a, pi_b's Miller loop lines); the last two None while a
-pool computes them (:func:`chunk_loop`)."""
+pool computes them (:func:`chunk_loop`), the lines None when the GPU runs the Miller loop."""
 
 
 def _rho() -> Rho:
@@ -168,23 +168,33 @@ def _negated_multiples(terms: Sequence[tuple[Rho, bn254.Affine]]) -> list[bn254.
     return curve.to_affine(g1, [curve.combination(g1, (), _rho_terms(rho, bn254.neg(g1, p))) for rho, p in terms])
 
 
-def _term(key: VerificationKey, proof: Proof) -> Term | None:
+def _term(key: VerificationKey, proof: Proof, lines: bool = True) -> Term | None:
     """A proof's own share of the batch check, or None when the proof is to be checked alone (a
-    key point or pi_b outside G2, or a point at infinity)."""
+    key point or pi_b outside G2, or a point at infinity); ``lines``: with pi_b's Miller loop
+    lines (not when the GPU runs the loop)."""
     if not _batchable(key, proof) or not in_g2_subgroup(proof[1]):
         return None
     rho = _rho()
-    return rho, _negated_multiples([(rho, proof[0])])[0], pr.prepare(proof[1])
+    return rho, _negated_multiples([(rho, proof[0])])[0], pr.prepare(proof[1]) if lines else None
 
 
-def chunk_loop(chunk: Sequence[tuple[Rho, bn254.Affine, bn254.Affine]]) -> tuple[list[bool], pr.Fq12]:
+def chunk_loop(
+    chunk: Sequence[tuple[Rho, bn254.Affine, bn254.Affine]], loop: bool = True
+) -> tuple[list[bool], pr.Fq12 | list[bn254.Affine]]:
     """A pool process's share of a :class:`BatchCheck`: for proofs given as (ρ, pi_a, pi_b),
     whether each pi_b lies in G2, and the Miller loop product of (-ρ·pi_a, pi_b) over those that
-    do (their accumulator squarings shared)."""
+    do (their accumulator squarings shared); without ``loop`` (the GPU runs it), the -ρ·pi_a of
+    those that do instead."""
     inside = [in_g2_subgroup(b) for _, _, b in chunk]
     live = [(rho, a, b) for (rho, a, b), ok in zip(chunk, inside) if ok]
     negs = _negated_multiples([(rho, a) for rho, a, _ in live])
+    if not loop:
+        return inside, negs
     return inside, pr.prepared_miller_loop([(n, pr.prepare(b)) for n, (_, _, b) in zip(negs, live)])
+
+
+DEVICES = ("cpu", "gpu")
+"""Where :class:`BatchCheck` runs its batch's Miller loop."""
 
 
 class BatchCheck:
@@ -200,6 +210,13 @@ class BatchCheck:
     checks, multiplications and a partial Miller loop), so the calling thread is free while they
     run, and the proofs checked alone after a failed batch are checked there too.
 
+    With ``device="gpu"`` no Miller loop line is computed on the host: :meth:`results` hands every
+    pair of the batch equation, (-ρ_i·pi_a_i, pi_b_i) and the keys' fixed pairs, to ONE
+    :func:`distprove.backends.gpu.pairing.miller_product` call (pairs the kernel flags as
+    degenerate are looped on the host there), then one final exponentiation on the host. The
+    subgroup checks and -ρ_i·pi_a_i stay on the host (in ``add``, or with an executor in its
+    chunks); a failed batch's proofs are checked alone on the host as without it.
+
     The batch equation, with secret ρ_i: Π_i e(-ρ_i·pi_a_i, pi_b_i) · e(Σρ_i·cpub_i, γ₂) ·
     e(Σρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1. Every G2 point in it lies in G2 (checked), so by
     bilinearity its left side is exactly Π_i v_i^ρ_i, v_i the value ``verify`` compares with 1
@@ -209,9 +226,12 @@ class BatchCheck:
     every proof of a batch of several that fails, are checked on their own.
     """
 
-    def __init__(self, executor: Executor | None = None, chunk: int = 8) -> None:
+    def __init__(self, executor: Executor | None = None, chunk: int = 8, device: str = "cpu") -> None:
+        if device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES} (got {device!r})")
         self.add_seconds = 0.0
         """Time spent in :meth:`add` so far."""
+        self.device = device
         self._executor = executor
         self._chunk = chunk
         self._loaded: list[tuple[VerificationKey, list[int], Proof]] = []
@@ -225,7 +245,7 @@ class BatchCheck:
         t0 = time.perf_counter()
         key, public_, proof_ = _load(vk, public, proof)
         if self._executor is None:
-            term = _term(key, proof_)
+            term = _term(key, proof_, lines=self.device == "cpu")
         else:
             term = (_rho(), None, None) if _batchable(key, proof_) else None
         self._loaded.append((key, public_, proof_))
@@ -238,7 +258,7 @@ class BatchCheck:
 
     def _send(self) -> None:
         chunk = [(self._terms[i][0], self._loaded[i][2][0], self._loaded[i][2][1]) for i in self._pending]
-        self._sent.append((self._pending, self._executor.submit(chunk_loop, chunk)))
+        self._sent.append((self._pending, self._executor.submit(chunk_loop, chunk, self.device == "cpu")))
         self._pending = []
 
     def __len__(self) -> int:
@@ -250,11 +270,17 @@ class BatchCheck:
             self._send()
         partials = []
         for indices, future in self._sent:
-            inside, f = future.result()
-            partials.append(f)
+            inside, got = future.result()
+            if self.device == "cpu":
+                partials.append(got)
+                negs = iter(())
+            else:
+                negs = iter(got)
             for i, ok in zip(indices, inside):
                 if not ok:  # pi_b outside G2
                     self._terms[i] = None
+                elif self.device != "cpu":
+                    self._terms[i] = (self._terms[i][0], next(negs), None)
         self._sent = []
         batched = [i for i, t in enumerate(self._terms) if t is not None]
         ok: list[bool | None] = [None] * len(self._loaded)
@@ -272,7 +298,7 @@ class BatchCheck:
 
     def _batch_holds(self, batched: Sequence[int], partials: Sequence[pr.Fq12] = ()) -> bool:
         """The batch equation over the proofs ``batched``; ``partials``: the Miller loop products of
-        the pairs computed by the pool (the other pairs have their lines)."""
+        the pairs computed by the pool (the other pairs have their lines, or on the GPU their points)."""
         g1 = bn254.G1
         by_g2: dict[bn254.Affine, list[tuple[int, bn254.Affine]]] = {}
         keys: dict[tuple, VerificationKey] = {}
@@ -282,7 +308,9 @@ class BatchCheck:
             key, public, (_, _, pi_c) = self._loaded[i]
             rho, neg_a, b_lines = self._terms[i]
             rho_r = _rho_value(rho)
-            if b_lines is not None:
+            if self.device != "cpu":
+                pairs.append((neg_a, self._loaded[i][2][1]))
+            elif b_lines is not None:
                 pairs.append((neg_a, b_lines))
             kid = _key_id(key)
             keys.setdefault(kid, key)
@@ -295,6 +323,11 @@ class BatchCheck:
             by_g2.setdefault(key.gamma2, []).extend(zip(sc, key.ic))
             by_g2.setdefault(key.beta2, []).append((sc[0], key.alpha1))
         sums = curve.to_affine(g1, [curve.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
+        if self.device != "cpu":
+            from distprove.backends.gpu.pairing import miller_product
+
+            pairs += [(p, q) for q, p in zip(by_g2, sums) if p is not None]
+            return pr.final_exponentiation_fast(miller_product(pairs)) == pr.ONE
         pairs += [(p, _key_g2(q)) for q, p in zip(by_g2, sums) if p is not None]
         f = pr.prepared_miller_loop(pairs)
         for part in partials:
@@ -305,30 +338,36 @@ class BatchCheck:
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 
 
-def check_pool(processes: int) -> ProcessPoolExecutor | None:
+def check_pool(processes: int, shared: bool = True) -> ProcessPoolExecutor | None:
     """This process's pool of ``processes`` spawned processes for :class:`BatchCheck` (started
-    once and kept), or None when ``processes`` < 1 or this process may not start children: a
-    daemonic process, which Dask's worker processes are unless ``distributed.worker.daemon`` is
-    False."""
+    once and kept; with ``shared`` False a new one, which the caller shuts down), or None when
+    ``processes`` < 1 or this process may not start children: a daemonic process, which Dask's
+    worker processes are unless ``distributed.worker.daemon`` is False (the local clusters of
+    :mod:`distprove.dist.cluster` set it)."""
     import multiprocessing
 
     if processes < 1 or multiprocessing.current_process().daemon:
         return None
+    if not shared:
+        return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
     pool = _POOLS.get(processes)
     if pool is None or getattr(pool, "_broken", False):
         pool = _POOLS[processes] = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
     return pool
 
 
-def verify_many(items: Sequence[tuple[Source, Source, Source]], executor: Executor | None = None) -> list[bool]:
+def verify_many(
+    items: Sequence[tuple[Source, Source, Source]], executor: Executor | None = None, device: str = "cpu"
+) -> list[bool]:
     """Check many (vk, public, proof) triples; result i is what ``verify(*items[i])`` returns.
 
     All proofs whose key G2 points and pi_b lie in the G2 subgroup are checked together with one
     final exponentiation (:class:`BatchCheck`, on ``executor``'s processes when given); if that
-    batch check fails, each of them is checked on its own so the failing ones are named. Raises
-    :class:`FormatError` on the first malformed input.
+    batch check fails, each of them is checked on its own so the failing ones are named.
+    ``device="gpu"``: the batch's Miller loop on the GPU. Raises :class:`FormatError` on the
+    first malformed input.
     """
-    batch = BatchCheck(executor)
+    batch = BatchCheck(executor, device=device)
     for item in items:
         batch.add(*item)
     return batch.results()

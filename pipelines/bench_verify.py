@@ -8,7 +8,9 @@ fixture proof and ``verify_many`` over groups of 1, 8 and 64 of them (seconds pe
 ``--gpu`` times the device instead (distprove.backends.gpu.pairing): for k = 64, 1024 and 4096
 random pairs, the Miller loops and their product on the GPU with one Fq12 read back (whole call:
 upload, launches, readback, conversion; and the launches alone by CUDA events), beside one host
-Miller loop of distprove.pairing.
+Miller loop of distprove.pairing; and ``verify_many(device="gpu")`` (BatchCheck's Miller loop in
+one miller_product call) over 8, 64 and 512 of the fixture's proofs, seconds per proof, beside the
+host's ``verify_many`` (with ``--processes N`` also both on a pool of N processes).
 
     python3 pipelines/bench_verify.py --json bench/results/<date>_verify_<host>.json
     python3 pipelines/bench_verify.py --gpu --json bench/results/<date>_verify_gpu_<host>.json
@@ -42,7 +44,7 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=0, help="also time verify_many on a pool of this many processes")
     ap.add_argument("--gpu", action="store_true", help="time the GPU Miller loops and product instead")
     args = ap.parse_args()
-    res = gpu_results(args.reps) if args.gpu else host_results(args)
+    res = gpu_results(args.reps) | gpu_checks(args) if args.gpu else host_results(args)
     out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "host": platform.node(),
            "cpu": platform.processor() or platform.machine(), "python": platform.python_version(), "fixture": args.fixture,
            "commit": os.environ.get("DISTPROVE_GIT_COMMIT", ""), **res}
@@ -91,6 +93,33 @@ def gpu_results(reps: int) -> dict[str, Any]:
     return res
 
 
+def _fixture_items(fixture: str) -> tuple[dict, list[tuple[dict, dict]]]:
+    """The fixture's verification key and its (public, proof) JSON pairs."""
+    fx = DATA / fixture
+    vk = json.loads((fx / "verification_key.json").read_text())
+    return vk, [(json.loads(pu.read_text()), json.loads(pf.read_text()))
+                for pf, pu in zip(sorted((fx / "proofs").glob("*.json")), sorted((fx / "public").glob("*.json")))]
+
+
+def gpu_checks(args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds per proof of verify_many over n fixture proofs, the batch's Miller loop on the GPU
+    and on the host, in the calling thread and (``--processes``) with a pool."""
+    from distprove.verifier import check_pool, verify_many
+
+    vk, pairs = _fixture_items(args.fixture)
+    pool = check_pool(args.processes)
+    res: dict[str, Any] = {}
+    for n in (8, 64, 512):
+        items = [(vk, *pairs[i % len(pairs)]) for i in range(n)]
+        for device in ("gpu", "cpu"):
+            for name, ex in (("", None), (f"_pool{args.processes}", pool)):
+                if name and pool is None:
+                    continue
+                assert verify_many(items, ex, device) == [True] * n
+                res[f"verify_many_{device}_{n}{name}_s_per_proof"] = median_s(lambda: verify_many(items, ex, device), max(1, args.reps // 2)) / n
+    return res
+
+
 def host_results(args: argparse.Namespace) -> dict[str, Any]:
     """The host pairing beside py_ecc, and verify / verify_many of the fixture's proofs."""
     from py_ecc.optimized_bn128 import FQ, FQ2, final_exponentiate, pairing
@@ -110,10 +139,7 @@ def host_results(args: argparse.Namespace) -> dict[str, Any]:
                                    "py_ecc": median_s(lambda: final_exponentiate(f_ref), args.reps)},
         "final_exponentiation_fast_s": median_s(lambda: pr.final_exponentiation_fast(f_ours), args.reps),
     }
-    fx = DATA / args.fixture
-    vk = json.loads((fx / "verification_key.json").read_text())
-    pairs = [(json.loads(pu.read_text()), json.loads(pf.read_text()))
-             for pf, pu in zip(sorted((fx / "proofs").glob("*.json")), sorted((fx / "public").glob("*.json")))]
+    vk, pairs = _fixture_items(args.fixture)
     res["verify_one_s"] = median_s(lambda: verify(vk, *pairs[0]), args.reps)
     pool = check_pool(args.processes)
     for n in (1, 8, 64):

@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -562,3 +563,77 @@ def test_local_cluster_worker_profiler_follows_config(enabled: bool) -> None:
         assert list(got.values()) == [enabled]
     finally:
         cluster.close()
+
+
+def _worker_check_pool() -> tuple[bool, str, list[int], list[bool]]:
+    """In a task: (daemonic?, the check executor's type, its processes' ids, a BatchCheck on it of
+    the mini fixture's proof and a tampered copy)."""
+    import multiprocessing
+
+    from distprove.dist.state import state
+    from distprove.formats.jsonio import read_proof, read_public
+    from distprove.verifier import BatchCheck
+
+    from conftest import DATA_DIR
+
+    mini = DATA_DIR / "mini"
+    pool = state().check_executor()
+    assert state().check_executor() is pool
+    public = read_public(mini / "public.json")
+    batch = BatchCheck(executor=pool, device=state().check_device())
+    batch.add(mini / "verification_key.json", public, mini / "proof.json")
+    batch.add(mini / "verification_key.json", [(public[0] + 1) % distprove.bn254.R, *public[1:]], read_proof(mini / "proof.json"))
+    ok = batch.results()
+    return multiprocessing.current_process().daemon, type(pool).__name__, sorted(pool._processes), ok
+
+
+def test_local_cluster_workers_own_a_check_pool() -> None:
+    """The local cluster's workers are not daemonic, so ProverState starts the worker's pool for
+    the pre-write check (distprove.check.processes of them) on first use, and closes it when the
+    plugin is torn down."""
+    import dask
+    from distributed import Client
+
+    from distprove.dist.batching import ensure_worker_state
+    from distprove.dist.cluster import local_cluster, worker_config
+
+    assert worker_config()["distributed.worker.daemon"] is False
+    with dask.config.set({"distprove.check.processes": 1}):
+        cluster = local_cluster("cpu", n_workers=1, dashboard_address=None)
+    try:
+        with Client(cluster) as client:
+            ensure_worker_state(client, "cpu", 1, None)
+            daemon, kind, pids, ok = client.submit(_worker_check_pool, pure=False).result()
+            assert (daemon, kind, len(pids), ok) == (False, "ProcessPoolExecutor", 1, [True, False])
+            client.unregister_worker_plugin("distprove")
+            deadline = time.monotonic() + 30
+            while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not any(_running(pid) for pid in pids)
+    finally:
+        cluster.close()
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "State:\tZ" not in status
+
+
+def test_check_processes_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """distprove.check.processes fixes the pool's size; null gives half the share of the cores
+    (one worker here, outside any cluster); a bad value is one line naming the setting."""
+    import dask
+
+    from distprove.dist.state import check_processes
+
+    with dask.config.set({"distprove.check.processes": 3}):
+        assert check_processes() == 3
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert check_processes() == 8
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert check_processes() == 0
+    with dask.config.set({"distprove.check.processes": -1}), pytest.raises(FormatError, match="distprove.check.processes"):
+        check_processes()

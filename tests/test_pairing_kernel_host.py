@@ -65,18 +65,26 @@ extern "C" void host_fq12_product(const u32* in, u32* out, int n) {
 BUILDS = {"cios": [], "f64_mul": ["-DDP_F64_MUL"]}
 
 
-@pytest.fixture(scope="module", params=list(BUILDS))
-def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+def build_harness(directory: Path, build: str) -> ctypes.CDLL | None:
+    """pairing.cu with :data:`HARNESS` as a host library in ``directory`` (field.cuh's product
+    ``build``, a key of :data:`BUILDS`); None when no C++ compiler is found."""
     cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if cxx is None:
-        pytest.skip("no C++ compiler to build the host harness")
-    d = tmp_path_factory.mktemp("pairing_host")
-    src, so = d / "pairing.cpp", d / "pairing.so"
+        return None
+    src, so = directory / "pairing.cpp", directory / "pairing.so"
     src.write_text(module_source(("field.cuh", "pairing.cu")) + HARNESS)
-    res = subprocess.run([cxx, "-O1", "-std=c++17", "-shared", "-fPIC", *BUILDS[request.param], "-o", str(so), str(src)],
+    res = subprocess.run([cxx, "-O1", "-std=c++17", "-shared", "-fPIC", *BUILDS[build], "-o", str(so), str(src)],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
     return ctypes.CDLL(str(so))
+
+
+@pytest.fixture(scope="module", params=list(BUILDS))
+def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    built = build_harness(tmp_path_factory.mktemp("pairing_host"), request.param)
+    if built is None:
+        pytest.skip("no C++ compiler to build the host harness")
+    return built
 
 
 def _p(a: np.ndarray) -> ctypes.c_void_p:
@@ -186,8 +194,7 @@ class _EmuModule:
         return launch
 
 
-@pytest.fixture
-def emulated(lib: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> _EmuModule:
+def emulate(lib: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> _EmuModule:
     """backends/gpu/pairing.py with numpy for CuPy and the host harness for the kernels."""
     import sys
     import types
@@ -199,6 +206,11 @@ def emulated(lib: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> _EmuModule:
     mod = _EmuModule(lib)
     monkeypatch.setattr(gp, "get_module", lambda name: mod)
     return mod
+
+
+@pytest.fixture
+def emulated(lib: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> _EmuModule:
+    return emulate(lib, monkeypatch)
 
 
 @pytest.mark.parametrize("k", [1, 7, 70])
@@ -226,3 +238,21 @@ def test_host_side_emulated(emulated: _EmuModule, monkeypatch: pytest.MonkeyPatc
     blocks = -(-k // gp.BLOCK)
     assert emulated.launches == [("pairing_miller_product", blocks)] + ([("pairing_fq12_product", 1)] if blocks > 1 else [])
     assert gp.miller_loops([]) == [] and gp.miller_product([]) == pr.ONE
+
+
+def test_pairs_to_limbs_equals_points_to_limbs() -> None:
+    """The vectorised Montgomery encoding gives bn254's per-integer one: edge values of Fq, random
+    points as ints and as gmpy2 integers, infinity on either side."""
+    rng = random.Random()
+    edges = [0, 1, 2, bn254.Q - 1, bn254.Q - 2, bn254.FQ_MONT_INV, (1 << 253) - 1, (1 << 253) + 1]
+    values = edges + [rng.randrange(bn254.Q) for _ in range(3000)]
+    assert (gp.mont_limbs(values) == bn254.limbs_from_ints([bn254.fq_to_mont(v) for v in values])).all()
+    assert gp.mont_limbs([]).shape == (0, 8)
+    pairs: list[gp.Pair] = [(_g1(rng), _g2(rng)) for _ in range(3)]
+    pairs += [(None, pairs[0][1]), (pairs[1][0], None), (None, None)]
+    mpz = pr.P.__class__
+    as_mpz = [(None if p is None else (mpz(p[0]), mpz(p[1])), q) for p, q in pairs]
+    for ps in (pairs, as_mpz):
+        g1, g2 = gp.pairs_to_limbs(ps)
+        assert (g1 == bn254.points_to_limbs(bn254.G1, [p for p, _ in pairs])).all()
+        assert (g2 == bn254.points_to_limbs(bn254.G2, [q for _, q in pairs])).all()

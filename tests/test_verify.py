@@ -157,10 +157,32 @@ def _mixed_batch() -> tuple[list[tuple], list[bool]]:
     return [items[i] for i in order], [expected[i] for i in order]
 
 
-def test_verify_many_names_the_failing_proofs() -> None:
+@pytest.fixture(scope="module")
+def pairing_harness(tmp_path_factory: pytest.TempPathFactory):
+    """The GPU Miller kernels built for the host (tests/test_pairing_kernel_host.py), or None."""
+    from test_pairing_kernel_host import build_harness
+
+    return build_harness(tmp_path_factory.mktemp("pairing_host"), "f64_mul")
+
+
+@pytest.fixture(params=["cpu", "gpu"])
+def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where BatchCheck runs the batch's Miller loop: the host, or the GPU path with numpy standing
+    in for CuPy and pairing.cu's kernels run on the host (skipped without a C++ compiler)."""
+    if request.param == "gpu":
+        from test_pairing_kernel_host import emulate
+
+        lib = request.getfixturevalue("pairing_harness")
+        if lib is None:
+            pytest.skip("no C++ compiler to build the pairing kernels for the host")
+        emulate(lib, monkeypatch)
+    return request.param
+
+
+def test_verify_many_names_the_failing_proofs(device: str) -> None:
     items, expected = _mixed_batch()
     assert 0 < expected.count(False) < len(expected)
-    assert verify_many(items) == expected
+    assert verify_many(items, device=device) == expected
 
 
 def test_verify_many_valid_batch_needs_no_individual_check(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -329,23 +351,87 @@ def test_proved_fixtures_verify_as_expected(proved: dict[str, tuple]) -> None:
     assert verify_many(list(proved.values())) == list(expect.values())
 
 
-def test_large_valid_batch_holds_without_individual_checks(proved: dict[str, tuple], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_large_valid_batch_holds_without_individual_checks(
+    proved: dict[str, tuple], monkeypatch: pytest.MonkeyPatch, device: str
+) -> None:
     batch = _large_batch(proved)
     calls = []
     monkeypatch.setattr(verify_mod, "_check", lambda *a: calls.append(a) or True)
-    assert verify_many(batch) == [True] * len(batch)
+    assert verify_many(batch, device=device) == [True] * len(batch)
     assert calls == []
 
 
+def test_gpu_batch_is_one_miller_product_without_host_lines(
+    proved: dict[str, tuple], monkeypatch: pytest.MonkeyPatch, pairing_harness
+) -> None:
+    """On the GPU path the host computes no Miller loop of the batch: every pair of the batch
+    equation, 64 proofs' (-ρ·pi_a, pi_b) and the two keys' fixed pairs, goes to one
+    miller_product call (one Miller launch, one product launch), and a pair the kernel flags as
+    degenerate is looped on the host there: the valid batch still holds, no proof checked alone."""
+    from test_pairing_kernel_host import _EmuModule, emulate
+
+    from distprove import pairing as pr
+    from distprove.backends.gpu import pairing as gp
+
+    if pairing_harness is None:
+        pytest.skip("no C++ compiler to build the pairing kernels for the host")
+
+    class Flagging(_EmuModule):  # the kernel's degenerate case for pair 5: value 1, flag set
+        def get_function(self, name: str):
+            launch = super().get_function(name)
+            if name != "pairing_miller_product":
+                return launch
+
+            def flagged(grid: tuple, block: tuple, args: tuple) -> None:
+                g1, g2, out, flags, n = args
+                g1 = g1.copy()
+                g1[5] = 0
+                launch(grid, block, (g1, g2, out, flags, n))
+                flags[5] = 1
+            return flagged
+
+    emulate(pairing_harness, monkeypatch)
+    emu = Flagging(pairing_harness)
+    monkeypatch.setattr(gp, "get_module", lambda name: emu)
+    host_loops, other_loops, alone = [], [], []
+    real_loop, real_prepared = pr.miller_loop, pr.prepared_miller_loop
+
+    def loop(p: bn254.Affine, q: bn254.Affine) -> pr.Fq12:
+        host_loops.append((p, q))
+        with monkeypatch.context() as m:
+            m.setattr(pr, "prepared_miller_loop", real_prepared)
+            return real_loop(p, q)
+
+    monkeypatch.setattr(pr, "miller_loop", loop)
+    monkeypatch.setattr(pr, "prepared_miller_loop", lambda pairs: other_loops.append(pairs) or real_prepared(pairs))
+    monkeypatch.setattr(verify_mod, "_check", lambda *a: alone.append(a) or True)
+    batch = _large_batch(proved)
+    checker = verify_mod.BatchCheck(device="gpu")
+    for t in batch:
+        checker.add(*t)
+    assert all(t is not None and t[2] is None for t in checker._terms)  # no pi_b lines
+    assert checker.results() == [True] * len(batch)
+    assert alone == [] and other_loops == []
+    assert [name for name, _ in emu.launches] == ["pairing_miller_product", "pairing_fq12_product"]
+    assert emu.launches[0][1] == 2  # 64 + 2 * 3 pairs in blocks of 64
+    assert host_loops == [(checker._terms[5][1], batch[5][2][1])]
+
+
+def test_unknown_device_is_refused() -> None:
+    with pytest.raises(ValueError, match="device"):
+        verify_mod.BatchCheck(device="tpu")
+
+
+
 @pytest.mark.parametrize("kind", KINDS)
-def test_one_bad_proof_in_a_large_batch_is_named(proved: dict[str, tuple], kind: str) -> None:
+def test_one_bad_proof_in_a_large_batch_is_named(proved: dict[str, tuple], kind: str, device: str) -> None:
     """64 proofs of two keys with one bad proof in the middle: exactly that one is False, as
     verify says (compared one by one for the bad one and its neighbours)."""
     batch = _large_batch(proved)
     at = len(batch) // 2
     batch[at] = _corrupted(kind, proved, batch, at)
     expect = [i != at for i in range(len(batch))]
-    assert verify_many(batch) == expect
+    assert verify_many(batch, device=device) == expect
     assert [verify(*batch[i]) for i in (at - 1, at, at + 1)] == [True, False, True]
 
 
@@ -358,7 +444,7 @@ def test_small_batches_equal_verify_one_by_one(proved: dict[str, tuple], n: int)
         assert verify_many(batch) == [verify(*t) for t in batch], kind
 
 
-def test_pi_b_outside_g2_is_checked_alone(proved: dict[str, tuple], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pi_b_outside_g2_is_checked_alone(proved: dict[str, tuple], monkeypatch: pytest.MonkeyPatch, device: str) -> None:
     """A pi_b outside G2 (snarkjs checks no subgroup) keeps the proof out of the batched
     equation, which needs bilinearity in G1: it is checked on its own, and a batch of valid
     proofs beside it still holds."""
@@ -369,7 +455,7 @@ def test_pi_b_outside_g2_is_checked_alone(proved: dict[str, tuple], monkeypatch:
     alone = []
     check = verify_mod._check
     monkeypatch.setattr(verify_mod, "_check", lambda *a: alone.append(a[2]) or check(*a))
-    checker = verify_mod.BatchCheck()
+    checker = verify_mod.BatchCheck(device=device)
     for t in batch:
         checker.add(*t)
     assert checker._terms[3] is None and all(t is not None for i, t in enumerate(checker._terms) if i != 3)
@@ -391,18 +477,18 @@ def test_check_pool_is_kept_and_none_where_processes_cannot_start(monkeypatch: p
     assert verify_mod.check_pool(2) is None
 
 
-def test_batch_check_on_a_process_pool(proved: dict[str, tuple], pool) -> None:
+def test_batch_check_on_a_process_pool(proved: dict[str, tuple], pool, device: str) -> None:
     """With an executor the chunks' work runs in the pool and gives the same answers: a valid
     batch of 20 holds (chunks of 8, 8 and 4), and one with an unsatisfied proof, a proof whose
     pi_b is outside G2 and a key-less infinity pi_a names exactly those."""
     batch = _large_batch(proved, 20)
-    assert verify_many(batch, pool) == [True] * 20
+    assert verify_many(batch, pool, device) == [True] * 20
     vk, public, (pi_a, pi_b, pi_c) = batch[9]
     batch[9] = (vk, public, (pi_a, bn254.add(bn254.G2, pi_b, _g2_small_order()), pi_c))
     batch[4] = proved["mini_changed"]
     vk, public, (_, pi_b, pi_c) = batch[17]
     batch[17] = (vk, public, (None, pi_b, pi_c))
-    checker = verify_mod.BatchCheck(pool, chunk=8)
+    checker = verify_mod.BatchCheck(pool, chunk=8, device=device)
     for t in batch:
         checker.add(*t)
     assert len(checker._sent) == 2  # two chunks sent while adding, the rest at results()

@@ -648,13 +648,13 @@ def batch(
     keep_witnesses.
     """
     from distprove.dist.cluster import connect
-    from distprove.dist.inputbatch import cluster_config, discover_any, ensure_witness_pool
+    from distprove.dist.inputbatch import discover_any, ensure_witness_pool
 
     opts = BatchOptions(**options)
     settings = config.settings()
     jobs = discover_any(witness_dir, key, out_dir, opts.wasm, opts.keep_witnesses)
     backend = opts.backend or settings.backend
-    with cluster_config(jobs), connect(
+    with connect(
         client,
         scheduler=opts.scheduler,
         backend=backend,

@@ -5,6 +5,12 @@ Order: ``client=`` given; else ``scheduler=`` or the ``scheduler-address`` confi
 when dask-cuda is importable and GPUs are visible (unless the CPU backend was asked for); else a
 ``LocalCluster`` of single-threaded worker processes for the CPU backend. Local schedulers and
 dashboards bind to 127.0.0.1 unless ``host`` says otherwise.
+
+The workers of a local cluster are not daemonic processes (:func:`worker_config`), so each may
+start child processes: its witness pool (``dist/inputbatch.py``) and its pre-write check pool
+(:meth:`distprove.dist.state.ProverState.check_executor`). Workers of a cluster joined by address
+decide that themselves (``DASK_DISTRIBUTED__WORKER__DAEMON=False``); daemonic ones do both in
+threads instead.
 """
 
 from __future__ import annotations
@@ -102,6 +108,16 @@ def require_main_guard() -> None:
         )
 
 
+def worker_config() -> dict[str, Any]:
+    """The dask configuration the nannies of a local cluster start their workers with: not
+    daemonic (a daemonic process may not have children, and the witness and check pools are
+    processes), the statistical profiler as ``distprove.cluster.worker-profile`` says. A nanny
+    reads it again when it restarts a worker, so it holds for the cluster's life (:func:`connect`)."""
+    from distprove import config
+
+    return {"distributed.worker.daemon": False, "distributed.worker.profile.enabled": config.get_bool("cluster.worker-profile")}
+
+
 def local_cluster(
     backend: str = "auto",
     n_workers: int | None = None,
@@ -110,14 +126,13 @@ def local_cluster(
 ) -> Any:
     """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable, else CPU worker processes.
 
-    The workers' statistical profiler follows ``distprove.cluster.worker-profile`` (default on).
-    Called from a script's unguarded top level, exits with one line (see :func:`require_main_guard`).
+    The workers start with :func:`worker_config` (not daemonic; the profiler per
+    ``distprove.cluster.worker-profile``, default on). Called from a script's unguarded top level,
+    exits with one line (see :func:`require_main_guard`).
     """
-    from distprove import config
-
     require_main_guard()
 
-    with dask.config.set({"distributed.worker.profile.enabled": config.get_bool("cluster.worker-profile")}):
+    with dask.config.set(worker_config()):
         return _start_local(backend, n_workers, host, dashboard_address)
 
 
@@ -161,7 +176,7 @@ def connect(
         return
     cluster = local_cluster(backend, n_workers, host, dashboard_address)
     try:
-        with Client(cluster) as c:
+        with dask.config.set(worker_config()), Client(cluster) as c:  # a restarted worker starts as the first did
             log.info("started %s, dashboard %s", type(cluster).__name__, c.dashboard_link)
             yield c
     finally:

@@ -330,7 +330,7 @@ def batch(
     """
     from distprove.dist.batching import BatchOptions, BatchReport, ensure_worker_state, run_jobs
     from distprove.dist.cluster import connect
-    from distprove.dist.inputbatch import cluster_config, discover_any, ensure_witness_pool
+    from distprove.dist.inputbatch import discover_any, ensure_witness_pool
     from distprove.dist.tasks import Status
 
     t0 = time.perf_counter()
@@ -359,7 +359,7 @@ def batch(
         inner = BatchReport([], 0.0)
         if todo:
             backend = opts.backend or settings.backend
-            with cluster_config(todo), connect(
+            with connect(
                 client, scheduler=opts.scheduler, backend=backend, n_workers=opts.n_workers, host=opts.host,
                 dashboard_address=opts.dashboard_address,
             ) as c:

@@ -308,18 +308,6 @@ def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
     calculator(wasm).check_key(SimpleNamespace(n_vars=n_vars, path=key_path))
 
 
-def cluster_config(jobs: list[Job]) -> Any:
-    """The dask configuration for a local cluster of an input batch: non-daemonic worker
-    processes, which may start the witness pool's processes."""
-    import contextlib
-
-    import dask
-
-    if any(isinstance(j, InputJob) for j in jobs):
-        return dask.config.set({"distributed.worker.daemon": False})
-    return contextlib.nullcontext()
-
-
 def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
     """Register :class:`WitnessPool` on the workers when the batch has inputs (once per cluster,
     again when the workers changed)."""

@@ -20,11 +20,13 @@ tests) the meters record nothing.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -157,6 +159,10 @@ class ProverState(WorkerPlugin):
     backend does), from the backend's own per-key state, together with the proofs of that key.
     The proof cache holds at most ``distprove.proof-cache.count`` proofs (read on the worker,
     default :data:`DEFAULT_RESIDENT_PROOFS`); a proof's reducer drops its entry.
+
+    It also owns the worker's pool for the pre-write check (:meth:`check_executor`), started on
+    first use and shut down in :meth:`teardown`; :meth:`check_device` says where the check's
+    Miller loop runs.
     """
 
     def __init__(self, backend: str = "auto", max_keys: int = 2, gpu_bytes: int | None = None) -> None:
@@ -173,11 +179,14 @@ class ProverState(WorkerPlugin):
         self.max_proofs = DEFAULT_RESIDENT_PROOFS
         self._proofs: OrderedDict[str, ResidentProof] = OrderedDict()
         self._proofs_lock = threading.Lock()
+        self._check_pool: Executor | None = None
+        self._check_started = False
 
     def __getstate__(self) -> dict[str, Any]:
         """What travels to the workers on registration: no lock, no kept proofs."""
         st = dict(self.__dict__)
         st["_proofs"], st["_proofs_lock"] = OrderedDict(), None
+        st["_check_pool"], st["_check_started"] = None, False
         return st
 
     def __setstate__(self, st: dict[str, Any]) -> None:
@@ -207,6 +216,29 @@ class ProverState(WorkerPlugin):
         self._infos.clear()
         with self._proofs_lock:
             self._proofs.clear()
+        if self._check_pool is not None:
+            self._check_pool.shutdown(wait=False, cancel_futures=True)
+        self._check_pool, self._check_started = None, False
+
+    def check_executor(self) -> Executor | None:
+        """The worker's process pool for :class:`distprove.verifier.BatchCheck` (``executor=``):
+        ``distprove.check.processes`` processes, or by default half the worker's share of its
+        host's cores; started on the first call and kept for the worker's life. None (check in
+        the calling thread) when that is 0 or the worker is a daemonic process."""
+        with self._proofs_lock:
+            if not self._check_started:
+                from distprove.verifier import check_pool
+
+                self._check_started = True
+                n = check_processes()
+                self._check_pool = check_pool(n, shared=False)
+                log.info("pre-write check: %s", f"{n} processes" if self._check_pool is not None else "in the proving thread")
+            return self._check_pool
+
+    def check_device(self) -> str:
+        """Where the pre-write check runs its batch's Miller loop (``BatchCheck(device=...)``): the
+        GPU on a GPU backend, else the host."""
+        return "gpu" if getattr(self.backend, "name", "") == "gpu" else "cpu"
 
     def key(self, path: str, content_hash: str | None = None) -> ResidentKey:
         """The resident key read from ``path`` (opened on first use; checked against ``content_hash``)."""
@@ -326,6 +358,25 @@ class ProverState(WorkerPlugin):
             log.info("evicted key %s (%s)", key.path, h[:12])
         metrics.set_resident_bytes(self._device_bytes())
 
+
+
+def check_processes() -> int:
+    """``distprove.check.processes``, else half this worker's share of its host's cores (the
+    host's cores over the workers on it, as the scheduler lists them), 0 when that share is 1."""
+    fixed = config.get_optional_int("check.processes", 0)
+    if fixed is not None:
+        return fixed
+    workers = 1
+    try:
+        from distributed import get_client
+        from distributed.comm.addressing import get_address_host
+
+        host = get_address_host(get_worker().address)
+        workers = max(1, sum(get_address_host(a) == host for a in get_client().nthreads()))
+    except (ValueError, OSError) as exc:  # not on a worker, or the scheduler is unreachable
+        log.info("pre-write check pool sized without the scheduler's worker list: %s", exc)
+    share = (os.cpu_count() or 1) // workers
+    return share // 2 if share > 1 else 0
 
 
 class MeteredBackend:

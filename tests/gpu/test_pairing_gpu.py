@@ -72,3 +72,27 @@ def test_empty() -> None:
     from distprove.backends.gpu.pairing import miller_loops, miller_product
 
     assert miller_loops([]) == [] and miller_product([]) == pr.ONE
+
+
+@pytest.mark.parametrize("bad", [None, 32])
+def test_batch_check_on_the_gpu(bad: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BatchCheck(device="gpu") over 64 rerandomized fixture proofs: one miller_product call, and
+    with a corrupted pi_c in the middle exactly that proof is named."""
+    from distprove import curve, verifier
+    from distprove.backends.gpu import pairing as gp
+
+    key = read_vk(DATA / "verification_key.json")
+    items = []
+    for n in range(64):
+        pi_a, pi_b, pi_c = read_proof(DATA / "proofs" / f"proof_{n % 3}.json")
+        t = 2 + n
+        (a,) = curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), [(t, pi_a)])])
+        (b,) = curve.to_affine(bn254.G2, [curve.combination(bn254.G2, (), [(pow(t, -1, bn254.R), pi_b)])])
+        if n == bad:
+            pi_c = bn254.add(bn254.G1, pi_c, bn254.G1_GEN)
+        items.append((key, read_public(DATA / "public" / f"public_{n % 3}.json"), (a, b, pi_c)))
+    calls = []
+    real = gp.miller_product
+    monkeypatch.setattr(gp, "miller_product", lambda pairs: calls.append(len(pairs)) or real(pairs))
+    assert verifier.verify_many(items, device="gpu") == [n != bad for n in range(64)]
+    assert calls == [64 + 3]

@@ -29,10 +29,54 @@ FQ12_WORDS = 96
 Pair = tuple[bn254.Affine, bn254.Affine]
 
 
+def _digit_rows(values: Sequence[int]) -> np.ndarray:
+    """(16, len(values)) float64: row j holds the j-th little-endian 16-bit digit of each value."""
+    raw = b"".join([v.to_bytes(32, "little") for v in values])
+    return np.ascontiguousarray(np.frombuffer(raw, dtype="<u2").reshape(len(values), 16).T, dtype=np.float64)
+
+
+_SHIFTED = _digit_rows([pow(2, 256 + 16 * k, bn254.Q) for k in range(16)]).T
+"""Row k: the digits of 2^(256 + 16k) mod q: Σ_k x_k·row k is x·2^256 (mod q), x_k the digits of x."""
+_Q_DIGITS = _digit_rows([bn254.Q])[:, 0].astype(np.int64)
+
+
+def _carry(d: np.ndarray) -> np.ndarray:
+    """Carry (m, n) int64 digit rows (n numbers, least significant digit first) into 16-bit digits
+    in place, the last row keeping the rest (signed: a borrow leaves it negative)."""
+    for j in range(d.shape[0] - 1):
+        d[j + 1] += d[j] >> 16
+        d[j] &= 0xFFFF
+    return d
+
+
+def mont_limbs(values: Sequence[int]) -> np.ndarray:
+    """(n, 8) u32 Montgomery limbs (v·2^256 mod q) of n values < 2^256, vectorised: their 16-bit
+    digits times the table of 2^(256 + 16k) mod q in one float64 product (every column sum below
+    2^36, so exact), one quotient by q estimated in float64 from the top digits (never above the
+    true one, at most 2 below), then at most two conditional subtractions of q."""
+    n = len(values)
+    if n == 0:
+        return np.zeros((0, 8), dtype="<u4")
+    s = np.zeros((17, n), dtype=np.int64)  # digit rows, one column per value
+    s[:16] = np.einsum("kn,kj->jn", _digit_rows(values), _SHIFTED)  # numpy's own loop: no BLAS threads
+    _carry(s)  # s < 16·2^16·q < 2^274: the top row below 2^18
+    top = s[16] * 2.0**256 + s[15] * 2.0**240 + s[14] * 2.0**224
+    quot = np.maximum(np.floor(top / float(bn254.Q)) - 1, 0).astype(np.int64)  # top/q is off by less than 2^-25
+    s[:16] -= _Q_DIGITS[:, None] * quot[None, :]
+    _carry(s)
+    for _ in range(2):  # s in [0, 3q): subtract q where that leaves it >= 0
+        t = s.copy()
+        t[:16] -= _Q_DIGITS[:, None]
+        _carry(t)
+        s = np.where(t[16] >= 0, t, s)
+    return np.ascontiguousarray((s[0:16:2] | (s[1:16:2] << 16)).T).astype("<u4")
+
+
 def pairs_to_limbs(pairs: Sequence[Pair]) -> tuple[np.ndarray, np.ndarray]:
     """The (k, 16) G1 and (k, 32) G2 rows (Montgomery limbs, infinity all zero) of (P_i, Q_i)."""
-    return (bn254.points_to_limbs(bn254.G1, [p for p, _ in pairs]).reshape(-1, 16),
-            bn254.points_to_limbs(bn254.G2, [q for _, q in pairs]).reshape(-1, 32))
+    g1 = [c for p, _ in pairs for c in ((0, 0) if p is None else p)]
+    g2 = [c for _, q in pairs for c in ((0, 0, 0, 0) if q is None else (*q[0], *q[1]))]
+    return mont_limbs(g1).reshape(-1, 16), mont_limbs(g2).reshape(-1, 32)
 
 
 def fq12_from_limbs(rows: np.ndarray) -> list[pr.Fq12]:
