@@ -65,6 +65,22 @@ def test_cpu_reference_is_the_per_proof_phase() -> None:
         cpu.msm_start_proofs(key, [jobs[0], {"A": jobs[1]["A"]}])
 
 
+def test_cpu_combined_is_the_combine_of_each_proofs_sums() -> None:
+    """msm_start_combined (the reference): per proof {which: combine(its window sums)}; a job that
+    is not a whole MSM is refused."""
+    from distprove.stages.msm import combine
+
+    key = open_key(MINI_ZKEY)
+    jobs = _proof_jobs(key, 3)
+    cpu = CpuBackend()
+    expected = [{which: combine(msm_group(which), dict(enumerate(sums[which])), proof[which].c) for which in MSM_NAMES}
+                for proof, sums in zip(jobs, _reference(key, jobs))]
+    assert cpu.msm_start_combined(key, jobs)() == expected
+    part = dict(jobs[1], H=jobs[1]["H"]._replace(hi=1))
+    with pytest.raises(ValueError, match="proof 1's MSM H covers windows"):
+        cpu.msm_start_combined(key, [jobs[0], part])
+
+
 class _GroupDevice(_Device):
     """_Device with the grouped MSM functions: each grouped start and sort recorded."""
 

@@ -46,6 +46,9 @@ SORT_SHARING = ("A", "B1", "B2")
 """MSMs over the whole witness: started together with equal widths they share one digit sort."""
 UPLOAD_ROWS_BYTES = 64 << 20
 """Host-to-device copies go in slices of about this many bytes (bounded host memory)."""
+GROUP_PROOFS = 64
+"""Most proofs of one key the GPU groups (:meth:`GpuBackend.proofs_per_group`): past a few dozen
+proofs a grouped MSM's launches are no longer what costs."""
 
 
 class MontVector(NamedTuple):
@@ -361,6 +364,17 @@ class GpuBackend(Backend):
             return self._one_at_a_time(key, jobs, constant_work, "waiting for the MSMs")
 
         return wait
+
+    def proofs_per_group(self, key: Any) -> int:
+        """As many proofs as one grouped G2 MSM of the key's witness (the largest of a proof's five)
+        takes in the device's free memory (:func:`~gpu.msm.proofs_that_fit`) after each proof's own
+        vectors (witness, H scalars and the gather's three evaluations while they last), at most
+        :data:`GROUP_PROOFS`."""
+        c = self.window_width(key.n_vars, bn254.G2)
+        vectors = 32 * (key.n_vars + 4 * key.domain_size)
+        free = gpu_msm.free_device_bytes()
+        room = max(free // 2, free - GROUP_PROOFS * vectors)
+        return gpu_msm.proofs_that_fit(bn254.G2, key.n_vars, c, 0, num_windows(c), room, GROUP_PROOFS)
 
     def msm_start_proofs(
         self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], *, constant_work: bool | None = None
