@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
@@ -799,6 +800,42 @@ def _planned_sort(mod: Any, scalars: "cupy.ndarray", n: int, c: int, lo: int, nw
     mod.get_function("msm_radix_cursor")((-(-rows // 256),), (256,), (plan, counts, cursor, u32(rows)))
 
 
+@dataclass
+class _Msm:
+    """What the phases of one window-range MSM (:func:`_launch`) share: its shape, module and
+    scratch. ``nw`` windows in all (a grouped MSM's are virtual: proof p's window w is
+    p * span + w - lo), ``rows`` bucket rows (constant work appends DUMMY_ROWS zero-digit rows per
+    window after them), ``pw`` uint32 words per XYZZ point."""
+
+    group: Group
+    n: int
+    c: int
+    lo: int
+    span: int
+    proofs: int
+    constant_work: bool
+    scratch: MsmScratch
+    phases: InitVar[dict[str, float] | None]
+    mod: Any = field(init=False)
+    sfx: str = field(init=False)
+    cw: str = field(init=False)
+    timer: _Phases = field(init=False)
+    nw: int = field(init=False)
+    nb: int = field(init=False)
+    rows: int = field(init=False)
+    pw: int = field(init=False)
+
+    def __post_init__(self, phases: dict[str, float] | None) -> None:
+        self.nw = self.proofs * self.span
+        self.sfx = _suffix(self.group)
+        self.mod = _cw_module() if self.constant_work else _module()
+        self.cw = "_cw" if self.constant_work else ""
+        self.timer = _Phases(phases)  # after the module: its start mark follows any compile
+        self.nb = 1 << (self.c - 1)
+        self.rows = self.nw * self.nb + (self.nw * DUMMY_ROWS if self.constant_work else 0)
+        self.pw = _xyzz_words(self.group)
+
+
 def _launch(
     group: Group,
     bases: "cupy.ndarray",
@@ -827,143 +864,176 @@ def _launch(
         raise ValueError(f"ACC_THREADS and REDUCE_THREADS must be at most {BOUNDED_BLOCK} (msm.cu's launch bounds)")
     if DUMMY_ROWS < 1 or DUMMY_ROWS & (DUMMY_ROWS - 1):
         raise ValueError("DUMMY_ROWS must be a power of two")
-    span = hi - lo
-    nw = proofs * span  # windows; a grouped MSM's are virtual: proof p's window w is p * span + w - lo
-    sfx = _suffix(group)
-    mod = _cw_module() if constant_work else _module()
-    cw = "_cw" if constant_work else ""
-    timer = _Phases(phases)
-    u32 = np.uint32
-    nb = 1 << (c - 1)
-    # Bucket rows; constant work appends DUMMY_ROWS zero-digit rows per window after them.
-    rows = nw * nb + (nw * DUMMY_ROWS if constant_work else 0)
-    pw = _xyzz_words(group)
+    m = _Msm(group, n, c, lo, hi - lo, proofs, constant_work, scratch, phases)
+    counts, cursor, entries = _sort_phase(m, scalars, digits)
+    rounds = [] if constant_work else round_thresholds(group, n)
+    accumulate, acc_inputs, by_address = _pair_phase(m, rounds, entries, bases, cursor, counts)
+    main = cupy.cuda.get_current_stream()
+    out = cupy.empty((m.nw + proofs) * m.pw, dtype=cupy.uint32)  # per call: queued MSMs each keep their own
+    with_ones = lo == 0 and not constant_work
+    ones_done = _ones_phase(m, scalars, bases, ones_n or n, bool(rounds), main, out) if with_ones else None
+    if rounds:
+        m.timer.mark("pairs")
+    buckets = _accumulate_phase(m, accumulate, acc_inputs, bool(rounds))
+    _reduce_phase(m, buckets, out)
+    if ones_done is not None:
+        main.wait_event(ones_done)
+    return _waiter(m, out, with_ones, main, digits, [by_address])
 
-    # Counting sort of (window, |digit|) rows, or the one these scalars already have.
+
+def _sort_phase(m: _Msm, scalars: "cupy.ndarray", digits: DigitSort | None
+                ) -> tuple["cupy.ndarray", "cupy.ndarray", "cupy.ndarray"]:
+    """Counting or radix sort of (window, |digit|) rows (msm.cu, msm_sort.cu), or wait for the one
+    these scalars already have (``digits``); returns (counts, cursor, entries)."""
+    import cupy
+
     if digits is not None:
         cupy.cuda.get_current_stream().wait_event(digits.done)
         counts, cursor, entries = digits.counts, digits.cursor, digits.entries
     else:
-        counts = scratch.take("counts", rows)
+        counts = m.scratch.take("counts", m.rows)
         counts.fill(0)
-        cursor = scratch.take("cursor", rows)
-        entries = scratch.take("entries", 2 * nw * n)
-        _sort(mod, scalars, n, c, lo, span, counts, cursor, entries, constant_work, scratch.take, proofs)
-    timer.mark("sort")
+        cursor = m.scratch.take("cursor", m.rows)
+        entries = m.scratch.take("entries", 2 * m.nw * m.n)
+        _sort(m.mod, scalars, m.n, m.c, m.lo, m.span, counts, cursor, entries, m.constant_work, m.scratch.take,
+              m.proofs)
+    m.timer.mark("sort")
+    return counts, cursor, entries
 
-    # Batch-affine pair rounds, as many as the device finds worth it: the accumulation then
-    # reads the last one's sums instead of the bases.
-    bound = nw * n
-    need = [] if constant_work else round_thresholds(group, n)
-    if need:
-        accumulate = mod.get_function(f"msm_accumulate_sel_{sfx}")
-        plan, sets, by_address = _pair_rounds(mod, group, [t * nw for t in need], entries, bases, cursor, counts,
-                                              rows, bound, scratch)
-        acc_inputs: tuple = (plan, sets)
-    else:
-        accumulate = mod.get_function(f"msm_accumulate_{sfx}")
-        acc_inputs, by_address = (entries, bases, cursor, counts), []
-    # The scalars equal to 1 (their bases summed as they are) on the side stream, after the pair
-    # rounds' job lists there (which already wait for the sort, so for the inputs): beside the
-    # rounds or the accumulation instead of after the reduction.
-    main = cupy.cuda.get_current_stream()
-    out = cupy.empty((nw + proofs) * pw, dtype=cupy.uint32)  # per call: queued MSMs each keep their own
-    sum_groups = mod.get_function(f"msm_sum_groups{cw}_{sfx}")
-    with_ones = lo == 0 and not constant_work
-    ones_done = None
-    if with_ones:
-        side = scratch.side_stream()
-        if not need:
-            inputs = cupy.cuda.Event()
-            inputs.record(main)
-            side.wait_event(inputs)
-        ones_n = ones_n or n
-        ones_blocks = max(1, min(-(-ONES_BLOCKS_MAX // proofs), -(-ones_n // TREE_THREADS)))  # per proof
-        ones = scratch.take("ones", proofs * ones_blocks * pw)
-        with side:
-            mod.get_function(f"msm_ones_{sfx}")((ones_blocks, proofs), (TREE_THREADS,),
+
+def _pair_phase(m: _Msm, rounds: list[int], entries: "cupy.ndarray", bases: "cupy.ndarray",
+                cursor: "cupy.ndarray", counts: "cupy.ndarray") -> tuple[Any, tuple, list]:
+    """Batch-affine pair rounds (msm_affine.cu), one per entry of ``rounds`` (per-window entry
+    thresholds; as many as the device finds worth it): the accumulation then reads the last one's
+    sums instead of the bases. Returns (the accumulation kernel, its inputs, the buffers the device
+    finds by an address stored in another buffer)."""
+    if rounds:
+        accumulate = m.mod.get_function(f"msm_accumulate_sel_{m.sfx}")
+        plan, sets, by_address = _pair_rounds(m.mod, m.group, [t * m.nw for t in rounds], entries, bases, cursor,
+                                              counts, m.rows, m.nw * m.n, m.scratch)
+        return accumulate, (plan, sets), by_address
+    return m.mod.get_function(f"msm_accumulate_{m.sfx}"), (entries, bases, cursor, counts), []
+
+
+def _ones_phase(m: _Msm, scalars: "cupy.ndarray", bases: "cupy.ndarray", ones_n: int, after_rounds: bool,
+                main: "cupy.cuda.Stream", out: "cupy.ndarray") -> "cupy.cuda.Event":
+    """The scalars equal to 1 (their bases summed as they are, over the first ``ones_n`` points)
+    on the side stream into ``out``'s last ``proofs`` points, after the pair rounds' job lists
+    there (which already wait for the sort, so for the inputs) or, without rounds, after what
+    ``main`` has queued: beside the rounds or the accumulation instead of after the reduction.
+    Returns the event the main stream waits for."""
+    import cupy
+
+    u32 = np.uint32
+    side = m.scratch.side_stream()
+    if not after_rounds:
+        inputs = cupy.cuda.Event()
+        inputs.record(main)
+        side.wait_event(inputs)
+    ones_blocks = max(1, min(-(-ONES_BLOCKS_MAX // m.proofs), -(-ones_n // TREE_THREADS)))  # per proof
+    ones = m.scratch.take("ones", m.proofs * ones_blocks * m.pw)
+    with side:
+        m.mod.get_function(f"msm_ones_{m.sfx}")((ones_blocks, m.proofs), (TREE_THREADS,),
                                                 (scalars, bases, u32(ones_n), ones))
-            sum_groups((proofs,), (TREE_THREADS,), (ones, u32(ones_blocks), out[nw * pw :]))
-            ones_done = cupy.cuda.Event()
-            ones_done.record(side)
-    if need:
-        timer.mark("pairs")
-    # Buffers the device finds by an address stored in another buffer (the pair rounds' sets):
-    # the waiter holds them, so a later take() that runs short of memory and drops the scratch's
-    # buffers cannot free them under a kernel still queued to read them.
-    in_flight = [by_address]
+        m.mod.get_function(f"msm_sum_groups{m.cw}_{m.sfx}")((m.proofs,), (TREE_THREADS,),
+                                                            (ones, u32(ones_blocks), out[m.nw * m.pw :]))
+        ones_done = cupy.cuda.Event()
+        ones_done.record(side)
+    return ones_done
 
-    # Buckets: clear, accumulate slices, fold. The slices cover the sort's bound (the rounds may
-    # not have run); after rounds the device re-cuts them to the entries left (pair_slice_len).
-    buckets = scratch.take("buckets", rows * pw)
-    mod.get_function(f"msm_clear{cw}_{sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
-    slice_len = slice_length(bound, SLICE_LEN[group.name], accumulate)
+
+def _accumulate_phase(m: _Msm, accumulate: Any, acc_inputs: tuple, after_rounds: bool) -> "cupy.ndarray":
+    """Buckets (msm.cu): clear, accumulate slices, fold the slices' spills; returns the buckets.
+    The slices cover the sort's bound (the rounds may not have run); after rounds the device
+    re-cuts them to the entries left (pair_slice_len)."""
+    u32 = np.uint32
+    pw, rows = m.pw, m.rows
+    buckets = m.scratch.take("buckets", rows * pw)
+    m.mod.get_function(f"msm_clear{m.cw}_{m.sfx}")((-(-rows // 256),), (256,), (buckets, u32(rows)))
+    bound = m.nw * m.n
+    slice_len = slice_length(bound, SLICE_LEN[m.group.name], accumulate)
     slices = -(-bound // slice_len)
     shape: tuple = (u32(rows), u32(slice_len), u32(slices))
-    if need:
+    if after_rounds:
         resident = _resident_threads(accumulate, ACC_THREADS) or _sm_count() * ACC_THREADS
-        shape += (u32(resident), u32(SLICE_LEN[group.name]), u32(SLICE_MIN))
-    m = 2 * slices
-    fold = mod.get_function(f"msm_fold{cw}_{sfx}")
-    fold_out = 2 * (-(-m // fold_length(m, fold)))
+        shape += (u32(resident), u32(SLICE_LEN[m.group.name]), u32(SLICE_MIN))
+    spills = 2 * slices
+    fold = m.mod.get_function(f"msm_fold{m.cw}_{m.sfx}")
+    fold_out = 2 * (-(-spills // fold_length(spills, fold)))
     spill = [
-        (scratch.take("spill_rows_a", m), scratch.take("spill_pts_a", m * pw)),
-        (scratch.take("spill_rows_b", fold_out), scratch.take("spill_pts_b", fold_out * pw)),
+        (m.scratch.take("spill_rows_a", spills), m.scratch.take("spill_pts_a", spills * pw)),
+        (m.scratch.take("spill_rows_b", fold_out), m.scratch.take("spill_pts_b", fold_out * pw)),
     ]
     accumulate(
         (-(-slices // ACC_THREADS),),
         (ACC_THREADS,),
         acc_inputs + shape + (buckets,) + spill[0],
     )
-    timer.mark("accumulate")
+    m.timer.mark("accumulate")
     src = 0
     while True:
-        flen = fold_length(m, fold)
-        groups = -(-m // flen)
+        flen = fold_length(spills, fold)
+        groups = -(-spills // flen)
         dst = 1 - src
         fold(
             (-(-groups // ACC_THREADS),),
             (ACC_THREADS,),
-            (spill[src][0], spill[src][1], u32(m), u32(flen), u32(groups), buckets) + spill[dst],
+            (spill[src][0], spill[src][1], u32(spills), u32(flen), u32(groups), buckets) + spill[dst],
         )
         if groups == 1:
             break
-        m = 2 * groups
+        spills = 2 * groups
         src = dst
+    m.timer.mark("fold")
+    return buckets
 
-    timer.mark("fold")
-    # Window reduction: one partial per group of bucket segments, then one point per window.
-    if constant_work:  # one segment of seg buckets per thread, each with its multiple a * R
+
+def _reduce_phase(m: _Msm, buckets: "cupy.ndarray", out: "cupy.ndarray") -> None:
+    """Window reduction (msm.cu): one partial per group of bucket segments, then one point per
+    window into ``out``'s first ``nw`` points."""
+    u32 = np.uint32
+    nb, nw, pw, sfx = m.nb, m.nw, m.pw, m.sfx
+    if m.constant_work:  # one segment of seg buckets per thread, each with its multiple a * R
         seg = min(REDUCE_SEG, nb)
         threads = min(TREE_THREADS, nb // seg)
         groups = nb // (seg * threads)
-        partials = scratch.take("partials", nw * groups * pw)
-        mod.get_function(f"msm_reduce_cw_{sfx}")((groups, nw), (threads,), (buckets, u32(nb), u32(seg), partials))
+        partials = m.scratch.take("partials", nw * groups * pw)
+        m.mod.get_function(f"msm_reduce_cw_{sfx}")((groups, nw), (threads,), (buckets, u32(nb), u32(seg), partials))
     else:
-        reduce_seg = mod.get_function(f"msm_reduce_seg_{sfx}")
+        reduce_seg = m.mod.get_function(f"msm_reduce_seg_{sfx}")
         seg, nseg, threads, groups = reduce_geometry(nb, nw, reduce_seg)
         segs = nw * nseg
-        seg_t, seg_r = scratch.take("reduce_t", segs * pw), scratch.take("reduce_r", segs * pw)
-        partials = scratch.take("partials", nw * groups * pw)
+        seg_t, seg_r = m.scratch.take("reduce_t", segs * pw), m.scratch.take("reduce_r", segs * pw)
+        partials = m.scratch.take("partials", nw * groups * pw)
         reduce_seg((-(-segs // REDUCE_THREADS),), (REDUCE_THREADS,), (buckets, u32(segs), u32(seg), seg_t, seg_r))
-        mod.get_function(f"msm_reduce_win_{sfx}")((groups, nw), (threads,),
-                                                  (seg_t, seg_r, u32(nseg), u32(seg.bit_length() - 1), partials))
-    sum_groups((nw,), (TREE_THREADS,), (partials, u32(groups), out))
-    timer.mark("reduce")
-    if ones_done is not None:
-        main.wait_event(ones_done)
+        m.mod.get_function(f"msm_reduce_win_{sfx}")((groups, nw), (threads,),
+                                                    (seg_t, seg_r, u32(nseg), u32(seg.bit_length() - 1), partials))
+    m.mod.get_function(f"msm_sum_groups{m.cw}_{sfx}")((nw,), (TREE_THREADS,), (partials, u32(groups), out))
+    m.timer.mark("reduce")
+
+
+def _waiter(m: _Msm, out: "cupy.ndarray", with_ones: bool, main: "cupy.cuda.Stream", digits: DigitSort | None,
+            in_flight: list) -> Callable[[], list[Affine]]:
+    """The waiter of :func:`_launch`: reads ``out`` back, converts to affine and adds each proof's
+    ones to its window lo. ``in_flight``: buffers the device finds by an address stored in another
+    buffer (the pair rounds' sets), held until the readback so that a later take() that runs short
+    of memory and drops the scratch's buffers cannot free them under a kernel still queued to read
+    them."""
+    import cupy
+
+    nw, pw, span, proofs = m.nw, m.pw, m.span, m.proofs
 
     def wait() -> list[Affine]:
-        timer.finish()
+        m.timer.finish()
         if digits is not None:  # a shared sort's buffers live until every MSM reading them was waited for
             digits.done.synchronize()
         host = cupy.asnumpy(out[: (nw + proofs * int(with_ones)) * pw], stream=main).reshape(-1, pw)
         in_flight.clear()  # the readback waited for every kernel of this MSM
-        points = xyzz_to_affine(group, host)
+        points = xyzz_to_affine(m.group, host)
         sums = points[:nw]
         if with_ones:
             for p in range(proofs):
-                sums[p * span] = curve.add(group, sums[p * span], points[nw + p])
+                sums[p * span] = curve.add(m.group, sums[p * span], points[nw + p])
         return sums
 
     return wait
