@@ -84,6 +84,21 @@ def _same_names(jobs: Sequence[Mapping[str, MsmJob]]) -> list[str]:
     return [which for which in MSM_NAMES if which in names]
 
 
+def check_whole(jobs: Sequence[Mapping[str, MsmJob]]) -> None:
+    """ValueError unless every job of :meth:`Backend.msm_start_combined` is a whole MSM (windows 0 .. W(c))."""
+    for p, proof in enumerate(jobs):
+        for which, job in proof.items():
+            if (job.lo, job.hi) != (0, num_windows(job.c)):
+                raise ValueError(f"proof {p}'s MSM {which} covers windows [{job.lo}, {job.hi}), "
+                                 f"not the whole [0, {num_windows(job.c)}) of c={job.c}")
+
+
+def combine_proofs(jobs: Sequence[Mapping[str, MsmJob]], sums: Sequence[Mapping[str, list[Affine]]]) -> list[dict[str, Affine]]:
+    """Per proof {which: its window sums' :func:`~distprove.stages.msm.combine`} (the host's Horner)."""
+    return [{which: combine(msm_group(which), dict(enumerate(windows)), proof[which].c) for which, windows in s.items()}
+            for proof, s in zip(jobs, sums)]
+
+
 class Backend(ABC):
     """Computes the heavy stages of a Groth16 proof; the host does combine and assembly."""
 
@@ -228,18 +243,9 @@ class Backend(ABC):
         the host. A GPU combines the window sums on the device and converts the group's points to
         affine together. ValueError for a job that is not a whole MSM.
         """
-        for p, proof in enumerate(jobs):
-            for which, job in proof.items():
-                if (job.lo, job.hi) != (0, num_windows(job.c)):
-                    raise ValueError(f"proof {p}'s MSM {which} covers windows [{job.lo}, {job.hi}), "
-                                     f"not the whole [0, {num_windows(job.c)}) of c={job.c}")
+        check_whole(jobs)
         wait = self.msm_start_proofs(key, jobs, constant_work=constant_work)
-
-        def combined() -> list[dict[str, Affine]]:
-            return [{which: combine(msm_group(which), dict(enumerate(windows)), proof[which].c)
-                     for which, windows in sums.items()} for proof, sums in zip(jobs, wait())]
-
-        return combined
+        return lambda: combine_proofs(jobs, wait())
 
     def proofs_per_group(self, key: Any) -> int:
         """How many proofs of ``key`` the prover groups into one :meth:`msm_start_combined` call
