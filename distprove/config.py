@@ -133,6 +133,12 @@ def get_optional_int(name: str, minimum: int) -> int | None:
     return _optional_int(name, minimum)
 
 
+def group_proofs() -> int | None:
+    """``distprove.msm.group-proofs``: the most proofs of one key whose MSMs the prover runs as one
+    group, or None for the backend's choice; FormatError naming the setting otherwise."""
+    return _optional_int("msm.group-proofs", 1)
+
+
 def _optional_int(name: str, minimum: int) -> int | None:
     value = get(name)
     if isinstance(value, str) and value.strip().lower() in ("null", "none"):  # e.g. from an environment variable

@@ -6,7 +6,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, TypeVar, Union
 
 import numpy as np
@@ -16,7 +16,7 @@ from .backends.base import Backend, LoadedWitness, MsmJob, resolve_constant_work
 from .backends.select import get_backend
 from .groth16 import MSM_NAMES, msm_group
 from .keystore import KeyStore, ZkeyKey, open_key
-from .stages.assemble import assemble_windows, random_blinding
+from .stages.assemble import assemble as assemble_points, assemble_windows, random_blinding
 from .stages.msm import combine, live_fraction, num_windows
 
 log = logging.getLogger(__name__)
@@ -289,6 +289,151 @@ R = TypeVar("R")
 U = TypeVar("U")
 _END = object()
 
+def group_size(be: Backend, key: Any, constant_work: bool | None = False) -> int:
+    """Proofs of ``key`` proved as one group: ``distprove.msm.group-proofs``, else the backend's
+    choice (:meth:`Backend.proofs_per_group`); 1 in constant-work mode (``constant_work`` None: the
+    config default), whose MSMs run proof by proof."""
+    if resolve_constant_work(constant_work):
+        return 1
+    configured = config.group_proofs()
+    return configured if configured is not None else max(1, be.proofs_per_group(key))
+
+
+@dataclass
+class MsmPoints:
+    """What a proof of a group produced before the assembly (:func:`start_group`): its public
+    signals, its five MSMs' results {which: point} and the stage seconds so far."""
+
+    public: list[int]
+    points: dict[str, bn254.Affine]
+    timings: dict[str, float]
+
+
+def start_group(
+    k: KeyStore | ZkeyKey,
+    witnesses: Sequence[WitnessLike | Prefetched | Exception],
+    be: Backend,
+    *,
+    constant_work: bool | None = False,
+    widths: Mapping[str, int] | None = None,
+) -> Callable[[], list[MsmPoints | Exception]]:
+    """Every stage of a group of proofs up to the assembly: each witness loaded (unless it comes
+    :class:`Prefetched`), gathered and its H scalars computed in turn, then the group's five MSMs
+    started as one :meth:`Backend.msm_start_combined` call; the returned function waits for them.
+
+    A witness that fails (its exception, or an exception passed in its place: a failed prefetch)
+    is that proof's result, and the others go on without it. ``widths``: each MSM's window width,
+    by default the backend's choice for the group's mean live share (:func:`witness_widths`).
+    Stage seconds per proof: witness, gather, ntt its own; msm its share of the group's MSMs
+    (their seconds over the proofs in the group).
+    """
+    results: list[Gathered | Exception] = []
+    scalars: list[tuple[Any, Any]] = []
+    for witness in witnesses:
+        if isinstance(witness, Exception):
+            results.append(witness)
+            continue
+        try:
+            g = load_and_gather(k, witness, be)
+            scalars.append((g.witness, h_scalars(k, g, be)))
+            results.append(g)
+        except Exception as exc:
+            results.append(exc)
+    ok = [g for g in results if isinstance(g, Gathered)]
+    if not ok:
+        return lambda: list(results)
+    t = time.perf_counter()
+    if widths is None:
+        widths = witness_widths(be, k, sum(g.live for g in ok) / len(ok), constant_work)
+    jobs = [{which: MsmJob(hs if which == "H" else w, widths[which], 0, num_windows(widths[which]))
+             for which in MSM_NAMES} for w, hs in scalars]
+    wait = be.msm_start_combined(k, jobs, constant_work=constant_work)
+    del scalars, jobs  # the backend holds what its queued MSMs read
+
+    def finish() -> list[MsmPoints | Exception]:
+        points = iter(wait())
+        be.synchronize()
+        share = (time.perf_counter() - t) / len(ok)
+        out: list[MsmPoints | Exception] = []
+        for g in results:
+            if isinstance(g, Exception):
+                out.append(g)
+                continue
+            g.timings["msm"] = share
+            out.append(MsmPoints(g.public, next(points), g.timings))
+        return out
+
+    return finish
+
+
+def assembled_group(
+    k: KeyStore | ZkeyKey, result: MsmPoints, t0: float, blinding: tuple[int, int] | None = None
+) -> Proof:
+    """A group's proof from its MSM results (:func:`start_group`): the blinding (fresh r, s unless
+    ``blinding``), its timings completed with assemble and total (from ``t0``)."""
+    t = time.perf_counter()
+    r, s = blinding if blinding is not None else random_blinding()
+    proof = Proof(*assemble_points(k.points, result.points, r, s), result.public)
+    result.timings["assemble"] = time.perf_counter() - t
+    result.timings["total"] = time.perf_counter() - t0
+    proof.timings = result.timings
+    return proof
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Consecutive lists of ``size`` items (the last may be shorter)."""
+    chunk: list[T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def pipelined_groups(
+    items: Iterable[T],
+    size: int,
+    prefetch: Callable[[T], Any],
+    start: Callable[[list[Any]], Callable[[], list[Any]]],
+    finish: Callable[[T, Any], U],
+    failed: Callable[[T, Exception], U],
+) -> Iterator[U]:
+    """:func:`pipelined` over groups of ``size`` items, yielding per item in order: ``prefetch(item)``
+    for each item of a group (an exception it raises is passed to ``start`` in its place) while
+    the group before runs on the device, ``start(prefetched)`` queues a group and returns the
+    waiter of its per-item results, and ``finish(item, result)`` (``failed(item, exc)`` for a
+    result that is an exception) runs on the host while the next group's device work proceeds.
+    A group whose start or wait raises fails each of its items."""
+
+    def fetch(group: list[T]) -> list[Any]:
+        out: list[Any] = []
+        for item in group:
+            try:
+                out.append(prefetch(item))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    def one(item: T, result: Any) -> U:
+        if isinstance(result, Exception):
+            return failed(item, result)
+        try:
+            return finish(item, result)
+        except Exception as exc:
+            return failed(item, exc)
+
+    def done(group: list[T], results: list[Any]) -> list[U]:
+        return [one(item, r) for item, r in zip(group, results)]
+
+    def all_failed(group: list[T], exc: Exception) -> list[U]:
+        return [failed(item, exc) for item in group]
+
+    for outs in pipelined(_chunks(items, size), start, done, all_failed, fetch):
+        yield from outs
+
+
 
 def pipelined(
     items: Iterable[T],
@@ -415,27 +560,73 @@ def prove_many(
     backend: str | Backend = "auto",
     *,
     constant_work: bool | None = False,
+    group: int | None = None,
+    blindings: Sequence[tuple[int, int]] | None = None,
 ) -> Iterator[Proof]:
-    """Prove several witnesses of one key, yielding each :class:`Proof` in order: :func:`prove`'s
-    pipeline, with each proof's assembly on the host while the next proof's MSMs run on the
-    device (:func:`pipelined`). A bad witness raises, as in :func:`prove`, when its turn comes.
-    ``Proof.timings`` as in :func:`prove`; ``msm`` then includes the previous proof's assembly."""
+    """Prove several witnesses of one key, yielding each :class:`Proof` in order. A bad witness
+    raises, as in :func:`prove`, when its turn comes (after the proofs before it).
+
+    In groups of ``group`` proofs (default :func:`group_size`: ``distprove.msm.group-proofs`` or
+    the backend's choice): each proof's witness, gather and H in turn, then the group's MSMs as
+    one grouped call (:func:`start_group`), and the group's assembly on the host while the next
+    group's MSMs run (:func:`pipelined_groups`); the next group's witness files are read and
+    uploaded beside the MSMs before. With groups of one (the CPU's choice, constant-work mode):
+    :func:`prove`'s pipeline proof by proof, each proof's assembly beside the next one's MSMs
+    (:func:`pipelined`). ``blindings``: (r, s) for each witness in order, for tests only.
+    ``Proof.timings`` as in :func:`prove`; ``msm`` then includes the previous proof's (group's)
+    assembly, and in a group it is the proof's share of the group's MSM seconds.
+    """
     k, be = _opened(key, backend)
+    size = group if group is not None else group_size(be, k, constant_work)
+    if size < 1:
+        raise ValueError(f"group size must be at least 1 (got {size})")
+    if size > 1 and resolve_constant_work(constant_work):
+        size = 1
 
-    def prefetch(witness: WitnessLike) -> tuple[float, WitnessLike | Prefetched]:
+    def blinding(i: int) -> tuple[int, int] | None:
+        return None if blindings is None else blindings[i]
+
+    def prefetch(item: tuple[int, WitnessLike]) -> tuple[float, WitnessLike | Prefetched]:
         t0 = time.perf_counter()
-        return t0, prefetch_witness(k, witness, be)
+        return t0, prefetch_witness(k, item[1], be)
 
-    def start(ready: tuple[float, WitnessLike | Prefetched]) -> Callable[[], tuple[float, WindowSums]]:
-        t0, witness = ready
-        wait = start_window_sums(k, witness, be, constant_work=constant_work)
-        return lambda: (t0, wait())
+    t_start: dict[int, float] = {}
 
-    def finish(_: WitnessLike, started: tuple[float, WindowSums]) -> Proof:
-        t0, ws = started
-        return _assembled(k, ws, t0)
+    def failed(item: tuple[int, WitnessLike], exc: Exception) -> Exception:
+        t_start.pop(item[0], None)
+        return exc  # raised when its turn comes: the proofs before it are yielded first
 
-    def failed(_: WitnessLike, exc: Exception) -> Proof:
-        raise exc
+    if size == 1:
+        def start(ready: tuple[float, WitnessLike | Prefetched]) -> Callable[[], tuple[float, WindowSums]]:
+            t0, witness = ready
+            wait = start_window_sums(k, witness, be, constant_work=constant_work)
+            return lambda: (t0, wait())
 
-    return pipelined(witnesses, start, finish, failed, prefetch)
+        def finish(item: tuple[int, WitnessLike], started: tuple[float, WindowSums]) -> Proof:
+            t0, ws = started
+            return _assembled(k, ws, t0, blinding(item[0]))
+
+        results: Iterator[Proof | Exception] = pipelined(enumerate(witnesses), start, finish, failed, prefetch)
+    else:
+        def start_many(ready: list[Any]) -> Callable[[], list[Any]]:
+            return start_group(k, [r if isinstance(r, Exception) else r[1] for r in ready], be,
+                               constant_work=constant_work)
+
+        def fetch(item: tuple[int, WitnessLike]) -> tuple[float, WitnessLike | Prefetched]:
+            ready = prefetch(item)
+            t_start[item[0]] = ready[0]
+            return ready
+
+        def finish_one(item: tuple[int, WitnessLike], result: MsmPoints) -> Proof:
+            return assembled_group(k, result, t_start.pop(item[0]), blinding(item[0]))
+
+        results = pipelined_groups(enumerate(witnesses), size, fetch, start_many, finish_one, failed)
+    return _raising(results)
+
+
+def _raising(results: Iterator[Proof | Exception]) -> Iterator[Proof]:
+    """The proofs of ``results``, raising an exception where it comes."""
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+        yield result

@@ -356,3 +356,41 @@ def test_whole_proof_tasks_choose_widths_per_witness(st: ProverState, tmp_path: 
     want = prove(MINI_ZKEY, MINI_WTNS, "cpu", blinding=BLINDING)
     assert work.reduce_assemble(spec, parts, BLINDING).proof == want
     assert work.prove_whole(spec, None, True, BLINDING).proof == want
+
+
+def test_prove_group_in_groups_fails_a_bad_witness_alone(st: ProverState, tmp_path: Path) -> None:
+    """With distprove.msm.group-proofs = 3 a task's proofs run in groups (one grouped MSM call,
+    metered as msm; the stages witness, gather, ntt and assemble metered too): a bad witness in
+    the middle of a group fails alone, and the others are the proofs of one at a time with the
+    same blinding, and verify."""
+    from distributed.metrics import context_meter
+
+    from distprove.verifier import verify
+
+    good = spec_for(tmp_path)
+
+    def named(name: str, witness: Path = MINI_WTNS) -> ProofSpec:
+        return ProofSpec(name, str(witness), good.key_path, good.content_hash, str(tmp_path / f"{name}.proof.json"),
+                         str(tmp_path / f"{name}.public.json"))
+
+    specs = [good, named("t", BAD / "truncated.wtns"), named("m2"), named("m3")]
+    blindings = [(11, 13), (17, 19), (23, 29), (31, 37)]
+    widths = work.plan_key(str(MINI_ZKEY)).widths
+    metered: list[str] = []
+    calls: list[int] = []
+    combined = st.backend.msm_start_combined
+    st.backend.msm_start_combined = lambda key, jobs, **kw: calls.append(len(jobs)) or combined(key, jobs, **kw)
+    with dask.config.set({"distprove.msm.group-proofs": 3}), context_meter.add_callback(
+            lambda label, value, unit: metered.append(label)):
+        grouped = work.prove_group(specs, widths, blindings=blindings)
+    assert calls == [2, 1]
+    assert [type(r).__name__ for r in grouped] == ["Assembled", "Failed", "Assembled", "Assembled"]
+    assert grouped[1].reason.startswith(f"{BAD / 'truncated.wtns'}: ")
+    assert {"witness", "gather", "ntt", "msm", "assemble"} <= set(metered)
+    assert all({"witness", "gather", "ntt", "msm", "assemble"} <= set(r.seconds) for r in grouped if isinstance(r, Assembled))
+    with dask.config.set({"distprove.msm.group-proofs": 1}):
+        alone = work.prove_group(specs, widths, blindings=blindings)
+    assert calls == [2, 1]
+    assert [r.proof.points for r in grouped if isinstance(r, Assembled)] == [r.proof.points for r in alone if isinstance(r, Assembled)]
+    vk = st.vk(st.key(str(MINI_ZKEY)))
+    assert all(verify(vk, r.proof.public, r.proof.points) for r in grouped if isinstance(r, Assembled))

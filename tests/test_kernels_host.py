@@ -495,6 +495,8 @@ EMU(msm_radix_cursor, false, (pl, cn, cu, r), const u32* pl, const u32* cn, u32*
         u32 sl, Xyzz<F>* p)                                                                               \
     EMU(msm_ones_##G, true, (s, bs, n, o), const u32* s, const Aff<F>* bs, u32 n, Xyzz<F>* o)            \
     EMU(msm_sum_groups_##G, true, (i, cnt, o), const Xyzz<F>* i, u32 cnt, Xyzz<F>* o)                   \
+    EMU(msm_combine_##G, false, (s, sp, c, g, wo, o), const Xyzz<F>* s, u32 sp, u32 c, u32 g, u32 wo,     \
+        Xyzz<F>* o)                                                                                       \
     EMU(msm_pairs_##G, false, (pl, r, j, p, co, cn, rows, res, k0, k1, so), const u32* pl, u32 r,        \
         const PairJob* j, const Aff<F>* p, const u32* co, const u32* cn, u32 rows, u32 res, u32 k0, u32 k1, \
         Aff<F>* so)                                                                                       \
@@ -793,6 +795,48 @@ def test_grouped_msm_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, gro
         if proofs == 3:  # the per-proof device path agrees too, and a group run in parts of 2
             assert got[1] == gm.msm_windows(group, bases, scalars[1], c, lo, hi, scratch=gm.MsmScratch())
             assert gm.msm_windows_group(group, bases, scalars, c, lo, hi, scratch=gm.MsmScratch(), max_proofs=2) == got
+
+
+@pytest.mark.parametrize("group,n,c,proofs,kind", [
+    (bn254.G1, 33, 5, 1, "mixed"),
+    (bn254.G1, 41, 6, 3, "bits"),  # ones-heavy
+    (bn254.G1, 20, 4, 5, "equal"),  # one vector all zero: infinity; one all ones: ones only
+    (bn254.G2, 19, 5, 3, "mixed"),
+    (bn254.G2, 12, 6, 5, "equal"),
+])
+def test_combined_group_msm_emulated(emulated_msm, group, n, c, proofs, kind) -> None:
+    """msm_combined_group (whole MSMs, each proof's windows and ones combined on the device by
+    msm_combine, one affine conversion for the group) gives each proof the Horner combine of its
+    window sums (stages.msm.combine): G of 1, 3 and 5, vectors of 0/1 only, all-zero (infinity)
+    and all-one (ones only) vectors; a group in parts of 2 gives the same points."""
+    from distprove.stages.msm import combine, num_windows
+
+    gm = emulated_msm
+    rng = random.Random(f"combine{group.name}{n}{c}{proofs}{kind}")
+    table = _points(group, rng, 6) + [None]
+    pts = [rng.choice(table) for _ in range(n)]
+    vectors = _group_scalars(rng, proofs, n, kind)
+    if kind == "equal":
+        vectors[0], vectors[1] = [0] * n, [1] * n
+    scalars = np.stack([bn254.limbs_from_ints(v) for v in vectors])
+    bases = bn254.points_to_limbs(group, pts)
+    sums = gm.msm_windows_group(group, bases, scalars, c, 0, num_windows(c), scratch=gm.MsmScratch())
+    want = [combine(group, dict(enumerate(s)), c) for s in sums]
+    got = gm.msm_combined_group(group, bases, scalars, c, scratch=gm.MsmScratch())
+    assert got == want
+    if kind == "equal":
+        assert got[0] is None and got[1] == combine(group, {0: _sum(group, pts)}, c, allow_missing=True)
+    if proofs > 2:
+        assert gm.msm_combined_group(group, bases, scalars, c, scratch=gm.MsmScratch(), max_proofs=2) == want
+    with pytest.raises(ValueError, match="combined MSM is whole"):
+        gm.msm_windows_group_start(group, bases, scalars, c, 1, num_windows(c), gm.MsmScratch(), None, combined=True)
+
+
+def _sum(group: bn254.Group, pts: list) -> bn254.Affine:
+    total = None
+    for p in pts:
+        total = bn254.add(group, total, p)
+    return total
 
 
 @pytest.mark.parametrize("sort", ["atomic", "radix"])

@@ -21,7 +21,7 @@ from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.backends.cpu import CpuBackend
 from distprove.backends.gpu import msm as gpu_msm
 from distprove.keystore import open_key
-from distprove.stages.msm import num_windows
+from distprove.stages.msm import combine, num_windows
 
 from test_msm_oom import _OOM, MINI_ZKEY, _backend, _Buffer, _cpu_sums, _Device
 
@@ -66,6 +66,35 @@ def test_cpu_reference_is_the_per_proof_phase() -> None:
         cpu.msm_start_proofs(key, [jobs[0], {"A": jobs[1]["A"]}])
 
 
+def _combined(key: Any, jobs: list[dict[str, MsmJob]]) -> list[dict]:
+    return [{which: combine(msm_group(which), dict(enumerate(sums[which])), proof[which].c) for which in MSM_NAMES}
+            for proof, sums in zip(jobs, _reference(key, jobs))]
+
+
+def test_cpu_combined_is_the_combine_of_each_proofs_sums() -> None:
+    """msm_start_combined (the reference): per proof {which: combine(its window sums)}; a job that
+    is not a whole MSM is refused."""
+    key = open_key(MINI_ZKEY)
+    jobs = _proof_jobs(key, 3)
+    cpu = CpuBackend()
+    assert cpu.msm_start_combined(key, jobs)() == _combined(key, jobs)
+    part = dict(jobs[1], H=jobs[1]["H"]._replace(hi=1))
+    with pytest.raises(ValueError, match="proof 1's MSM H covers windows"):
+        cpu.msm_start_combined(key, [jobs[0], part])
+
+
+def _xyzz_rows(group: bn254.Group, points: list) -> np.ndarray:
+    """Affine points as the (k, words) XYZZ Montgomery rows a combined grouped MSM reads back."""
+    aff = bn254.points_to_limbs(group, points).reshape(len(points), -1)
+    one = bn254.limbs_from_ints([bn254.fq_to_mont(1)] + [0] * (group.limbs // 2 // 8 - 1)).reshape(-1)
+    rows = np.zeros((len(points), 2 * aff.shape[1]), dtype=np.uint32)
+    rows[:, : aff.shape[1]] = aff
+    for i, p in enumerate(points):
+        if p is not None:
+            rows[i, aff.shape[1]:] = np.concatenate([one, one])
+    return rows
+
+
 class _GroupDevice(_Device):
     """_Device with the grouped MSM functions: each grouped start and sort recorded."""
 
@@ -74,6 +103,7 @@ class _GroupDevice(_Device):
         self.free = free
         self.group_starts: list[tuple[str, int, int, bool]] = []  # (group, proofs, c, shared sort)
         self.group_sorts: list[tuple[int, int]] = []  # (proofs, c)
+        self.combined: list[bool] = []  # each grouped start's combined flag
 
     def install(self, monkeypatch: pytest.MonkeyPatch, cp: Any) -> None:
         super().install(monkeypatch, cp)
@@ -91,21 +121,26 @@ class _GroupDevice(_Device):
 
         monkeypatch.setattr(gpu_msm, "sort_digits", sort)
 
-    def group_start(self, group, bases, scalars, c, lo, hi, scratch, stream, digits=None, max_proofs=None):  # noqa: ANN001, ANN201
+    def group_start(self, group, bases, scalars, c, lo, hi, scratch, stream, digits=None, max_proofs=None,  # noqa: ANN001, ANN201
+                    combined=False):
         assert scalars.ndim == 3 and scalars.flags.c_contiguous and len(scalars) <= (max_proofs or len(scalars))
         if digits is not None:
             assert digits[1] == len(scalars)
         self.group_starts.append((group.name, len(scalars), c, digits is not None))
+        self.combined.append(combined)
         if len(self.group_starts) == self.fail_start:
             self.fail_start = None  # the per-proof starts after it fit
             raise _OOM("out of memory starting a group")
         sums = [_cpu_sums(group, bases, s, c, lo, hi, False) for s in scalars]
         buf = _Buffer()
 
+
         def wait() -> list:
             if self.fail_wait:
                 self.fail_wait = False  # the per-proof phases after it fit
                 raise _OOM("out of memory waiting")
+            if combined:  # the device's rows: each proof's combined point as XYZZ (ZZ = ZZZ = 1) Montgomery limbs
+                return _xyzz_rows(group, [combine(group, dict(enumerate(s)), c) for s in sums])
             return sums
 
         wait.buffer = buf
@@ -172,3 +207,18 @@ def test_gpu_constant_work_and_single_proofs_take_the_per_proof_path(monkeypatch
             for proof in jobs]
     assert be.msm_start_proofs(key, jobs[:1])() == _reference(key, jobs[:1])
     assert device.group_starts == [] and len(device.starts) == 3 * len(MSM_NAMES)
+
+
+@pytest.mark.parametrize("fail", [None, 1, "wait"])
+def test_gpu_combined_groups_read_one_point_per_proof(monkeypatch: pytest.MonkeyPatch, fail: int | str | None) -> None:
+    """msm_start_combined on the GPU: every grouped MSM starts combined (the device's rows, converted
+    together per curve group), and the points are the CPU's combines; out of memory starting or
+    waiting, the proofs run one by one and are combined on the host, with the same points."""
+    key = open_key(MINI_ZKEY)
+    device = _GroupDevice(fail_start=fail if isinstance(fail, int) else None, fail_wait=fail == "wait")
+    be = _backend(monkeypatch, device)
+    jobs = _proof_jobs(key, 3)
+    assert be.msm_start_combined(key, jobs)() == _combined(key, jobs)
+    assert device.combined and all(device.combined)
+    if fail is None:
+        assert device.starts == []

@@ -28,7 +28,7 @@ import numpy as np
 from distprove import config
 from distprove.bn254 import Affine, Group
 from distprove.groth16 import MSM_NAMES, msm_group
-from distprove.stages.msm import default_window
+from distprove.stages.msm import combine, default_window, num_windows
 
 BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 """The key attribute holding each MSM's bases."""
@@ -82,6 +82,21 @@ def _same_names(jobs: Sequence[Mapping[str, MsmJob]]) -> list[str]:
     for which in names:
         msm_group(which)
     return [which for which in MSM_NAMES if which in names]
+
+
+def check_whole(jobs: Sequence[Mapping[str, MsmJob]]) -> None:
+    """ValueError unless every job of :meth:`Backend.msm_start_combined` is a whole MSM (windows 0 .. W(c))."""
+    for p, proof in enumerate(jobs):
+        for which, job in proof.items():
+            if (job.lo, job.hi) != (0, num_windows(job.c)):
+                raise ValueError(f"proof {p}'s MSM {which} covers windows [{job.lo}, {job.hi}), "
+                                 f"not the whole [0, {num_windows(job.c)}) of c={job.c}")
+
+
+def combine_proofs(jobs: Sequence[Mapping[str, MsmJob]], sums: Sequence[Mapping[str, list[Affine]]]) -> list[dict[str, Affine]]:
+    """Per proof {which: its window sums' :func:`~distprove.stages.msm.combine`} (the host's Horner)."""
+    return [{which: combine(msm_group(which), dict(enumerate(windows)), proof[which].c) for which, windows in s.items()}
+            for proof, s in zip(jobs, sums)]
 
 
 class Backend(ABC):
@@ -217,6 +232,26 @@ class Backend(ABC):
         waits = [self.msm_start_all(key, {which: proof[which] for which in names}, constant_work=constant_work)
                  for proof in jobs]
         return lambda: [wait() for wait in waits]
+
+    def msm_start_combined(
+        self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], *, constant_work: bool | None = None
+    ) -> Callable[[], list[dict[str, Affine]]]:
+        """:meth:`msm_start_proofs` of whole MSMs (every job's windows 0 .. W(c)), each reduced to
+        its point: the waiter returns per proof {which: sum_w 2^(c w) S_w} (None = infinity).
+
+        Default, the reference: :func:`~distprove.stages.msm.combine` of each proof's window sums on
+        the host. A GPU combines the window sums on the device and converts the group's points to
+        affine together. ValueError for a job that is not a whole MSM.
+        """
+        check_whole(jobs)
+        wait = self.msm_start_proofs(key, jobs, constant_work=constant_work)
+        return lambda: combine_proofs(jobs, wait())
+
+    def proofs_per_group(self, key: Any) -> int:
+        """How many proofs of ``key`` the prover groups into one :meth:`msm_start_combined` call
+        (``distprove.msm.group-proofs`` null: the backend's choice). Default 1: a backend whose
+        grouped MSM is the per-proof one gains nothing from groups and loses the per-proof overlap."""
+        return 1
 
     @abstractmethod
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:

@@ -19,6 +19,7 @@ tests) the meters record nothing.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -383,7 +384,8 @@ class MeteredBackend:
     """A backend whose stage calls are metered as :data:`STAGES` (``context_meter``), for the
     prover's own pipeline (:func:`distprove.prover.start_window_sums`, ``prefetch_witness``) run
     inside a task: witness loads, the gather, the H scalars (``ntt``), the MSMs (their start,
-    which computes them on the CPU, and the wait for their sums); a ``synchronize`` counts for the
+    which computes them on the CPU, and the wait for their sums: one proof's or a group's, see
+    :data:`_STARTS`); a ``synchronize`` counts for the
     stage called last (it waits for that stage's device work). Everything else is the backend's."""
 
     _STAGE_OF = {
@@ -395,10 +397,13 @@ class MeteredBackend:
         self._backend = backend
         self._last = "gather"
 
+    _STARTS = ("msm_start_all", "msm_start_proofs", "msm_start_combined")
+    """Calls that start MSMs and return a waiter: the start and the wait are both ``msm``."""
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._backend, name)
-        if name == "msm_start_all":
-            return self._msm_start_all
+        if name in self._STARTS:
+            return functools.partial(self._msm_start, attr)
         stage = self._last if name == "synchronize" else self._STAGE_OF.get(name)
         if stage is None or not callable(attr):
             return attr
@@ -410,10 +415,10 @@ class MeteredBackend:
 
         return call
 
-    def _msm_start_all(self, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    def _msm_start(self, start: Callable[..., Callable[[], Any]], *args: Any, **kwargs: Any) -> Callable[[], Any]:
         self._last = "msm"
         with context_meter.meter("msm"):
-            wait = self._backend.msm_start_all(*args, **kwargs)
+            wait = start(*args, **kwargs)
 
         def waited() -> Any:
             with context_meter.meter("msm"):

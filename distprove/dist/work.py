@@ -232,13 +232,19 @@ def _finish_whole(
 
 def prove_group(
     specs: Sequence[ProofSpec], widths: Mapping[str, int] | None = None, assemble: bool = True, write: bool = False,
-    check: bool = False,
+    check: bool = False, blindings: Sequence[tuple[int, int]] | None = None,
 ) -> list[Assembled | Collected | Failed] | list[Outcome]:
     """Fused proofs of one key in one task (data mode, see
-    :meth:`distprove.dist.planner.Plan.proofs_per_task`): :func:`prove_whole` each (``widths`` as there), pipelined
-    (:func:`distprove.prover.pipelined`: while one proof's MSMs run on the device, the host
-    assembles the proof before it and loads the next one's witness); a proof that raises becomes
-    a :class:`Failed` item with its one-line reason and the next one runs.
+    :meth:`distprove.dist.planner.Plan.proofs_per_task`); a proof that raises becomes a
+    :class:`Failed` item with its one-line reason and the others go on.
+
+    In groups of :func:`distprove.prover.group_size` proofs (``distprove.msm.group-proofs`` or the
+    worker's backend's choice; ``widths`` as for :func:`prove_whole`): each proof's witness,
+    gather and H, then the group's MSMs in one grouped call, and the group assembled on the host
+    while the next group's MSMs run and its witnesses load (:func:`distprove.prover.pipelined_groups`).
+    With groups of one, or unassembled (the client's pool takes window sums): :func:`prove_whole`
+    each, pipelined proof by proof (:func:`distprove.prover.pipelined`). ``blindings``: (r, s)
+    for each spec in order, for tests only.
 
     ``write``: the task checks and writes its proofs itself and returns their outcomes, as a
     verify-write task would. Unchecked, each proof is written as it is assembled (beside the next
@@ -247,25 +253,36 @@ def prove_group(
     proof's MSMs, and the group is checked with one final exponentiation at its end, before
     anything is written; a proof that fails is not written.
     """
-    from distprove.prover import pipelined
+    from distprove.prover import pipelined, pipelined_groups
     from distprove.verifier import BatchCheck
 
     def failed(spec: ProofSpec, exc: Exception) -> Failed:  # one bad witness fails alone
         return Failed(spec, one_line(exc))
+
+    order = {sp.name: i for i, sp in enumerate(specs)}
+
+    def blind(spec: ProofSpec) -> tuple[int, int] | None:
+        return None if blindings is None else blindings[order[spec.name]]
 
     earlier: list[Outcome] = []
     if write:  # a rerun of this task (its worker died after it ended) proves nothing again
         where = worker_state.worker_address()
         earlier = [Outcome(sp.name, Status.PROVED, WRITTEN_BEFORE, {}, where, written_before=True) for sp in specs if os.path.exists(sp.proof_path)]
         specs = [sp for sp in specs if not os.path.exists(sp.proof_path)]
-    proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
-                       lambda spec, ws: _finish_whole(spec, ws, assemble), failed, _prefetch)
+    size = _group_size(specs) if assemble else 1
+    if size > 1:
+        proofs = pipelined_groups(specs, size, _prefetch, lambda ready: _start_group(specs[0], ready, widths),
+                                  lambda spec, result: _finish_grouped(spec, result, blind(spec)), failed)
+    else:
+        proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
+                           lambda spec, ws: _finish_whole(spec, ws, assemble, blind(spec)),
+                           failed, _prefetch)
     if not write:
         return list(proofs)
     if not check:
         return earlier + [outcome for item in proofs for outcome in verify_write([item], check=False)]
     st = worker_state.state()
-    batch = BatchCheck()
+    batch = BatchCheck(executor=st.check_executor(), device=st.check_device())
     items: list[Assembled | Failed] = []
     for item in proofs:
         if isinstance(item, Assembled) and not item.done_before:
@@ -277,6 +294,44 @@ def prove_group(
                 item = failed(item.spec, exc)
         items.append(item)
     return earlier + verify_write(items, batch=batch)
+
+
+def _group_size(specs: Sequence[ProofSpec]) -> int:
+    """Proofs per group for this task's specs on this worker (:func:`distprove.prover.group_size`)."""
+    from distprove.prover import group_size
+
+    if len(specs) <= 1:
+        return 1
+    st = worker_state.state()
+    return min(len(specs), group_size(st.backend, st.key(specs[0].key_path, specs[0].content_hash), None))
+
+
+def _start_group(spec: ProofSpec, ready: Sequence[Any], widths: Mapping[str, int] | None) -> Callable[[], list[Any]]:
+    """A group's device work queued (:func:`distprove.prover.start_group`, through the metered
+    backend: its grouped MSMs count as ``msm``): ``ready`` holds what :func:`_prefetch` gave for
+    each spec (or its exception: a bad witness, counted there); its waiter gives each proof's MSM
+    points or exception."""
+    from distprove.prover import start_group
+
+    st = worker_state.state()
+    key = st.key(spec.key_path, spec.content_hash)
+    return start_group(key, [r if isinstance(r, Exception) else r[1] for r in ready], MeteredBackend(st.backend),
+                       widths=widths)
+
+
+def _finish_grouped(spec: ProofSpec, result: Any, blinding: tuple[int, int] | None = None) -> Assembled:
+    """A grouped proof assembled from its MSM points (:func:`distprove.prover.assembled_group`),
+    metered as ``assemble``; nothing when an earlier run already wrote it."""
+    from distprove.prover import assembled_group
+
+    if os.path.exists(spec.proof_path):
+        return Assembled(spec, None, dict(result.timings), done_before=True)
+    key = worker_state.state().key(spec.key_path, spec.content_hash)
+    with context_meter.meter("assemble"):
+        proof = assembled_group(key, result, time.perf_counter(), blinding)
+    seconds = dict(proof.timings)
+    seconds.pop("total", None)
+    return Assembled(spec, proof, seconds)
 
 
 def assemble_proof(

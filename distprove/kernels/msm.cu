@@ -39,7 +39,8 @@
 //   "virtual windows" over the n points, v = p * nw + (w - lo). Only the digit kernels (the
 //   counting sort's, msm_sort.cu's msm_radix_digits) and msm_ones know of the proofs, through
 //   grid y = p; accumulation, fold and reduction work on generic (window, bucket) rows, and the
-//   ones give one sum per proof.
+//   ones give one sum per proof. A whole MSM's windows can be combined on the device
+//   (msm_combine: sum_w 2^(c w) S_w plus the ones, one point per proof).
 // * Kernels are templates over the field (Fq: G1, Fq2: G2) behind extern "C" wrappers.
 //   Launch geometry is the host's; the tree kernels need a power-of-two block of at most
 //   DP_TREE_MAX threads.
@@ -390,6 +391,24 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
     if (threadIdx.x == 0u) out[blockIdx.x] = sh[0];
 }
 
+// Horner combine of whole MSMs on the device: vector p's windows 0 .. span-1 lie at
+// sums[p * span + w] (as msm_sum_groups leaves them) and, with `with_ones`, its ones sum at
+// sums[proofs * span + p]; thread p writes out[p] = sum_w 2^(c w) S_w (+ ones): c doublings and
+// one addition per window, so the host reads one point per proof instead of span + 1.
+template <typename F>
+DP_INLINE void msm_combine_impl(const Xyzz<F>* sums, u32 span, u32 c, u32 proofs, u32 with_ones, Xyzz<F>* out) {
+    u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= proofs) return;
+    const Xyzz<F>* s = sums + (u64)p * span;
+    Xyzz<F> acc = s[span - 1u];
+    for (u32 w = span - 1u; w > 0u; w--) {
+        for (u32 d = 0; d < c; d++) acc = pt_dbl_tail(acc);
+        acc = pt_add_tail(acc, s[w - 1u]);
+    }
+    if (with_ones) acc = pt_add_tail(acc, sums[(u64)proofs * span + p]);
+    out[p] = acc;
+}
+
 // ---------------------------------------------------------------------------------------
 // extern "C" entry points, one per group.
 // ---------------------------------------------------------------------------------------
@@ -436,6 +455,10 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
     extern "C" __global__ void msm_sum_groups_##G(const Xyzz<F>* in, u32 count, Xyzz<F>* out) {         \
         __shared__ Xyzz<F> sh[DP_TREE_MAX];                                                             \
         msm_sum_groups_impl<F>(in, count, out, sh);                                                     \
+    }                                                                                                   \
+    extern "C" __global__ void msm_combine_##G(const Xyzz<F>* sums, u32 span, u32 c, u32 proofs,         \
+                                               u32 with_ones, Xyzz<F>* out) {                           \
+        msm_combine_impl<F>(sums, span, c, proofs, with_ones, out);                                     \
     })
 
 // Registers per thread of the point kernels, through __launch_bounds__(128, k): k blocks of 128

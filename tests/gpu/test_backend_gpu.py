@@ -216,3 +216,28 @@ def test_precomputed_multiples_only_for_whole_msms_and_when_they_fit(gpu, monkey
         assert gpu.msm_windows(key, "B1", scalars, c, 0, w) == plain
         assert calls["n"] == 2  # one try and one after freeing the scratch, then not again
         assert not any("_multiples_" in attr for attr in gpu._states[key.content_hash])
+
+
+@pytest.mark.parametrize("name", ["mul_chain_1k", "poseidon_k4", "bits_k16"])
+def test_grouped_proofs_equal_one_at_a_time_on_the_device(gpu, name: str) -> None:
+    """prove_many in groups on the GPU (grouped MSMs combined on the device, msm_start_combined)
+    gives the proofs of one at a time with the same (r, s) at group sizes 1, 2, 3, 5 and 7 over
+    seven witnesses, each verifying; a bad witness in the middle of a group fails in its turn."""
+    pytest.importorskip("py_ecc")
+    from distprove.prover import prove_many
+    from distprove.verifier import verify_many
+
+    zkey = DATA / name / "circuit_final.zkey"
+    vk = DATA / name / "verification_key.json"
+    witnesses = (sorted((DATA / name / "witnesses").glob("*.wtns")) * 3)[:7]
+    blindings = [(101 + i, 211 + 3 * i) for i in range(len(witnesses))]
+    alone = [prove(zkey, w, backend=gpu, blinding=b) for w, b in zip(witnesses, blindings)]
+    for size in (1, 2, 3, 5, 7):
+        proofs = list(prove_many(zkey, witnesses, backend=gpu, group=size, blindings=blindings))
+        assert [p.points for p in proofs] == [p.points for p in alone], size
+    assert verify_many([(vk, p.public, p.points) for p in proofs]) == [True] * len(proofs)
+    gen = prove_many(zkey, [witnesses[0], DATA / "bad" / "truncated.wtns", witnesses[1]], backend=gpu, group=3)
+    first = next(gen)
+    assert verify_many([(vk, first.public, first.points)]) == [True]
+    with pytest.raises(Exception, match="truncated.wtns"):
+        next(gen)

@@ -429,3 +429,35 @@ def test_grouped_msm_matches_per_proof(group: bn254.Group, n: int, proofs: int) 
         shared = gm.msm_windows_group_start(group, bases, scalars, c, 0, num_windows(c), gm.MsmScratch(), stream,
                                             digits=digits)()
         assert shared == gm.msm_windows_group(group, bases, scalars, c, 0, num_windows(c))
+
+
+@pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
+@pytest.mark.parametrize("proofs", [1, 3, 5, 64])
+def test_combined_group_msm_is_the_combine_of_its_sums(group: bn254.Group, proofs: int) -> None:
+    """msm_combined_group (each proof's windows and ones combined on the device, one affine
+    conversion for the group) gives each proof stages.msm.combine of its window sums: mixed and
+    witness-like vectors, an all-zero vector (infinity) and an all-one vector (ones only)."""
+    from distprove.backends.gpu import msm as gm
+    from distprove.stages.msm import combine
+
+    n = 1 << 12
+    rng = np.random.default_rng(proofs)
+    _, table = _table(group)
+    bases = cupy.asarray(table[rng.integers(0, len(table), size=n)])
+    host = rng.integers(0, 1 << 32, size=(proofs, n, 8), dtype=np.uint32)
+    host[..., 7] %= 0x30644E72
+    host[1::2, ::3] = 0
+    host[1::2, 1::3] = 0
+    host[1::2, 1::3, 0] = 1
+    if proofs > 2:
+        host[2] = 0
+        host[3 % proofs] = 0
+        host[3 % proofs, :, 0] = 1
+    scalars = cupy.asarray(host)
+    c = gm.pick_window(n, group)
+    sums = gm.msm_windows_group(group, bases, scalars, c, 0, num_windows(c), scratch=gm.MsmScratch())
+    want = [combine(group, dict(enumerate(s)), c) for s in sums]
+    assert gm.msm_combined_group(group, bases, scalars, c, scratch=gm.MsmScratch()) == want
+    if proofs > 2:
+        assert want[2] is None
+        assert gm.msm_combined_group(group, bases, scalars, c, max_proofs=2) == want

@@ -27,7 +27,8 @@ import numpy as np
 
 from distprove import config
 from distprove import bn254
-from distprove.backends.base import BASE_ATTR, Backend, Evals, LoadedWitness, MsmJob, _same_names, resolve_constant_work
+from distprove.backends.base import (BASE_ATTR, Backend, Evals, LoadedWitness, MsmJob, _same_names, check_whole,
+                                    combine_proofs, resolve_constant_work)
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
 from distprove.groth16 import MSM_NAMES, msm_group
@@ -46,6 +47,9 @@ SORT_SHARING = ("A", "B1", "B2")
 """MSMs over the whole witness: started together with equal widths they share one digit sort."""
 UPLOAD_ROWS_BYTES = 64 << 20
 """Host-to-device copies go in slices of about this many bytes (bounded host memory)."""
+GROUP_PROOFS = 64
+"""Most proofs of one key the GPU groups (:meth:`GpuBackend.proofs_per_group`): past a few dozen
+proofs a grouped MSM's launches are no longer what costs."""
 
 
 class MontVector(NamedTuple):
@@ -362,6 +366,17 @@ class GpuBackend(Backend):
 
         return wait
 
+    def proofs_per_group(self, key: Any) -> int:
+        """As many proofs as one grouped G2 MSM of the key's witness (the largest of a proof's five)
+        takes in the device's free memory (:func:`~gpu.msm.proofs_that_fit`) after each proof's own
+        vectors (witness, H scalars and the gather's three evaluations while they last), at most
+        :data:`GROUP_PROOFS`."""
+        c = self.window_width(key.n_vars, bn254.G2)
+        vectors = 32 * (key.n_vars + 4 * key.domain_size)
+        free = gpu_msm.free_device_bytes()
+        room = max(free // 2, free - GROUP_PROOFS * vectors)
+        return gpu_msm.proofs_that_fit(bn254.G2, key.n_vars, c, 0, num_windows(c), room, GROUP_PROOFS)
+
     def msm_start_proofs(
         self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], *, constant_work: bool | None = None
     ) -> Callable[[], list[dict[str, list[Affine]]]]:
@@ -407,10 +422,63 @@ class GpuBackend(Backend):
 
         return wait
 
+    def msm_start_combined(
+        self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], *, constant_work: bool | None = None
+    ) -> Callable[[], list[dict[str, Affine]]]:
+        """:meth:`msm_start_proofs` of whole MSMs, each proof's window sums and ones combined on the
+        device (gpu.msm's msm_combine) so that one point per (proof, MSM) comes back, and the
+        group's points made affine with one inversion per curve group. A single proof, constant-work
+        mode and a key whose MSMs run one at a time take :meth:`Backend.msm_start_combined`'s host
+        combine, as does the phase after the device runs out of memory starting or waiting."""
+        check_whole(jobs)
+        names = _same_names(jobs)
+        plan = self._plans.get(key.content_hash)
+        if len(jobs) <= 1 or resolve_constant_work(constant_work) or (plan is not None and plan.serial):
+            return super().msm_start_combined(key, jobs, constant_work=constant_work)
+        oom = self.cp.cuda.memory.OutOfMemoryError
+        started: list[tuple[str, list[int], Callable[[], Any]]] = []
+        try:
+            self._start_groups(key, jobs, names, started, combined=True)
+        except oom:
+            pass  # recovered below, outside the handler (its traceback holds the failed launch's buffers)
+        if sum(len(members) for _, members, _ in started) < len(jobs) * len(names):
+            started.clear()
+            wait = self._proofs_after_oom(key, jobs, constant_work, "starting the grouped MSMs")
+            return lambda: combine_proofs(jobs, wait())
+
+        def wait() -> list[dict[str, Affine]]:
+            points: list[dict[str, Affine]] = [{} for _ in jobs]
+            rows: dict[str, tuple[list[tuple[int, str]], list[np.ndarray]]] = {"G1": ([], []), "G2": ([], [])}
+            try:
+                for which, members, finish in started:
+                    got = finish()
+                    if isinstance(got, np.ndarray):
+                        slots, words = rows[msm_group(which).name]
+                        slots += [(p, which) for p in members]
+                        words.append(got)
+                    else:
+                        for p, point in zip(members, got):
+                            points[p][which] = point
+            except oom:
+                pass
+            else:
+                for group in (bn254.G1, bn254.G2):
+                    slots, words = rows[group.name]
+                    if slots:
+                        for (p, which), point in zip(slots, gpu_msm.xyzz_to_affine(group, np.concatenate(words))):
+                            points[p][which] = point
+                return [{which: proof[which] for which in names} for proof in points]
+            started.clear()
+            return combine_proofs(jobs, self._proofs_after_oom(key, jobs, constant_work, "waiting for the grouped MSMs")())
+
+        return wait
+
     def _start_groups(self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], names: list[str],
-                      started: list[tuple[str, list[int], Callable[[], list[list[Affine]]]]]) -> None:
+                      started: list[tuple[str, list[int], Callable[[], Any]]], combined: bool = False) -> None:
         """Queue :meth:`msm_start_proofs`'s MSMs, appending (which, proofs, waiter) to ``started`` as
-        each part starts (a waiter's lists are its proofs' window sums, in order)."""
+        each part starts (a waiter's lists are its proofs' window sums, in order). ``combined``
+        (whole MSMs): a grouped part's waiter gives its proofs' points as (proofs, words) XYZZ rows
+        combined on the device, a merged MSM's its proof's affine total in a list."""
         cp = self.cp
         free = gpu_msm.free_device_bytes()
         # Stack each class of proofs (same MSM width and windows) on the current stream first, so
@@ -431,7 +499,7 @@ class GpuBackend(Backend):
             if self._multiples(key, which, group, bases, c, lo, hi, False) is not None:
                 for p in members:  # merged, per proof (a new table is built on the current stream)
                     finish = self._start(key, which, jobs[p][which], False, {}, None)
-                    started.append((which, [p], lambda finish=finish: [finish()]))
+                    started.append((which, [p], lambda finish=finish: [finish()[0] if combined else finish()]))
                 continue
             share = (tuple(members), c, lo, hi) if which in SORT_SHARING else None
             stack_key = share or (which, tuple(members), c, lo, hi)
@@ -462,7 +530,7 @@ class GpuBackend(Backend):
                         sorts[at] = gpu_msm.sort_digits(part, c, lo, hi, stream)
                     digits = sorts[at]
                 finish = gpu_msm.msm_windows_group_start(group, bases, part, c, lo, hi, scratch, stream,
-                                                         digits=digits, max_proofs=step)
+                                                         digits=digits, max_proofs=step, combined=combined)
                 started.append((which, members[first:first + step], finish))
 
     def _proofs_after_oom(self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], constant_work: bool | None,

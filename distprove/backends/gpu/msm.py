@@ -390,6 +390,8 @@ def msm_windows_start(
         return _launch(group, bases, scalars, n, c, lo, hi, scratch, None, constant_work, digits)
 
 
+COMBINE_THREADS = 64
+"""Threads per block of msm_combine (one a proof: a group's few dozen proofs in one block)."""
 GROUP_GRID_Y = 65535
 """Most grid rows of a CUDA launch: a grouped MSM's proofs (the digit kernels' rows) and its
 proofs * (hi - lo) windows (the radix passes' and the reduction's rows) stay within it."""
@@ -485,7 +487,8 @@ def msm_windows_group_start(
     stream: "cupy.cuda.Stream",
     digits: DigitSort | None = None,
     max_proofs: int | None = None,
-) -> Callable[[], list[list[Affine]]]:
+    combined: bool = False,
+) -> Callable[[], Any]:
     """Queue the window sums of G MSMs over the same ``bases`` on ``stream``: ``scalars`` (G, n, 8)
     uint32 standard form, one vector a proof; the waiter returns G lists, each as
     :func:`msm_windows` of that proof's vector (index i = window lo+i, the proof's ones in S_0).
@@ -497,9 +500,17 @@ def msm_windows_group_start(
     the same stream, one readback each. ``scratch``, ``stream`` as for :func:`msm_windows_start`;
     ``digits``: :func:`sort_digits` of these (G, n, 8) scalars for (c, lo, hi), when one part
     runs it (A, B1 and B2 of G proofs share it). Default mode only.
+
+    ``combined`` (whole MSMs, lo = 0 and hi = W(c)): each proof's sums are combined on the device
+    and the waiter returns a (G, words) array of XYZZ Montgomery rows, one point a proof
+    (:func:`xyzz_to_affine` converts them; :func:`msm_combined_group` does both).
     """
     proofs, n = _check_group(group, bases, scalars, c, lo, hi)
+    if combined:
+        _check_whole(c, lo, hi, False)
     if proofs == 0 or n == 0:
+        if combined:
+            return lambda: np.zeros((proofs, _xyzz_words(group)), dtype=np.uint32)
         return lambda: [[None] * (hi - lo) for _ in range(proofs)]
     step = max(1, min(max_proofs or proofs, proofs))
     while step > 1 and not group_fits(n, c, lo, hi, step):
@@ -512,7 +523,9 @@ def msm_windows_group_start(
         for first in range(0, proofs, step):
             part = min(step, proofs - first)
             waiters.append((part, _launch(group, bases, scalars[first:first + part], n, c, lo, hi, scratch, None,
-                                          False, digits, proofs=part)))
+                                          False, digits, proofs=part, combined=combined)))
+    if combined:
+        return lambda: np.concatenate([finish() for _, finish in waiters])
 
     def wait() -> list[list[Affine]]:
         span, sums = hi - lo, []
@@ -836,6 +849,34 @@ class _Msm:
         self.pw = _xyzz_words(self.group)
 
 
+def msm_combined_group(
+    group: Group,
+    bases: "cupy.ndarray",
+    scalars: "cupy.ndarray",
+    c: int,
+    scratch: MsmScratch | None = None,
+    max_proofs: int | None = None,
+) -> list[Affine]:
+    """Whole grouped MSMs on the current stream, waited for: per proof (row of the (G, n, 8)
+    ``scalars``) sum_i s_i P_i over ``bases``, its windows combined on the device and the G points
+    made affine with one inversion (:func:`msm_windows_group_start` with ``combined``)."""
+    import cupy
+
+    scratch = scratch or default_scratch()
+    with scratch.lock:
+        words = msm_windows_group_start(group, bases, scalars, c, 0, num_windows(c), scratch,
+                                        cupy.cuda.get_current_stream(), max_proofs=max_proofs, combined=True)()
+    return xyzz_to_affine(group, words)
+
+
+def _check_whole(c: int, lo: int, hi: int, constant_work: bool) -> None:
+    """ValueError unless windows [lo, hi) are a whole MSM of width ``c`` in the default mode (what
+    the device combine takes)."""
+    if constant_work or lo != 0 or hi != num_windows(c):
+        raise ValueError(f"a combined MSM is whole (windows [0, {num_windows(c)})) in the default mode, "
+                         f"not windows [{lo}, {hi}){' in constant-work mode' if constant_work else ''}")
+
+
 def _launch(
     group: Group,
     bases: "cupy.ndarray",
@@ -850,12 +891,16 @@ def _launch(
     digits: DigitSort | None = None,
     ones_n: int | None = None,
     proofs: int = 1,
-) -> Callable[[], list[Affine]]:
+    combined: bool = False,
+) -> Callable[[], Any]:
     """Queue every kernel of one window-range MSM on the current stream (the sort skipped when
     ``digits`` has it); return the waiter. ``ones_n``: the scalars equal to 1 are summed over the
     first ``ones_n`` points only (default n; a merged MSM's window 0). ``proofs``: a grouped MSM
     (:func:`msm_windows_group`) of that many scalar vectors of n, run as proofs * (hi - lo)
-    windows; the waiter's list holds them proof by proof, each proof's ones in its window lo."""
+    windows; the waiter's list holds them proof by proof, each proof's ones in its window lo.
+    ``combined`` (whole MSMs only, windows 0 .. W(c), default mode): each proof's windows and ones
+    are combined on the device (:func:`_combine_phase`) and the waiter returns the (proofs, words)
+    XYZZ Montgomery rows, for :func:`xyzz_to_affine` with other MSMs' rows."""
     import cupy
 
     if not 4 <= FOLD_MIN <= FOLD_LEN:
@@ -864,6 +909,8 @@ def _launch(
         raise ValueError(f"ACC_THREADS and REDUCE_THREADS must be at most {BOUNDED_BLOCK} (msm.cu's launch bounds)")
     if DUMMY_ROWS < 1 or DUMMY_ROWS & (DUMMY_ROWS - 1):
         raise ValueError("DUMMY_ROWS must be a power of two")
+    if combined:
+        _check_whole(c, lo, hi, constant_work)
     m = _Msm(group, n, c, lo, hi - lo, proofs, constant_work, scratch, phases)
     counts, cursor, entries = _sort_phase(m, scalars, digits)
     rounds = [] if constant_work else round_thresholds(group, n)
@@ -878,6 +925,8 @@ def _launch(
     _reduce_phase(m, buckets, out)
     if ones_done is not None:
         main.wait_event(ones_done)
+    if combined:
+        return _words_waiter(m, _combine_phase(m, out, with_ones), main, digits, [by_address])
     return _waiter(m, out, with_ones, main, digits, [by_address])
 
 
@@ -1010,6 +1059,39 @@ def _reduce_phase(m: _Msm, buckets: "cupy.ndarray", out: "cupy.ndarray") -> None
                                                     (seg_t, seg_r, u32(nseg), u32(seg.bit_length() - 1), partials))
     m.mod.get_function(f"msm_sum_groups{m.cw}_{sfx}")((nw,), (TREE_THREADS,), (partials, u32(groups), out))
     m.timer.mark("reduce")
+
+
+def _combine_phase(m: _Msm, out: "cupy.ndarray", with_ones: bool) -> "cupy.ndarray":
+    """Horner combine of each proof's whole MSM on the device (msm.cu's msm_combine, one thread a
+    proof): sum_w 2^(c w) S_w of ``out``'s window sums plus its ones; returns the (proofs * words)
+    points. Its own buffer: the waiter reads it after later MSMs took the scratch."""
+    import cupy
+
+    u32 = np.uint32
+    points = cupy.empty(m.proofs * m.pw, dtype=cupy.uint32)
+    threads = min(COMBINE_THREADS, m.proofs)
+    m.mod.get_function(f"msm_combine_{m.sfx}")((-(-m.proofs // threads),), (threads,),
+                                               (out, u32(m.span), u32(m.c), u32(m.proofs), u32(with_ones), points))
+    m.timer.mark("combine")
+    return points
+
+
+def _words_waiter(m: _Msm, points: "cupy.ndarray", main: "cupy.cuda.Stream", digits: DigitSort | None,
+                  in_flight: list) -> Callable[[], np.ndarray]:
+    """The waiter of a combined :func:`_launch`: the (proofs, words) XYZZ rows read back (the
+    affine conversion is the caller's, with other MSMs' rows: one inversion for them all).
+    ``digits``, ``in_flight`` as for :func:`_waiter`."""
+    import cupy
+
+    def wait() -> np.ndarray:
+        m.timer.finish()
+        if digits is not None:
+            digits.done.synchronize()
+        host = cupy.asnumpy(points, stream=main).reshape(m.proofs, m.pw)
+        in_flight.clear()
+        return host
+
+    return wait
 
 
 def _waiter(m: _Msm, out: "cupy.ndarray", with_ones: bool, main: "cupy.cuda.Stream", digits: DigitSort | None,
