@@ -265,10 +265,10 @@ def check_points(
         from .pointcheck import first_bad_point
     else:
         raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
-    from .pointcheck import COORD_GE_Q
-
     bad = first_bad_point(limbs, group)
     if bad is not None:
+        from .pointcheck import COORD_GE_Q  # numba loads with it: only the CPU check and a bad point need it
+
         i, status = bad
         why = "has a coordinate >= q" if status == COORD_GE_Q else "is not on the curve"
         raise FormatError(path, f"{name} point {i} {why}")
