@@ -13,7 +13,8 @@ cached then):
 * import: ``import_key`` end to end (stages overlap there: the hash runs beside the checks);
 * cli: ``distprove import-key`` in a fresh process (interpreter, imports and all);
 * prove: ``distprove prove key.zkey witness_0.wtns`` in a fresh process on ``--backend``, what a
-  user runs against rapidsnark's whole ``prover key.zkey w.wtns proof.json public.json``.
+  user runs against rapidsnark's whole ``prover key.zkey w.wtns proof.json public.json``; with
+  ``--prove`` (on by default only with ``--backend gpu``: a CPU proof of 2^20 takes minutes).
 
 Each stage's MB/s is the .zkey's size over its best wall time of ``--repeat``, and MB per CPU
 second over its best CPU time (see :func:`_best`). JSON to ``--out``, with the load average.
@@ -83,7 +84,7 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path) -> dict:
+def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool) -> dict:
     """Stage times (s) and MB/s for one key."""
     from distprove.bn254 import G1, G2
     from distprove.formats.container import check_points
@@ -118,7 +119,7 @@ def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
     stages["cli"] = _best(lambda: _run(cli, env), repeat)
     witness = zkey.parent / "witness_0.wtns"
-    if witness.is_file():
+    if prove and witness.is_file():
         prove = [sys.executable, "-m", "distprove.cli", "prove", "--backend", backend, "--out", str(scratch / "proofs"),
                  str(zkey), str(witness)]
         stages["prove"] = _best(lambda: _run(prove, env), repeat)
@@ -144,8 +145,11 @@ def main() -> None:
     ap.add_argument("--backend", choices=["cpu", "gpu"], default="cpu", help="where the point checks run")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/distprove-bench-import"), help="keys and stores")
     ap.add_argument("--repeat", type=int, default=3, help="runs per stage; the best counts")
+    ap.add_argument("--prove", action=argparse.BooleanOptionalAction, default=None,
+                    help="time a fresh 'distprove prove' process too (default: only with --backend gpu)")
     ap.add_argument("--out", type=Path, required=True, help="JSON result path")
     args = ap.parse_args()
+    prove = args.backend == "gpu" if args.prove is None else args.prove
     if not args.powers and not args.zkey:
         ap.error("give --powers or --zkey")
     args.scratch.mkdir(parents=True, exist_ok=True)
@@ -156,7 +160,7 @@ def main() -> None:
     shutil.rmtree(args.scratch / "warmup.zarr")
     results = []
     for k in keys:
-        r = bench_one(k, args.backend, args.repeat, args.scratch)
+        r = bench_one(k, args.backend, args.repeat, args.scratch, prove)
         print(json.dumps(r), flush=True)
         results.append(r)
     record = {
@@ -164,6 +168,7 @@ def main() -> None:
         "backend": args.backend,
         "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()},
         "repeat": args.repeat,
+        "prove": prove,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "keys": results,
     }

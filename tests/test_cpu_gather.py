@@ -94,3 +94,25 @@ def test_csr_rejects_row_outside_domain() -> None:
 def test_gather_rejects_wrong_witness_length() -> None:
     with pytest.raises(ValueError):
         CpuBackend().gather(mini_key(), mini_witness()[:5])
+
+
+@pytest.mark.parametrize("layout", ["blocks", "interleaved", "shuffled"])
+def test_csr_any_record_order_matches_a_stable_sort(layout: str) -> None:
+    # snarkjs writes A then B in row order (the fast path, no sort); any other order is sorted.
+    rng = np.random.default_rng(7)
+    n, domain = 500, 64
+    matrix = np.repeat(np.array([0, 1], dtype=np.uint32), [300, 200])
+    row = np.concatenate([np.sort(rng.integers(0, domain, 300)), np.sort(rng.integers(0, domain, 200))]).astype(np.uint32)
+    if layout == "interleaved":
+        matrix = (np.arange(n) % 2).astype(np.uint32)
+    elif layout == "shuffled":
+        row = rng.permutation(row)
+    signal = rng.integers(0, 1000, n).astype(np.uint32)
+    value = rng.integers(0, 2**32, (n, 8), dtype=np.uint64).astype(np.uint32)
+    for which in (0, 1):
+        sel = np.flatnonzero(matrix == which)
+        order = sel[np.argsort(row[sel], kind="stable")]
+        row_ptr, sig, val = csr_from_coefficients(matrix, row, signal, value, which, domain)
+        assert np.array_equal(row_ptr, np.concatenate([[0], np.cumsum(np.bincount(row[sel], minlength=domain))]))
+        assert np.array_equal(sig, signal[order]) and np.array_equal(val, value[order])
+        assert sig.flags.c_contiguous and val.flags.c_contiguous and row_ptr.dtype == np.uint32

@@ -249,6 +249,20 @@ def first_false(mask: np.ndarray) -> int | None:
     return int(bad[0]) if bad.size else None
 
 
+def check_few_points(path: str | os.PathLike[str], name: str, limbs: np.ndarray, group: Group) -> None:
+    """:func:`check_points` for a handful of rows (a key's header points), in Python integers:
+    same checks, same messages, without loading the compiled checker (numba) into the process."""
+    from distprove import bn254
+
+    rows = np.ascontiguousarray(limbs, dtype="<u4").reshape(-1, group.limbs)
+    for i in range(rows.shape[0]):
+        coords = bn254.ints_from_limbs(rows[i])
+        if any(c >= bn254.Q for c in coords):
+            raise FormatError(path, f"{name} point {i} has a coordinate >= q")
+        if not bn254.is_on_curve(group, bn254.points_from_limbs(group, rows[i : i + 1])[0]):
+            raise FormatError(path, f"{name} point {i} is not on the curve")
+
+
 def check_points(
     path: str | os.PathLike[str], name: str, limbs: np.ndarray, group: Group, device: str = "cpu"
 ) -> None:
@@ -265,10 +279,10 @@ def check_points(
         from .pointcheck import first_bad_point
     else:
         raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
-    from .pointcheck import COORD_GE_Q
-
     bad = first_bad_point(limbs, group)
     if bad is not None:
+        from .pointcheck import COORD_GE_Q  # numba loads with it: only the CPU check and a bad point need it
+
         i, status = bad
         why = "has a coordinate >= q" if status == COORD_GE_Q else "is not on the curve"
         raise FormatError(path, f"{name} point {i} {why}")

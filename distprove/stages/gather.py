@@ -28,15 +28,20 @@ def csr_from_coefficients(
     """
     if which not in (MATRIX_A, MATRIX_B):
         raise ValueError(f"which must be 0 (A) or 1 (B), not {which!r}")
-    sel = np.nonzero(np.asarray(matrix) == which)[0]
-    rows = np.asarray(row)[sel].astype(np.int64)
+    matrix, row = np.asarray(matrix), np.asarray(row)
+    sel: slice | np.ndarray = np.flatnonzero(matrix == which)
+    if sel.size == 0 or int(sel[-1]) - int(sel[0]) + 1 == sel.size:
+        # snarkjs writes all of A, then all of B: the selection is one block, taken without a copy
+        sel = slice(int(sel[0]), int(sel[-1]) + 1) if sel.size else slice(0, 0)
+    rows = row[sel]
     if rows.size and (rows.min() < 0 or rows.max() >= domain_size):
         bad = int(rows[(rows < 0) | (rows >= domain_size)][0])
         raise FormatError(path, f"coefficient row {bad} outside the domain of size {domain_size}")
-    order = np.argsort(rows, kind="stable")
     counts = np.bincount(rows, minlength=domain_size)
     row_ptr = np.zeros(domain_size + 1, dtype=np.uint32)
     row_ptr[1:] = np.cumsum(counts)
-    out_signal = np.asarray(signal)[sel][order].astype(np.uint32)
-    out_value = np.ascontiguousarray(np.asarray(value).reshape(-1, 8)[sel][order], dtype="<u4")
-    return row_ptr, out_signal, out_value
+    signal, value = np.asarray(signal)[sel], np.asarray(value).reshape(-1, 8)[sel]
+    if rows.size > 1 and not np.all(rows[1:] >= rows[:-1]):  # records out of row order: a stable sort
+        order = np.argsort(rows, kind="stable")
+        signal, value = signal[order], value[order]
+    return row_ptr, np.array(signal, dtype=np.uint32), np.array(value, dtype="<u4", order="C")

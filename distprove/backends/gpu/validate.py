@@ -25,8 +25,6 @@ def first_bad_point(limbs: np.ndarray, group: bn254.Group, chunk_bytes: int = CH
     (status codes of :mod:`distprove.formats.pointcheck`)."""
     import cupy
 
-    from distprove.formats.pointcheck import point_status
-
     if limbs.ndim != 2 or limbs.shape[1] != group.limbs:
         raise ValueError(f"expected (n, {group.limbs}) limbs for {group.name}, got {limbs.shape}")
     n = limbs.shape[0]
@@ -45,5 +43,7 @@ def first_bad_point(limbs: np.ndarray, group: bn254.Group, chunk_bytes: int = CH
         fn(((m + BLOCK - 1) // BLOCK,), (BLOCK,), (dev, np.uint32(m), g2, result))
         i = int(result.get()[0])
         if i != 0xFFFFFFFF:
+            from distprove.formats.pointcheck import point_status  # loads numba: only for a bad point
+
             return lo + i, int(point_status(limbs[lo + i : lo + i + 1], group)[0])
     return None
