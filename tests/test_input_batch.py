@@ -214,3 +214,80 @@ def test_discovery_key_in_the_parent_and_no_key_is_one_error(tmp_path: Path) -> 
     with pytest.raises(FormatError, match="no key store or .zkey found for any input") as err:
         discover_inputs(inputs)
     assert "\n" not in str(err.value) and str(inputs) in str(err.value)
+
+
+class _Done:
+    """A future that already holds its function's result (or exception)."""
+
+    def __init__(self, fn: Any, args: tuple) -> None:
+        self.error: BaseException | None = None
+        try:
+            self.value = fn(*args)
+        except Exception as exc:
+            self.error = exc
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class _InlineClient:
+    """Runs what InputFeed submits in this process (witnesses computed here, no worker pool)."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple] = []
+
+    def nthreads(self) -> dict[str, int]:
+        return {"tcp://127.0.0.1:1": 1}
+
+    def submit(self, fn: Any, *args: Any, key: tuple, **kwargs: Any) -> _Done:
+        self.keys.append(key)
+        if key[0] == "check-circuit":
+            return _Done(lambda: None, ())
+        return _Done(fn, args)
+
+
+@pytest.mark.parametrize("chunk, in_flight, tasks", [(None, None, 3), (2, None, 5), (None, 2, 6)])
+def test_witness_tasks_come_in_chunks_and_proofs_in_planned_groups(tmp_path: Path, chunk, in_flight, tasks) -> None:
+    from types import SimpleNamespace
+
+    from distprove.dist.inputbatch import InputFeed
+
+    root = _folder(tmp_path, "mul_chain_1k", with_inputs=False)
+    good = DATA / "mul_chain_1k" / "inputs" / "input_0.json"
+    for k in range(9):
+        shutil.copy(good, root / f"p{k}.json")
+    (root / "p4.json").write_text("not JSON")  # one bad input inside the second chunk
+    jobs = discover_inputs(root)
+    info = SimpleNamespace(path=jobs[0].key, n_vars=0)
+    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 4)
+    client, groups, failed = _InlineClient(), [], {}
+
+    def submit(chunk_jobs: list, info: Any, i: int) -> tuple:
+        assert all(Path(j.wtns).is_file() for j in chunk_jobs)
+        groups.append([j.name for j in chunk_jobs])
+        return object(), [], True
+
+    def emit(job: Any, status: Any, reason: str = "", *rest: Any) -> None:
+        failed[job.name] = reason
+        feed.finished(job)
+
+    feed = InputFeed(in_flight=in_flight, chunk=chunk)
+    feed.start(client, [(j, info) for j in jobs], plan, submit, emit, "t")
+    while feed.active:
+        assert len(feed.opened) <= feed.bound
+        for _, entries, _ in feed.poll():
+            for job, _ in entries:
+                feed.proof_done(job)
+                feed.finished(job)
+    witness_tasks = [k for k in client.keys if k[0] == WITNESS_GEN]
+    assert len(witness_tasks) == tasks, witness_tasks
+    assert list(failed) == ["p4"] and failed["p4"].startswith(f"{root / 'p4.json'}: not valid JSON")
+    assert sorted(n for g in groups for n in g) == [f"p{k}" for k in range(9) if k != 4]
+    if in_flight is None:  # proofs go in the planner's groups, as a witness folder's would
+        assert [len(g) for g in groups] == [4, 4]
+    assert not (root / "proofs" / SCRATCH_DIR).exists() or not list((root / "proofs" / SCRATCH_DIR).glob("*.wtns"))

@@ -11,12 +11,17 @@ to the input folder's parent; no key for any input is one error), and to the cir
 Where witnesses are computed: :class:`WitnessPool`, a WorkerPlugin, registers a process pool on
 each worker as ``worker.executors["wtns"]`` (``distprove.witness.processes`` processes, default
 the worker's share of its host's cores), shut down with the worker like its other executors. A
-witness task (:func:`compute_witness`, ``("witness-gen", name, tag)``, metered as the
-``witness-gen`` stage) hands the calculation to that pool and secedes from the
+witness task (:func:`compute_witnesses`, ``("witness-gen", name, tag)``, metered as the
+``witness-gen`` stage) computes a chunk of inputs (``distprove.witness.chunk``, default one proof
+group of the planner's: a Dask task costs milliseconds of the worker's time, a small circuit's
+witness about one), spreading the chunk over that pool's processes, and secedes from the
 worker's thread pool while it waits: a task running under ``dask.annotate(executor="wtns")``
 would still hold one of the worker's ``nthreads`` execution slots, and a GPU worker has one, so
 its GPU would idle for every witness. Seceded, the proofs keep the slot and the pool's processes
-compute witnesses beside them. A worker process that Dask starts as a daemon cannot have child
+compute witnesses beside them. A witness task queued on a worker starts only when its running
+proof task ends (it takes priority over the queued proofs), so the default in-flight bound
+holds :data:`GROUPS_IN_FLIGHT` proof groups per worker: one proving, one queued behind it, one
+whose witnesses are computed while the queued one proves and one waiting for the next gap. A worker process that Dask starts as a daemon cannot have child
 processes; there the pool is a thread pool (wasmtime runs the wasm with the GIL released).
 
 How witnesses reach the provers: a witness task writes a ``.wtns`` (``formats.wtns.write_wtns``,
@@ -25,7 +30,7 @@ atomic) and returns its path, so the proof tasks read it as they read any witnes
 beside the proof as ``<name>.wtns``. The client (:class:`InputFeed`, polled by
 ``batching._collect``) submits witness tasks while fewer than ``distprove.witness.in-flight``
 inputs are between their witness task and their proof's result, and submits proofs in groups as
-their witnesses arrive, each with its ``proofs`` markers (so the dashboard's proofs bar grows to
+their witnesses arrive (the planner's group size, as a witness folder's proofs are grouped), each with its ``proofs`` markers (so the dashboard's proofs bar grows to
 the batch's count as inputs are fed): the witnesses never all exist at once, in memory or on
 disk. A bad input fails alone with its one-line reason (``<input>: <problem>``) and never
 reaches a prover.
@@ -68,6 +73,8 @@ INPUT_SUFFIX = ".json"
 SCRATCH_DIR = ".witnesses"
 EXECUTOR = "wtns"
 PLUGIN_NAME = "distprove-witness-pool"
+GROUPS_IN_FLIGHT = 4
+"""Proof groups per worker the default ``distprove.witness.in-flight`` leaves room for."""
 NOT_INPUTS = ("verification_key.json",)
 """File names never taken as inputs (a key's companion that often sits beside it)."""
 
@@ -258,6 +265,8 @@ class WitnessPool(WorkerPlugin):
             pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns")
         else:
             pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+        for _ in range(n):  # start the processes now, not under the batch's first witnesses
+            pool.submit(_warm_up)
         old = worker.executors.get(EXECUTOR)
         worker.executors[EXECUTOR] = pool
         if old is not None:
@@ -285,20 +294,33 @@ def _calculate_into(wasm: str, input_path: str, wtns: str) -> str:
     return ""
 
 
-def compute_witness(wasm: str, input_path: str, wtns: str) -> str:
-    """The witness task: the witness of ``input_path`` written to ``wtns`` by the worker's
-    witness pool (computed here where there is none); "" or the reason it failed. Secedes from
-    the worker's thread pool while the pool computes, so the worker's proofs go on."""
+def _calculate_chunk(wasm: str, items: list[tuple[str, str]]) -> list[str]:
+    """In a pool process: :func:`_calculate_into` for each (input, wtns) in turn."""
+    return [_calculate_into(wasm, input_path, wtns) for input_path, wtns in items]
+
+
+def _warm_up() -> None:
+    """In a pool process: import the witness calculator before the first witness."""
+    import distprove.formats.wtns  # noqa: F401
+    import distprove.witnessgen  # noqa: F401
+
+
+def compute_witnesses(wasm: str, items: list[tuple[str, str]], parts: int = 1) -> list[str]:
+    """The witness task of a chunk of inputs: each (input, wtns) of ``items`` computed by the
+    worker's witness pool in ``parts`` slices at once (here, in turn, where there is none) and
+    written; one "" or the one-line reason it failed per item. Secedes from the worker's thread
+    pool while the pool computes, so the worker's proofs go on."""
     try:
         pool = get_worker().executors.get(EXECUTOR)
     except ValueError:  # not on a worker
         pool = None
     with context_meter.meter(WITNESS_GEN):
         if pool is None:
-            return _calculate_into(wasm, input_path, wtns)
-        fut = pool.submit(_calculate_into, wasm, input_path, wtns)
+            return _calculate_chunk(wasm, items)
+        step = -(-len(items) // max(1, parts))
+        futures = [pool.submit(_calculate_chunk, wasm, items[k : k + step]) for k in range(0, len(items), step)]
         secede()
-        return fut.result()
+        return [reason for fut in futures for reason in fut.result()]
 
 
 def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
@@ -330,8 +352,9 @@ class InputFeed:
     to watch) while :attr:`active`, and every result passes through :meth:`finished`.
     """
 
-    def __init__(self, in_flight: int | None = None) -> None:
+    def __init__(self, in_flight: int | None = None, chunk: int | None = None) -> None:
         self.in_flight = in_flight if in_flight is not None else config.get("witness.in-flight", None)
+        self.chunk = chunk if chunk is not None else config.get("witness.chunk", None)
         self.opened: set[str] = set()
         """Inputs whose witness task was submitted and whose result is not in yet."""
         self.proving = 0
@@ -371,13 +394,27 @@ class InputFeed:
         self.left = {}
         for job, _ in self.queue:
             self.left[job.key] = self.left.get(job.key, 0) + 1
-        procs = sum(processes_for(client.nthreads()).values())
+        self.procs = processes_for(client.nthreads())
         biggest = max(self.sizes.values(), default=1)
-        self.bound = int(self.in_flight) if self.in_flight else max(2 * procs, 2 * biggest * len(self.workers), 4)
-        self.computing: dict[Any, tuple[InputJob, Any]] = {}
+        self.bound = (
+            int(self.in_flight) if self.in_flight
+            else max(2 * sum(self.procs.values()), GROUPS_IN_FLIGHT * biggest * len(self.workers), 4)
+        )
+        self.computing: dict[Any, list[tuple[InputJob, Any]]] = {}
         self.ready: dict[str, list[tuple[InputJob, Any]]] = {}
         self.submitted = 0
         self.sent = 0
+
+    def _next_chunk(self) -> list[tuple[InputJob, Any]]:
+        """The next witness task's inputs: up to ``distprove.witness.chunk`` (default: the key's
+        proof group size) consecutive queued inputs of one key and wasm, within the room left."""
+        job = self.queue[-1][0]
+        size = int(self.chunk) if self.chunk else self.sizes.get(job.key, 1)
+        room = max(1, min(size, self.bound - len(self.opened)))
+        chunk: list[tuple[InputJob, Any]] = []
+        while self.queue and len(chunk) < room and (self.queue[-1][0].key, self.queue[-1][0].wasm) == (job.key, job.wasm):
+            chunk.append(self.queue.pop())
+        return chunk
 
     @property
     def active(self) -> bool:
@@ -404,27 +441,31 @@ class InputFeed:
         """Start witness tasks while there is room; return the proof groups submitted now as
         (reducer future, [(job, its futures)], whether the task writes its proofs)."""
         for fut in [f for f in self.computing if f.done()]:
-            job, info = self.computing.pop(fut)
-            self.left[job.key] -= 1
+            chunk = self.computing.pop(fut)
             try:
-                reason = fut.result()
-            except Exception as exc:
-                reason = _reason(exc)
-            if reason:
-                self.emit(job, Status.FAILED, reason)
-            else:
-                self.ready.setdefault(job.key or "", []).append((job, info))
+                reasons = fut.result()
+            except Exception as exc:  # the task itself failed (its worker died too often, ...)
+                reasons = [_reason(exc)] * len(chunk)
+            for (job, info), reason in zip(chunk, reasons):
+                self.left[job.key] -= 1
+                if reason:
+                    self.emit(job, Status.FAILED, reason)
+                else:
+                    self.ready.setdefault(job.key or "", []).append((job, info))
         while self.queue and len(self.opened) < self.bound:
-            job, info = self.queue.pop()
-            Path(job.wtns).parent.mkdir(parents=True, exist_ok=True)
+            chunk = self._next_chunk()
             worker = self.workers[self.sent % len(self.workers)]
             self.sent += 1
+            jobs = [job for job, _ in chunk]
+            for job in jobs:
+                Path(job.wtns).parent.mkdir(parents=True, exist_ok=True)
+            name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
             fut = self.client.submit(
-                compute_witness, job.wasm, job.witness, job.wtns, key=(WITNESS_GEN, job.name, self.tag), pure=False,
-                workers=[worker], allow_other_workers=True, priority=1 << 20,
+                compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.procs.get(worker, 1),
+                key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker], allow_other_workers=True, priority=1 << 20,
             )
-            self.computing[fut] = (job, info)
-            self.opened.add(job.name)
+            self.computing[fut] = chunk
+            self.opened.update(j.name for j in jobs)
         out = []
         for kp, items in self.ready.items():
             size = self.sizes.get(kp, 1)
