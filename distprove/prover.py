@@ -399,13 +399,16 @@ def pipelined_groups(
     start: Callable[[list[Any]], Callable[[], list[Any]]],
     finish: Callable[[T, Any], U],
     failed: Callable[[T, Exception], U],
+    finish_group: Callable[[list[T], list[Any]], list[U]] | None = None,
 ) -> Iterator[U]:
     """:func:`pipelined` over groups of ``size`` items, yielding per item in order: ``prefetch(item)``
     for each item of a group (an exception it raises is passed to ``start`` in its place) while
     the group before runs on the device, ``start(prefetched)`` queues a group and returns the
     waiter of its per-item results, and ``finish(item, result)`` (``failed(item, exc)`` for a
     result that is an exception) runs on the host while the next group's device work proceeds.
-    A group whose start or wait raises fails each of its items."""
+    With ``finish_group``, ``finish_group(group, results)`` does the host work of a whole group
+    instead (results that are exceptions included; one output per item, in order). A group
+    whose start, wait or ``finish_group`` raises fails each of its items."""
 
     def fetch(group: list[T]) -> list[Any]:
         out: list[Any] = []
@@ -425,6 +428,8 @@ def pipelined_groups(
             return failed(item, exc)
 
     def done(group: list[T], results: list[Any]) -> list[U]:
+        if finish_group is not None:  # an exception it raises fails the group (pipelined's failed)
+            return finish_group(group, results)
         return [one(item, r) for item, r in zip(group, results)]
 
     def all_failed(group: list[T], exc: Exception) -> list[U]:

@@ -394,3 +394,75 @@ def test_prove_group_in_groups_fails_a_bad_witness_alone(st: ProverState, tmp_pa
     assert [r.proof.points for r in grouped if isinstance(r, Assembled)] == [r.proof.points for r in alone if isinstance(r, Assembled)]
     vk = st.vk(st.key(str(MINI_ZKEY)))
     assert all(verify(vk, r.proof.public, r.proof.points) for r in grouped if isinstance(r, Assembled))
+
+
+@pytest.fixture
+def pool2() -> "ProcessPoolExecutor":
+    """A spawned process pool of 2 (the worker's check pool, which grouped proofs are assembled in)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
+    yield pool
+    pool.shutdown()
+
+
+def test_grouped_proofs_assembled_in_a_process_pool_equal_the_in_thread_ones(
+    st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pool2
+) -> None:
+    """With the worker's process pool, a group's proofs are assembled there (chunks of
+    ASSEMBLE_CHUNK, here 2, so a group of 5 is 3 jobs) and come back in order, bit for bit the
+    in-thread proofs with the same blindings; a bad witness in the middle fails alone; the wait
+    is metered as assemble; written and checked, every proof verifies and is written once."""
+    from distributed.metrics import context_meter
+
+    from distprove.verifier import verify
+
+    good = spec_for(tmp_path)
+
+    def named(name: str, witness: Path = MINI_WTNS) -> ProofSpec:
+        return ProofSpec(name, str(witness), good.key_path, good.content_hash, str(tmp_path / f"{name}.proof.json"),
+                         str(tmp_path / f"{name}.public.json"))
+
+    specs = [good, named("m2"), named("t", BAD / "truncated.wtns"), named("m3"), named("m4"), named("m5"), named("m6")]
+    blindings = [(11 + i, 13 + i) for i in range(len(specs))]
+    widths = work.plan_key(str(MINI_ZKEY)).widths
+    monkeypatch.setattr(work, "ASSEMBLE_CHUNK", 2)
+    submitted: list[int] = []
+    submit = pool2.submit
+
+    def counted(fn, *args):
+        if fn.__name__ == "assemble_many":
+            submitted.append(len(args[1]))
+        return submit(fn, *args)
+
+    monkeypatch.setattr(pool2, "submit", counted)
+    with dask.config.set({"distprove.msm.group-proofs": 5}):
+        monkeypatch.setattr(st, "check_executor", lambda: None)
+        in_thread = work.prove_group(specs, widths, blindings=blindings)
+        monkeypatch.setattr(st, "check_executor", lambda: pool2)
+        metered: list[str] = []
+        with context_meter.add_callback(lambda label, value, unit: metered.append(label)):
+            pooled = work.prove_group(specs, widths, blindings=blindings)
+    assert submitted == [2, 2, 2]  # the 4 good proofs of the first group of 5 in 2 jobs, then the group of 2
+    assert [type(r).__name__ for r in pooled] == [type(r).__name__ for r in in_thread] == [
+        "Assembled", "Assembled", "Failed", "Assembled", "Assembled", "Assembled", "Assembled"]
+    assert pooled[2].reason == in_thread[2].reason and pooled[2].reason.startswith(f"{BAD / 'truncated.wtns'}: ")
+    assert [r.spec.name for r in pooled] == [sp.name for sp in specs]
+    assert [r.proof.points for r in pooled if isinstance(r, Assembled)] == [r.proof.points for r in in_thread if isinstance(r, Assembled)]
+    assert "assemble" in metered and all("assemble" in r.seconds for r in pooled if isinstance(r, Assembled))
+    vk = st.vk(st.key(str(MINI_ZKEY)))
+    assert all(verify(vk, r.proof.public, r.proof.points) for r in pooled if isinstance(r, Assembled))
+    # Written and checked (the check's pool is the same one): each good proof written once, in parallel writes.
+    monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
+    writes: list[str] = []
+    write_once = output.write_once
+    monkeypatch.setattr(output, "write_once", lambda pj, pub, path, pub_path: writes.append(path) or write_once(pj, pub, path, pub_path))
+    with dask.config.set({"distprove.msm.group-proofs": 5}):
+        outcomes = work.prove_group(specs, widths, write=True, check=True, blindings=blindings)
+    assert {o.name: o.status for o in outcomes} == {sp.name: "failed" if sp.name == "t" else "proved" for sp in specs}
+    assert sorted(writes) == sorted(sp.proof_path for sp in specs if sp.name != "t")
+    assert all("write" in o.seconds for o in outcomes if o.status == "proved")
+    assert all(verify(vk, sp.public_path, sp.proof_path) for sp in specs if sp.name != "t")
+    again = work.prove_group(specs, widths, write=True, check=True, blindings=blindings)  # a rerun writes nothing new
+    assert all(o.written_before for o in again if o.name != "t") and len(writes) == 6

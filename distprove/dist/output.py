@@ -8,8 +8,10 @@ appear exactly once, whole, whatever attempt gets there first.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from distributed.metrics import context_meter
@@ -60,7 +62,8 @@ def check_and_write(
             checked = verify_many([(vks[a.spec.content_hash], a.proof.public, a.proof.points) for a in todo])
     valid = dict(zip((a.spec.name for a in todo), checked))
     share = (time.perf_counter() - t0) / max(1, len(todo))
-    out = []
+    out: list[Outcome | Future[Outcome]] = []
+    writers = _writers() if len(todo) > 1 else None
     for a in items:
         seconds = dict(a.seconds)
         if a.done_before:
@@ -69,18 +72,41 @@ def check_and_write(
         seconds["verify"] = share
         if not valid[a.spec.name]:
             out.append(Outcome(a.spec.name, Status.FAILED, NOT_VALID, seconds, where))
-            continue
-        t1 = time.perf_counter()
-        try:
-            with context_meter.meter("write"):
-                written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
-        except OSError as exc:  # full disk, permissions: this proof fails, the rest of the group goes on
-            reason = f"{a.spec.proof_path}: cannot write: {exc.strerror or exc}; no proof written"
-            out.append(Outcome(a.spec.name, Status.FAILED, reason, seconds, where))
-            continue
-        seconds["write"] = time.perf_counter() - t1
-        out.append(Outcome(a.spec.name, Status.PROVED, "" if written else WRITTEN_BEFORE, seconds, where, written_before=not written))
-    return out
+        elif writers is None:
+            out.append(_written(a, seconds, where))
+        else:
+            out.append(writers.submit(_written, a, seconds, where))
+    with context_meter.meter("write"):  # the time this task waits for its proofs' writes
+        return [o.result() if isinstance(o, Future) else o for o in out]
+
+
+WRITE_THREADS = 4
+"""Threads that write a task's checked proofs (:func:`check_and_write`): each write waits on two
+fsyncs, so a few at a time overlap."""
+
+_WRITERS: ThreadPoolExecutor | None = None
+_WRITERS_LOCK = threading.Lock()
+
+
+def _writers() -> ThreadPoolExecutor:
+    """This process's pool of :data:`WRITE_THREADS` proof writers (started on first use)."""
+    global _WRITERS
+    with _WRITERS_LOCK:
+        if _WRITERS is None:
+            _WRITERS = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="distprove-write")
+        return _WRITERS
+
+
+def _written(a: Assembled, seconds: dict[str, float], where: str) -> Outcome:
+    """Write a checked proof once (:func:`write_once`): its outcome, with its ``write`` seconds."""
+    t1 = time.perf_counter()
+    try:
+        written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
+    except OSError as exc:  # full disk, permissions: this proof fails, the rest of the group goes on
+        reason = f"{a.spec.proof_path}: cannot write: {exc.strerror or exc}; no proof written"
+        return Outcome(a.spec.name, Status.FAILED, reason, seconds, where)
+    seconds["write"] = time.perf_counter() - t1
+    return Outcome(a.spec.name, Status.PROVED, "" if written else WRITTEN_BEFORE, seconds, where, written_before=not written)
 
 
 def failed_outcomes(items: Sequence[Any], where: str) -> tuple[list[Any], list[Outcome]]:

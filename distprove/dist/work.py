@@ -13,7 +13,10 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, Future
+from functools import partial
 from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -270,7 +273,14 @@ def prove_group(
         earlier = [Outcome(sp.name, Status.PROVED, WRITTEN_BEFORE, {}, where, written_before=True) for sp in specs if os.path.exists(sp.proof_path)]
         specs = [sp for sp in specs if not os.path.exists(sp.proof_path)]
     size = _group_size(specs) if assemble else 1
-    if size > 1:
+    pool = worker_state.state().check_executor() if size > 1 else None
+    if size > 1 and pool is not None:  # a group assembled in the pool beside the next group's work
+        deferred = pipelined_groups(specs, size, _prefetch, lambda ready: _start_group(specs[0], ready, widths),
+                                    lambda spec, result: _finish_grouped(spec, result, blind(spec)),
+                                    lambda spec, exc: partial(failed, spec, exc),
+                                    lambda group, results: _assemble_in_pool(pool, group, results, blind))
+        proofs = _resolved(deferred, size)
+    elif size > 1:
         proofs = pipelined_groups(specs, size, _prefetch, lambda ready: _start_group(specs[0], ready, widths),
                                   lambda spec, result: _finish_grouped(spec, result, blind(spec)), failed)
     else:
@@ -332,6 +342,74 @@ def _finish_grouped(spec: ProofSpec, result: Any, blinding: tuple[int, int] | No
     seconds = dict(proof.timings)
     seconds.pop("total", None)
     return Assembled(spec, proof, seconds)
+
+
+ASSEMBLE_CHUNK = 8
+"""Proofs per job of a group's assembly in the worker's process pool (:func:`_assemble_in_pool`):
+~30 ms of work a job against ~1 ms of pickling and dispatch."""
+
+
+def _assemble_in_pool(
+    pool: Executor, specs: list[ProofSpec], results: list[Any], blind: Callable[[ProofSpec], tuple[int, int] | None]
+) -> list[Callable[[], Assembled | Failed]]:
+    """A group's proofs sent to ``pool`` for assembly (:func:`distprove.stages.assemble.assemble_many`,
+    :data:`ASSEMBLE_CHUNK` proofs a job) from their MSM points (:func:`_start_group`'s results,
+    an exception for a proof that failed before); the blindings are drawn here, in order
+    (``blind(spec)``, else fresh ones from :mod:`secrets`). Returns each proof's resolver, which
+    waits for its job (metered as ``assemble``) and gives its :class:`Assembled` or :class:`Failed`."""
+    from distprove.prover import random_blinding
+    from distprove.stages.assemble import assemble_many
+
+    key = worker_state.state().key(specs[0].key_path, specs[0].content_hash)
+    out: list[Callable[[], Assembled | Failed]] = []
+    todo: list[tuple[int, ProofSpec, Any, tuple[int, int]]] = []
+    for spec, result in zip(specs, results):
+        if isinstance(result, Exception):
+            out.append(partial(Failed, spec, one_line(result)))
+        elif os.path.exists(spec.proof_path):
+            out.append(partial(Assembled, spec, None, dict(result.timings), True))
+        else:
+            todo.append((len(out), spec, result, blind(spec) or random_blinding()))
+            out.append(lambda: None)  # replaced below, once its job is sent
+    points = dict(key.points)
+    for at in range(0, len(todo), ASSEMBLE_CHUNK):
+        chunk = todo[at : at + ASSEMBLE_CHUNK]
+        job = pool.submit(assemble_many, points, [(result.points, r, s) for _, _, result, (r, s) in chunk])
+        for i, (slot, spec, result, _) in enumerate(chunk):
+            out[slot] = partial(_pooled_proof, job, i, spec, result)
+    return out
+
+
+def _pooled_proof(job: Future, i: int, spec: ProofSpec, result: Any) -> Assembled | Failed:
+    """Proof ``i`` of a pool ``job`` of :func:`_assemble_in_pool`, waited for as ``assemble``:
+    its :class:`Assembled`, or :class:`Failed` with the reason its inputs or the job failed."""
+    from distprove.prover import Proof
+
+    try:
+        with context_meter.meter("assemble"):
+            points, seconds = job.result()[i]
+    except Exception as exc:  # the job itself failed (a broken pool): its proofs fail
+        return Failed(spec, one_line(exc))
+    if isinstance(points, Exception):
+        return Failed(spec, one_line(points))
+    proof = Proof(*points, result.public)
+    proof.timings = {**result.timings, "assemble": seconds}
+    return Assembled(spec, proof, dict(proof.timings))
+
+
+def _resolved(deferred: Iterator[Any], lag: int) -> Iterator[Any]:
+    """``deferred``'s items in order, each resolver called ``lag`` items later (a group's
+    assembly waited for once the next group's items come, i.e. after that group's device work
+    and the witness loads of the one after); items that are not callable pass as they are."""
+    pending: deque[Any] = deque()
+    for item in deferred:
+        pending.append(item)
+        if len(pending) > lag:
+            first = pending.popleft()
+            yield first() if callable(first) else first
+    while pending:
+        first = pending.popleft()
+        yield first() if callable(first) else first
 
 
 def assemble_proof(

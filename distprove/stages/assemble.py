@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Mapping, Sequence
 
 from distprove import curve
 from distprove.bn254 import G1, G2, R, Affine
@@ -56,6 +57,23 @@ def assemble(
     _check_names(vk_points, msm_results)
     # A finished MSM result is a single window sum at bit position 0.
     return _assemble(vk_points, {k: [(0, {0: msm_results[k]})] for k in MSM_NAMES}, r, s)
+
+
+def assemble_many(
+    vk_points: Mapping[str, Affine], jobs: Sequence[tuple[Mapping[str, Affine], int, int]]
+) -> list[tuple[tuple[Affine, Affine, Affine] | ValueError, float]]:
+    """:func:`assemble` for several proofs of one key, run as one job of a process pool (all
+    arguments are plain ints): ``jobs`` holds each proof's (MSM results, r, s). Result i is
+    proof i's points, or the ValueError that refused its inputs (that proof fails alone), and
+    the seconds it took."""
+    out: list[tuple[tuple[Affine, Affine, Affine] | ValueError, float]] = []
+    for msm_results, r, s in jobs:
+        t0 = time.perf_counter()
+        try:
+            out.append((assemble(vk_points, msm_results, r, s), time.perf_counter() - t0))
+        except ValueError as exc:
+            out.append((exc, time.perf_counter() - t0))
+    return out
 
 
 def assemble_windows(
