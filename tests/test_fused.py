@@ -202,6 +202,7 @@ def test_checked_group_runs_each_miller_loop_beside_the_next_proof(
         spec.name, (len(added), Path(good.proof_path).exists())) and start(spec, *a))
     monkeypatch.setattr(verifier, "_check", lambda *a: alone.append(a) or check_alone(*a))
     monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
+    monkeypatch.setattr(st, "check_executor", lambda: None)  # the spies above live in this process only
     widths = work.plan_key(str(MINI_ZKEY)).widths
     outcomes = work.prove_group([good, named("m2"), named("m3")], widths, write=True, check=True)
     assert [(o.name, o.status) for o in outcomes] == [("m", "proved"), ("m2", "proved"), ("m3", "proved")]
