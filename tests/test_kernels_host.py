@@ -763,7 +763,7 @@ def _group_scalars(rng: random.Random, proofs: int, n: int, kind: str) -> list[l
     (bn254.G1, 41, 6, 0, 43, 3, "bits"),
     (bn254.G1, 27, 7, 3, 11, 5, "mixed"),  # a range without window 0: no ones path
     (bn254.G1, 20, 4, 0, 9, 5, "equal"),
-    (bn254.G1, 31, 21, 0, 2, 3, "mixed"),  # the radix sort in three passes
+    (bn254.G1, 31, 21, 0, 1, 2, "mixed"),  # the radix sort in three passes (2^21 rows: one window, two proofs)
     (bn254.G2, 19, 5, 0, 52, 3, "mixed"),
     (bn254.G2, 15, 6, 2, 7, 2, "equal"),
 ], ids=lambda v: v.name if isinstance(v, bn254.Group) else str(v))
@@ -778,6 +778,8 @@ def test_grouped_msm_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, gro
 
     from distprove.backends.cpu.msm import msm_windows as cpu_msm_windows
 
+    if c > 18 and sort == "atomic":
+        pytest.skip("three passes are the radix sort's; the counting sort's c = 21 case costs 45 s and covers nothing new")
     gm = emulated_msm
     monkeypatch.setattr(gm, "AFFINE_ROUNDS", {"G1": ((0, 2),), "G2": ((0, 1),)})
     monkeypatch.setattr(gm, "PAIR_K", (2, 2))
