@@ -64,7 +64,9 @@ def make_cluster(
         raise ValueError(f"backend must be 'gpu' or 'cpu', not {backend!r}")
     gpu = backend == "gpu"
     directives = [f"--gres={gres.format(gpus=gpus_per_job)}"] if gpu and gres else []
-    env = [f"export DASK_DISTPROVE__BACKEND={backend}"]
+    # Non-daemonic workers may start the process pools of the pre-write check and of witness
+    # generation (daemonic ones run that work in their own thread).
+    env = [f"export DASK_DISTPROVE__BACKEND={backend}", "export DASK_DISTRIBUTED__WORKER__DAEMON=False"]
     return SLURMCluster(
         cores=gpus_per_job,
         processes=gpus_per_job,
