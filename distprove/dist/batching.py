@@ -191,6 +191,23 @@ def _listing(folders: Iterable[Path], most: int = 6) -> str:
     return text + (f" and {len(folders) - most} more" if len(folders) > most else "")
 
 
+def batch_folders(
+    folder: str | os.PathLike[str], key: str | os.PathLike[str] | None, out_dir: str | os.PathLike[str] | None, what: str
+) -> tuple[Path, Path, Any]:
+    """A batch's folder (resolved; FormatError unless it is a folder of ``what``), its output
+    folder (``out_dir``, else the configured name inside it) and the key given or configured
+    (FormatError when it names nothing)."""
+    settings = config.settings()
+    root = Path(folder).resolve()
+    if not root.is_dir():
+        raise FormatError(folder, f"not a folder of {what}")
+    out = Path(out_dir).resolve() if out_dir is not None else root / settings.out_dir
+    chosen = key if key is not None else settings.key
+    if chosen is not None and not Path(chosen).exists():
+        raise FormatError(chosen, "no such key store or .zkey file")
+    return root, out, chosen
+
+
 def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | None = None, out_dir: str | os.PathLike[str] | None = None) -> list[Job]:
     """The ``*.wtns`` files under ``witness_dir`` (recursively, sorted), each matched to its key.
 
@@ -199,13 +216,7 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
     searched), when a folder holds two keys, and when there is no witness at all.
     """
     settings = config.settings()
-    root = Path(witness_dir).resolve()
-    if not root.is_dir():
-        raise FormatError(witness_dir, "not a folder of witnesses")
-    out = Path(out_dir).resolve() if out_dir is not None else root / settings.out_dir
-    chosen = key if key is not None else settings.key
-    if chosen is not None and not Path(chosen).exists():
-        raise FormatError(chosen, "no such key store or .zkey file")
+    root, out, chosen = batch_folders(witness_dir, key, out_dir, "witnesses")
     witnesses, rejected = safe_witness_paths(root, exclude=[out])
     if not witnesses and not rejected:
         raise FormatError(witness_dir, "no *.wtns files found")

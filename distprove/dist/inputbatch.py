@@ -61,7 +61,7 @@ from distributed import WorkerPlugin, get_worker, secede
 from distributed.metrics import context_meter
 
 from distprove import config
-from distprove.dist.batching import Job, _key_beside, _label, _listing, _reason, discover
+from distprove.dist.batching import Job, _key_beside, _label, _listing, _reason, batch_folders, discover
 from distprove.dist.inputs import check_witness_entry
 from distprove.dist.state import WITNESS_GEN
 from distprove.dist.tasks import Status
@@ -154,13 +154,7 @@ def discover_inputs(
     """The ``*.json`` inputs under ``input_dir``, each with its key, wasm and output paths (a job
     that cannot run has ``error`` set and is reported as failed)."""
     settings = config.settings()
-    root = Path(input_dir).resolve()
-    if not root.is_dir():
-        raise FormatError(input_dir, "not a folder of inputs")
-    out = Path(out_dir).resolve() if out_dir is not None else root / settings.out_dir
-    chosen = key if key is not None else settings.key
-    if chosen is not None and not Path(chosen).exists():
-        raise FormatError(chosen, "no such key store or .zkey file")
+    root, out, chosen = batch_folders(input_dir, key, out_dir, "inputs")
     if wasm is not None and not Path(wasm).is_file():
         raise FormatError(wasm, "no such circuit .wasm file")
     inputs, rejected = input_paths(root, [out])
