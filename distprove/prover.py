@@ -125,23 +125,27 @@ class WindowSums:
 
 @dataclass
 class Prefetched:
-    """A witness file already read, checked and loaded into the backend (:func:`prefetch_witness`),
-    and the seconds that took."""
+    """A witness file already read and checked (:func:`prefetch_witness`), loaded into the backend
+    or left for its group's one load (``loaded.vector`` None: :meth:`Backend.read_witness_file`),
+    the seconds that took and the file's name (its errors name it)."""
 
     loaded: LoadedWitness
     seconds: float
+    name: str = "<witness>"
 
 
 def prefetch_witness(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) -> WitnessLike | Prefetched:
-    """Load a witness file into the backend ahead of its proof (a GPU queues the upload and range
-    check on the current stream, beside MSMs running on their own streams); other witnesses are
-    returned as they are. A bad witness file raises its FormatError here."""
+    """Read a witness file ahead of its proof (:meth:`Backend.read_witness_file`: a GPU reads a
+    small witness into host memory, for its group's one upload, and uploads a large one, queued on
+    the current stream beside MSMs running on their own streams); other witnesses are returned as
+    they are. A bad witness file raises its FormatError here, or (a value >= r of a witness left
+    unloaded) when its group is loaded."""
     if not isinstance(witness, (str, os.PathLike)):
         return witness
     be.settle()  # the previous proof's queued NTTs: the load would wait for them, not its own time
     t0 = time.perf_counter()
-    loaded = _load(k, witness, be)
-    return Prefetched(loaded, time.perf_counter() - t0)
+    loaded = be.read_witness_file(k, witness)
+    return Prefetched(loaded, time.perf_counter() - t0, os.fspath(witness))
 
 
 def _load(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) -> LoadedWitness:
@@ -196,6 +200,13 @@ def load_and_gather(k: KeyStore | ZkeyKey, witness: WitnessLike, be: Backend) ->
     if isinstance(witness, Prefetched):
         (values, w), t = witness.loaded, t0
         timings["witness"] = witness.seconds
+        if w is None:  # read but not loaded: loaded and checked now, a group of one
+            stack, verdicts = be.load_witness_group(k, [witness.loaded], [witness.name])
+            if (error := verdicts()[0]) is not None:
+                raise error
+            w = stack[0]
+            t = _lap(be, timings, "witness", t0)
+            timings["witness"] += witness.seconds
     else:
         values, w = _load(k, witness, be)
         t = _lap(be, timings, "witness", t0)
@@ -309,6 +320,20 @@ class MsmPoints:
     timings: dict[str, float]
 
 
+def _read(k: KeyStore | ZkeyKey, witness: WitnessLike | Prefetched, be: Backend) -> tuple[LoadedWitness, str, float]:
+    """A group's witness read and checked on the host (:meth:`Backend.read_witness_file` for a
+    file; a :class:`Prefetched` one as it is), its name and the seconds its read took."""
+    if isinstance(witness, Prefetched):
+        return witness.loaded, witness.name, witness.seconds
+    t = time.perf_counter()
+    if isinstance(witness, (str, os.PathLike)):
+        loaded, name = be.read_witness_file(k, witness), os.fspath(witness)
+    else:
+        values, name = load_witness(witness, k)
+        loaded = LoadedWitness(values, None)
+    return loaded, name, time.perf_counter() - t
+
+
 def start_group(
     k: KeyStore | ZkeyKey,
     witnesses: Sequence[WitnessLike | Prefetched | Exception],
@@ -317,31 +342,66 @@ def start_group(
     constant_work: bool | None = False,
     widths: Mapping[str, int] | None = None,
 ) -> Callable[[], list[MsmPoints | Exception]]:
-    """Every stage of a group of proofs up to the assembly: each witness loaded (unless it comes
-    :class:`Prefetched`), gathered and its H scalars computed in turn, then the group's five MSMs
-    started as one :meth:`Backend.msm_start_combined` call; the returned function waits for them.
+    """Every stage of a group of proofs up to the assembly, queued as one pass: the group's
+    witnesses (read unless they come :class:`Prefetched`) loaded as one stack
+    (:meth:`Backend.load_witness_group`: on a GPU one upload and one range check), gathered
+    (:meth:`Backend.gather_group`) and their H scalars computed (:meth:`Backend.h_scalars_group`)
+    with one wait for the group (:meth:`Backend.settle`) and the witnesses' verdicts, then the
+    group's five MSMs started as one :meth:`Backend.msm_start_combined` call; the returned
+    function waits for them.
 
     A witness that fails (its exception, or an exception passed in its place: a failed prefetch)
     is that proof's result, and the others go on without it. ``widths``: each MSM's window width,
     by default the backend's choice for the group's mean live share (:func:`witness_widths`).
-    Stage seconds per proof: witness, gather, ntt its own; msm its share of the group's MSMs
-    (their seconds over the proofs in the group).
+    Stage seconds per proof: witness its own read plus its share of the group's load, gather and
+    ntt its share of the group's (times between :meth:`Backend.mark` marks: on a GPU the device's
+    time, on the CPU the host's); msm its share of the group's MSMs.
     """
-    results: list[Gathered | Exception] = []
-    scalars: list[tuple[Any, Any]] = []
-    for witness in witnesses:
+    results: list[Gathered | Exception | None] = [None] * len(witnesses)
+    loaded: list[LoadedWitness] = []
+    names: list[str] = []
+    reads: list[float] = []
+    slots: list[int] = []
+    for i, witness in enumerate(witnesses):
         if isinstance(witness, Exception):
-            results.append(witness)
+            results[i] = witness
             continue
         try:
-            g = load_and_gather(k, witness, be)
-            scalars.append((g.witness, h_scalars(k, g, be)))
-            results.append(g)
+            one, name, seconds = _read(k, witness, be)
         except Exception as exc:
-            results.append(exc)
+            results[i] = exc
+            continue
+        loaded.append(one)
+        names.append(name)
+        reads.append(seconds)
+        slots.append(i)
+    if not loaded:
+        return lambda: list(results)  # type: ignore[arg-type]
+    marks = [be.mark()]
+    stack, verdicts = be.load_witness_group(k, loaded, names)
+    marks.append(be.mark())
+    evals = be.gather_group(k, stack)
+    marks.append(be.mark())
+    hs = be.h_scalars_group(k, evals)
+    del evals  # three domain-sized vectors a proof the MSMs do not need: device memory
+    marks.append(be.mark())
+    be.settle()  # the group's one wait
+    errors = verdicts()
+    share = [be.seconds_between(a, b) / len(loaded) for a, b in zip(marks, marks[1:])]
+    scalars: list[tuple[Any, Any]] = []
+    for j, (i, one) in enumerate(zip(slots, loaded)):
+        if errors[j] is not None:
+            results[i] = errors[j]
+            continue
+        timings = {"witness": reads[j] + share[0], "gather": share[1], "ntt": share[2]}
+        values = one.values
+        public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])  # values checked < r by the load
+        results[i] = Gathered(stack[j], public, live_fraction(values), None, timings)
+        scalars.append((stack[j], hs[j]))
+    del loaded, stack, hs
     ok = [g for g in results if isinstance(g, Gathered)]
     if not ok:
-        return lambda: list(results)
+        return lambda: list(results)  # type: ignore[arg-type]
     t = time.perf_counter()
     if widths is None:
         widths = witness_widths(be, k, sum(g.live for g in ok) / len(ok), constant_work)
@@ -356,8 +416,8 @@ def start_group(
         share = (time.perf_counter() - t) / len(ok)
         out: list[MsmPoints | Exception] = []
         for g in results:
-            if isinstance(g, Exception):
-                out.append(g)
+            if not isinstance(g, Gathered):
+                out.append(g)  # type: ignore[arg-type]
                 continue
             g.timings["msm"] = share
             out.append(MsmPoints(g.public, next(points), g.timings))

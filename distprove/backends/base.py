@@ -20,6 +20,7 @@ Only numpy-style slicing (``key.a[lo:hi]``) is assumed of the array attributes.
 from __future__ import annotations
 
 import os
+import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
@@ -125,6 +126,67 @@ class Backend(ABC):
         if w.n_witness != key.n_vars:
             raise count_error(w.path, w.n_witness, key)
         return LoadedWitness(w.values, self.load_witness(key, w.values))
+
+    def read_witness_file(self, key: Any, path: str | os.PathLike[str]) -> LoadedWitness:
+        """The part of :meth:`load_witness_file` done ahead of a group of proofs (a prefetch): the
+        .wtns at ``path`` read and checked against the key. A backend that range-checks on the
+        device may leave the values unloaded (``vector`` None, unchecked): :meth:`load_witness_group`
+        loads and checks them with the group's others. Default: :meth:`load_witness_file`."""
+        return self.load_witness_file(key, path)
+
+    def load_witness_group(
+        self, key: Any, witnesses: Sequence[LoadedWitness], names: Sequence[str]
+    ) -> tuple[Any, Callable[[], list[Exception | None]]]:
+        """A group's witnesses as one backend stack (``stack[i]``: witness i's vector, as
+        :meth:`load_witness` gives it), the unloaded ones (``vector`` None) loaded and checked
+        (every value < r), and a function that gives per witness None or its FormatError naming
+        ``names[i]`` and its first bad value. The stack's rows of a bad witness, and what
+        :meth:`gather_group` and :meth:`h_scalars_group` make of them, are unspecified.
+
+        A GPU queues the group's one upload and one range check and reads the verdicts back when
+        the function is called (after the group's gather and H are queued: one wait for all).
+        Default: a list, each unloaded witness checked on the host and loaded (None if bad).
+        """
+        from distprove.bn254 import R
+        from distprove.formats.container import first_false, lt_bound
+        from distprove.formats.wtns import value_error
+
+        stack: list[Any] = []
+        errors: list[Exception | None] = []
+        for loaded, name in zip(witnesses, names, strict=True):
+            vector, error = loaded.vector, None
+            if vector is None:
+                bad = first_false(lt_bound(loaded.values, R))
+                if bad is None:
+                    vector = self.load_witness(key, loaded.values)
+                else:
+                    error = value_error(name, bad)
+            stack.append(vector)
+            errors.append(error)
+        return stack, lambda: errors
+
+    def gather_group(self, key: Any, witnesses: Any) -> Evals:
+        """:meth:`gather` of every witness of a group's stack (:meth:`load_witness_group`): Evals
+        whose members are stacks, ``member[i]`` proof i's. A GPU gathers the group in one launch.
+        Default: each witness in turn (lists; None for a bad witness's None)."""
+        each = [None if w is None else self.gather(key, w) for w in witnesses]
+        return Evals(*([None if e is None else e[m] for e in each] for m in range(3)))
+
+    def h_scalars_group(self, key: Any, evals: Evals) -> Any:
+        """:meth:`h_scalars` of every proof of a group's stacked evaluations (:meth:`gather_group`),
+        which it may overwrite: a stack, ``[i]`` proof i's H scalars. A GPU runs the group's NTTs
+        in the launches of one proof's. Default: each proof in turn (a list)."""
+        return [None if a is None else self.h_scalars(key, Evals(a, b, c)) for a, b, c in zip(*evals)]
+
+    def mark(self) -> Any:
+        """A point in the work queued so far, for :meth:`seconds_between`: a GPU records an event
+        on the current stream. Default: the host clock (synchronous backends)."""
+        return time.perf_counter()
+
+    def seconds_between(self, start: Any, end: Any) -> float:
+        """Seconds the queued work took from mark ``start`` to mark ``end``, once the work before
+        ``end`` is done (after :meth:`settle`)."""
+        return end - start
 
     def window_width(self, n: int, group: Group, live: float = 1.0) -> int:
         """The MSM window width c this backend wants for ``n`` points of which a fraction ``live``

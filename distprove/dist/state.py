@@ -390,7 +390,8 @@ class MeteredBackend:
 
     _STAGE_OF = {
         "load_witness_file": "witness", "load_witness": "witness", "gather": "gather", "h_scalars": "ntt",
-        "settle": "ntt", "msm_windows": "msm",
+        "settle": "ntt", "msm_windows": "msm", "read_witness_file": "witness", "load_witness_group": "witness",
+        "gather_group": "gather", "h_scalars_group": "ntt",
     }
 
     def __init__(self, backend: Any) -> None:

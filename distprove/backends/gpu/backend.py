@@ -37,8 +37,8 @@ from distprove.stages.msm import num_windows, sums_in_parts
 from . import fourstep as gpu_fourstep
 from . import msm as gpu_msm
 from . import ntt as gpu_ntt
-from .gather import DeviceCsr, gather
-from .witness import WitnessUploader
+from .gather import DeviceCsr, gather, gather_group
+from .witness import WitnessUploader, bad_indices, first_bad_group
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -47,6 +47,11 @@ SORT_SHARING = ("A", "B1", "B2")
 """MSMs over the whole witness: started together with equal widths they share one digit sort."""
 UPLOAD_ROWS_BYTES = 64 << 20
 """Host-to-device copies go in slices of about this many bytes (bounded host memory)."""
+DEFER_WITNESS_BYTES = 16 << 20
+"""Witnesses of up to this many value bytes (2^19 values) are only read on the host ahead of their
+group (:meth:`GpuBackend.read_witness_file`) and uploaded with the group's others in one copy and
+checked in one launch; larger ones are uploaded as they are read, in chunks beside the MSMs
+before, where the copy's own time (2.5 ms at 2^22 values) outweighs a launch and a wait."""
 GROUP_PROOFS = 64
 """Most proofs of one key the GPU groups (:meth:`GpuBackend.proofs_per_group`): past a few dozen
 proofs a grouped MSM's launches are no longer what costs."""
@@ -95,6 +100,8 @@ class GpuBackend(Backend):
         self._lanes: dict[str, tuple[Any, gpu_msm.MsmScratch]] = {}
         self._plans: dict[str, MemoryPlan] = {}
         self._witness = WitnessUploader()
+        self._staging: Any = None  # pinned host stack of a group's witnesses (load_witness_group)
+        self._staged: Any = None  # event after the last copy out of it
 
     # -- resident per-key state ------------------------------------------------------------
 
@@ -241,6 +248,86 @@ class GpuBackend(Backend):
         if bad is not None:
             raise value_error(w.path, bad)
         return LoadedWitness(w.values, dev)
+
+    def read_witness_file(self, key: Any, path: str | os.PathLike[str]) -> LoadedWitness:
+        """Up to :data:`DEFER_WITNESS_BYTES`: the .wtns's header and count checked and its values
+        read into host memory, unloaded (:meth:`load_witness_group` uploads and checks them with
+        the group's others); larger witnesses: :meth:`load_witness_file`. Same errors as the host
+        read, a bad value's once its group is loaded."""
+        from distprove.formats.wtns import count_error, read_wtns
+
+        w = read_wtns(path, check_values=False)
+        if w.n_witness != key.n_vars:
+            read_wtns(path)  # a value >= r is reported before the count, as by the host read
+            raise count_error(w.path, w.n_witness, key)
+        if w.values.nbytes > DEFER_WITNESS_BYTES:
+            return self.load_witness_file(key, path)
+        return LoadedWitness(np.array(w.values), None)  # read now, not when the group is stacked
+
+    def load_witness_group(
+        self, key: Any, witnesses: Sequence[LoadedWitness], names: Sequence[str]
+    ) -> tuple[Any, Callable[[], list[Exception | None]]]:
+        """A (G, n_vars, 8) device stack: the unloaded witnesses copied into one pinned host stack
+        and uploaded in one copy, the loaded ones (already checked) copied in on the device, and
+        every row range-checked in one launch (gpu.witness.first_bad_group), all queued on the
+        current stream; the returned function reads the G verdicts back (one wait)."""
+        cp = self.cp
+        g, n = len(witnesses), key.n_vars
+        stack = self._retry_oom(key.content_hash, cp.empty, (g, n, 8), cp.uint32)
+        if any(lw.vector is None for lw in witnesses):
+            if self._staged is not None:
+                self._staged.synchronize()  # the copy out of the last group's stack is done
+            if self._staging is None or self._staging.nbytes < stack.nbytes:
+                import cupyx
+
+                self._staging = None  # back to CuPy's pinned pool before the larger one is taken
+                self._staging = cupyx.empty_pinned((stack.nbytes,), dtype=np.uint8)
+            host = self._staging[:stack.nbytes].view(np.uint32).reshape(g, n, 8)
+            for i, lw in enumerate(witnesses):
+                if lw.vector is None:
+                    np.copyto(host[i], lw.values, casting="no")
+            stack.data.copy_from_host_async(host.ctypes.data, stack.nbytes, cp.cuda.get_current_stream())
+            self._staged = cp.cuda.Event(disable_timing=True)
+            self._staged.record()
+        for i, lw in enumerate(witnesses):
+            if lw.vector is not None:
+                stack[i] = lw.vector
+        flags = first_bad_group(stack)
+
+        def verdicts() -> list[Exception | None]:
+            from distprove.formats.wtns import value_error
+
+            bad = bad_indices(cp.asnumpy(flags))
+            return [None if i is None or lw.vector is not None else value_error(name, i)
+                    for i, lw, name in zip(bad, witnesses, names)]
+
+        return stack, verdicts
+
+    def gather_group(self, key: Any, witnesses: Any) -> Evals:
+        """The group's evaluations in one launch (gpu.gather.gather_group): three (G, domain, 8)
+        Montgomery stacks."""
+        w = self.cp.asarray(witnesses, dtype=self.cp.uint32)
+        if w.ndim != 3 or w.shape[1:] != (key.n_vars, 8):
+            raise ValueError(f"witnesses have shape {w.shape}, the key expects (G, {key.n_vars}, 8)")
+        a_csr, b_csr = self._csr(key, "a"), self._csr(key, "b")
+        if a_csr.rows != key.domain_size:
+            raise ValueError(f"CSR has {a_csr.rows} rows, the key's domain is {key.domain_size}")
+        a, b, c = self._retry_oom(key.content_hash, gather_group, a_csr, b_csr, w)
+        return Evals(MontVector(a), MontVector(b), MontVector(c))
+
+    def h_scalars_group(self, key: Any, evals: Evals) -> Any:
+        """The group's H scalars, (G, domain_size, 8) standard form, computed in place in the
+        evaluations' stacks (their NTTs in one proof's launches, NttEngine.h_scalars; its tables are
+        built before anything is overwritten, so a retry after running out of memory is sound)."""
+        return self._retry_oom(key.content_hash, self.engine.h_scalars, *(v.data for v in evals))
+
+    def mark(self) -> Any:
+        ev = self.cp.cuda.Event()
+        ev.record()
+        return ev
+
+    def seconds_between(self, start: Any, end: Any) -> float:
+        return self.cp.cuda.get_elapsed_time(start, end) / 1e3
 
     def synchronize(self) -> None:
         self.cp.cuda.Device().synchronize()  # every stream: started MSMs run on their own

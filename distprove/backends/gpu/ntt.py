@@ -374,18 +374,33 @@ class NttEngine:
         self.k.scale(x, self.const(1))
         return x
 
+    def h_tables(self, log_n: int) -> None:
+        """Build every table :meth:`h_scalars` of size 2^log_n reads, before it overwrites its
+        inputs: running out of device memory then leaves them as they were."""
+        self.coset_scale(log_n)
+        for inverse in (True, False):
+            self.sub_twiddles(inverse)
+            for spec in plan(log_n, 0, 1, self.max_pass_log):
+                if spec.table is not None:
+                    self.pass_twiddles(*spec.table, inverse)
+
     def h_scalars(self, a: Any, b: Any, c: Any, out: Any = None) -> Any:
         """DESIGN.md steps 2-3 on Montgomery evaluations a, b, c (overwritten): hs, standard form.
 
         Each vector: iNTT with the 1/n scale and the odd-coset shift g^i fused into its last pass,
         then a forward NTT; then hs = a*b - c out of Montgomery form, written to ``out`` (default c).
+        a, b, c are (n, 8) vectors or (G, n, 8) stacks of G proofs' vectors: a stack's transforms
+        are the same launches as one vector's (``outer`` = G), so a group costs what one proof does
+        in launches (the coset table is indexed within each transform).
         """
-        log_n = log2_exact(a.shape[0])
+        log_n = log2_exact(a.shape[-2])
+        outer = a.size // (8 << log_n)
+        self.h_tables(log_n)
         tab = self.coset_scale(log_n)
         scratch = self.k.empty_like(a) if len(split(log_n, self.max_pass_log)) > 1 else None
         for v in (a, b, c):
-            self.transform(v, log_n, inverse=True, post_tab=tab, scratch=scratch)
-            self.transform(v, log_n, scratch=scratch)
+            self.transform(v, log_n, inverse=True, post_tab=tab, scratch=scratch, outer=outer)
+            self.transform(v, log_n, scratch=scratch, outer=outer)
         out = c if out is None else out
         self.k.h_combine(a, b, c, out)
         return out

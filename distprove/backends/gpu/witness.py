@@ -99,6 +99,29 @@ def first_bad(values: "cupy.ndarray") -> int | None:
     return None if i == _NONE_BAD else i
 
 
+def first_bad_group(stack: "cupy.ndarray") -> "cupy.ndarray":
+    """Per witness of the device (G, n, 8) uint32 stack, the index of its first value >= r, or
+    0xffffffff (none): a (G,) uint32 device array, queued on the current stream in one launch
+    (``dp_witness_first_bad_group``); nothing is read back here."""
+    import cupy
+
+    from .gather import MAX_GRID_Y
+
+    g, n = stack.shape[0], stack.shape[1]
+    flags = cupy.full((g,), _NONE_BAD, dtype=cupy.uint32)
+    if n and g:
+        fn = get_module("witness").get_function("dp_witness_first_bad_group")
+        for lo in range(0, g, MAX_GRID_Y):
+            hi = min(g, lo + MAX_GRID_Y)
+            fn(((n + BLOCK - 1) // BLOCK, hi - lo), (BLOCK,), (stack[lo:hi], np.uint32(n), flags[lo:hi]))
+    return flags
+
+
+def bad_indices(flags: np.ndarray) -> list[int | None]:
+    """:func:`first_bad_group`'s flags read back: per witness its first bad index, or None."""
+    return [None if int(f) == _NONE_BAD else int(f) for f in flags]
+
+
 class WitnessUploader:
     """Uploads witness values from a file through one reusable pinned staging buffer.
 
