@@ -130,6 +130,15 @@ extern "C" void host_gather(const u32* a_ptr, const u32* a_sig, const u32* a_val
     for (u32 r = 0; r < n_rows; r++)
         gather_body(a_ptr, a_sig, a_val, b_ptr, b_sig, b_val, w, out_a, out_b, out_c, r);
 }
+extern "C" void host_gather_group(const u32* a_ptr, const u32* a_sig, const u32* a_val,
+                                  const u32* b_ptr, const u32* b_sig, const u32* b_val, const u32* w,
+                                  u32* out_a, u32* out_b, u32* out_c, u32 n_vars, u32 n_rows,
+                                  u32 proofs) {
+    for (u32 p = 0; p < proofs; p++)
+        for (u32 r = 0; r < n_rows; r++)
+            gather_group_body(a_ptr, a_sig, a_val, b_ptr, b_sig, b_val, w, out_a, out_b, out_c,
+                              n_vars, n_rows, p, r);
+}
 """
 
 
@@ -409,6 +418,46 @@ def test_h_scalars_matches_cpu(engine: gntt.NttEngine, log_n: int) -> None:
     c = [rng.randrange(R) for _ in range(n)]
     hs = engine.h_scalars(to_mont(a), to_mont(b), to_mont(c))
     assert bn254.ints_from_limbs(hs) == cpu_ntt.h_scalars(a, b, c)
+
+
+@pytest.mark.parametrize("log_n,proofs", [(5, 1), (5, 3), (11, 2)])
+def test_h_scalars_of_a_stack_equal_each_alone(engine: gntt.NttEngine, log_n: int, proofs: int) -> None:
+    """h_scalars of (G, n, 8) stacks (each proof's NTTs in the same passes, outer = G) gives each
+    proof's H scalars as h_scalars of its vectors alone does."""
+    rng = random.Random(700 + log_n + proofs)
+    n = 1 << log_n
+    vecs = [[rand_fr(n, rng) for _ in range(3)] for _ in range(proofs)]
+    stacks = [np.stack([to_mont(v[m]) for v in vecs]) for m in range(3)]
+    hs = engine.h_scalars(*stacks)
+    assert hs.shape == (proofs, n, 8)
+    for p, (a, b, c) in enumerate(vecs):
+        assert bn254.ints_from_limbs(hs[p]) == cpu_ntt.h_scalars(a, b, c)
+
+
+def test_gather_group_matches_cpu(lib: ctypes.CDLL) -> None:
+    """The group gather's per-thread code (gather_group_body: proof p's witness and outputs at its
+    rows of the stacks) gives each witness's gather."""
+    rng = random.Random(12)
+    n_rows, n_vars, proofs = 120, 30, 3
+    ws = [[1] + [rng.randrange(R) for _ in range(n_vars - 1)] for _ in range(proofs)]
+    csr = {}
+    for mat in "ab":
+        lens = [0 if rng.random() < 0.4 else rng.randrange(1, 6) for _ in range(n_rows)]
+        ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.uint32)
+        sig = np.array([rng.randrange(n_vars) for _ in range(int(ptr[-1]))], dtype=np.uint32)
+        val = bn254.limbs_from_ints([rng.randrange(R) for _ in range(len(sig))])
+        csr[mat] = (ptr, sig, val)
+    w = np.stack([bn254.limbs_from_ints(v) for v in ws])
+    out = [np.full((proofs, n_rows, 8), 0xDEADBEEF, dtype=np.uint32) for _ in range(3)]
+    u = ctypes.c_uint32
+    lib.host_gather_group(*(_p(x) for x in csr["a"]), *(_p(x) for x in csr["b"]), _p(w),
+                          *(_p(o) for o in out), u(n_vars), u(n_rows), u(proofs))
+    for p, vals in enumerate(ws):
+        ref = {m: cpu_gather.evaluate_rows(csr[m][0], csr[m][1], cpu_gather.decode_coefficients(csr[m][2]), vals)
+               for m in "ab"}
+        assert from_mont(out[0][p]) == ref["a"]
+        assert from_mont(out[1][p]) == ref["b"]
+        assert from_mont(out[2][p]) == cpu_gather.pointwise_product(ref["a"], ref["b"])
 
 
 def test_gather_matches_cpu(lib: ctypes.CDLL) -> None:
