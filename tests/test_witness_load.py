@@ -163,6 +163,31 @@ def test_gpu_override_count_errors_equal_the_host_read(fake_gpu: Any, tmp_path: 
     assert fake_gpu._witness.calls == 0  # nothing uploaded for a witness of the wrong size
 
 
+def test_gpu_read_ahead_of_a_group(fake_gpu: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's read ahead of a group: a small witness read into host memory, unloaded and
+    unchecked (its group's load checks it: a bad value passes here), nothing uploaded; the count
+    errors are the host read's; past DEFER_WITNESS_BYTES the witness is uploaded and checked now."""
+    from distprove.backends.gpu import backend as gpu_backend
+
+    key = _key(1023)
+    bad = patched_wtns(tmp_path, CHAIN_WTNS, {9: R})
+    for path in (CHAIN_WTNS, bad):
+        values, vector = fake_gpu.read_witness_file(key, path)
+        assert vector is None and np.array_equal(values, read_wtns(path, check_values=False).values)
+    assert fake_gpu._witness.calls == 0
+    for path, k in ((CHAIN_WTNS, _key(1024)), (bad, _key(6))):
+        with pytest.raises(FormatError) as host:
+            CpuBackend().load_witness_file(k, path)
+        with pytest.raises(FormatError) as dev:
+            fake_gpu.read_witness_file(k, path)
+        assert str(dev.value) == str(host.value)
+    monkeypatch.setattr(gpu_backend, "DEFER_WITNESS_BYTES", 1023 * 32 - 1)
+    values, vector = fake_gpu.read_witness_file(key, CHAIN_WTNS)
+    assert vector is not None and np.array_equal(vector, values) and fake_gpu._witness.calls == 1
+    with pytest.raises(FormatError, match="witness value 9 is >= r"):
+        fake_gpu.read_witness_file(key, bad)
+
+
 def test_gpu_override_file_shrunk_after_the_header(fake_gpu: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import distprove.formats.wtns as wtns
 

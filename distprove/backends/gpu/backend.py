@@ -285,7 +285,7 @@ class GpuBackend(Backend):
             host = self._staging[:stack.nbytes].view(np.uint32).reshape(g, n, 8)
             for i, lw in enumerate(witnesses):
                 if lw.vector is None:
-                    np.copyto(host[i], lw.values, casting="no")
+                    host[i] = lw.values
             stack.data.copy_from_host_async(host.ctypes.data, stack.nbytes, cp.cuda.get_current_stream())
             self._staged = cp.cuda.Event(disable_timing=True)
             self._staged.record()
