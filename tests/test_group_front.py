@@ -171,3 +171,37 @@ def test_deferred_prefetch_in_the_single_proof_path(key: Any, reference: dict, t
     bad = patched_wtns(tmp_path, WITNESSES[1], {3: (1 << 256) - 1})
     with pytest.raises(FormatError, match=r"witness value 3 is >= r"):
         load_and_gather(key, prefetch_witness(key, bad, be), be)
+
+
+def test_prove_group_counts_a_bad_witness_found_by_the_group_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a worker's prove-group task, a witness whose bad value the group's load finds (read
+    ahead unchecked, as a GPU reads small ones) fails alone and counts as one failed proof, once;
+    one that fails its prefetch is counted there, not again."""
+    import dask
+
+    import distprove
+    from distprove.dist import metrics, work
+    from distprove.dist import state as dist_state
+    from distprove.dist.tasks import ProofSpec
+    from test_worker_cache import counting_state
+
+    st = counting_state()
+    st.backend = Deferred()
+    monkeypatch.setattr(dist_state, "state", lambda: st)
+    counted: list[bool] = []
+    monkeypatch.setattr(metrics, "record_proof", lambda key, ok: counted.append(ok))
+    zkey = DATA / "mini" / "mini_0001.zkey"
+    digest = distprove.open_key(zkey).content_hash
+    bad = patched_wtns(tmp_path, DATA / "mini" / "witness.wtns", {2: R})
+
+    def spec(name: str, witness: Path) -> ProofSpec:
+        return ProofSpec(name, str(witness), str(zkey), digest, str(tmp_path / f"{name}.proof.json"),
+                         str(tmp_path / f"{name}.public.json"))
+
+    specs = [spec("a", DATA / "mini" / "witness.wtns"), spec("bad", bad), spec("short", DATA / "bad" / "truncated.wtns"),
+             spec("b", DATA / "mini" / "witness.wtns")]
+    with dask.config.set({"distprove.msm.group-proofs": 4}):
+        results = work.prove_group(specs, work.plan_key(str(zkey)).widths)
+    assert [type(r).__name__ for r in results] == ["Assembled", "Failed", "Failed", "Assembled"]
+    assert results[1].reason == f"{bad}: witness value 2 is >= r (not reduced)"
+    assert counted == [False, False]

@@ -320,13 +320,24 @@ def _start_group(spec: ProofSpec, ready: Sequence[Any], widths: Mapping[str, int
     """A group's device work queued (:func:`distprove.prover.start_group`, through the metered
     backend: its grouped MSMs count as ``msm``): ``ready`` holds what :func:`_prefetch` gave for
     each spec (or its exception: a bad witness, counted there); its waiter gives each proof's MSM
-    points or exception."""
+    points or exception. A bad witness found by the group's load (a GPU checks small witnesses'
+    values there, not in the prefetch) is counted as a failed proof too."""
     from distprove.prover import start_group
 
     st = worker_state.state()
     key = st.key(spec.key_path, spec.content_hash)
-    return start_group(key, [r if isinstance(r, Exception) else r[1] for r in ready], MeteredBackend(st.backend),
+    given = {id(r) for r in ready if isinstance(r, Exception)}  # counted by _prefetch
+    wait = start_group(key, [r if isinstance(r, Exception) else r[1] for r in ready], MeteredBackend(st.backend),
                        widths=widths)
+
+    def counted() -> list[Any]:
+        results = wait()
+        for r in results:
+            if isinstance(r, FormatError) and id(r) not in given:
+                metrics.record_proof(key, False)
+        return results
+
+    return counted
 
 
 def _finish_grouped(spec: ProofSpec, result: Any, blinding: tuple[int, int] | None = None) -> Assembled:
