@@ -30,7 +30,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from distprove import bn254, curve
 from distprove import pairing as pr
 from distprove.errors import FormatError
 from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk, vk_to_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distprove.backends.gpu.batchcheck import DeviceProofs
 
 Proof = tuple[bn254.Affine, bn254.Affine, bn254.Affine]
 Source = Any
@@ -192,9 +195,9 @@ DEVICES = ("cpu", "gpu")
 
 
 class BatchCheck:
-    """:func:`verify_many` fed one proof at a time, so each proof's own share of the work runs when
-    it arrives (e.g. beside the next proof's MSMs on a GPU worker): validation, a G2 subgroup check
-    of pi_b, -ρ_i·pi_a_i and pi_b_i's Miller loop lines. :meth:`results` does the rest: one
+    """:func:`verify_many` fed one proof at a time. On the host (``device="cpu"``) each proof's own
+    share of the work runs when it arrives: validation, a G2 subgroup check of pi_b,
+    -ρ_i·pi_a_i and pi_b_i's Miller loop lines. :meth:`results` does the rest: one
     Miller loop whose accumulator squarings all pairs share, over every (-ρ_i·pi_a_i, pi_b_i) and
     one pair per distinct G2 point of the keys (their lines cached per point), then one final
     exponentiation.
@@ -297,7 +300,7 @@ class BatchCheck:
             ok[i] = v
         return ok  # type: ignore[return-value]
 
-    def _batch_holds(self, batched: Sequence[int], partials: Sequence[pr.Fq12] = (), device: Any = None) -> bool:
+    def _batch_holds(self, batched: Sequence[int], partials: Sequence[pr.Fq12] = (), device: "DeviceProofs | None" = None) -> bool:
         """The batch equation over the proofs ``batched``; ``partials``: the Miller loop products of
         the pairs computed by the pool (the other pairs have their lines); ``device``: the
         :class:`~distprove.backends.gpu.batchcheck.DeviceProofs` holding the proofs' pairs."""
@@ -363,7 +366,7 @@ def verify_many(
     All proofs whose key G2 points and pi_b lie in the G2 subgroup are checked together with one
     final exponentiation (:class:`BatchCheck`, on ``executor``'s processes when given); if that
     batch check fails, each of them is checked on its own so the failing ones are named.
-    ``device="gpu"``: the batch's Miller loop on the GPU. Raises :class:`FormatError` on the
+    ``device="gpu"``: the batch's per-proof work and Miller loop on the GPU. Raises :class:`FormatError` on the
     first malformed input.
     """
     batch = BatchCheck(executor, device=device)
