@@ -30,7 +30,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from distprove import bn254, curve
 from distprove import pairing as pr
 from distprove.errors import FormatError
 from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk, vk_to_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distprove.backends.gpu.batchcheck import DeviceProofs
 
 Proof = tuple[bn254.Affine, bn254.Affine, bn254.Affine]
 Source = Any
@@ -144,7 +147,7 @@ as with ρ drawn below 2^RHO_BITS."""
 
 Term = tuple[Rho, "bn254.Affine | None", "tuple[pr.Line, ...] | None"]
 """A batched proof's share: (ρ, -ρ·pi_a, pi_b's Miller loop lines); the last two None while a
-pool computes them (:func:`chunk_loop`), the lines None when the GPU runs the Miller loop."""
+pool computes them (:func:`chunk_loop`) and on the GPU (the device holds -ρ·pi_a)."""
 
 
 def _rho() -> Rho:
@@ -168,39 +171,33 @@ def _negated_multiples(terms: Sequence[tuple[Rho, bn254.Affine]]) -> list[bn254.
     return curve.to_affine(g1, [curve.combination(g1, (), _rho_terms(rho, bn254.neg(g1, p))) for rho, p in terms])
 
 
-def _term(key: VerificationKey, proof: Proof, lines: bool = True) -> Term | None:
-    """A proof's own share of the batch check, or None when the proof is to be checked alone (a
-    key point or pi_b outside G2, or a point at infinity); ``lines``: with pi_b's Miller loop
-    lines (not when the GPU runs the loop)."""
+def _term(key: VerificationKey, proof: Proof) -> Term | None:
+    """A proof's own share of the batch check on the host, or None when the proof is to be checked
+    alone (a key point or pi_b outside G2, or a point at infinity)."""
     if not _batchable(key, proof) or not in_g2_subgroup(proof[1]):
         return None
     rho = _rho()
-    return rho, _negated_multiples([(rho, proof[0])])[0], pr.prepare(proof[1]) if lines else None
+    return rho, _negated_multiples([(rho, proof[0])])[0], pr.prepare(proof[1])
 
 
-def chunk_loop(
-    chunk: Sequence[tuple[Rho, bn254.Affine, bn254.Affine]], loop: bool = True
-) -> tuple[list[bool], pr.Fq12 | list[bn254.Affine]]:
-    """A pool process's share of a :class:`BatchCheck`: for proofs given as (ρ, pi_a, pi_b),
-    whether each pi_b lies in G2, and the Miller loop product of (-ρ·pi_a, pi_b) over those that
-    do (their accumulator squarings shared); without ``loop`` (the GPU runs it), the -ρ·pi_a of
-    those that do instead."""
+def chunk_loop(chunk: Sequence[tuple[Rho, bn254.Affine, bn254.Affine]]) -> tuple[list[bool], pr.Fq12]:
+    """A pool process's share of a :class:`BatchCheck` on the host: for proofs given as
+    (ρ, pi_a, pi_b), whether each pi_b lies in G2, and the Miller loop product of (-ρ·pi_a, pi_b)
+    over those that do (their accumulator squarings shared)."""
     inside = [in_g2_subgroup(b) for _, _, b in chunk]
     live = [(rho, a, b) for (rho, a, b), ok in zip(chunk, inside) if ok]
     negs = _negated_multiples([(rho, a) for rho, a, _ in live])
-    if not loop:
-        return inside, negs
     return inside, pr.prepared_miller_loop([(n, pr.prepare(b)) for n, (_, _, b) in zip(negs, live)])
 
 
 DEVICES = ("cpu", "gpu")
-"""Where :class:`BatchCheck` runs its batch's Miller loop."""
+"""Where :class:`BatchCheck` runs its batch's per-proof work and Miller loop."""
 
 
 class BatchCheck:
-    """:func:`verify_many` fed one proof at a time, so each proof's own share of the work runs when
-    it arrives (e.g. beside the next proof's MSMs on a GPU worker): validation, a G2 subgroup check
-    of pi_b, -ρ_i·pi_a_i and pi_b_i's Miller loop lines. :meth:`results` does the rest: one
+    """:func:`verify_many` fed one proof at a time. On the host (``device="cpu"``) each proof's own
+    share of the work runs when it arrives: validation, a G2 subgroup check of pi_b,
+    -ρ_i·pi_a_i and pi_b_i's Miller loop lines. :meth:`results` does the rest: one
     Miller loop whose accumulator squarings all pairs share, over every (-ρ_i·pi_a_i, pi_b_i) and
     one pair per distinct G2 point of the keys (their lines cached per point), then one final
     exponentiation.
@@ -210,20 +207,23 @@ class BatchCheck:
     checks, multiplications and a partial Miller loop), so the calling thread is free while they
     run, and the proofs checked alone after a failed batch are checked there too.
 
-    With ``device="gpu"`` no Miller loop line is computed on the host: :meth:`results` hands every
-    pair of the batch equation, (-ρ_i·pi_a_i, pi_b_i) and the keys' fixed pairs, to ONE
-    :func:`distprove.backends.gpu.pairing.miller_product` call (pairs the kernel flags as
-    degenerate are looped on the host there), then one final exponentiation on the host. The
-    subgroup checks and -ρ_i·pi_a_i stay on the host (in ``add``, or with an executor in its
-    chunks); a failed batch's proofs are checked alone on the host as without it.
+    With ``device="gpu"`` ``add`` only validates (JSON, ranges, curve equations, on the host) and
+    draws ρ_i, and :meth:`results` does the batch's per-proof work as one device step
+    (:class:`distprove.backends.gpu.batchcheck.DeviceProofs`, kernels/batchcheck.cu): every pi_b_i's
+    G2 subgroup test (the same test as :func:`in_g2_subgroup`), -ρ_i·pi_a_i and ρ_i·pi_c_i, which
+    stay on the device as the G1 side of ONE Miller product over (-ρ_i·pi_a_i, pi_b_i),
+    (ρ_i·pi_c_i, δ₂) and the keys' fixed pairs (pairs the kernel flags as degenerate are looped on
+    the host), then one final exponentiation on the host. Only the B subgroup answers and one
+    Fq12 come back. The executor, if any, then serves only the proofs checked alone.
 
     The batch equation, with secret ρ_i: Π_i e(-ρ_i·pi_a_i, pi_b_i) · e(Σρ_i·cpub_i, γ₂) ·
-    e(Σρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1. Every G2 point in it lies in G2 (checked), so by
-    bilinearity its left side is exactly Π_i v_i^ρ_i, v_i the value ``verify`` compares with 1
-    for proof i: a batch with a failing proof passes with probability at most 2^-RHO_BITS.
-    Σρ_i·cpub_i comes from per-key scalars Σρ_i and Σρ_i·public_i[j] (nPublic+1 multiplications
-    per key). Proofs whose pi_b or key points are not in G2 (snarkjs accepts such a pi_b), and
-    every proof of a batch of several that fails, are checked on their own.
+    Π_i e(ρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1 (on the host the δ₂ terms of a key are summed in
+    G1 first, one pair). Every G2 point in it lies in G2 (checked), so by bilinearity its left
+    side is exactly Π_i v_i^ρ_i, v_i the value ``verify`` compares with 1 for proof i: a batch
+    with a failing proof passes with probability at most 2^-RHO_BITS. Σρ_i·cpub_i comes from
+    per-key scalars Σρ_i and Σρ_i·public_i[j] (nPublic+1 multiplications per key). Proofs whose
+    pi_b or key points are not in G2 (snarkjs accepts such a pi_b), and every proof of a batch of
+    several that fails, are checked on their own.
     """
 
     def __init__(self, executor: Executor | None = None, chunk: int = 8, device: str = "cpu") -> None:
@@ -244,13 +244,13 @@ class BatchCheck:
         :class:`FormatError` on a malformed input (nothing is added then)."""
         t0 = time.perf_counter()
         key, public_, proof_ = _load(vk, public, proof)
-        if self._executor is None:
-            term = _term(key, proof_, lines=self.device == "cpu")
-        else:
+        if self._executor is None and self.device == "cpu":
+            term = _term(key, proof_)
+        else:  # the pool's chunks, or the device in results(), do the rest
             term = (_rho(), None, None) if _batchable(key, proof_) else None
         self._loaded.append((key, public_, proof_))
         self._terms.append(term)
-        if term is not None and self._executor is not None:
+        if term is not None and self._executor is not None and self.device == "cpu":
             self._pending.append(len(self._terms) - 1)
             if len(self._pending) >= self._chunk:
                 self._send()
@@ -258,7 +258,7 @@ class BatchCheck:
 
     def _send(self) -> None:
         chunk = [(self._terms[i][0], self._loaded[i][2][0], self._loaded[i][2][1]) for i in self._pending]
-        self._sent.append((self._pending, self._executor.submit(chunk_loop, chunk, self.device == "cpu")))
+        self._sent.append((self._pending, self._executor.submit(chunk_loop, chunk)))
         self._pending = []
 
     def __len__(self) -> int:
@@ -271,21 +271,25 @@ class BatchCheck:
         partials = []
         for indices, future in self._sent:
             inside, got = future.result()
-            if self.device == "cpu":
-                partials.append(got)
-                negs = iter(())
-            else:
-                negs = iter(got)
+            partials.append(got)
             for i, ok in zip(indices, inside):
                 if not ok:  # pi_b outside G2
                     self._terms[i] = None
-                elif self.device != "cpu":
-                    self._terms[i] = (self._terms[i][0], next(negs), None)
         self._sent = []
         batched = [i for i, t in enumerate(self._terms) if t is not None]
+        device = None
+        if self.device == "gpu" and batched:
+            from distprove.backends.gpu.batchcheck import DeviceProofs
+
+            device = DeviceProofs([self._loaded[i][2] for i in batched], [self._terms[i][0] for i in batched],
+                                  [self._loaded[i][0].delta2 for i in batched])
+            for i, inside in zip(batched, device.inside):
+                if not inside:  # pi_b outside G2
+                    self._terms[i] = None
+            batched = [i for i in batched if self._terms[i] is not None]
         ok: list[bool | None] = [None] * len(self._loaded)
         if batched:
-            holds = self._batch_holds(batched, partials)
+            holds = self._batch_holds(batched, partials, device)
             if holds or len(batched) == 1:  # one proof alone: the equation is v^ρ == 1, exactly v == 1
                 for i in batched:
                     ok[i] = holds
@@ -296,9 +300,10 @@ class BatchCheck:
             ok[i] = v
         return ok  # type: ignore[return-value]
 
-    def _batch_holds(self, batched: Sequence[int], partials: Sequence[pr.Fq12] = ()) -> bool:
+    def _batch_holds(self, batched: Sequence[int], partials: Sequence[pr.Fq12] = (), device: "DeviceProofs | None" = None) -> bool:
         """The batch equation over the proofs ``batched``; ``partials``: the Miller loop products of
-        the pairs computed by the pool (the other pairs have their lines, or on the GPU their points)."""
+        the pairs computed by the pool (the other pairs have their lines); ``device``: the
+        :class:`~distprove.backends.gpu.batchcheck.DeviceProofs` holding the proofs' pairs."""
         g1 = bn254.G1
         by_g2: dict[bn254.Affine, list[tuple[int, bn254.Affine]]] = {}
         keys: dict[tuple, VerificationKey] = {}
@@ -308,26 +313,23 @@ class BatchCheck:
             key, public, (_, _, pi_c) = self._loaded[i]
             rho, neg_a, b_lines = self._terms[i]
             rho_r = _rho_value(rho)
-            if self.device != "cpu":
-                pairs.append((neg_a, self._loaded[i][2][1]))
-            elif b_lines is not None:
+            if b_lines is not None:
                 pairs.append((neg_a, b_lines))
             kid = _key_id(key)
             keys.setdefault(kid, key)
             sc = scalars.setdefault(kid, [0] * (key.n_public + 1))
             for j, s in enumerate([1, *public]):
                 sc[j] = (sc[j] + rho_r * s) % bn254.R
-            by_g2.setdefault(key.delta2, []).extend(_rho_terms(rho, pi_c))
+            if device is None:
+                by_g2.setdefault(key.delta2, []).extend(_rho_terms(rho, pi_c))
         for kid, key in keys.items():
             sc = scalars[kid]
             by_g2.setdefault(key.gamma2, []).extend(zip(sc, key.ic))
             by_g2.setdefault(key.beta2, []).append((sc[0], key.alpha1))
         sums = curve.to_affine(g1, [curve.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
-        if self.device != "cpu":
-            from distprove.backends.gpu.pairing import miller_product
-
-            pairs += [(p, q) for q, p in zip(by_g2, sums) if p is not None]
-            return pr.final_exponentiation_fast(miller_product(pairs)) == pr.ONE
+        if device is not None:
+            fixed = [(p, q) for q, p in zip(by_g2, sums) if p is not None]
+            return pr.final_exponentiation_fast(device.miller_product(fixed)) == pr.ONE
         pairs += [(p, _key_g2(q)) for q, p in zip(by_g2, sums) if p is not None]
         f = pr.prepared_miller_loop(pairs)
         for part in partials:
@@ -364,7 +366,7 @@ def verify_many(
     All proofs whose key G2 points and pi_b lie in the G2 subgroup are checked together with one
     final exponentiation (:class:`BatchCheck`, on ``executor``'s processes when given); if that
     batch check fails, each of them is checked on its own so the failing ones are named.
-    ``device="gpu"``: the batch's Miller loop on the GPU. Raises :class:`FormatError` on the
+    ``device="gpu"``: the batch's per-proof work and Miller loop on the GPU. Raises :class:`FormatError` on the
     first malformed input.
     """
     batch = BatchCheck(executor, device=device)

@@ -8,8 +8,9 @@ fixture proof and ``verify_many`` over groups of 1, 8 and 64 of them (seconds pe
 ``--gpu`` times the device instead (distprove.backends.gpu.pairing): for k = 64, 1024 and 4096
 random pairs, the Miller loops and their product on the GPU with one Fq12 read back (whole call:
 upload, launches, readback, conversion; and the launches alone by CUDA events), beside one host
-Miller loop of distprove.pairing; and ``verify_many(device="gpu")`` (BatchCheck's Miller loop in
-one miller_product call) over 8, 64 and 512 of the fixture's proofs, seconds per proof, beside the
+Miller loop of distprove.pairing; and ``verify_many(device="gpu")`` (BatchCheck's per-proof step
+and Miller product on the device, backends/gpu/batchcheck.py) over 8, 64 and 512 of the fixture's
+proofs, seconds per proof, beside the
 host's ``verify_many`` (with ``--processes N`` also both on a pool of N processes).
 
     python3 pipelines/bench_verify.py --json bench/results/<date>_verify_<host>.json

@@ -1,9 +1,11 @@
-"""Host-compiled checks of the GPU Miller loop (distprove/kernels/pairing.cu) against pairing.py.
+"""Host-compiled checks of the GPU pairing module (distprove/kernels/pairing.cu, batchcheck.cu)
+against pairing.py and verifier.py.
 
-pairing.cu builds as plain C++ with field.cuh (DP_INLINE is ``inline`` off the GPU), so a harness
-runs the per-thread loop on the CPU, in both product builds of field.cuh (CIOS, and the FP64-pipe
-product the device uses on sm_90), and its Fq12 limbs must equal :func:`pairing.miller_loop`'s
-bit for bit on fresh random pairs. Skipped when no C++ compiler is found.
+The module builds as plain C++ (DP_INLINE is ``inline`` off the GPU), so a harness runs the
+per-thread code on the CPU, in both product builds of field.cuh (CIOS, and the FP64-pipe product
+the device uses on sm_90): the Miller loop's Fq12 limbs must equal :func:`pairing.miller_loop`'s,
+and the batch check's subgroup answers and ρ multiples verifier.py's, bit for bit on fresh random
+inputs. Skipped when no C++ compiler is found.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import pytest
 from distprove import bn254
 from distprove import pairing as pr
 from distprove.backends.gpu import pairing as gp
-from distprove.backends.gpu.compile import module_source
+from distprove.backends.gpu import batchcheck as gb
+from distprove.backends.gpu.compile import MODULES, module_source
 from distprove.formats.jsonio import read_proof, read_public, read_vk
-from distprove.verifier import _cpub
+from distprove.verifier import GLV_LAMBDA, _cpub, _negated_multiples, _rho_terms, in_g2_subgroup
 
 from test_pairing import twist_point_outside_g2
 
@@ -55,6 +58,10 @@ extern "C" void host_block_product(const u32* in, u32* out, int n, int block) {
         fq12_store(out + 96 * b, acc);
     }
 }
+extern "C" void host_batchcheck(const u32* a, const u32* b, const u32* c, const u32* rho, u32* neg_a, u32* rho_c,
+                                u32* inside, int n) {
+    for (int i = 0; i < n; i++) batchcheck_row(a, b, c, rho, neg_a, rho_c, inside, (u64)i);
+}
 extern "C" void host_fq12_product(const u32* in, u32* out, int n) {
     Fq12 acc = fq12_one();
     for (int i = 0; i < n; i++) acc = fq12_mul(acc, fq12_load(in + 96 * i));
@@ -66,13 +73,13 @@ BUILDS = {"cios": [], "f64_mul": ["-DDP_F64_MUL"]}
 
 
 def build_harness(directory: Path, build: str) -> ctypes.CDLL | None:
-    """pairing.cu with :data:`HARNESS` as a host library in ``directory`` (field.cuh's product
+    """The pairing module with :data:`HARNESS` as a host library in ``directory`` (field.cuh's product
     ``build``, a key of :data:`BUILDS`); None when no C++ compiler is found."""
     cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if cxx is None:
         return None
     src, so = directory / "pairing.cpp", directory / "pairing.so"
-    src.write_text(module_source(("field.cuh", "pairing.cu")) + HARNESS)
+    src.write_text(module_source(MODULES["pairing"]) + HARNESS)
     res = subprocess.run([cxx, "-O1", "-std=c++17", "-shared", "-fPIC", *BUILDS[build], "-o", str(so), str(src)],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
@@ -188,6 +195,8 @@ class _EmuModule:
                 self.lib.host_miller(*arrays, n)
             elif name == "pairing_miller_product":
                 self.lib.host_miller_product(*arrays, n, ctypes.c_int(block[0]))
+            elif name == "batchcheck_points":
+                self.lib.host_batchcheck(*arrays, n)
             else:
                 assert name == "pairing_fq12_product"
                 self.lib.host_block_product(*arrays, n, ctypes.c_int(block[0]))
@@ -195,16 +204,17 @@ class _EmuModule:
 
 
 def emulate(lib: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch) -> _EmuModule:
-    """backends/gpu/pairing.py with numpy for CuPy and the host harness for the kernels."""
+    """backends/gpu/pairing.py and batchcheck.py with numpy for CuPy and the host harness for the kernels."""
     import sys
     import types
 
     from conftest import host_cupy
 
-    fake = types.SimpleNamespace(**vars(host_cupy()), asarray=np.asarray, zeros=np.zeros)
+    fake = types.SimpleNamespace(**vars(host_cupy()), asarray=np.asarray, zeros=np.zeros, concatenate=np.concatenate)
     monkeypatch.setitem(sys.modules, "cupy", fake)
     mod = _EmuModule(lib)
-    monkeypatch.setattr(gp, "get_module", lambda name: mod)
+    for m in (gp, gb):
+        monkeypatch.setattr(m, "get_module", lambda name: mod)
     return mod
 
 
@@ -256,3 +266,64 @@ def test_pairs_to_limbs_equals_points_to_limbs() -> None:
         g1, g2 = gp.pairs_to_limbs(ps)
         assert (g1 == bn254.points_to_limbs(bn254.G1, [p for p, _ in pairs])).all()
         assert (g2 == bn254.points_to_limbs(bn254.G2, [q for _, q in pairs])).all()
+
+
+# --- the batch check's per-proof step (batchcheck.cu) ----------------------------------------
+
+
+def host_batchcheck(lib: ctypes.CDLL, proofs: list, rhos: list) -> tuple[list[bool], list, list]:
+    """The kernel's per-thread step over (pi_a, pi_b, pi_c) proofs and (ρ₁, ρ₂) coefficients: the
+    subgroup answers, -ρ·pi_a and ρ·pi_c as affine points."""
+    a, b, c, rho = gb.proof_rows(proofs, rhos)
+    n = len(proofs)
+    neg_a, rho_c = (np.full((n, 16), 0xDEADBEEF, dtype="<u4") for _ in range(2))
+    inside = np.full(n, 7, dtype="<u4")
+    lib.host_batchcheck(_p(a), _p(b), _p(c), _p(rho), _p(neg_a), _p(rho_c), _p(inside), ctypes.c_int(n))
+    assert set(inside.tolist()) <= {0, 1}
+    assert all(v < bn254.Q for v in bn254.ints_from_limbs(np.concatenate([neg_a, rho_c]).reshape(-1, 8))), "not fully reduced"
+    return ([bool(v) for v in inside], bn254.points_from_limbs(bn254.G1, neg_a), bn254.points_from_limbs(bn254.G1, rho_c))
+
+
+def _rho_multiple(rho: tuple[int, int], p: bn254.Affine) -> bn254.Affine:
+    from distprove import curve
+
+    return curve.to_affine(bn254.G1, [curve.combination(bn254.G1, (), _rho_terms(rho, p))])[0]
+
+
+def test_batchcheck_equals_verifier_py(lib: ctypes.CDLL) -> None:
+    """Per proof, the kernel's pi_b subgroup answer is verifier.in_g2_subgroup's and its rows are
+    verifier.py's -ρ·pi_a (_negated_multiples) and ρ·pi_c, zero rows where pi_b is outside G2: on
+    fresh random points, pi_b in G2, random twist points, a point of order 10069 and G2 points
+    plus it, infinity (pi_b, pi_a, pi_c), and ρ halves 0, 1, 2^64 - 1 and random. (No twist point
+    but infinity has an order dividing x: gcd(x, 2q - r) = 1, so [x]Q is never infinity here.)"""
+    from test_verify import _g2_small_order
+
+    rng = random.Random()
+    seed = rng.randrange(1 << 32)
+    rng.seed(seed)
+    small = _g2_small_order()
+    g2 = [_g2(rng) for _ in range(4)]
+    bs = g2 + [twist_point_outside_g2(rng) for _ in range(2)] + [small, bn254.add(bn254.G2, g2[0], small), None,
+                                                                 bn254.neg(bn254.G2, g2[1])]
+    top = (1 << 64) - 1
+    halves = {0: (0, 1), 1: (1, 0), 2: (1, 1), 3: (0, rng.randrange(1 << 64)), 8: (0, 0), 9: (top, top),
+              11: (rng.randrange(1 << 64), 0)}
+    proofs, rhos = [], []
+    for i, b in enumerate(bs + g2[:3]):
+        a, c = _g1(rng), _g1(rng)
+        if i == len(bs):
+            a = None
+        if i in (2, len(bs) + 1):
+            c = None
+        proofs.append((a, b, c))
+        rhos.append(halves.get(i) or (rng.randrange(1 << 64), rng.randrange(1 << 64)))
+    inside, neg_a, rho_c = host_batchcheck(lib, proofs, rhos)
+    want_inside = [in_g2_subgroup(b) for _, b, _ in proofs]
+    assert want_inside == [True] * 4 + [False] * 4 + [True] * 5, seed
+    assert inside == want_inside, seed
+    for i, ((a, _, c), rho, ok) in enumerate(zip(proofs, rhos, want_inside)):
+        want_a = _negated_multiples([(rho, a)])[0] if ok else None
+        want_c = _rho_multiple(rho, c) if ok else None
+        assert (neg_a[i], rho_c[i]) == (want_a, want_c), f"proof {i}, seed {seed}"
+    assert neg_a[3] == bn254.mul(bn254.G1, bn254.neg(bn254.G1, proofs[3][0]), rhos[3][1] * GLV_LAMBDA % bn254.R)
+    assert neg_a[8] is None and rho_c[2] is None and rho_c[11] is None  # ρ = 0, pi_c infinity

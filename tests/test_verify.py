@@ -364,13 +364,15 @@ def test_large_valid_batch_holds_without_individual_checks(
 def test_gpu_batch_is_one_miller_product_without_host_lines(
     proved: dict[str, tuple], monkeypatch: pytest.MonkeyPatch, pairing_harness
 ) -> None:
-    """On the GPU path the host computes no Miller loop of the batch: every pair of the batch
-    equation, 64 proofs' (-ρ·pi_a, pi_b) and the two keys' fixed pairs, goes to one
-    miller_product call (one Miller launch, one product launch), and a pair the kernel flags as
-    degenerate is looped on the host there: the valid batch still holds, no proof checked alone."""
+    """On the GPU path the host computes no per-proof point and no Miller loop of the batch: one
+    batchcheck launch for the 64 proofs (subgroup tests, ρ multiples), then every pair of the batch
+    equation, 64 proofs' (-ρ·pi_a, pi_b) and (ρ·pi_c, δ₂) and the two keys' fixed pairs, in one
+    Miller launch and one product launch; a pair the kernel flags as degenerate has its rows read
+    back and is looped on the host: the valid batch still holds, no proof checked alone."""
     from test_pairing_kernel_host import _EmuModule, emulate
 
     from distprove import pairing as pr
+    from distprove.backends.gpu import batchcheck as gb
     from distprove.backends.gpu import pairing as gp
 
     if pairing_harness is None:
@@ -392,7 +394,8 @@ def test_gpu_batch_is_one_miller_product_without_host_lines(
 
     emulate(pairing_harness, monkeypatch)
     emu = Flagging(pairing_harness)
-    monkeypatch.setattr(gp, "get_module", lambda name: emu)
+    for m in (gp, gb):
+        monkeypatch.setattr(m, "get_module", lambda name: emu)
     host_loops, other_loops, alone = [], [], []
     real_loop, real_prepared = pr.miller_loop, pr.prepared_miller_loop
 
@@ -409,12 +412,12 @@ def test_gpu_batch_is_one_miller_product_without_host_lines(
     checker = verify_mod.BatchCheck(device="gpu")
     for t in batch:
         checker.add(*t)
-    assert all(t is not None and t[2] is None for t in checker._terms)  # no pi_b lines
+    assert all(t is not None and t[1] is None and t[2] is None for t in checker._terms)  # ρ only
     assert checker.results() == [True] * len(batch)
     assert alone == [] and other_loops == []
-    assert [name for name, _ in emu.launches] == ["pairing_miller_product", "pairing_fq12_product"]
-    assert emu.launches[0][1] == 2  # 64 + 2 * 3 pairs in blocks of 64
-    assert host_loops == [(checker._terms[5][1], batch[5][2][1])]
+    assert emu.launches == [("batchcheck_points", 1), ("pairing_miller_product", 3), ("pairing_fq12_product", 1)]  # 2 * 64 + 2 * 2 pairs
+    rho, pi_a, pi_b = checker._terms[5][0], batch[5][2][0], batch[5][2][1]
+    assert host_loops == [(verify_mod._negated_multiples([(rho, pi_a)])[0], pi_b)]
 
 
 def test_unknown_device_is_refused() -> None:
@@ -458,8 +461,9 @@ def test_pi_b_outside_g2_is_checked_alone(proved: dict[str, tuple], monkeypatch:
     checker = verify_mod.BatchCheck(device=device)
     for t in batch:
         checker.add(*t)
-    assert checker._terms[3] is None and all(t is not None for i, t in enumerate(checker._terms) if i != 3)
+    assert (checker._terms[3] is None) is (device == "cpu")  # the GPU tests pi_b in results()
     assert checker.results() == [True, True, True, False, True, True, True, True]
+    assert checker._terms[3] is None and all(t is not None for i, t in enumerate(checker._terms) if i != 3)
     assert alone == [batch[3][2]]
 
 
@@ -478,9 +482,10 @@ def test_check_pool_is_kept_and_none_where_processes_cannot_start(monkeypatch: p
 
 
 def test_batch_check_on_a_process_pool(proved: dict[str, tuple], pool, device: str) -> None:
-    """With an executor the chunks' work runs in the pool and gives the same answers: a valid
-    batch of 20 holds (chunks of 8, 8 and 4), and one with an unsatisfied proof, a proof whose
-    pi_b is outside G2 and a key-less infinity pi_a names exactly those."""
+    """With an executor the chunks' work runs in the pool (on the GPU path the device does it, and
+    the pool checks the proofs left alone) and gives the same answers: a valid batch of 20 holds
+    (chunks of 8, 8 and 4), and one with an unsatisfied proof, a proof whose pi_b is outside G2 and
+    a key-less infinity pi_a names exactly those."""
     batch = _large_batch(proved, 20)
     assert verify_many(batch, pool, device) == [True] * 20
     vk, public, (pi_a, pi_b, pi_c) = batch[9]
@@ -491,7 +496,7 @@ def test_batch_check_on_a_process_pool(proved: dict[str, tuple], pool, device: s
     checker = verify_mod.BatchCheck(pool, chunk=8, device=device)
     for t in batch:
         checker.add(*t)
-    assert len(checker._sent) == 2  # two chunks sent while adding, the rest at results()
+    assert len(checker._sent) == (2 if device == "cpu" else 0)  # two chunks sent while adding, the rest at results()
     assert checker.results() == [i not in (4, 9, 17) for i in range(20)]
 
 

@@ -76,10 +76,11 @@ def test_empty() -> None:
 
 @pytest.mark.parametrize("bad", [None, 32])
 def test_batch_check_on_the_gpu(bad: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """BatchCheck(device="gpu") over 64 rerandomized fixture proofs: one miller_product call, and
-    with a corrupted pi_c in the middle exactly that proof is named."""
+    """BatchCheck(device="gpu") over 64 rerandomized fixture proofs: one Miller product over the
+    2 * 64 proofs' pairs and the key's two fixed pairs, and with a corrupted pi_c in the middle
+    exactly that proof is named."""
     from distprove import curve, verifier
-    from distprove.backends.gpu import pairing as gp
+    from distprove.backends.gpu import batchcheck as gb
 
     key = read_vk(DATA / "verification_key.json")
     items = []
@@ -92,7 +93,7 @@ def test_batch_check_on_the_gpu(bad: int | None, monkeypatch: pytest.MonkeyPatch
             pi_c = bn254.add(bn254.G1, pi_c, bn254.G1_GEN)
         items.append((key, read_public(DATA / "public" / f"public_{n % 3}.json"), (a, b, pi_c)))
     calls = []
-    real = gp.miller_product
-    monkeypatch.setattr(gp, "miller_product", lambda pairs: calls.append(len(pairs)) or real(pairs))
+    real = gb.miller_product_rows
+    monkeypatch.setattr(gb, "miller_product_rows", lambda g1, g2: calls.append(g1.shape[0]) or real(g1, g2))
     assert verifier.verify_many(items, device="gpu") == [n != bad for n in range(64)]
-    assert calls == [64 + 3]
+    assert calls == [2 * 64 + 2]

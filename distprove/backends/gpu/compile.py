@@ -41,7 +41,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "msm_cw": ("field.cuh", "curve.cuh", "msm.cu", "msm_cw.cu"),
     "fixedbase": ("field.cuh", "curve.cuh", "fixedbase.cu"),
     "groupfft": ("field.cuh", "curve.cuh", "fixedbase.cu", "groupfft.cu"),
-    "pairing": ("field.cuh", "pairing.cu"),
+    "pairing": ("field.cuh", "curve.cuh", "pairing.cu", "batchcheck.cu"),
     "validate": ("field.cuh", "validate.cu"),
 }
 """Every unit combination the GPU backend loads, by module name."""

@@ -158,3 +158,23 @@ def miller_product(pairs: Sequence[Pair]) -> pr.Fq12:
     for i in np.flatnonzero(cp.asnumpy(d_flags)):
         out = pr.mul(out, pr.miller_loop(*pairs[i]))
     return out
+
+
+def miller_product_rows(d_g1: Any, d_g2: Any) -> pr.Fq12:
+    """:func:`miller_product` of pairs already on the device as (k, 16) G1 and (k, 32) G2 rows (e.g.
+    kernels/batchcheck.cu's output): one Fq12 read back; a pair the kernel flags has its two rows
+    read back and is looped on the host."""
+    import cupy as cp
+
+    if d_g1.shape[0] == 0:
+        return pr.ONE
+    d_out, d_flags = launch_miller(d_g1, d_g2, product=True)
+    out = fq12_from_limbs(cp.asnumpy(reduce_product(d_out)))[0]
+    flagged = np.flatnonzero(cp.asnumpy(d_flags))
+    if flagged.size:
+        d_idx = cp.asarray(flagged)
+        ps = bn254.points_from_limbs(bn254.G1, cp.asnumpy(d_g1[d_idx]))
+        qs = bn254.points_from_limbs(bn254.G2, cp.asnumpy(d_g2[d_idx]))
+        for p, q in zip(ps, qs):
+            out = pr.mul(out, pr.miller_loop(p, q))
+    return out
