@@ -1,0 +1,95 @@
+"""Groth16 proof assembly and blinding of a group of proofs on the GPU (kernels/assemble.cu, via NVRTC).
+
+The points are :func:`distprove.stages.assemble.assemble`'s to the bit. A group costs one upload
+(each proof's five MSM results as XYZZ rows and its r, s), two launches (G1: pi_a and pi_c; G2:
+pi_b; one thread a proof each) and one readback of the affine proof points; the key's alpha1,
+beta1, delta1, beta2 and delta2 go up once per key (:func:`vk_words`). CuPy is imported lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from distprove import bn254
+from distprove.bn254 import G1, G2, Affine, Group
+from distprove.groth16 import MSM_NAMES
+
+from .compile import get_module
+from .pairing import mont_limbs
+
+THREADS = 32
+"""Threads a block of both kernels: a group is at most a few dozen proofs."""
+G1_MSMS = ("A", "B1", "C", "H")
+"""The G1 MSM results of a proof, in the order of its rows (ASM_G1_MSMS in assemble.cu)."""
+VK_POINTS = (("alpha1", G1), ("beta1", G1), ("delta1", G1), ("beta2", G2), ("delta2", G2))
+"""The key's points the kernels read, in the order of :func:`vk_words` (ASM_VK_WORDS words)."""
+
+ProofPoints = tuple[Affine, Affine, Affine]
+
+
+def _coordinates(group: Group, p: Affine) -> list[int]:
+    """The Fq coordinates of affine ``p`` in the disk layout's order (x | y; G2: x.c0, x.c1, y.c0, y.c1)."""
+    if p is None:
+        return [0] * (group.limbs // 8)
+    if group is G1:
+        return [p[0], p[1]]
+    return [p[0][0], p[0][1], p[1][0], p[1][1]]
+
+
+def vk_words(points: Mapping[str, Affine]) -> np.ndarray:
+    """(112,) uint32: the key's alpha1 | beta1 | delta1 | beta2 | delta2, affine Montgomery limbs,
+    infinity all zero (:data:`VK_POINTS`)."""
+    return mont_limbs([c for name, group in VK_POINTS for c in _coordinates(group, points[name])]).reshape(-1)
+
+
+def xyzz_rows(group: Group, points: Sequence[Affine]) -> np.ndarray:
+    """(k, 32) G1 or (k, 64) G2 XYZZ Montgomery rows x | y | 1 | 1 of affine points, infinity all
+    zero: the rows msm.cu's msm_combine writes for the same points up to their Z scale."""
+    one = [1, 0] if group is G2 else [1]
+    values: list[int] = []
+    for p in points:
+        xy = _coordinates(group, p)
+        values += xy + ([0] * len(xy) if p is None else one + one)
+    return mont_limbs(values).reshape(len(points), 2 * group.limbs)
+
+
+def blinding_words(blindings: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(k, 16) uint32 standard-form limbs r | s of each proof; ValueError unless 0 <= r, s < R."""
+    for i, (r, s) in enumerate(blindings):
+        if not (0 <= r < bn254.R and 0 <= s < bn254.R):
+            raise ValueError(f"proof {i}'s blinding (r, s) is not in [0, R)")
+    return bn254.limbs_from_ints([v for rs in blindings for v in rs]).reshape(-1, 16)
+
+
+def assemble_group(
+    vk: Any, msm_points: Sequence[Mapping[str, Affine]], blindings: Sequence[tuple[int, int]]
+) -> list[ProofPoints]:
+    """(pi_a, pi_b, pi_c) of each proof from its five MSM results ({which: affine point}, None =
+    infinity) and its (r, s), with ``vk`` the device copy of the key's :func:`vk_words`."""
+    k = len(msm_points)
+    if len(blindings) != k:
+        raise ValueError(f"{k} proofs' MSM results but {len(blindings)} blindings")
+    for i, points in enumerate(msm_points):
+        missing = [which for which in MSM_NAMES if which not in points]
+        if missing:
+            raise ValueError(f"assemble: proof {i} is missing MSM results {missing}")
+    words = blinding_words(blindings)
+    if k == 0:
+        return []
+    import cupy as cp
+
+    g1 = xyzz_rows(G1, [p[which] for p in msm_points for which in G1_MSMS]).reshape(k, -1)
+    g2 = xyzz_rows(G2, [p["B2"] for p in msm_points])
+    d_g1, d_g2, d_blind = cp.asarray(g1), cp.asarray(g2), cp.asarray(words)
+    d_a, d_c = cp.empty((k, G1.limbs), dtype=cp.uint32), cp.empty((k, G1.limbs), dtype=cp.uint32)
+    d_b = cp.empty((k, G2.limbs), dtype=cp.uint32)
+    mod, grid, n = get_module("assemble"), ((k + THREADS - 1) // THREADS,), np.uint32(k)
+    mod.get_function("assemble_g1")(grid, (THREADS,), (d_g1, d_blind, vk, d_a, d_c, n))
+    mod.get_function("assemble_g2")(grid, (THREADS,), (d_g2, d_blind, vk, d_b, n))
+    pi_a = bn254.points_from_limbs(G1, cp.asnumpy(d_a))
+    pi_b = bn254.points_from_limbs(G2, cp.asnumpy(d_b))
+    pi_c = bn254.points_from_limbs(G1, cp.asnumpy(d_c))
+    return list(zip(pi_a, pi_b, pi_c))
