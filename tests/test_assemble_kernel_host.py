@@ -30,10 +30,10 @@ from distprove.stages.assemble import assemble
 HARNESS = r"""
 extern "C" void host_assemble_g1(const u32* g1, const u32* blind, const u32* vk, u32* out_a, u32* out_c, int k) {
     for (int i = 0; i < k; i++)
-        assemble_g1_one(g1 + 128 * i, blind + 16 * i, vk, out_a + 16 * i, out_c + 16 * i);
+        assemble_g1_one(g1 + 64 * i, blind + 16 * i, vk, out_a + 16 * i, out_c + 16 * i);
 }
 extern "C" void host_assemble_g2(const u32* g2, const u32* blind, const u32* vk, u32* out_b, int k) {
-    for (int i = 0; i < k; i++) assemble_g2_one(g2 + 64 * i, blind + 16 * i, vk, out_b + 32 * i);
+    for (int i = 0; i < k; i++) assemble_g2_one(g2 + 32 * i, blind + 16 * i, vk, out_b + 32 * i);
 }
 """
 
@@ -192,17 +192,17 @@ def test_bad_blinding_and_names_are_refused() -> None:
 
 
 def test_rows_layout() -> None:
-    """XYZZ rows: x | y | 1 | 1 in Montgomery form (G2: Fq2 one = (1, 0)), infinity all zero; the
-    vk's 112 words in VK_POINTS order."""
+    """MSM results and proof points travel as standard-form affine rows (G2: x.c0, x.c1, y.c0,
+    y.c1), infinity all zero, both ways; the vk's 112 words are Montgomery, in VK_POINTS order."""
     rng = random.Random()
     p, q = _point(bn254.G1, rng), _point(bn254.G2, rng)
-    one = bn254.fq_to_mont(1)
-    rows = ga.xyzz_rows(bn254.G1, [p, None])
-    assert bn254.ints_from_limbs(rows[0].reshape(-1, 8)) == [bn254.fq_to_mont(p[0]), bn254.fq_to_mont(p[1]), one, one]
-    assert not rows[1].any()
-    rows2 = ga.xyzz_rows(bn254.G2, [q])
-    want = [bn254.fq_to_mont(c) for c in (*q[0], *q[1])] + [one, 0, one, 0]
-    assert bn254.ints_from_limbs(rows2.reshape(-1, 8)) == want
+    rows = ga.affine_rows(bn254.G1, [p, None])
+    assert bn254.ints_from_limbs(rows[0].reshape(-1, 8)) == [p[0], p[1]] and not rows[1].any()
+    rows2 = ga.affine_rows(bn254.G2, [q, None])
+    assert bn254.ints_from_limbs(rows2[0].reshape(-1, 8)) == [*q[0], *q[1]] and not rows2[1].any()
+    assert ga.points_from_rows(bn254.G1, rows) == [p, None]
+    assert ga.points_from_rows(bn254.G2, rows2) == [q, None]
+    assert ga.points_from_rows(bn254.G1, ga.affine_rows(bn254.G1, [])) == []
     vk = _vk(rng)
     words = ga.vk_words(vk)
     assert words.shape == (112,)

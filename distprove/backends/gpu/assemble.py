@@ -1,9 +1,10 @@
 """Groth16 proof assembly and blinding of a group of proofs on the GPU (kernels/assemble.cu, via NVRTC).
 
 The points are :func:`distprove.stages.assemble.assemble`'s to the bit. A group costs one upload
-(each proof's five MSM results as XYZZ rows and its r, s), two launches (G1: pi_a and pi_c; G2:
-pi_b; one thread a proof each) and one readback of the affine proof points; the key's alpha1,
-beta1, delta1, beta2 and delta2 go up once per key (:func:`vk_words`). CuPy is imported lazily.
+(each proof's five MSM results and its r, s as standard-form limbs: a byte copy of the integers),
+two launches (G1: pi_a and pi_c; G2: pi_b; one thread a proof each) and one readback of the
+standard-form affine proof points; the key's alpha1, beta1, delta1, beta2 and delta2 go up once
+per key (:func:`vk_words`). CuPy is imported lazily.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from distprove.bn254 import G1, G2, Affine, Group
 from distprove.groth16 import MSM_NAMES
 
 from .compile import get_module
-from .pairing import mont_limbs
 
 THREADS = 32
 """Threads a block of both kernels: a group is at most a few dozen proofs."""
@@ -42,18 +42,24 @@ def _coordinates(group: Group, p: Affine) -> list[int]:
 def vk_words(points: Mapping[str, Affine]) -> np.ndarray:
     """(112,) uint32: the key's alpha1 | beta1 | delta1 | beta2 | delta2, affine Montgomery limbs,
     infinity all zero (:data:`VK_POINTS`)."""
-    return mont_limbs([c for name, group in VK_POINTS for c in _coordinates(group, points[name])]).reshape(-1)
+    return np.concatenate([bn254.points_to_limbs(group, [points[name]])[0] for name, group in VK_POINTS])
 
 
-def xyzz_rows(group: Group, points: Sequence[Affine]) -> np.ndarray:
-    """(k, 32) G1 or (k, 64) G2 XYZZ Montgomery rows x | y | 1 | 1 of affine points, infinity all
-    zero: the rows msm.cu's msm_combine writes for the same points up to their Z scale."""
-    one = [1, 0] if group is G2 else [1]
-    values: list[int] = []
-    for p in points:
-        xy = _coordinates(group, p)
-        values += xy + ([0] * len(xy) if p is None else one + one)
-    return mont_limbs(values).reshape(len(points), 2 * group.limbs)
+def affine_rows(group: Group, points: Sequence[Affine]) -> np.ndarray:
+    """(k, 16) G1 or (k, 32) G2 standard-form limb rows of affine points, infinity all zero."""
+    values = [c for p in points for c in _coordinates(group, p)]
+    return bn254.limbs_from_ints(values).reshape(len(points), group.limbs)
+
+
+def points_from_rows(group: Group, rows: np.ndarray) -> list[Affine]:
+    """The affine points of (k, 16) G1 or (k, 32) G2 standard-form limb rows (all zero: None)."""
+    flat = bn254.ints_from_limbs(rows)
+    width = group.limbs // 8
+    out: list[Affine] = []
+    for i, live in enumerate(rows.any(axis=1)):
+        c = flat[width * i:width * (i + 1)]
+        out.append(None if not live else (c[0], c[1]) if group is G1 else ((c[0], c[1]), (c[2], c[3])))
+    return out
 
 
 def blinding_words(blindings: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -81,15 +87,15 @@ def assemble_group(
         return []
     import cupy as cp
 
-    g1 = xyzz_rows(G1, [p[which] for p in msm_points for which in G1_MSMS]).reshape(k, -1)
-    g2 = xyzz_rows(G2, [p["B2"] for p in msm_points])
+    g1 = affine_rows(G1, [p[which] for p in msm_points for which in G1_MSMS]).reshape(k, -1)
+    g2 = affine_rows(G2, [p["B2"] for p in msm_points])
     d_g1, d_g2, d_blind = cp.asarray(g1), cp.asarray(g2), cp.asarray(words)
     d_a, d_c = cp.empty((k, G1.limbs), dtype=cp.uint32), cp.empty((k, G1.limbs), dtype=cp.uint32)
     d_b = cp.empty((k, G2.limbs), dtype=cp.uint32)
     mod, grid, n = get_module("assemble"), ((k + THREADS - 1) // THREADS,), np.uint32(k)
     mod.get_function("assemble_g1")(grid, (THREADS,), (d_g1, d_blind, vk, d_a, d_c, n))
     mod.get_function("assemble_g2")(grid, (THREADS,), (d_g2, d_blind, vk, d_b, n))
-    pi_a = bn254.points_from_limbs(G1, cp.asnumpy(d_a))
-    pi_b = bn254.points_from_limbs(G2, cp.asnumpy(d_b))
-    pi_c = bn254.points_from_limbs(G1, cp.asnumpy(d_c))
+    pi_a = points_from_rows(G1, cp.asnumpy(d_a))
+    pi_b = points_from_rows(G2, cp.asnumpy(d_b))
+    pi_c = points_from_rows(G1, cp.asnumpy(d_c))
     return list(zip(pi_a, pi_b, pi_c))
