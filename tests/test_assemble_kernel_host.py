@@ -25,14 +25,14 @@ from distprove import bn254
 from distprove.backends.gpu import assemble as ga
 from distprove.backends.gpu.compile import MODULES, module_source
 from distprove.groth16 import MSM_NAMES, msm_group
-from distprove.stages.assemble import assemble
+from distprove.stages.assemble import VK_POINTS, assemble
 
 HARNESS = r"""
-extern "C" void host_assemble_g1(const u32* g1, const u32* blind, const u32* vk, u32* out_a, u32* out_c, int k) {
+// The kernel as the host runs it: grid row 0's G1 threads, then row 1's G2 threads.
+extern "C" void host_assemble_group(const u32* g1, const u32* g2, const u32* blind, const u32* vk, u32* out_a,
+                                    u32* out_b, u32* out_c, int k) {
     for (int i = 0; i < k; i++)
         assemble_g1_one(g1 + 64 * i, blind + 16 * i, vk, out_a + 16 * i, out_c + 16 * i);
-}
-extern "C" void host_assemble_g2(const u32* g2, const u32* blind, const u32* vk, u32* out_b, int k) {
     for (int i = 0; i < k; i++) assemble_g2_one(g2 + 32 * i, blind + 16 * i, vk, out_b + 32 * i);
 }
 """
@@ -75,7 +75,7 @@ class _EmuModule:
 
     def get_function(self, name: str):
         def launch(grid: tuple, block: tuple, args: tuple) -> None:
-            self.launches.append((name, grid[0] * block[0]))
+            self.launches.append((name, grid, block))
             for a in args[:-1]:
                 assert a.flags.c_contiguous and a.dtype == np.uint32
             getattr(self.lib, f"host_{name}")(*[_p(a) for a in args[:-1]], ctypes.c_int(int(args[-1])))
@@ -100,7 +100,7 @@ def _point(group: bn254.Group, rng: random.Random) -> bn254.Affine:
 
 
 def _vk(rng: random.Random) -> dict[str, bn254.Affine]:
-    return {name: _point(group, rng) for name, group in ga.VK_POINTS}
+    return {name: _point(bn254.G2 if name.endswith("2") else bn254.G1, rng) for name in VK_POINTS}
 
 
 def _msm(rng: random.Random, infinity: float = 0.0) -> dict[str, bn254.Affine]:
@@ -121,7 +121,7 @@ def _check(vk: dict[str, bn254.Affine], msm: list[dict[str, bn254.Affine]], blin
 @pytest.mark.parametrize("k", [1, 3, 33])
 def test_group_equals_host_assembly(emulated: _EmuModule, k: int) -> None:
     """Fresh random groups (a group of 33: two blocks) with some MSM results at infinity, against
-    the host's assembly proof by proof; one launch of each kernel."""
+    the host's assembly proof by proof; one launch, a G1 and a G2 row of blocks."""
     rng = random.Random()
     seed = rng.randrange(1 << 32)
     rng.seed(seed)
@@ -129,8 +129,7 @@ def test_group_equals_host_assembly(emulated: _EmuModule, k: int) -> None:
     msm = [_msm(rng, infinity=0.2) for _ in range(k)]
     blindings = [(rng.randrange(bn254.R), rng.randrange(bn254.R)) for _ in range(k)]
     _check(vk, msm, blindings, seed)
-    blocks = -(-k // ga.THREADS) * ga.THREADS
-    assert emulated.launches == [("assemble_g1", blocks), ("assemble_g2", blocks)]
+    assert emulated.launches == [("assemble_group", (-(-k // ga.THREADS), 2), (ga.THREADS,))]
 
 
 def test_edge_blindings_and_infinity(emulated: _EmuModule) -> None:
@@ -180,7 +179,7 @@ def test_repeats_give_the_same_points(emulated: _EmuModule) -> None:
 
 
 def test_bad_blinding_and_names_are_refused() -> None:
-    vk = {name: None for name, _ in ga.VK_POINTS}
+    vk = {name: None for name in VK_POINTS}
     msm = {w: None for w in MSM_NAMES}
     with pytest.raises(ValueError, match="not in"):
         ga.assemble_group(vk, [msm], [(bn254.R, 0)])
@@ -205,6 +204,33 @@ def test_rows_layout() -> None:
     assert ga.points_from_rows(bn254.G1, ga.affine_rows(bn254.G1, [])) == []
     vk = _vk(rng)
     words = ga.vk_words(vk)
-    assert words.shape == (112,)
-    assert (words[32:48] == bn254.points_to_limbs(bn254.G1, [vk["delta1"]])[0]).all()
-    assert (words[80:] == bn254.points_to_limbs(bn254.G2, [vk["delta2"]])[0]).all()
+    assert words.shape == (832,)
+    assert (words[:32] == bn254.points_to_limbs(bn254.G1, [vk["alpha1"], vk["beta1"]]).reshape(-1)).all()
+    assert (words[32:64] == bn254.points_to_limbs(bn254.G2, [vk["beta2"]])[0]).all()
+    assert (words[64:320] == bn254.points_to_limbs(bn254.G1, ga.comb_table(bn254.G1, vk["delta1"])).reshape(-1)).all()
+    assert (words[320:] == bn254.points_to_limbs(bn254.G2, ga.comb_table(bn254.G2, vk["delta2"])).reshape(-1)).all()
+
+
+@pytest.mark.parametrize("group", [bn254.G1, bn254.G2])
+def test_comb_table(group: bn254.Group) -> None:
+    """Entry m of a comb table is sum_j bit j of m times 2^(64 j) delta, by exact multiples (a
+    point outside the prime-order subgroup too: the twist's); infinity gives a table of infinity."""
+    from test_pairing import twist_point_outside_g2
+
+    rng = random.Random()
+    points = [_point(group, rng)] + ([twist_point_outside_g2(rng)] if group is bn254.G2 else [])
+    for p in points:
+        table = ga.comb_table(group, p)
+        assert len(table) == 16 and table[0] is None
+        for m in range(1, 16):
+            want = None
+            for j in range(4):
+                if m >> j & 1:
+                    q = bn254.to_jacobian(group, p)
+                    for _ in range(64 * j):
+                        q = bn254.jac_double(group, q)
+                    want = bn254.add(group, want, bn254.batch_to_affine(group, [q])[0])
+            assert table[m] == want, m
+            if p is points[0]:  # in the prime-order group: k p by bn254's multiplication too
+                assert table[m] == bn254.mul(group, p, sum(1 << (64 * j) for j in range(4) if m >> j & 1)), m
+    assert ga.comb_table(group, None) == [None] * 16

@@ -2,9 +2,9 @@
 
 The points are :func:`distprove.stages.assemble.assemble`'s to the bit. A group costs one upload
 (each proof's five MSM results and its r, s as standard-form limbs: a byte copy of the integers),
-two launches (G1: pi_a and pi_c; G2: pi_b; one thread a proof each) and one readback of the
-standard-form affine proof points; the key's alpha1, beta1, delta1, beta2 and delta2 go up once
-per key (:func:`vk_words`). CuPy is imported lazily.
+one launch (a G1 thread for pi_a and pi_c and a G2 thread for pi_b a proof) and one readback of
+the standard-form affine proof points. The key's part (:func:`vk_words`: alpha1, beta1, beta2 and
+comb tables of delta1 and delta2) is made and uploaded once per key. CuPy is imported lazily.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from distprove.groth16 import MSM_NAMES
 from .compile import get_module
 
 THREADS = 32
-"""Threads a block of both kernels: a group is at most a few dozen proofs."""
+"""Threads a block (of one curve): a group is at most a few dozen proofs."""
 G1_MSMS = ("A", "B1", "C", "H")
 """The G1 MSM results of a proof, in the order of its rows (ASM_G1_MSMS in assemble.cu)."""
-VK_POINTS = (("alpha1", G1), ("beta1", G1), ("delta1", G1), ("beta2", G2), ("delta2", G2))
-"""The key's points the kernels read, in the order of :func:`vk_words` (ASM_VK_WORDS words)."""
+COMB_QUARTERS = 4
+"""A comb table's scalar quarters (64 bits each): entry m sums 2^(64 j) delta over the bits j of m."""
 
 ProofPoints = tuple[Affine, Affine, Affine]
 
@@ -39,10 +39,31 @@ def _coordinates(group: Group, p: Affine) -> list[int]:
     return [p[0][0], p[0][1], p[1][0], p[1][1]]
 
 
+def comb_table(group: Group, p: Affine) -> list[Affine]:
+    """The 16 points of ``p``'s comb table (assemble.cu's asm_comb): entry m is the sum over the
+    bits j of m of 2^(64 j) p (entry 0: infinity, never read), by exact doublings (no reduction
+    of the multiplier)."""
+    quarters = [bn254.to_jacobian(group, p)]
+    for _ in range(COMB_QUARTERS - 1):
+        q = quarters[-1]
+        for _ in range(64):
+            q = bn254.jac_double(group, q)
+        quarters.append(q)
+    parts = bn254.batch_to_affine(group, quarters)
+    table: list[Affine] = [None]
+    for m in range(1, 1 << COMB_QUARTERS):
+        low = m & -m
+        table.append(bn254.add(group, table[m ^ low], parts[low.bit_length() - 1]))
+    return table
+
+
 def vk_words(points: Mapping[str, Affine]) -> np.ndarray:
-    """(112,) uint32: the key's alpha1 | beta1 | delta1 | beta2 | delta2, affine Montgomery limbs,
-    infinity all zero (:data:`VK_POINTS`)."""
-    return np.concatenate([bn254.points_to_limbs(group, [points[name]])[0] for name, group in VK_POINTS])
+    """(832,) uint32, assemble.cu's ASM_VK_WORDS: the key's alpha1 | beta1 | beta2 | delta1's
+    :func:`comb_table` | delta2's, affine Montgomery limbs (the disk layout), infinity all zero."""
+    parts = [bn254.points_to_limbs(G1, [points["alpha1"], points["beta1"]]), bn254.points_to_limbs(G2, [points["beta2"]]),
+             bn254.points_to_limbs(G1, comb_table(G1, points["delta1"])),
+             bn254.points_to_limbs(G2, comb_table(G2, points["delta2"]))]
+    return np.concatenate([part.reshape(-1) for part in parts])
 
 
 def affine_rows(group: Group, points: Sequence[Affine]) -> np.ndarray:
@@ -92,9 +113,9 @@ def assemble_group(
     d_g1, d_g2, d_blind = cp.asarray(g1), cp.asarray(g2), cp.asarray(words)
     d_a, d_c = cp.empty((k, G1.limbs), dtype=cp.uint32), cp.empty((k, G1.limbs), dtype=cp.uint32)
     d_b = cp.empty((k, G2.limbs), dtype=cp.uint32)
-    mod, grid, n = get_module("assemble"), ((k + THREADS - 1) // THREADS,), np.uint32(k)
-    mod.get_function("assemble_g1")(grid, (THREADS,), (d_g1, d_blind, vk, d_a, d_c, n))
-    mod.get_function("assemble_g2")(grid, (THREADS,), (d_g2, d_blind, vk, d_b, n))
+    grid = ((k + THREADS - 1) // THREADS, 2)
+    get_module("assemble").get_function("assemble_group")(grid, (THREADS,), (d_g1, d_g2, d_blind, vk, d_a, d_b, d_c,
+                                                                            np.uint32(k)))
     pi_a = points_from_rows(G1, cp.asnumpy(d_a))
     pi_b = points_from_rows(G2, cp.asnumpy(d_b))
     pi_c = points_from_rows(G1, cp.asnumpy(d_c))
