@@ -478,16 +478,17 @@ class GpuBackend(Backend):
     def assemble_group(
         self, key: Any, msm_points: Sequence[Mapping[str, Affine]], blindings: Sequence[tuple[int, int]]
     ) -> list[tuple[Affine, Affine, Affine]]:
-        """The group's proofs on the device (gpu.assemble: one upload, a G1 and a G2 launch, one
-        readback), on the current stream; the key's five points go up once and stay with its
-        arrays."""
-        if not msm_points:
+        """The group's proofs on the device (gpu.assemble: one upload, one launch, one readback) on
+        the current stream, retried as every stage is when the device runs out of memory; the
+        key's part (gpu.assemble.vk_words) is made and uploaded once and stays with its arrays."""
+        if not msm_points:  # nothing to upload: the argument checks alone
             return gpu_assemble.assemble_group(None, msm_points, blindings)
         st = self._state(key)
         vk = st.get("assemble_vk")
         if vk is None:
-            vk = st["assemble_vk"] = self.cp.asarray(gpu_assemble.vk_words(key.points))
-        return gpu_assemble.assemble_group(vk, msm_points, blindings)
+            words = gpu_assemble.vk_words(key.points)
+            vk = st["assemble_vk"] = self._retry_oom(key.content_hash, self.cp.asarray, words)
+        return self._retry_oom(key.content_hash, gpu_assemble.assemble_group, vk, msm_points, blindings)
 
     def _start_groups(self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], names: list[str],
                       started: list[tuple[str, list[int], Callable[[], Any]]], combined: bool = False) -> None:
