@@ -16,7 +16,7 @@ from .backends.base import Backend, LoadedWitness, MsmJob, resolve_constant_work
 from .backends.select import get_backend
 from .groth16 import MSM_NAMES, msm_group
 from .keystore import KeyStore, ZkeyKey, open_key
-from .stages.assemble import assemble as assemble_points, assemble_windows, random_blinding
+from .stages.assemble import assemble_windows, random_blinding
 from .stages.msm import combine, live_fraction, num_windows
 
 log = logging.getLogger(__name__)
@@ -427,17 +427,28 @@ def start_group(
 
 
 def assembled_group(
-    k: KeyStore | ZkeyKey, result: MsmPoints, t0: float, blinding: tuple[int, int] | None = None
-) -> Proof:
-    """A group's proof from its MSM results (:func:`start_group`): the blinding (fresh r, s unless
-    ``blinding``), its timings completed with assemble and total (from ``t0``)."""
+    k: KeyStore | ZkeyKey,
+    be: Backend,
+    results: Sequence[MsmPoints],
+    starts: Sequence[float],
+    blindings: Sequence[tuple[int, int] | None],
+) -> list[Proof]:
+    """A group's proofs from their MSM results (:func:`start_group`) in one
+    :meth:`Backend.assemble_group` call (on a GPU one device step), each with its blinding (fresh
+    r, s from :mod:`secrets` where ``blindings`` has None) and its timings completed with assemble
+    (its share of the call's seconds) and total (from its entry in ``starts``)."""
+    if not results:
+        return []
     t = time.perf_counter()
-    r, s = blinding if blinding is not None else random_blinding()
-    proof = Proof(*assemble_points(k.points, result.points, r, s), result.public)
-    result.timings["assemble"] = time.perf_counter() - t
-    result.timings["total"] = time.perf_counter() - t0
-    proof.timings = result.timings
-    return proof
+    drawn = [b if b is not None else random_blinding() for b in blindings]
+    points = be.assemble_group(k, [result.points for result in results], drawn)
+    now = time.perf_counter()
+    proofs = []
+    for result, t0, (pi_a, pi_b, pi_c) in zip(results, starts, points):
+        result.timings["assemble"] = (now - t) / len(results)
+        result.timings["total"] = now - t0
+        proofs.append(Proof(pi_a, pi_b, pi_c, result.public, result.timings))
+    return proofs
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -457,18 +468,16 @@ def pipelined_groups(
     size: int,
     prefetch: Callable[[T], Any],
     start: Callable[[list[Any]], Callable[[], list[Any]]],
-    finish: Callable[[T, Any], U],
+    finish_group: Callable[[list[T], list[Any]], list[U]],
     failed: Callable[[T, Exception], U],
-    finish_group: Callable[[list[T], list[Any]], list[U]] | None = None,
 ) -> Iterator[U]:
     """:func:`pipelined` over groups of ``size`` items, yielding per item in order: ``prefetch(item)``
     for each item of a group (an exception it raises is passed to ``start`` in its place) while
     the group before runs on the device, ``start(prefetched)`` queues a group and returns the
-    waiter of its per-item results, and ``finish(item, result)`` (``failed(item, exc)`` for a
-    result that is an exception) runs on the host while the next group's device work proceeds.
-    With ``finish_group``, ``finish_group(group, results)`` does the host work of a whole group
-    instead (results that are exceptions included; one output per item, in order). A group
-    whose start, wait or ``finish_group`` raises fails each of its items."""
+    waiter of its per-item results, and ``finish_group(group, results)`` (results that are
+    exceptions included; one output per item, in order) runs while the next group's device work
+    proceeds. A group whose start, wait or ``finish_group`` raises fails each of its items
+    (``failed(item, exc)``)."""
 
     def fetch(group: list[T]) -> list[Any]:
         out: list[Any] = []
@@ -479,23 +488,10 @@ def pipelined_groups(
                 out.append(exc)
         return out
 
-    def one(item: T, result: Any) -> U:
-        if isinstance(result, Exception):
-            return failed(item, result)
-        try:
-            return finish(item, result)
-        except Exception as exc:
-            return failed(item, exc)
-
-    def done(group: list[T], results: list[Any]) -> list[U]:
-        if finish_group is not None:  # an exception it raises fails the group (pipelined's failed)
-            return finish_group(group, results)
-        return [one(item, r) for item, r in zip(group, results)]
-
     def all_failed(group: list[T], exc: Exception) -> list[U]:
         return [failed(item, exc) for item in group]
 
-    for outs in pipelined(_chunks(items, size), start, done, all_failed, fetch):
+    for outs in pipelined(_chunks(items, size), start, finish_group, all_failed, fetch):
         yield from outs
 
 
@@ -633,11 +629,12 @@ def prove_many(
 
     In groups of ``group`` proofs (default :func:`group_size`: ``distprove.msm.group-proofs`` or
     the backend's choice): each proof's witness, gather and H in turn, then the group's MSMs as
-    one grouped call (:func:`start_group`), and the group's assembly on the host while the next
-    group's MSMs run (:func:`pipelined_groups`); the next group's witness files are read and
-    uploaded beside the MSMs before. With groups of one (the CPU's choice, constant-work mode):
-    :func:`prove`'s pipeline proof by proof, each proof's assembly beside the next one's MSMs
-    (:func:`pipelined`). ``blindings``: (r, s) for each witness in order, for tests only.
+    one grouped call (:func:`start_group`), and the group's assembly (:func:`assembled_group`: on
+    a GPU one device step) while the next group's MSMs run (:func:`pipelined_groups`); the next
+    group's witness files are read and uploaded beside the MSMs before. With groups of one (the
+    CPU's choice, constant-work mode): :func:`prove`'s pipeline proof by proof, each proof's
+    assembly beside the next one's MSMs (:func:`pipelined`). ``blindings``: (r, s) for each
+    witness in order, for tests only.
     ``Proof.timings`` as in :func:`prove`; ``msm`` then includes the previous proof's (group's)
     assembly, and in a group it is the proof's share of the group's MSM seconds.
     """
@@ -682,10 +679,14 @@ def prove_many(
             t_start[item[0]] = ready[0]
             return ready
 
-        def finish_one(item: tuple[int, WitnessLike], result: MsmPoints) -> Proof:
-            return assembled_group(k, result, t_start.pop(item[0]), blinding(item[0]))
+        def finish_group(group: list[tuple[int, WitnessLike]], results: list[Any]) -> list[Proof | Exception]:
+            ok = [(item, result) for item, result in zip(group, results) if not isinstance(result, Exception)]
+            proofs = iter(assembled_group(k, be, [result for _, result in ok], [t_start.pop(item[0]) for item, _ in ok],
+                                          [blinding(item[0]) for item, _ in ok]))
+            return [failed(item, result) if isinstance(result, Exception) else next(proofs)
+                    for item, result in zip(group, results)]
 
-        results = pipelined_groups(enumerate(witnesses), size, fetch, start_many, finish_one, failed)
+        results = pipelined_groups(enumerate(witnesses), size, fetch, start_many, finish_group, failed)
     return _raising(results)
 
 

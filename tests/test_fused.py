@@ -467,3 +467,39 @@ def test_grouped_proofs_assembled_in_a_process_pool_equal_the_in_thread_ones(
     assert all(verify(vk, sp.public_path, sp.proof_path) for sp in specs if sp.name != "t")
     again = work.prove_group(specs, widths, write=True, check=True, blindings=blindings)  # a rerun writes nothing new
     assert all(o.written_before for o in again if o.name != "t") and len(writes) == 6
+
+
+def test_device_assembly_takes_one_backend_call_a_group_and_no_pool(
+    st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backend that assembles on its device (``device_assembly``, the GPU) gets each group's good
+    proofs in one ``assemble_group`` call, in the task's thread even where the worker has a pool;
+    the proofs equal the host's, a bad witness fails alone, each proof's assemble seconds are its
+    share of its group's call."""
+    from distprove.backends.cpu import CpuBackend
+
+    good = spec_for(tmp_path)
+    specs = [good] + [ProofSpec(name, str(w), good.key_path, good.content_hash, str(tmp_path / f"{name}.proof.json"),
+                                str(tmp_path / f"{name}.public.json"))
+                      for name, w in (("m2", MINI_WTNS), ("t", BAD / "truncated.wtns"), ("m3", MINI_WTNS), ("m4", MINI_WTNS))]
+    blindings = [(11 + i, 13 + i) for i in range(len(specs))]
+    widths = work.plan_key(str(MINI_ZKEY)).widths
+    with dask.config.set({"distprove.msm.group-proofs": 3}):
+        monkeypatch.setattr(st, "check_executor", lambda: None)
+        host = work.prove_group(specs, widths, blindings=blindings)
+        calls: list[list[tuple[int, int]]] = []
+
+        class Device(CpuBackend):
+            device_assembly = True
+
+            def assemble_group(self, key, msm_points, rs):
+                calls.append(list(rs))
+                return super().assemble_group(key, msm_points, rs)
+
+        monkeypatch.setattr(st, "backend", Device())
+        monkeypatch.setattr(st, "check_executor", lambda: pytest.fail("the pool is not for device assembly"))
+        device = work.prove_group(specs, widths, blindings=blindings)
+    assert calls == [[(11, 13), (12, 14)], [(14, 16), (15, 17)]]  # groups m, m2, t and m3, m4; t failed in its load
+    assert [type(r).__name__ for r in device] == ["Assembled", "Assembled", "Failed", "Assembled", "Assembled"]
+    assert [r.proof.points for r in device if isinstance(r, Assembled)] == [r.proof.points for r in host if isinstance(r, Assembled)]
+    assert all(r.seconds["assemble"] > 0 for r in device if isinstance(r, Assembled))

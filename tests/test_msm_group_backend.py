@@ -222,3 +222,24 @@ def test_gpu_combined_groups_read_one_point_per_proof(monkeypatch: pytest.Monkey
     assert device.combined and all(device.combined)
     if fail is None:
         assert device.starts == []
+
+
+def test_default_assemble_group_is_the_host_assembly() -> None:
+    """Backend.assemble_group's default (the CPU's): stages.assemble.assemble proof by proof, with
+    each proof's own (r, s); as many blindings as proofs or ValueError."""
+    import random
+    import types
+
+    from distprove.stages.assemble import VK_POINTS, assemble
+
+    rng = random.Random()
+    def point(group: bn254.Group) -> bn254.Affine:
+        return bn254.mul(group, bn254.G1_GEN if group is bn254.G1 else bn254.G2_GEN, rng.randrange(1, bn254.R))
+    vk = {name: point(bn254.G2 if name.endswith("2") else bn254.G1) for name in VK_POINTS}
+    msm = [{which: point(msm_group(which)) for which in MSM_NAMES} for _ in range(2)]
+    msm[1]["C"] = None
+    blindings = [(rng.randrange(bn254.R), rng.randrange(bn254.R)), (0, 1)]
+    key = types.SimpleNamespace(points=vk)
+    assert CpuBackend().assemble_group(key, msm, blindings) == [assemble(vk, m, *rs) for m, rs in zip(msm, blindings)]
+    with pytest.raises(ValueError, match="blindings"):
+        CpuBackend().assemble_group(key, msm, blindings[:1])

@@ -12,7 +12,9 @@ The ``key`` argument is duck-typed. It needs the attributes
   Montgomery affine limbs, all-zero row = infinity (``c`` holds signals n_public+1 .. n_vars-1,
   ``h`` has domain_size rows);
 * ``a_row_ptr``, ``a_signal``, ``a_value`` and ``b_row_ptr``, ``b_signal``, ``b_value``: the
-  coefficient CSR of DESIGN.md (values as stored, coef*R^2 mod r).
+  coefficient CSR of DESIGN.md (values as stored, coef*R^2 mod r);
+* ``points``: the affine alpha1, beta1, beta2, delta1, delta2 that :meth:`Backend.assemble_group`
+  adds (:data:`distprove.stages.assemble.VK_POINTS`).
 
 Only numpy-style slicing (``key.a[lo:hi]``) is assumed of the array attributes.
 """
@@ -101,10 +103,14 @@ def combine_proofs(jobs: Sequence[Mapping[str, MsmJob]], sums: Sequence[Mapping[
 
 
 class Backend(ABC):
-    """Computes the heavy stages of a Groth16 proof; the host does combine and assembly."""
+    """Computes the heavy stages of a Groth16 proof; the host does combine and assembly, except a
+    group's assembly on a backend with :attr:`device_assembly`."""
 
     name: str
     """Short identifier ("cpu", "gpu") used by the CLI and in reports."""
+    device_assembly: bool = False
+    """Whether :meth:`assemble_group` runs on a device: the host then only waits for it, and a
+    worker has no use for its process pool there."""
 
     def load_witness(self, key: Any, values: np.ndarray) -> Any:
         """The witness ((n_vars, 8) uint32, standard form) in the backend's representation.
@@ -308,6 +314,22 @@ class Backend(ABC):
         check_whole(jobs)
         wait = self.msm_start_proofs(key, jobs, constant_work=constant_work)
         return lambda: combine_proofs(jobs, wait())
+
+    def assemble_group(
+        self, key: Any, msm_points: Sequence[Mapping[str, Affine]], blindings: Sequence[tuple[int, int]]
+    ) -> list[tuple[Affine, Affine, Affine]]:
+        """(pi_a, pi_b, pi_c) of each proof of a group of ``key``'s proofs from its five MSM results
+        ({which: affine point}, None = infinity: what :meth:`msm_start_combined` gives) and its
+        blinding (r, s) (DESIGN.md step 5). ValueError for a proof missing an MSM result, or as
+        many blindings as proofs.
+
+        Default, the reference: :func:`distprove.stages.assemble.assemble` proof by proof on the
+        host. A GPU assembles the group on the device, to the same bits."""
+        from distprove.stages.assemble import assemble
+
+        if len(blindings) != len(msm_points):
+            raise ValueError(f"{len(msm_points)} proofs' MSM results but {len(blindings)} blindings")
+        return [assemble(key.points, points, r, s) for points, (r, s) in zip(msm_points, blindings)]
 
     def proofs_per_group(self, key: Any) -> int:
         """How many proofs of ``key`` the prover groups into one :meth:`msm_start_combined` call

@@ -243,8 +243,10 @@ def prove_group(
 
     In groups of :func:`distprove.prover.group_size` proofs (``distprove.msm.group-proofs`` or the
     worker's backend's choice; ``widths`` as for :func:`prove_whole`): each proof's witness,
-    gather and H, then the group's MSMs in one grouped call, and the group assembled on the host
-    while the next group's MSMs run and its witnesses load (:func:`distprove.prover.pipelined_groups`).
+    gather and H, then the group's MSMs in one grouped call, and the group assembled while the
+    next group's MSMs run and its witnesses load (:func:`distprove.prover.pipelined_groups`): on
+    the device where the backend assembles there (the GPU), else in the worker's process pool
+    when it has one.
     With groups of one, or unassembled (the client's pool takes window sums): :func:`prove_whole`
     each, pipelined proof by proof (:func:`distprove.prover.pipelined`). ``blindings``: (r, s)
     for each spec in order, for tests only.
@@ -273,16 +275,17 @@ def prove_group(
         earlier = [Outcome(sp.name, Status.PROVED, WRITTEN_BEFORE, {}, where, written_before=True) for sp in specs if os.path.exists(sp.proof_path)]
         specs = [sp for sp in specs if not os.path.exists(sp.proof_path)]
     size = _group_size(specs) if assemble else 1
-    pool = worker_state.state().check_executor() if size > 1 else None
-    if size > 1 and pool is not None:  # a group assembled in the pool beside the next group's work
+    st = worker_state.state()
+    # a backend that assembles on the host does it in the pool, beside the next group's work
+    pool = st.check_executor() if size > 1 and not st.backend.device_assembly else None
+    if size > 1 and pool is not None:
         deferred = pipelined_groups(specs, size, _prefetch, lambda ready: _start_group(specs[0], ready, widths),
-                                    lambda spec, result: _finish_grouped(spec, result, blind(spec)),
-                                    lambda spec, exc: partial(failed, spec, exc),
-                                    lambda group, results: _assemble_in_pool(pool, group, results, blind))
+                                    lambda group, results: _assemble_in_pool(pool, group, results, blind),
+                                    lambda spec, exc: partial(failed, spec, exc))
         proofs = _resolved(deferred, size)
     elif size > 1:
         proofs = pipelined_groups(specs, size, _prefetch, lambda ready: _start_group(specs[0], ready, widths),
-                                  lambda spec, result: _finish_grouped(spec, result, blind(spec)), failed)
+                                  lambda group, results: _assembled_group(group, results, blind), failed)
     else:
         proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
                            lambda spec, ws: _finish_whole(spec, ws, assemble, blind(spec)),
@@ -340,19 +343,35 @@ def _start_group(spec: ProofSpec, ready: Sequence[Any], widths: Mapping[str, int
     return counted
 
 
-def _finish_grouped(spec: ProofSpec, result: Any, blinding: tuple[int, int] | None = None) -> Assembled:
-    """A grouped proof assembled from its MSM points (:func:`distprove.prover.assembled_group`),
-    metered as ``assemble``; nothing when an earlier run already wrote it."""
+def _assembled_group(
+    specs: list[ProofSpec], results: list[Any], blind: Callable[[ProofSpec], tuple[int, int] | None]
+) -> list[Assembled | Failed]:
+    """A group's proofs assembled from their MSM points (:func:`_start_group`'s results) in one
+    backend call (:func:`distprove.prover.assembled_group`: on the GPU one device step), metered
+    as ``assemble``; blindings ``blind(spec)``, else fresh ones from :mod:`secrets`. A proof that
+    failed before is :class:`Failed`, one an earlier run already wrote is not assembled again."""
     from distprove.prover import assembled_group
 
-    if os.path.exists(spec.proof_path):
-        return Assembled(spec, None, dict(result.timings), done_before=True)
-    key = worker_state.state().key(spec.key_path, spec.content_hash)
+    st = worker_state.state()
+    key = st.key(specs[0].key_path, specs[0].content_hash)
+    written = [not isinstance(r, Exception) and os.path.exists(sp.proof_path) for sp, r in zip(specs, results)]
+    todo = [(sp, r) for sp, r, w in zip(specs, results, written) if not w and not isinstance(r, Exception)]
+    t0 = time.perf_counter()
     with context_meter.meter("assemble"):
-        proof = assembled_group(key, result, time.perf_counter(), blinding)
-    seconds = dict(proof.timings)
-    seconds.pop("total", None)
-    return Assembled(spec, proof, seconds)
+        proofs = iter(assembled_group(key, st.backend, [r for _, r in todo], [t0] * len(todo),
+                                      [blind(sp) for sp, _ in todo]))
+    out: list[Assembled | Failed] = []
+    for spec, result, done in zip(specs, results, written):
+        if isinstance(result, Exception):
+            out.append(Failed(spec, one_line(result)))
+        elif done:
+            out.append(Assembled(spec, None, dict(result.timings), done_before=True))
+        else:
+            proof = next(proofs)
+            seconds = dict(proof.timings)
+            seconds.pop("total", None)
+            out.append(Assembled(spec, proof, seconds))
+    return out
 
 
 ASSEMBLE_CHUNK = 8

@@ -34,6 +34,7 @@ from distprove.errors import FormatError
 from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.stages.msm import num_windows, sums_in_parts
 
+from . import assemble as gpu_assemble
 from . import fourstep as gpu_fourstep
 from . import msm as gpu_msm
 from . import ntt as gpu_ntt
@@ -88,6 +89,7 @@ class GpuBackend(Backend):
     """Backend on the current CUDA device; per-key device state kept in an LRU."""
 
     name = "gpu"
+    device_assembly = True
     fourstep = gpu_fourstep
     """The four-step NTT block functions of the distributed H (see ``gpu/fourstep.py``)."""
 
@@ -559,6 +561,21 @@ class GpuBackend(Backend):
             return combine_proofs(jobs, self._proofs_after_oom(key, jobs, constant_work, "waiting for the grouped MSMs")())
 
         return wait
+
+    def assemble_group(
+        self, key: Any, msm_points: Sequence[Mapping[str, Affine]], blindings: Sequence[tuple[int, int]]
+    ) -> list[tuple[Affine, Affine, Affine]]:
+        """The group's proofs on the device (gpu.assemble: one upload, one launch, one readback) on
+        the current stream, retried as every stage is when the device runs out of memory; the
+        key's part (gpu.assemble.vk_words) is made and uploaded once and stays with its arrays."""
+        if not msm_points:  # nothing to upload: the argument checks alone
+            return gpu_assemble.assemble_group(None, msm_points, blindings)
+        st = self._state(key)
+        vk = st.get("assemble_vk")
+        if vk is None:
+            words = gpu_assemble.vk_words(key.points)
+            vk = st["assemble_vk"] = self._retry_oom(key.content_hash, self.cp.asarray, words)
+        return self._retry_oom(key.content_hash, gpu_assemble.assemble_group, vk, msm_points, blindings)
 
     def _start_groups(self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], names: list[str],
                       started: list[tuple[str, list[int], Callable[[], Any]]], combined: bool = False) -> None:

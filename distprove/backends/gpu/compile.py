@@ -43,6 +43,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "groupfft": ("field.cuh", "curve.cuh", "fixedbase.cu", "groupfft.cu"),
     "pairing": ("field.cuh", "curve.cuh", "pairing.cu", "batchcheck.cu"),
     "validate": ("field.cuh", "validate.cu"),
+    "assemble": ("field.cuh", "curve.cuh", "assemble.cu"),
 }
 """Every unit combination the GPU backend loads, by module name."""
 
@@ -53,14 +54,15 @@ MODULE_OPTIONS: dict[str, tuple[str, ...]] = {
     "fixedbase": ("-DDP_MUL_SINGLE",),
     "pairing": ("-DDP_MUL_SINGLE",),
     "validate": ("-DDP_MUL_SINGLE",),
+    "assemble": ("-DDP_MUL_SINGLE",),
 }
 """NVRTC options a module always carries. msm inlines the G2 point operations of its per-entry
 paths (2-3% faster G2 MSMs on an H200; the Fq products inside stay calls, field.cuh, and the
 reductions' G2 additions too, curve.cuh, so the module compiles in about 15 s); msm_cw leaves out
 msm.cu's default-only kernels. groupfft and fixedbase make each Fq product its own call
 (field.cuh DP_MUL_SINGLE): with two products a call the group iFFT's levels take 6% longer on an
-H200; fixedbase, pairing and validate (a few products a point, bound by the upload), not timed
-either way, keep the same build."""
+H200; fixedbase, pairing, validate and assemble (a few products a point, bound by the upload,
+or a few dozen threads), not timed either way, keep the same build."""
 
 BASE_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 """Options common to NVRTC and the ``nvcc`` compile check."""
