@@ -253,10 +253,12 @@ def prove_group(
 
     ``write``: the task checks and writes its proofs itself and returns their outcomes, as a
     verify-write task would. Unchecked, each proof is written as it is assembled (beside the next
-    proof's MSMs). With ``check``, each proof's own share of the batched pairing check (its
-    Miller loop, :class:`distprove.verifier.BatchCheck`) runs as it is assembled, beside the next
-    proof's MSMs, and the group is checked with one final exponentiation at its end, before
-    anything is written; a proof that fails is not written.
+    proof's MSMs). With ``check``, each proof joins the task's batched pairing check
+    (:class:`distprove.verifier.BatchCheck`) as it is assembled: on a GPU worker that is its
+    validation and its ρ, and the batch's subgroup tests, ρ multiples and Miller loops run as one
+    device step at the task's end, then one final exponentiation; on a CPU worker each proof's
+    share runs in the worker's process pool beside the next proofs. Nothing is written before the
+    check, and a proof that fails it is not written.
     """
     from distprove.prover import pipelined, pipelined_groups
     from distprove.verifier import BatchCheck
