@@ -454,11 +454,17 @@ def test_grouped_proofs_assembled_in_a_process_pool_equal_the_in_thread_ones(
     assert "assemble" in metered and all("assemble" in r.seconds for r in pooled if isinstance(r, Assembled))
     vk = st.vk(st.key(str(MINI_ZKEY)))
     assert all(verify(vk, r.proof.public, r.proof.points) for r in pooled if isinstance(r, Assembled))
-    # Written and checked (the check's pool is the same one): each good proof written once, in parallel writes.
+    # Written and checked (the check's pool is the same one): each good proof written once, in group writes.
     monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
     writes: list[str] = []
-    write_once = output.write_once
-    monkeypatch.setattr(output, "write_once", lambda pj, pub, path, pub_path: writes.append(path) or write_once(pj, pub, path, pub_path))
+    write_proofs = output.write_proofs
+
+    def spy(files: list) -> list:
+        results = write_proofs(files)
+        writes.extend(f[2] for f, written in zip(files, results) if written is True)
+        return results
+
+    monkeypatch.setattr(output, "write_proofs", spy)
     with dask.config.set({"distprove.msm.group-proofs": 5}):
         outcomes = work.prove_group(specs, widths, write=True, check=True, blindings=blindings)
     assert {o.name: o.status for o in outcomes} == {sp.name: "failed" if sp.name == "t" else "proved" for sp in specs}

@@ -85,7 +85,34 @@ def test_disabled_records_nothing() -> None:
     with dask.config.set({"distprove.metrics.enabled": False}):
         metrics.record_proof(key, True)
         metrics.record_stage(key, 1.0)
+        metrics.record_proofs([(key, True, {key: 1.0})])
         metrics.set_resident_bytes(7)
     assert _value("distprove_proofs_total", key=key) == 0
     assert _value("distprove_stage_seconds_count", stage=key) == 0
     assert _value("distprove_resident_key_bytes") == 5
+
+
+
+def test_record_proofs_records_what_one_call_a_proof_records() -> None:
+    """A group's proofs recorded in one call leave the same series as record_proof and
+    record_timings called for each (the counters per key, every stage's observations)."""
+
+    def proofs(tag: int) -> list[tuple[str, bool, dict[str, float]]]:
+        keys = [f"/k/one{tag}.zarr", f"two{tag}.zarr"]
+        return [(keys[i % 2], i % 3 != 0, {f"a{tag}": i / 7, f"b{tag}": i / 3, "total": 9.0}) for i in range(10)]
+
+    def series(tag: int) -> list[float]:
+        counts = [_value(n, key=f"{k}{tag}.zarr") for n in ("distprove_proofs_total", "distprove_proofs_failed_total") for k in ("one", "two")]
+        stages = [_value(f"distprove_stage_seconds_{stat}", stage=f"{s}{tag}") for s in "ab" for stat in ("count", "sum")]
+        buckets = [_value("distprove_stage_seconds_bucket", stage=f"a{tag}", le=str(float(le))) for le in metrics.STAGE_BUCKETS]
+        return counts + stages + buckets
+
+    grouped, single = random.getrandbits(32), random.getrandbits(32)
+    before_total = _value("distprove_stage_seconds_count", stage="total")
+    metrics.record_proofs(iter(proofs(grouped)))
+    for key, ok, seconds in proofs(single):
+        metrics.record_proof(key, ok)
+        metrics.record_timings(seconds)
+    assert series(grouped) == pytest.approx(series(single))
+    assert series(grouped)[:4] == [3, 3, 2, 2] and series(grouped)[4] == 10
+    assert _value("distprove_stage_seconds_count", stage="total") == before_total

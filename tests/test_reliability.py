@@ -685,6 +685,7 @@ def test_a_failed_write_fails_only_its_own_proof(tmp_path: Path, monkeypatch: py
     """Two proofs checked and written by one verify-write call; the disk fills before the second:
     the first is reported proved (its files exist), the second failed with a one-line reason."""
     from distprove.dist import output
+    from distprove.formats import atomic
     from distprove.dist.tasks import Assembled, ProofSpec
     from distprove.prover import prove
 
@@ -692,18 +693,19 @@ def test_a_failed_write_fails_only_its_own_proof(tmp_path: Path, monkeypatch: py
     specs = [ProofSpec(n, str(MINI_WTNS), str(MINI_ZKEY), "h", str(tmp_path / f"{n}.proof.json"),
                               str(tmp_path / f"{n}.public.json")) for n in ("first", "second")]
     items = [Assembled(sp, proof, {}) for sp in specs]
-    real = output.write_once
+    real = atomic._write_temp
 
-    def fills_up(proof_json: dict, public_json: list, proof_path: str, public_path: str) -> bool:
-        if "second" in proof_path:
+    def fills_up(target: atomic.Target, fsync: bool) -> str:
+        if "second.proof" in target.path:
             _no_space()
-        return real(proof_json, public_json, proof_path, public_path)
+        return real(target, fsync)
 
-    monkeypatch.setattr(output, "write_once", fills_up)
+    monkeypatch.setattr(atomic, "_write_temp", fills_up)
     outcomes = {o.name: o for o in output.check_and_write(items, {"h": None}, False, "here")}
     assert outcomes["first"].status == "proved" and (tmp_path / "first.proof.json").exists()
     assert outcomes["second"].status == "failed" and not (tmp_path / "second.proof.json").exists()
     assert "No space left on device" in outcomes["second"].reason and "\n" not in outcomes["second"].reason
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["first.proof.json", "first.public.json"]  # no temporary file
 
 
 # --- GPU out-of-memory retry (host-side logic, fake CuPy) ------------------------------------------

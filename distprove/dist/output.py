@@ -1,17 +1,15 @@
 """Check and write: the batched pairing check of assembled proofs and the exactly-once outputs.
 
 :func:`check_and_write` runs wherever it is called (the verify-write task on a worker, a process
-of the client's verification pool, a fused group's task); :func:`write_once` makes a proof file
-appear exactly once, whole, whatever attempt gets there first.
+of the client's verification pool, a fused group's task); :func:`write_proofs` makes each proof
+file of a group appear exactly once, whole, whatever attempt gets there first, in one group write.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from distributed.metrics import context_meter
@@ -22,7 +20,8 @@ from distprove.dist import state as worker_state
 from distprove.dist.tasks import Assembled, Failed, Outcome, Status, flatten
 from distprove.errors import FormatError
 from distprove.formats.container import first_false, lt_bound
-from distprove.formats.jsonio import write_json_atomic
+from distprove.formats.atomic import Target, write_group
+from distprove.formats.jsonio import json_bytes, proof_json_bytes, public_json_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from distprove.verifier import BatchCheck
@@ -62,51 +61,42 @@ def check_and_write(
             checked = verify_many([(vks[a.spec.content_hash], a.proof.public, a.proof.points) for a in todo])
     valid = dict(zip((a.spec.name for a in todo), checked))
     share = (time.perf_counter() - t0) / max(1, len(todo))
-    out: list[Outcome | Future[Outcome]] = []
-    writers = _writers() if len(todo) > 1 else None
+    out: list[Outcome] = []
+    to_write: list[tuple[int, Assembled]] = []
     for a in items:
         seconds = dict(a.seconds)
         if a.done_before:
             out.append(Outcome(a.spec.name, Status.PROVED, WRITTEN_BEFORE, seconds, where, written_before=True))
             continue
         seconds["verify"] = share
-        if not valid[a.spec.name]:
-            out.append(Outcome(a.spec.name, Status.FAILED, NOT_VALID, seconds, where))
-        elif writers is None:
-            out.append(_written(a, seconds, where))
+        if valid[a.spec.name]:
+            to_write.append((len(out), a))
+            out.append(Outcome(a.spec.name, Status.PROVED, "", seconds, where))
         else:
-            out.append(writers.submit(_written, a, seconds, where))
-    with context_meter.meter("write"):  # the time this task waits for its proofs' writes
-        return [o.result() if isinstance(o, Future) else o for o in out]
+            out.append(Outcome(a.spec.name, Status.FAILED, NOT_VALID, seconds, where))
+    if to_write:
+        with context_meter.meter("write"):
+            _write_checked(out, to_write)
+    return out
 
 
-WRITE_THREADS = 4
-"""Threads that write a task's checked proofs (:func:`check_and_write`): each write waits on two
-fsyncs, so a few at a time overlap."""
-
-_WRITERS: ThreadPoolExecutor | None = None
-_WRITERS_LOCK = threading.Lock()
-
-
-def _writers() -> ThreadPoolExecutor:
-    """This process's pool of :data:`WRITE_THREADS` proof writers (started on first use)."""
-    global _WRITERS
-    with _WRITERS_LOCK:
-        if _WRITERS is None:
-            _WRITERS = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="distprove-write")
-        return _WRITERS
-
-
-def _written(a: Assembled, seconds: dict[str, float], where: str) -> Outcome:
-    """Write a checked proof once (:func:`write_once`): its outcome, with its ``write`` seconds."""
-    t1 = time.perf_counter()
-    try:
-        written = write_once(a.proof.to_json(), a.proof.public_json(), a.spec.proof_path, a.spec.public_path)
-    except OSError as exc:  # full disk, permissions: this proof fails, the rest of the group goes on
-        reason = f"{a.spec.proof_path}: cannot write: {exc.strerror or exc}; no proof written"
-        return Outcome(a.spec.name, Status.FAILED, reason, seconds, where)
-    seconds["write"] = time.perf_counter() - t1
-    return Outcome(a.spec.name, Status.PROVED, "" if written else WRITTEN_BEFORE, seconds, where, written_before=not written)
+def _write_checked(out: list[Outcome], to_write: list[tuple[int, Assembled]]) -> None:
+    """Write the checked proofs ``to_write`` (index in ``out``, proof) in one :func:`write_proofs`
+    and settle their outcomes in ``out``: each one's ``write`` seconds are its share of the group's."""
+    t0 = time.perf_counter()
+    files = [(proof_json_bytes(*a.proof.points), public_json_bytes(a.proof.public), a.spec.proof_path, a.spec.public_path)
+             for _, a in to_write]
+    results = write_proofs(files)
+    share = (time.perf_counter() - t0) / len(to_write)
+    for (i, a), result in zip(to_write, results):
+        o = out[i]
+        if isinstance(result, OSError):  # full disk, permissions: this proof fails, the rest of the group goes on
+            o.status = Status.FAILED
+            o.reason = f"{a.spec.proof_path}: cannot write: {result.strerror or result}; no proof written"
+        else:
+            o.seconds["write"] = share
+            if not result:
+                o.reason, o.written_before = WRITTEN_BEFORE, True
 
 
 def failed_outcomes(items: Sequence[Any], where: str) -> tuple[list[Any], list[Outcome]]:
@@ -130,10 +120,7 @@ def verify_write(
     vks = {h: st.vk(st.key(sp.key_path, h)) for h, sp in specs.items()}
     outcomes = check_and_write(items, vks, check, where, batch)
     by_name = {a.spec.name: a.spec for a in items}
-    for o in outcomes:
-        if not o.written_before:
-            metrics.record_proof(by_name[o.name].key_path, o.status == Status.PROVED)
-            metrics.record_timings(o.seconds)
+    metrics.record_proofs((by_name[o.name].key_path, o.status == Status.PROVED, o.seconds) for o in outcomes if not o.written_before)
     return outcomes + failed
 
 
@@ -168,20 +155,50 @@ def check_existing(key_path: str, items: Sequence[tuple[str, str, str]]) -> list
     return [ok.get(i, False) for i in range(len(items))]
 
 
-def write_once(proof_json: dict, public_json: list[str], proof_path: str, public_path: str) -> bool:
-    """Write public then proof so that the proof file appears exactly once, whole.
+def write_proofs(files: Sequence[tuple[bytes, bytes, str, str]]) -> list[bool | OSError]:
+    """Write proofs, each (proof bytes, public bytes, proof path, public path), in one group write
+    (:func:`~distprove.formats.atomic.write_group`) so that each proof file appears exactly once, whole.
 
-    The public file is deterministic (the witness's public signals), so it is atomically
-    replaced; the proof file is hard-linked into place only if no attempt created it first.
-    A proof file's existence therefore means its public file is complete. Returns False when
-    an earlier attempt had already written the proof.
+    Each public file is deterministic (the witness's public signals), so it is atomically
+    replaced; each proof file is hard-linked into place only if no attempt created it first, and
+    only after its public file is in place and durable: a proof file's existence means its public
+    file is complete. Per proof: True (written), False (an earlier attempt had written the proof:
+    it is left as it is), or the OSError that failed this proof alone.
     """
-    if os.path.exists(proof_path):
-        return False
-    os.makedirs(os.path.dirname(os.path.abspath(public_path)), exist_ok=True)
-    os.makedirs(os.path.dirname(os.path.abspath(proof_path)), exist_ok=True)
-    write_json_atomic(public_path, public_json)
-    return write_json_atomic(proof_path, proof_json, exclusive=True)
+    results: list[bool | OSError] = [False] * len(files)
+    made: dict[str, OSError | None] = {}  # each output folder, created once (or why it cannot be)
+    entries: list[list[Target]] = []
+    index: list[int] = []
+    for i, (proof, public, proof_path, public_path) in enumerate(files):
+        if os.path.exists(proof_path):
+            continue
+        problem = None
+        for directory in {os.path.dirname(public_path) or ".", os.path.dirname(proof_path) or "."}:
+            if directory not in made:
+                try:
+                    os.makedirs(directory, exist_ok=True)
+                    made[directory] = None
+                except OSError as exc:
+                    made[directory] = exc
+            problem = problem or made[directory]
+        if problem is not None:
+            results[i] = problem
+        else:
+            entries.append([Target(public_path, public), Target(proof_path, proof, exclusive=True)])
+            index.append(i)
+    for i, result in zip(index, write_group(entries)):
+        results[i] = result
+    return results
+
+
+def write_once(proof_json: dict, public_json: list[str], proof_path: str, public_path: str) -> bool:
+    """Write one proof's files as :func:`write_proofs` does (``proof_json``, ``public_json``: their
+    JSON content). Returns False when an earlier attempt had already written the proof; raises
+    the OSError of a failed write."""
+    result = write_proofs([(json_bytes(proof_json), json_bytes(public_json), proof_path, public_path)])[0]
+    if isinstance(result, OSError):
+        raise result
+    return result
 
 
 def public_signals(path: str, n_public: int) -> list[int]:

@@ -79,6 +79,30 @@ def public_to_json(values: Sequence[int]) -> list[str]:
     return out
 
 
+_PROOF_TEXT = (
+    '{{\n "pi_a": [\n  "{}",\n  "{}",\n  "{}"\n ],\n "pi_b": [\n  [\n   "{}",\n   "{}"\n  ],\n  [\n   "{}",\n   "{}"\n  ],\n'
+    '  [\n   "{}",\n   "{}"\n  ]\n ],\n "pi_c": [\n  "{}",\n  "{}",\n  "{}"\n ],\n "protocol": "groth16",\n "curve": "bn128"\n}}'
+)
+
+
+def proof_json_bytes(pi_a: Affine, pi_b: Affine, pi_c: Affine) -> bytes:
+    """The bytes :func:`write_json_atomic` writes for :func:`proof_to_json`, from one template
+    (every value is a decimal string: nothing to escape) instead of the encoder's walk."""
+    b = _g2_json(pi_b)
+    return _PROOF_TEXT.format(*_g1_json(pi_a), *b[0], *b[1], *b[2], *_g1_json(pi_c)).encode()
+
+
+def public_json_bytes(values: Sequence[int]) -> bytes:
+    """The bytes :func:`write_json_atomic` writes for :func:`public_to_json` (the same checks)."""
+    text = public_to_json(values)
+    return ("[\n \"" + '",\n "'.join(text) + '"\n]').encode() if text else b"[]"
+
+
+def json_bytes(obj: Any) -> bytes:
+    """``obj`` as JSON text the way snarkjs writes it (1-space indent)."""
+    return json.dumps(obj, indent=1).encode()
+
+
 def vk_to_json(
     n_public: int,
     alpha1: Affine,
@@ -114,7 +138,7 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, exclusive: bool
     ``path`` (or, with ``exclusive``, linked there only if ``path`` does not exist yet: the
     result is then False when it did). See :func:`distprove.formats.atomic.write_atomic`.
     """
-    data = json.dumps(obj, indent=1).encode()
+    data = json_bytes(obj)
     return write_atomic(path, lambda f: f.write(data), exclusive=exclusive)
 
 
