@@ -24,7 +24,7 @@ against nanoseconds from wasm to wasm, so the helper runs a whole calculation (`
 input value, the witness readout) in one call, and each input signal's size is asked once per
 name. What is left is the circuit's own code: wasmtime's (Cranelift's) machine code for circom's
 field arithmetic runs about 1.35x as long as node's (V8's) on the chain circuits, whatever the
-Cranelift options (``pipelines/bench_witnessgen.py --engine-configs``).
+Cranelift options (``pipelines/bench_witnessgen.py``, its ``run`` columns).
 
 Input values are read as snarkjs 0.7.6 reads them (``unstringifyBigInts`` then ``BigInt``):
 JSON integers, integer-valued numbers, decimal strings with an optional sign, ``0x``/``0o``/``0b``
@@ -462,6 +462,15 @@ class WitnessCalculator:
         The input is encoded here as the helper's signal records (hash, count, values reduced
         modulo the prime) and the whole calculation, readout included, is one call into wasm.
         """
+        return self._execute(inputs, source, self.info.witness_size)
+
+    def run(self, inputs: Mapping[str, Any], source: str = "<input>") -> None:
+        """:meth:`calculate` without reading the witness back: the circuit's own code and the
+        input's encoding alone, which is what benchmarks compare with other engines."""
+        self._execute(inputs, source, 0)
+
+    def _execute(self, inputs: Mapping[str, Any], source: str, n: int) -> np.ndarray:
+        """Set every input value, run the circuit and read witness values 0..n-1 back."""
         p, nbytes = self.info.prime, 4 * self._n32
         records = bytearray()
         count = 0
@@ -481,7 +490,6 @@ class WitnessCalculator:
             raise FormatError(
                 source, f"missing input signals: {count} of the circuit's {self.info.input_size} input values are given"
             )
-        n = self.info.witness_size
         out_bytes = n * nbytes
         try:
             buf = self._buffer(max(len(records), out_bytes))
