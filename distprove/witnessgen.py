@@ -442,7 +442,7 @@ class WitnessCalculator:
             known = self._signals[name] = (hi, lo, size)
         hi, lo, size = known
         if size is not None:
-            if size < 0:
+            if size < 0 or (size == 0 and count):  # an unknown hash reads as -1 or 0, by the table's state
                 raise FormatError(source, f"{name!r} is not an input signal of the circuit")
             if count != size:
                 raise FormatError(

@@ -101,6 +101,8 @@ def test_run_is_calculate_without_the_readout(tmp_path: Path) -> None:
         wc.run({"a": [[1, 2], [3, 4]], "b": 7}, "x.json")
     with pytest.raises(FormatError, match=r"^y.json: input a has 3 values, the circuit's signal has 4$"):
         wc.run({"a": [1, 2, 3], "b": 1}, "y.json")  # a's size is known from the first input: still checked
+    with pytest.raises(FormatError, match=r"^z.json: 'x' is not an input signal of the circuit$"):
+        WitnessCalculator(CHECKS).run({"a": [[1, 2], [3, 4]], "b": 1, "x": 1}, "z.json")  # on a fresh instance too
     inp = {"a": [[3, 2], [3, 4]], "b": 9}
     assert np.array_equal(wc.calculate(inp), WitnessCalculator(CHECKS).calculate(inp))
 
