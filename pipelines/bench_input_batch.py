@@ -14,8 +14,10 @@ Each input is copied ``--copies`` times into one folder and its witness as many 
 another; both batches run on one cluster (non-daemonic workers, so each has its witness process
 pool), alternately ``--reps`` times after one warm-up batch of each, and print proofs/s per run
 and their ratio (inputs over witnesses, best run of each). The input batch computes every
-witness on the workers; the witness batch reads them. ``--keep DIR`` keeps the last input
-batch's proofs there (to check one with snarkjs).
+witness on the workers; the witness batch reads them. Each run also gives the seconds to its
+first proof and its proofs/s after that one's group (``steady``), which tell a batch's fixed
+start-up (the circuit check, the first witness chunk) from a slower pace. ``--keep DIR`` keeps
+the last input batch's proofs there (to check one with snarkjs).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import dask
 
@@ -74,6 +77,14 @@ def _folders(circuit: Path, copies: int, tmp: Path) -> tuple[Path, Path]:
     return inputs, witnesses
 
 
+def _pace(report: Any) -> tuple[float, float]:
+    """(seconds to the first proof, proofs/s of the proofs after the first group's) of a BatchReport."""
+    times = sorted(r.latency for r in report.proved)
+    later = [t for t in times if t > times[0] + 1e-3]
+    steady = len(later) / (times[-1] - times[0]) if later else 0.0
+    return times[0], steady
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("circuit", type=Path, help="circuit.wasm, inputs/*.json and a key (see above)")
@@ -92,6 +103,7 @@ def main() -> None:
         inputs, witnesses = _folders(args.circuit, args.copies, Path(tmp))
         with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
             rows: dict[str, list[float]] = {"inputs": [], "witnesses": []}
+            pace: dict[str, list[tuple[float, float]]] = {"inputs": [], "witnesses": []}
             for rep in range(args.reps + 1):
                 for kind, folder in (("witnesses", witnesses), ("inputs", inputs)):
                     shutil.rmtree(folder / "proofs", ignore_errors=True)
@@ -101,12 +113,15 @@ def main() -> None:
                         sys.exit(f"{kind} batch: {report.summary()}")
                     if rep:  # the first round warms the keys, kernels and witness pools
                         rows[kind].append(report.proofs_per_second)
-                        print(f"{kind}: {report.summary().splitlines()[0]}", flush=True)
+                        pace[kind].append(_pace(report))
+                        print(f"{kind}: {report.summary().splitlines()[0]}; first proof at {pace[kind][-1][0]:.3f} s, "
+                              f"then {pace[kind][-1][1]:.2f} proofs/s", flush=True)
             if args.keep:
                 shutil.copytree(inputs / "proofs", args.keep, dirs_exist_ok=True)
             best = {k: max(v) for k, v in rows.items()} if args.reps else {}
             print(json.dumps({"circuit": args.circuit.name, "proofs": len(list(inputs.glob("*.json"))),
                               "workers": args.workers, "backend": args.backend, "proofs_per_second": rows,
+                              "first_proof_s_and_steady": pace,
                               "ratio_best": best["inputs"] / best["witnesses"] if best else None}))
 
 
