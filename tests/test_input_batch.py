@@ -322,3 +322,22 @@ def test_bench_circuit_folder_gets_a_dev_key_and_its_own_witnesses(tmp_path: Pat
     assert distprove.verify(vk, proof.public_json(), proof.to_json())
     (folder / "circuit_final.zkey").write_bytes((DATA / "mini" / "mini_0001.zkey").read_bytes())
     assert script.circuit_key(folder, "cpu") == folder / "circuit_final.zkey"
+
+
+def test_scratch_witnesses_are_written_without_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scratch witness skips the two fsyncs (they cost more than a small circuit's witness); a kept
+    one has them; both are snarkjs's bytes."""
+    import os
+
+    from distprove.dist.inputbatch import compute_witnesses
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    wasm = str(DATA / "mul_chain_1k" / "circuit.wasm")
+    inp = str(DATA / "mul_chain_1k" / "inputs" / "input_1.json")
+    expected = (DATA / "mul_chain_1k" / "witnesses" / "witness_1.wtns").read_bytes()
+    assert compute_witnesses(wasm, [(inp, str(tmp_path / "scratch" / "a.wtns"))]) == [""]
+    assert synced == [] and (tmp_path / "scratch" / "a.wtns").read_bytes() == expected
+    assert compute_witnesses(wasm, [(inp, str(tmp_path / "kept" / "a.wtns"))], keep=True) == [""]
+    assert len(synced) == 2 and (tmp_path / "kept" / "a.wtns").read_bytes() == expected

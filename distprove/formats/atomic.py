@@ -9,7 +9,7 @@ from typing import BinaryIO
 
 
 def write_atomic(
-    path: str | os.PathLike[str], write: Callable[[BinaryIO], object], *, exclusive: bool = False
+    path: str | os.PathLike[str], write: Callable[[BinaryIO], object], *, exclusive: bool = False, durable: bool = True
 ) -> bool:
     """Call ``write(f)`` on a temporary file beside ``path``, fsync it, then move it into place.
 
@@ -17,6 +17,9 @@ def write_atomic(
     hard-linked to ``path`` only if nothing is there yet, so concurrent or repeated writers
     leave exactly one file; the result is False when ``path`` already existed. On any error the
     temporary file is removed and the error propagates; ``path`` is never partial.
+    ``durable=False`` leaves out the two fsyncs (the file's and its folder's), for scratch files
+    that a crash may lose: on a VM's disk they took 0.8 ms where writing a 1,023-value witness
+    took 0.05 ms.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -26,7 +29,8 @@ def write_atomic(
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         if exclusive:
             try:
                 os.link(tmp, path)
@@ -37,7 +41,8 @@ def write_atomic(
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    _fsync_directory(directory)
+    if durable:
+        _fsync_directory(directory)
     return True
 
 
