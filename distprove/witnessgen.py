@@ -19,9 +19,13 @@ uses) speaks to it:
 * ``getWitness(i)`` puts witness value i (standard form) into the shared memory.
 
 Every value crosses the Python/wasm border through a small helper module linked to the
-circuit's exports: a call from Python into wasm costs tens of microseconds in wasmtime-py,
-against nanoseconds from wasm to wasm, so the helper loops over a signal's values and over the
-whole witness, and Python makes a handful of calls per input file.
+circuit's exports: a call from Python into wasm costs 10-25 microseconds in wasmtime-py,
+against nanoseconds from wasm to wasm, so the helper runs a whole calculation (``init``, every
+input value, the witness readout) in one call, and each input signal's size is asked once per
+name. What is left is the circuit's own code: wasmtime's (Cranelift's) machine code for it runs
+1.4-1.5x as long as node's (V8's) on the multiplication chains and 1.05-1.15x on the Poseidon,
+bit and Merkle circuits, at any Cranelift opt level (``pipelines/bench_witnessgen.py``, its
+``run`` columns); the readout, which node makes word by word from JavaScript, makes up for it.
 
 Input values are read as snarkjs 0.7.6 reads them (``unstringifyBigInts`` then ``BigInt``):
 JSON integers, integer-valued numbers, decimal strings with an optional sign, ``0x``/``0o``/``0b``
@@ -42,6 +46,7 @@ import logging
 import math
 import os
 import re
+import struct
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -87,14 +92,43 @@ _REQUIRED_EXPORTS = (
 
 _HELPER_WAT = """
 (module
+  (import "c" "init" (func $init (param i32)))
   (import "c" "getWitness" (func $getWitness (param i32)))
   (import "c" "readSharedRWMemory" (func $read (param i32) (result i32)))
   (import "c" "writeSharedRWMemory" (func $write (param i32 i32)))
   (import "c" "setInputSignal" (func $set (param i32 i32 i32)))
   (memory (export "buf") 1)
-  ;; witness values 0..n-1, n32 words each, into buf from address 0
-  (func (export "readWitness") (param $n i32) (param $n32 i32)
-    (local $i i32) (local $j i32) (local $p i32)
+  ;; One whole calculation. buf from address 0 holds $nsig signal records, each its hash
+  ;; (hi, lo), its value count and that many values of n32 words; each value is written to the
+  ;; shared memory and set (the last one runs the circuit), then witness values 0..n-1 are read
+  ;; back into buf from address 0, n32 words each.
+  (func (export "calculate") (param $nsig i32) (param $n i32) (param $n32 i32)
+    (local $s i32) (local $i i32) (local $j i32) (local $p i32)
+    (local $hi i32) (local $lo i32) (local $count i32)
+    (call $init (i32.const 0))
+    (block $sigs_done (loop $sig
+      (br_if $sigs_done (i32.ge_u (local.get $s) (local.get $nsig)))
+      (local.set $hi (i32.load (local.get $p)))
+      (local.set $lo (i32.load offset=4 (local.get $p)))
+      (local.set $count (i32.load offset=8 (local.get $p)))
+      (local.set $p (i32.add (local.get $p) (i32.const 12)))
+      (local.set $i (i32.const 0))
+      (block $vals_done (loop $val
+        (br_if $vals_done (i32.ge_u (local.get $i) (local.get $count)))
+        (local.set $j (i32.const 0))
+        (block $wd (loop $word
+          (br_if $wd (i32.ge_u (local.get $j) (local.get $n32)))
+          (call $write (local.get $j) (i32.load (local.get $p)))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (local.set $j (i32.add (local.get $j) (i32.const 1)))
+          (br $word)))
+        (call $set (local.get $hi) (local.get $lo) (local.get $i))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $val)))
+      (local.set $s (i32.add (local.get $s) (i32.const 1)))
+      (br $sig)))
+    (local.set $i (i32.const 0))
+    (local.set $p (i32.const 0))
     (block $done (loop $next
       (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
       (call $getWitness (local.get $i))
@@ -105,21 +139,6 @@ _HELPER_WAT = """
         (local.set $p (i32.add (local.get $p) (i32.const 4)))
         (local.set $j (i32.add (local.get $j) (i32.const 1)))
         (br $word)))
-      (local.set $i (i32.add (local.get $i) (i32.const 1)))
-      (br $next))))
-  ;; the signal of hash (hi, lo) gets the count values found in buf from address 0
-  (func (export "setSignal") (param $hi i32) (param $lo i32) (param $count i32) (param $n32 i32)
-    (local $i i32) (local $j i32) (local $p i32)
-    (block $done (loop $next
-      (br_if $done (i32.ge_u (local.get $i) (local.get $count)))
-      (local.set $j (i32.const 0))
-      (block $wd (loop $word
-        (br_if $wd (i32.ge_u (local.get $j) (local.get $n32)))
-        (call $write (local.get $j) (i32.load (local.get $p)))
-        (local.set $p (i32.add (local.get $p) (i32.const 4)))
-        (local.set $j (i32.add (local.get $j) (i32.const 1)))
-        (br $word)))
-      (call $set (local.get $hi) (local.get $lo) (local.get $i))
       (local.set $i (i32.add (local.get $i) (i32.const 1)))
       (br $next))))
 )
@@ -290,6 +309,7 @@ class WitnessCalculator:
         self.path = os.fspath(wasm_path)
         self.log_line = log_line or (lambda line: log.info("%s: %s", self.path, line))
         self._module, self._helper_module = _compile(self.path)
+        self._signals: dict[str, tuple[int, int, int | None]] = {}
         self._instantiate()
         ex = self._ex
         self.info = CircuitInfo(
@@ -342,12 +362,12 @@ class WitnessCalculator:
         helper = wasmtime.Instance(
             store,
             self._helper_module,
-            [ex["getWitness"], ex["readSharedRWMemory"], ex["writeSharedRWMemory"], ex["setInputSignal"]],
+            [ex["init"], ex["getWitness"], ex["readSharedRWMemory"], ex["writeSharedRWMemory"], ex["setInputSignal"]],
         )
         hx = helper.exports(store)
         self._buf: wasmtime.Memory = hx["buf"]
-        self._read_witness = hx["readWitness"]
-        self._set_signal = hx["setSignal"]
+        self._view = np.empty(0, np.uint8)
+        self._run = hx["calculate"]
 
     # ---- imports -------------------------------------------------------------------------------
 
@@ -402,24 +422,34 @@ class WitnessCalculator:
     # ---- calculation ---------------------------------------------------------------------------
 
     def _buffer(self, nbytes: int) -> np.ndarray:
-        """The helper's memory as bytes, grown to hold at least ``nbytes``."""
-        have = self._buf.data_len(self._store)
-        if have < nbytes:
-            self._buf.grow(self._store, -(-(nbytes - have) // 65536))
-        size = self._buf.data_len(self._store)
-        return np.ctypeslib.as_array(self._buf.data_ptr(self._store), shape=(size,))
+        """The helper's memory as bytes, grown to hold at least ``nbytes`` (the view is kept until
+        the memory grows or the instance is replaced: asking wasmtime for it costs microseconds)."""
+        if self._view.size < nbytes:
+            have = self._buf.data_len(self._store)
+            if have < nbytes:
+                self._buf.grow(self._store, -(-(nbytes - have) // 65536))
+            size = self._buf.data_len(self._store)
+            self._view = np.ctypeslib.as_array(self._buf.data_ptr(self._store), shape=(size,))
+        return self._view
 
-    def _encode(self, source: str, name: str, values: list[Any], where: list[str]) -> np.ndarray:
-        """The values of one input signal as (count, n32) uint32 words, reduced modulo the prime."""
-        p = self.info.prime
-        nbytes = 4 * self._n32
-        raw = bytearray()
-        for v, at in zip(values, where):
-            x = _to_int(v)
-            if isinstance(x, str):
-                raise FormatError(source, f"input {name}{at}: {_describe(v)} {x}")
-            raw += (x % p).to_bytes(nbytes, "little")
-        return np.frombuffer(bytes(raw), dtype="<u4").reshape(len(values), self._n32)
+    def _signal(self, source: str, name: str, count: int) -> tuple[int, int]:
+        """The hash halves (hi, lo) of input signal ``name``, checked to take ``count`` values
+        (the circuit's sizes are asked once per name and kept: they are the wasm's, not the input's)."""
+        known = self._signals.get(name)
+        if known is None:
+            h = fnv1a64(name)
+            hi, lo = _i32(h >> 32), _i32(h & 0xFFFFFFFF)
+            size = int(self._ex["getInputSignalSize"](self._store, hi, lo)) if self._has_size else None
+            known = self._signals[name] = (hi, lo, size)
+        hi, lo, size = known
+        if size is not None:
+            if size < 0 or (size == 0 and count):  # an unknown hash reads as -1 or 0, by the table's state
+                raise FormatError(source, f"{name!r} is not an input signal of the circuit")
+            if count != size:
+                raise FormatError(
+                    source, f"input {name} has {count} value{'s' * (count != 1)}, the circuit's signal has {size}"
+                )
+        return hi, lo
 
     def calculate(self, inputs: Mapping[str, Any], source: str = "<input>") -> np.ndarray:
         """The witness of one input, as an (witness_size, n32) uint32 array of standard-form limbs.
@@ -429,40 +459,44 @@ class WitnessCalculator:
         unknown or missing signal, a wrong number of values, a value that is not an integer, or a
         circuit that rejects the input (circom's own message, e.g. ``Assert Failed.`` with the
         template and line).
+
+        The input is encoded here as the helper's signal records (hash, count, values reduced
+        modulo the prime) and the whole calculation, readout included, is one call into wasm.
         """
-        store, ex = self._store, self._ex
-        signals = []
+        return self._execute(inputs, source, self.info.witness_size)
+
+    def run(self, inputs: Mapping[str, Any], source: str = "<input>") -> None:
+        """:meth:`calculate` without reading the witness back: the circuit's own code and the
+        input's encoding alone, which is what benchmarks compare with other engines."""
+        self._execute(inputs, source, 0)
+
+    def _execute(self, inputs: Mapping[str, Any], source: str, n: int) -> np.ndarray:
+        """Set every input value, run the circuit and read witness values 0..n-1 back."""
+        p, nbytes = self.info.prime, 4 * self._n32
+        records = bytearray()
+        count = 0
         for name, value in inputs.items():
             flat: list[Any] = []
             where: list[str] = []
             _flatten(value, flat, where)
-            h = fnv1a64(name)
-            hi, lo = _i32(h >> 32), _i32(h & 0xFFFFFFFF)
-            if self._has_size:
-                size = int(ex["getInputSignalSize"](store, hi, lo))
-                if size < 0:
-                    raise FormatError(source, f"{name!r} is not an input signal of the circuit")
-                if len(flat) != size:
-                    raise FormatError(
-                        source, f"input {name} has {len(flat)} value{'s' * (len(flat) != 1)}, the circuit's signal has {size}"
-                    )
-            signals.append((name, hi, lo, self._encode(source, name, flat, where)))
-        count = sum(len(words) for *_, words in signals)
+            hi, lo = self._signal(source, name, len(flat))
+            records += struct.pack("<iiI", hi, lo, len(flat))
+            for v, at in zip(flat, where):
+                x = _to_int(v)
+                if isinstance(x, str):
+                    raise FormatError(source, f"input {name}{at}: {_describe(v)} {x}")
+                records += (x % p).to_bytes(nbytes, "little")
+            count += len(flat)
         if count < self.info.input_size:
             raise FormatError(
                 source, f"missing input signals: {count} of the circuit's {self.info.input_size} input values are given"
             )
+        out_bytes = n * nbytes
         try:
-            ex["init"](store, 0)
-            for name, hi, lo, words in signals:
-                buf = self._buffer(words.nbytes)
-                buf[: words.nbytes] = words.reshape(-1).view(np.uint8)
-                self._set_signal(store, hi, lo, len(words), self._n32)
-            n = self.info.witness_size
-            nbytes = n * self._n32 * 4
-            self._buffer(nbytes)
-            self._read_witness(store, n, self._n32)
-            out = self._buffer(nbytes)[:nbytes].view("<u4").reshape(n, self._n32).copy()
+            buf = self._buffer(max(len(records), out_bytes))
+            buf[: len(records)] = np.frombuffer(records, np.uint8)
+            self._run(self._store, len(inputs), n, self._n32)
+            out = buf[:out_bytes].view("<u4").reshape(n, self._n32).copy()
         except Exception as exc:
             raise self._failure(source, exc) from None
         return out

@@ -1,13 +1,23 @@
 """A batch from inputs against the same batch from precomputed witnesses, on one local cluster.
 
-    python pipelines/bench_input_batch.py FIXTURE_DIR [--copies 4] [--workers 2] [--backend cpu] [--reps 2]
+    python pipelines/bench_input_batch.py CIRCUIT_DIR [--copies 4] [--workers 2] [--backend cpu] [--reps 2]
 
-FIXTURE_DIR holds ``circuit_final.zkey``, ``circuit.wasm``, ``inputs/input_k.json`` and
-``witnesses/witness_k.wtns`` (the fixtures under tests/data). Each input is copied ``--copies``
-times into one folder and its witness as many times into another; both batches run on one
-cluster (non-daemonic workers, so each has its witness process pool), alternately ``--reps``
-times after one warm-up batch of each, and print proofs/s per run and their ratio (inputs over
-witnesses). The input batch computes every witness on the workers; the witness batch reads them.
+CIRCUIT_DIR holds the circuit's ``circuit.wasm`` (``circom --wasm``), its inputs
+``inputs/*.json`` and a key: ``circuit_final.zkey`` (the fixtures under tests/data), else the
+insecure dev key ``dev/circuit.zarr``, which is made from ``circuit.r1cs`` when it is missing
+(``devsetup.dev_setup``: fixed-base multiplications on the GPU when CuPy sees one; it also
+writes ``dev/verification_key.json`` for ``snarkjs groth16 verify``). The precomputed witnesses
+are distprove's own (``witnessgen.calculate_wtns``, byte for byte snarkjs's), computed once per
+input before any timing.
+
+Each input is copied ``--copies`` times into one folder and its witness as many times into
+another; both batches run on one cluster (non-daemonic workers, so each has its witness process
+pool), alternately ``--reps`` times after one warm-up batch of each, and print proofs/s per run
+and their ratio (inputs over witnesses, best run of each). The input batch computes every
+witness on the workers; the witness batch reads them. Each run also gives the seconds to its
+first proof and its proofs/s after that one's group (``steady``), which tell a batch's fixed
+start-up (the circuit check, the first witness chunk) from a slower pace. ``--keep DIR`` keeps
+the last input batch's proofs there (to check one with snarkjs).
 """
 
 from __future__ import annotations
@@ -15,54 +25,104 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import dask
 
 
-def _folders(fixture: Path, copies: int, tmp: Path) -> tuple[Path, Path]:
-    inputs, witnesses = tmp / "inputs", tmp / "witnesses"
-    for d in (inputs, witnesses):
+def circuit_key(circuit: Path, backend: str) -> Path:
+    """The folder's key: ``circuit_final.zkey``, else ``dev/circuit.zarr`` (made from
+    ``circuit.r1cs`` when missing, on the GPU unless ``backend`` is cpu)."""
+    zkey = circuit / "circuit_final.zkey"
+    if zkey.is_file():
+        return zkey
+    store = circuit / "dev" / "circuit.zarr"
+    if not store.exists():
+        from distprove.devsetup import dev_setup
+
+        r1cs = circuit / "circuit.r1cs"
+        if not r1cs.is_file():
+            raise SystemExit(f"{circuit}: no circuit_final.zkey, dev/circuit.zarr or circuit.r1cs")
+        t0 = time.perf_counter()
+        dev_setup(r1cs, store, vk=circuit / "dev" / "verification_key.json", seed=1,
+                  device="cpu" if backend == "cpu" else "auto", quiet=True)
+        print(f"dev key {store} in {time.perf_counter() - t0:.1f} s (INSECURE: benchmarks only)", flush=True)
+    return store
+
+
+def _folders(circuit: Path, copies: int, tmp: Path) -> tuple[Path, Path]:
+    """The input folder (with the wasm) and the witness folder, ``copies`` of each input."""
+    from distprove.witnessgen import calculate_wtns
+
+    wasm = circuit / "circuit.wasm"
+    inputs, witnesses, computed = tmp / "inputs", tmp / "witnesses", tmp / "computed"
+    for d in (inputs, witnesses, computed):
         d.mkdir()
-        shutil.copy(fixture / "circuit_final.zkey", d)
-    shutil.copy(fixture / "circuit.wasm", inputs)
-    for inp in sorted((fixture / "inputs").glob("input_*.json")):
-        k = inp.stem.removeprefix("input_")
+    shutil.copy(wasm, inputs)
+    sources = sorted((circuit / "inputs").glob("*.json"))
+    if not sources:
+        raise SystemExit(f"{circuit / 'inputs'}: no *.json inputs")
+    t0 = time.perf_counter()
+    for inp in sources:
+        wtns = computed / f"{inp.stem}.wtns"
+        calculate_wtns(wasm, inp, wtns)
         for c in range(copies):
-            shutil.copy(inp, inputs / f"p{k}_{c}.json")
-            shutil.copy(fixture / "witnesses" / f"witness_{k}.wtns", witnesses / f"p{k}_{c}.wtns")
+            shutil.copy(inp, inputs / f"{inp.stem}_{c}.json")
+            shutil.copy(wtns, witnesses / f"{inp.stem}_{c}.wtns")
+    print(f"{len(sources)} witnesses computed in {time.perf_counter() - t0:.2f} s", flush=True)
     return inputs, witnesses
+
+
+def _pace(report: Any) -> tuple[float, float]:
+    """(seconds to the first proof, proofs/s of the proofs after the first group's) of a BatchReport."""
+    times = sorted(r.latency for r in report.proved)
+    later = [t for t in times if t > times[0] + 1e-3]
+    steady = len(later) / (times[-1] - times[0]) if later else 0.0
+    return times[0], steady
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("fixture", type=Path)
+    ap.add_argument("circuit", type=Path, help="circuit.wasm, inputs/*.json and a key (see above)")
     ap.add_argument("--copies", type=int, default=4)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--keep", type=Path, help="Copy the last input batch's proofs here.")
     args = ap.parse_args()
 
     import distprove
     from distributed import Client, LocalCluster
 
+    key = circuit_key(args.circuit, args.backend)
     with tempfile.TemporaryDirectory() as tmp, dask.config.set({"distributed.worker.daemon": False}):
-        inputs, witnesses = _folders(args.fixture, args.copies, Path(tmp))
+        inputs, witnesses = _folders(args.circuit, args.copies, Path(tmp))
         with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
             rows: dict[str, list[float]] = {"inputs": [], "witnesses": []}
+            pace: dict[str, list[tuple[float, float]]] = {"inputs": [], "witnesses": []}
             for rep in range(args.reps + 1):
                 for kind, folder in (("witnesses", witnesses), ("inputs", inputs)):
                     shutil.rmtree(folder / "proofs", ignore_errors=True)
-                    report = distprove.batch(folder, client=client, backend=args.backend, echo=None)
-                    assert report.ok and not report.skipped, report.summary()
+                    report = distprove.batch(folder, key=key, client=client, backend=args.backend, echo=None,
+                                             wasm=inputs / "circuit.wasm" if kind == "inputs" else None)
+                    if not report.ok or report.skipped:
+                        sys.exit(f"{kind} batch: {report.summary()}")
                     if rep:  # the first round warms the keys, kernels and witness pools
                         rows[kind].append(report.proofs_per_second)
-                        print(f"{kind}: {report.summary().splitlines()[0]}", flush=True)
-            best = {k: max(v) for k, v in rows.items()}
-            print(json.dumps({"fixture": args.fixture.name, "proofs": len(list(inputs.glob('*.json'))),
+                        pace[kind].append(_pace(report))
+                        print(f"{kind}: {report.summary().splitlines()[0]}; first proof at {pace[kind][-1][0]:.3f} s, "
+                              f"then {pace[kind][-1][1]:.2f} proofs/s", flush=True)
+            if args.keep:
+                shutil.copytree(inputs / "proofs", args.keep, dirs_exist_ok=True)
+            best = {k: max(v) for k, v in rows.items()} if args.reps else {}
+            print(json.dumps({"circuit": args.circuit.name, "proofs": len(list(inputs.glob("*.json"))),
                               "workers": args.workers, "backend": args.backend, "proofs_per_second": rows,
-                              "ratio_best": best["inputs"] / best["witnesses"]}))
+                              "first_proof_s_and_steady": pace,
+                              "ratio_best": best["inputs"] / best["witnesses"] if best else None}))
 
 
 if __name__ == "__main__":

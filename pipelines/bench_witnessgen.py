@@ -2,7 +2,7 @@
 
     python pipelines/bench_witnessgen.py FIXTURE_DIR... [--reps 5] [--warm-reps 30] [--snarkjs node_modules/.bin/snarkjs]
 
-Each FIXTURE_DIR holds ``circuit.wasm`` and ``inputs/*.json``. Four numbers per circuit, each the
+Each FIXTURE_DIR holds ``circuit.wasm`` and ``inputs/*.json``. Six numbers per circuit, each the
 median over ``--reps`` runs (``--warm-reps`` for the in-process ones) cycling through the inputs:
 
 * ``snarkjs cli``: ``snarkjs wtns calculate`` as a command (node start-up and wasm compile included);
@@ -11,7 +11,13 @@ median over ``--reps`` runs (``--warm-reps`` for the in-process ones) cycling th
 * ``snarkjs warm``: circom_runtime's calculator built once in one node process, then
   ``calculateWTNSBin`` per input (what a long-lived node worker would pay);
 * ``distprove warm``: :func:`distprove.witnessgen.calculate` per input after the first (what a
-  Dask worker pays), the .wtns write excluded as in the node number.
+  Dask worker pays), the .wtns write excluded as in the node number;
+
+and two that split the warm numbers, to tell the engines' machine code from what is around it:
+
+* ``snarkjs run``: circom_runtime's ``_doCalculateWitness`` alone (``init``, the input values,
+  the circuit), without the witness readout;
+* ``distprove run``: :meth:`WitnessCalculator.run` (the same, in one call into wasmtime).
 
 The two CLI rows also check that both commands wrote the same bytes.
 """
@@ -39,11 +45,14 @@ const { utils } = require("ffjavascript");
   const wc = await WitnessCalculatorBuilder(fs.readFileSync(wasm), {});
   const parsed = inputs.map((p) => utils.unstringifyBigInts(JSON.parse(fs.readFileSync(p, "utf8"))));
   await wc.calculateWTNSBin(parsed[0]);  // warm-up
-  const times = [];
+  const times = { warm: [], run: [] };
   for (let r = 0; r < Number(reps); r++) {
-    const t0 = process.hrtime.bigint();
+    let t0 = process.hrtime.bigint();
     await wc.calculateWTNSBin(parsed[r % parsed.length]);
-    times.push(Number(process.hrtime.bigint() - t0) / 1e9);
+    times.warm.push(Number(process.hrtime.bigint() - t0) / 1e9);
+    t0 = process.hrtime.bigint();
+    await wc._doCalculateWitness(parsed[r % parsed.length], false);
+    times.run.push(Number(process.hrtime.bigint() - t0) / 1e9);
   }
   console.log(JSON.stringify(times));
 })().then(() => process.exit(0), (e) => { console.error(e); process.exit(1); });
@@ -58,12 +67,12 @@ def _wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
 
 def bench(fixture: Path, reps: int, warm_reps: int, snarkjs: str) -> dict[str, float | int | str]:
     """Median seconds per input of the four ways (see the module docstring) for one fixture."""
-    from distprove.witnessgen import calculate, calculator
+    from distprove.witnessgen import calculate, calculator, read_input
 
     wasm = fixture / "circuit.wasm"
     inputs = sorted((fixture / "inputs").glob("*.json"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    rows: dict[str, list[float]] = {"snarkjs cli": [], "distprove cli": [], "snarkjs warm": [], "distprove warm": []}
+    rows: dict[str, list[float]] = {"snarkjs cli": [], "distprove cli": []}
     with tempfile.TemporaryDirectory() as tmp:
         ours, theirs = Path(tmp) / "ours.wtns", Path(tmp) / "theirs.wtns"
         _wall([sys.executable, "-m", "distprove.cli", "wtns", "calculate", str(wasm), str(inputs[0]), str(ours)], env)
@@ -79,13 +88,19 @@ def bench(fixture: Path, reps: int, warm_reps: int, snarkjs: str) -> dict[str, f
         ["node", "-e", _NODE_WARM, str(wasm), str(warm_reps), *map(str, inputs)],
         check=True, capture_output=True, text=True, cwd=REPO,
     )
-    rows["snarkjs warm"] = json.loads(out.stdout)
+    node = json.loads(out.stdout)
+    rows["snarkjs warm"], rows["snarkjs run"] = node["warm"], node["run"]
     wc = calculator(wasm)
+    parsed = [read_input(p) for p in inputs]
     calculate(wasm, inputs[0])
+    rows["distprove warm"], rows["distprove run"] = [], []
     for r in range(warm_reps):
         t0 = time.perf_counter()
         calculate(wasm, inputs[r % len(inputs)])
         rows["distprove warm"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        wc.run(parsed[r % len(inputs)])
+        rows["distprove run"].append(time.perf_counter() - t0)
     result: dict[str, float | int | str] = {"fixture": fixture.name, "witness_size": wc.info.witness_size}
     result.update({k: statistics.median(v) for k, v in rows.items()})
     return result
@@ -100,7 +115,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="Also write the results here.")
     args = ap.parse_args()
     results = [bench(f, args.reps, args.warm_reps, args.snarkjs) for f in args.fixtures]
-    cols = ["snarkjs cli", "distprove cli", "snarkjs warm", "distprove warm"]
+    cols = ["snarkjs cli", "distprove cli", "snarkjs warm", "distprove warm", "snarkjs run", "distprove run"]
     print(f"{'fixture':<16}{'wires':>8}" + "".join(f"{c + ' (ms)':>20}" for c in cols))
     for r in results:
         print(f"{r['fixture']:<16}{r['witness_size']:>8}" + "".join(f"{1e3 * float(r[c]):>20.2f}" for c in cols))

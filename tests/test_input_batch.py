@@ -291,3 +291,53 @@ def test_witness_tasks_come_in_chunks_and_proofs_in_planned_groups(tmp_path: Pat
     if in_flight is None:  # proofs go in the planner's groups, as a witness folder's would
         assert [len(g) for g in groups] == [4, 4]
     assert not (root / "proofs" / SCRATCH_DIR).exists() or not list((root / "proofs" / SCRATCH_DIR).glob("*.wtns"))
+
+
+def test_bench_circuit_folder_gets_a_dev_key_and_its_own_witnesses(tmp_path: Path) -> None:
+    """pipelines/bench_input_batch.py from a folder of an r1cs, a wasm and inputs: the dev key is
+    made once (with its vk, which a proof from it passes), the witness side's witnesses are
+    distprove's, byte for byte snarkjs's, one per copy."""
+    from conftest import load_script
+    from distprove.prover import prove
+
+    script = load_script(Path(__file__).parents[1] / "pipelines" / "bench_input_batch.py")
+    folder = tmp_path / "mini"
+    (folder / "inputs").mkdir(parents=True)
+    shutil.copy(DATA / "mini" / "mini.r1cs", folder / "circuit.r1cs")
+    shutil.copy(DATA / "mini" / "mini.wasm", folder / "circuit.wasm")
+    shutil.copy(DATA / "mini" / "input.json", folder / "inputs" / "a.json")
+    key = script.circuit_key(folder, "cpu")
+    assert key == folder / "dev" / "circuit.zarr" and key.is_dir()
+    vk_path = folder / "dev" / "verification_key.json"
+    made = vk_path.stat().st_mtime_ns
+    assert script.circuit_key(folder, "cpu") == key and vk_path.stat().st_mtime_ns == made  # kept, not made again
+    work = tmp_path / "work"
+    work.mkdir()
+    inputs, witnesses = script._folders(folder, 2, work)
+    assert sorted(p.name for p in inputs.iterdir()) == ["a_0.json", "a_1.json", "circuit.wasm"]
+    expected = (DATA / "mini" / "witness.wtns").read_bytes()
+    assert [p.read_bytes() == expected for p in sorted(witnesses.iterdir())] == [True, True]
+    proof = prove(distprove.open_key(key), witnesses / "a_0.wtns", backend="cpu")
+    vk = json.loads(vk_path.read_text())
+    assert distprove.verify(vk, proof.public_json(), proof.to_json())
+    (folder / "circuit_final.zkey").write_bytes((DATA / "mini" / "mini_0001.zkey").read_bytes())
+    assert script.circuit_key(folder, "cpu") == folder / "circuit_final.zkey"
+
+
+def test_scratch_witnesses_are_written_without_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scratch witness skips the two fsyncs (they cost more than a small circuit's witness); a kept
+    one has them; both are snarkjs's bytes."""
+    import os
+
+    from distprove.dist.inputbatch import compute_witnesses
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    wasm = str(DATA / "mul_chain_1k" / "circuit.wasm")
+    inp = str(DATA / "mul_chain_1k" / "inputs" / "input_1.json")
+    expected = (DATA / "mul_chain_1k" / "witnesses" / "witness_1.wtns").read_bytes()
+    assert compute_witnesses(wasm, [(inp, str(tmp_path / "scratch" / "a.wtns"))]) == [""]
+    assert synced == [] and (tmp_path / "scratch" / "a.wtns").read_bytes() == expected
+    assert compute_witnesses(wasm, [(inp, str(tmp_path / "kept" / "a.wtns"))], keep=True) == [""]
+    assert len(synced) == 2 and (tmp_path / "kept" / "a.wtns").read_bytes() == expected

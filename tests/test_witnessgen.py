@@ -91,6 +91,22 @@ def test_instance_is_reused_and_survives_failures(tmp_path: Path) -> None:
     assert bn254.ints_from_limbs(first[2])[1] == 2 * 4 + 12  # c = a[0][0]*a[1][1] + b
 
 
+def test_run_is_calculate_without_the_readout(tmp_path: Path) -> None:
+    """run() executes the circuit (its log line, its assertion) and leaves the instance as calculate() needs it."""
+    lines: list[str] = []
+    wc = WitnessCalculator(CHECKS, log_line=lines.append)
+    assert wc.run({"a": [[16, 0], [0, 0]], "b": 5}) is None
+    assert lines == ["a00 16 b 5"]
+    with pytest.raises(FormatError, match=r"^x.json: the circuit rejects the input: Assert Failed"):
+        wc.run({"a": [[1, 2], [3, 4]], "b": 7}, "x.json")
+    with pytest.raises(FormatError, match=r"^y.json: input a has 3 values, the circuit's signal has 4$"):
+        wc.run({"a": [1, 2, 3], "b": 1}, "y.json")  # a's size is known from the first input: still checked
+    with pytest.raises(FormatError, match=r"^z.json: 'x' is not an input signal of the circuit$"):
+        WitnessCalculator(CHECKS).run({"a": [[1, 2], [3, 4]], "b": 1, "x": 1}, "z.json")  # on a fresh instance too
+    inp = {"a": [[3, 2], [3, 4]], "b": 9}
+    assert np.array_equal(wc.calculate(inp), WitnessCalculator(CHECKS).calculate(inp))
+
+
 def test_calculator_is_per_thread() -> None:
     wasm = _wasm("mul_chain_1k")
     inp = DATA / "mul_chain_1k" / "inputs" / "input_0.json"

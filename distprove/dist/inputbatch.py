@@ -26,8 +26,9 @@ processes; there the pool is a thread pool (wasmtime runs the wasm with the GIL 
 
 How witnesses reach the provers: a witness task writes a ``.wtns`` (``formats.wtns.write_wtns``,
 atomic) and returns its path, so the proof tasks read it as they read any witness: into
-``<out>/.witnesses/`` (removed once its proof's result is in), or with ``keep_witnesses``
-beside the proof as ``<name>.wtns``. The client (:class:`InputFeed`, polled by
+``<out>/.witnesses/`` (removed once its proof's result is in; written without fsync, which took
+longer than a 1,023-value witness's calculation), or with ``keep_witnesses`` beside the proof as
+``<name>.wtns`` (fsynced). The client (:class:`InputFeed`, polled by
 ``batching._collect``) submits witness tasks while fewer than ``distprove.witness.in-flight``
 inputs are between their witness task and their proof's result, and submits proofs in groups as
 their witnesses arrive (the planner's group size, as a witness folder's proofs are grouped), each with its ``proofs`` markers (so the dashboard's proofs bar grows to
@@ -272,15 +273,18 @@ class WitnessPool(WorkerPlugin):
             pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _calculate_into(wasm: str, input_path: str, wtns: str) -> str:
-    """In a pool process: compute and write the witness; "" or the one-line reason it failed."""
+def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -> str:
+    """In a pool process: compute and write the witness; "" or the one-line reason it failed.
+    A scratch witness (not ``keep``) is written without fsync: it lives until its proof is read
+    on this host, and a crash loses the batch's progress on it anyway (the rerun computes it
+    again); the two fsyncs cost more than a small circuit's witness."""
     from distprove.formats.wtns import write_wtns
     from distprove.witnessgen import calculate
 
     try:
         values = calculate(wasm, input_path)
         os.makedirs(os.path.dirname(wtns), exist_ok=True)
-        write_wtns(wtns, values)
+        write_wtns(wtns, values, durable=keep)
     except FormatError as exc:
         return str(exc)
     except OSError as exc:
@@ -288,9 +292,9 @@ def _calculate_into(wasm: str, input_path: str, wtns: str) -> str:
     return ""
 
 
-def _calculate_chunk(wasm: str, items: list[tuple[str, str]]) -> list[str]:
+def _calculate_chunk(wasm: str, items: list[tuple[str, str]], keep: bool = False) -> list[str]:
     """In a pool process: :func:`_calculate_into` for each (input, wtns) in turn."""
-    return [_calculate_into(wasm, input_path, wtns) for input_path, wtns in items]
+    return [_calculate_into(wasm, input_path, wtns, keep) for input_path, wtns in items]
 
 
 def _warm_up() -> None:
@@ -299,20 +303,21 @@ def _warm_up() -> None:
     import distprove.witnessgen  # noqa: F401
 
 
-def compute_witnesses(wasm: str, items: list[tuple[str, str]], parts: int = 1) -> list[str]:
+def compute_witnesses(wasm: str, items: list[tuple[str, str]], parts: int = 1, keep: bool = False) -> list[str]:
     """The witness task of a chunk of inputs: each (input, wtns) of ``items`` computed by the
     worker's witness pool in ``parts`` slices at once (here, in turn, where there is none) and
-    written; one "" or the one-line reason it failed per item. Secedes from the worker's thread
-    pool while the pool computes, so the worker's proofs go on."""
+    written (durably only when ``keep``: kept witnesses); one "" or the one-line reason it failed
+    per item. Secedes from the worker's thread pool while the pool computes, so the worker's
+    proofs go on."""
     try:
         pool = get_worker().executors.get(EXECUTOR)
     except ValueError:  # not on a worker
         pool = None
     with context_meter.meter(WITNESS_GEN):
         if pool is None:
-            return _calculate_chunk(wasm, items)
+            return _calculate_chunk(wasm, items, keep)
         step = -(-len(items) // max(1, parts))
-        futures = [pool.submit(_calculate_chunk, wasm, items[k : k + step]) for k in range(0, len(items), step)]
+        futures = [pool.submit(_calculate_chunk, wasm, items[k : k + step], keep) for k in range(0, len(items), step)]
         secede()
         return [reason for fut in futures for reason in fut.result()]
 
@@ -455,7 +460,7 @@ class InputFeed:
                 Path(job.wtns).parent.mkdir(parents=True, exist_ok=True)
             name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
             fut = self.client.submit(
-                compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.procs.get(worker, 1),
+                compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.procs.get(worker, 1), jobs[0].keep,
                 key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker], allow_other_workers=True, priority=1 << 20,
             )
             self.computing[fut] = chunk

@@ -37,7 +37,7 @@ class Target:
 
 
 def write_atomic(
-    path: str | os.PathLike[str], write: Callable[[BinaryIO], object], *, exclusive: bool = False
+    path: str | os.PathLike[str], write: Callable[[BinaryIO], object], *, exclusive: bool = False, durable: bool = True
 ) -> bool:
     """Call ``write(f)`` on a temporary file beside ``path``, fsync it, then move it into place.
 
@@ -45,14 +45,17 @@ def write_atomic(
     hard-linked to ``path`` only if nothing is there yet, so concurrent or repeated writers
     leave exactly one file; the result is False when ``path`` already existed. On any error the
     temporary file is removed and the error propagates; ``path`` is never partial.
+    ``durable=False`` leaves out the two fsyncs (the file's and its folder's), for scratch files
+    that a crash may lose: on a VM's disk they took 0.8 ms where writing a 1,023-value witness
+    took 0.05 ms.
     """
-    result = write_group([[Target(os.fspath(path), write, exclusive)]])[0]
+    result = write_group([[Target(os.fspath(path), write, exclusive)]], durable=durable)[0]
     if isinstance(result, OSError):
         raise result
     return result
 
 
-def write_group(entries: Sequence[Sequence[Target]]) -> list[bool | OSError]:
+def write_group(entries: Sequence[Sequence[Target]], durable: bool = True) -> list[bool | OSError]:
     """Write groups of files, each group (an entry) atomically file by file, in one pass.
 
     Every entry's temporary files are written first (an entry with an ``exclusive`` target that
@@ -63,11 +66,12 @@ def write_group(entries: Sequence[Sequence[Target]]) -> list[bool | OSError]:
     there, result False, the existing file untouched. Per entry: True (written), False, or the
     OSError that failed it alone (full disk, permissions): the other entries are written. No
     temporary file is left behind; an exception other than OSError (from a content function)
-    propagates after that cleanup.
+    propagates after that cleanup. ``durable=False``: no fsync or syncfs at all (scratch files a
+    crash may lose; the moves stay atomic).
     """
     results: list[bool | OSError | None] = [None] * len(entries)
     temps: list[list[str]] = [[] for _ in entries]
-    per_file = sum(len(files) for files in entries) < SYNCFS_FILES or _syncfs() is None
+    per_file = durable and (sum(len(files) for files in entries) < SYNCFS_FILES or _syncfs() is None)
     try:
         for i, files in enumerate(entries):
             if any(t.exclusive and os.path.exists(t.path) for t in files):
@@ -78,7 +82,7 @@ def write_group(entries: Sequence[Sequence[Target]]) -> list[bool | OSError]:
                     temps[i].append(_write_temp(t, fsync=per_file))
             except OSError as exc:
                 results[i] = exc
-        if not per_file:
+        if durable and not per_file:
             for i, exc in _sync_together(temps, results).items():
                 results[i] = exc
         for k in range(max((len(files) for files in entries), default=0)):
@@ -99,7 +103,7 @@ def write_group(entries: Sequence[Sequence[Target]]) -> list[bool | OSError]:
                     results[i] = exc
                     continue
                 moved.add(os.path.dirname(temps[i][k]))  # the target's own folder, absolute
-            for directory in moved:
+            for directory in moved if durable else ():
                 _fsync_directory(directory)
     finally:
         for tmp in (tmp for entry in temps for tmp in entry):

@@ -179,6 +179,8 @@ def write_container(
     version: int,
     sections: Iterable[tuple[int, SectionData]],
     fill: Callable[[BinaryIO, dict[int, int]], object] | None = None,
+    *,
+    durable: bool = True,
 ) -> None:
     """Write a container atomically, streaming each section (bytes, an array or an iterable of chunks).
 
@@ -186,7 +188,7 @@ def write_container(
     sized in advance. A :class:`Reserved` section is left as a hole; once every section is laid
     out, ``fill(f, offsets)`` writes the holes in place, in any order (``offsets``: file offset of
     each reserved section's data by id). The file appears at ``path`` (via os.replace) only when
-    complete.
+    complete; ``durable`` is :func:`~distprove.formats.atomic.write_atomic`'s.
     """
 
     def write(f: BinaryIO) -> None:
@@ -217,7 +219,7 @@ def write_container(
                 raise ValueError("reserved sections need a fill")
             fill(f, holes)
 
-    write_atomic(path, write)
+    write_atomic(path, write, durable=durable)
 
 
 def lt_bound(limbs: np.ndarray, bound: int, chunk: int = 1 << 20) -> np.ndarray:

@@ -79,8 +79,9 @@ def read_wtns(path: str | os.PathLike[str], *, check_values: bool = True) -> Wtn
     return Wtns(path=w.path, n_witness=n, values=values, offset=s2.offset)
 
 
-def write_wtns(path: str | os.PathLike[str], values: np.ndarray | Sequence[int]) -> None:
-    """Write a version-2 .wtns atomically from an (n, 8) uint32 standard-form array or Python ints.
+def write_wtns(path: str | os.PathLike[str], values: np.ndarray | Sequence[int], *, durable: bool = True) -> None:
+    """Write a version-2 .wtns atomically from an (n, 8) uint32 standard-form array or Python ints
+    (``durable=False``: without fsync, for a scratch witness that a crash may lose).
 
     Raises ValueError when a value is not in [0, r).
     """
@@ -95,4 +96,4 @@ def write_wtns(path: str | os.PathLike[str], values: np.ndarray | Sequence[int])
     if i is not None:
         raise ValueError(f"witness value {i} is >= r")
     header = np.array([_N8], "<u4").tobytes() + R.to_bytes(_N8, "little") + np.array([arr.shape[0]], "<u4").tobytes()
-    write_container(path, "wtns", 2, [(1, header), (2, arr)])
+    write_container(path, "wtns", 2, [(1, header), (2, arr)], durable=durable)
