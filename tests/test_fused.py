@@ -150,41 +150,44 @@ def test_prove_group_fails_a_bad_witness_alone(st: ProverState, tmp_path: Path) 
 
 
 
-def test_prove_group_writes_each_proof_beside_the_next_ones_device_work(
+def test_prove_group_hands_each_proof_to_its_finisher_beside_the_next_ones_device_work(
     st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With ``write``, a group writes each proof as soon as it is assembled: proof 1 is on disk
-    before proof 3 starts (it was written while proof 2's MSMs ran), and a bad witness between
-    them fails alone; the outcomes come in the group's order."""
+    """With ``write``, a task proving one at a time hands its proofs to its finisher thread as they
+    are assembled (here one a batch): proofs 1 and 2 and the bad witness's failure are handed over
+    before proof 3 starts, and proof 1 is on disk by then (the third handover waited for the first
+    group: the finisher holds two at most); a bad witness fails alone; the outcomes come in order."""
     good = spec_for(tmp_path)
     bad = ProofSpec("t", str(BAD / "truncated.wtns"), good.key_path, good.content_hash, str(tmp_path / "t.proof.json"),
                     str(tmp_path / "t.public.json"))
     third = ProofSpec("m3", good.witness, good.key_path, good.content_hash, str(tmp_path / "m3.proof.json"),
                       str(tmp_path / "m3.public.json"))
-    seen: dict[str, bool] = {}
-    start = work._start_whole
+    seen: dict[str, tuple[list[str], bool]] = {}
+    handed: list[str] = []
+    start, submit = work._start_whole, work._Finisher.submit
 
     def spy(spec: ProofSpec, widths: dict, witness=None):
-        seen[spec.name] = Path(good.proof_path).exists()
+        seen[spec.name] = (list(handed), Path(good.proof_path).exists())
         return start(spec, widths, witness)
 
     monkeypatch.setattr(work, "_start_whole", spy)
+    monkeypatch.setattr(work, "SOLO_BATCH", 1)
+    monkeypatch.setattr(work._Finisher, "submit", lambda self, items: handed.extend(i.spec.name for i in items) or submit(self, items))
     monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
     second = ProofSpec("m2", good.witness, good.key_path, good.content_hash, str(tmp_path / "m2.proof.json"),
                        str(tmp_path / "m2.public.json"))
     outcomes = work.prove_group([good, second, bad, third], work.plan_key(str(MINI_ZKEY)).widths, write=True)
     assert [(o.name, o.status) for o in outcomes] == [("m", "proved"), ("m2", "proved"), ("t", "failed"), ("m3", "proved")]
-    assert seen == {"m": False, "m2": False, "m3": True}  # the bad witness failed loading, before any start
+    assert seen == {"m": ([], False), "m2": ([], False), "m3": (["m", "m2", "t"], True)}  # t failed loading, before any start
     assert all(Path(sp.proof_path).exists() for sp in (good, second, third)) and not Path(bad.proof_path).exists()
 
 
-def test_checked_group_runs_each_miller_loop_beside_the_next_proof(
+def test_checked_group_checks_its_proofs_together_before_writing_them(
     st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With ``write`` and ``check``, each proof's share of the batched check is added as it is
-    assembled (proof 1's before proof 3 starts), the group is checked once at its end (no proof
-    alone when all hold), and nothing is written before the check: an unsatisfied witness fails
-    with "does not verify" and only then is each proof checked alone; a truncated one fails alone."""
+    """With ``write`` and ``check``, a batch of the task's proofs is checked once (no proof alone
+    when all hold), and nothing is written before the check: an unsatisfied witness fails with
+    "does not verify" and only then is each proof checked alone; a truncated one fails alone."""
     from distprove import verifier
 
     good = spec_for(tmp_path)
@@ -193,20 +196,14 @@ def test_checked_group_runs_each_miller_loop_beside_the_next_proof(
         return ProofSpec(name, str(witness), good.key_path, good.content_hash, str(tmp_path / f"{name}.proof.json"),
                          str(tmp_path / f"{name}.public.json"))
 
-    added: list[int] = []
-    started: dict[str, tuple[int, bool]] = {}
     alone: list[object] = []
-    add, start, check_alone = verifier.BatchCheck.add, work._start_whole, verifier._check
-    monkeypatch.setattr(verifier.BatchCheck, "add", lambda self, *a: added.append(1) or add(self, *a))
-    monkeypatch.setattr(work, "_start_whole", lambda spec, *a: started.setdefault(
-        spec.name, (len(added), Path(good.proof_path).exists())) and start(spec, *a))
+    add, check_alone = verifier.BatchCheck.add, verifier._check
     monkeypatch.setattr(verifier, "_check", lambda *a: alone.append(a) or check_alone(*a))
     monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
     monkeypatch.setattr(st, "check_executor", lambda: None)  # the spies above live in this process only
     widths = work.plan_key(str(MINI_ZKEY)).widths
     outcomes = work.prove_group([good, named("m2"), named("m3")], widths, write=True, check=True)
     assert [(o.name, o.status) for o in outcomes] == [("m", "proved"), ("m2", "proved"), ("m3", "proved")]
-    assert started["m3"] == (1, False)  # proof 1 added to the check, not written, before proof 3 starts
     assert alone == [] and all("verify" in o.seconds and "write" in o.seconds for o in outcomes)
     assert verifier.verify_many([(st.vk(st.key(str(MINI_ZKEY))), tmp_path / f"{n}.public.json", tmp_path / f"{n}.proof.json")
                                  for n in ("m", "m2", "m3")]) == [True] * 3
@@ -509,3 +506,135 @@ def test_device_assembly_takes_one_backend_call_a_group_and_no_pool(
     assert [type(r).__name__ for r in device] == ["Assembled", "Assembled", "Failed", "Assembled", "Assembled"]
     assert [r.proof.points for r in device if isinstance(r, Assembled)] == [r.proof.points for r in host if isinstance(r, Assembled)]
     assert all(r.seconds["assemble"] > 0 for r in device if isinstance(r, Assembled))
+
+
+# --- the streaming task: each group checked and written by the task's finisher thread ----------
+
+
+def named_spec(tmp_path: Path, name: str, witness: Path = MINI_WTNS) -> ProofSpec:
+    key = distprove.open_key(MINI_ZKEY)
+    return ProofSpec(name, str(witness), str(MINI_ZKEY), key.content_hash, str(tmp_path / f"{name}.proof.json"),
+                     str(tmp_path / f"{name}.public.json"))
+
+
+def proofs_counted(ok: bool) -> float:
+    name = "distprove_proofs_total" if ok else "distprove_proofs_failed_total"
+    return REGISTRY.get_sample_value(name, {"key": MINI_ZKEY.name}) or 0.0
+
+
+def test_streamed_task_checks_each_group_alone_and_fails_one_bad_proof_of_the_second(
+    st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups of 2: three groups, each checked by its own batch in the finisher thread. A proof
+    that does not verify in the 2nd group is not written and fails alone (its group's batch fails,
+    so its two proofs are checked alone); every other proof is written and verifies; the outcomes
+    come in order, each proof counted once in the metrics (its check and write seconds too), and
+    the finisher's check and write seconds reach the task's fine performance metrics."""
+    from distributed.metrics import context_meter
+
+    from distprove import verifier
+
+    results: list[int] = []
+    threads: set[str] = set()
+    batch_results = verifier.BatchCheck.results
+
+    def counted(self):
+        import threading
+
+        results.append(len(self))
+        threads.add(threading.current_thread().name)
+        return batch_results(self)
+
+    monkeypatch.setattr(verifier.BatchCheck, "results", counted)
+    monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
+    monkeypatch.setattr(st, "check_executor", lambda: None)
+    specs = [named_spec(tmp_path, n) for n in ("a", "b")] + [named_spec(tmp_path, "u", BAD / "unsatisfied.wtns"),
+                                                             named_spec(tmp_path, "c")] + [named_spec(tmp_path, n) for n in ("d", "e")]
+    before = (proofs_counted(True), proofs_counted(False), stage_count("verify"), stage_count("write"))
+    metered: list[str] = []
+    with dask.config.set({"distprove.msm.group-proofs": 2}), context_meter.add_callback(
+            lambda label, value, unit: metered.append(label)):
+        outcomes = work.prove_group(specs, work.plan_key(str(MINI_ZKEY)).widths, write=True, check=True)
+    assert [(o.name, o.status) for o in outcomes] == [("a", "proved"), ("b", "proved"), ("u", "failed"), ("c", "proved"),
+                                                      ("d", "proved"), ("e", "proved")]
+    assert outcomes[2].reason == output.NOT_VALID and not Path(specs[2].proof_path).exists()
+    assert results == [2, 2, 2] and all(t.startswith("distprove-finisher") for t in threads)
+    vk = st.vk(st.key(str(MINI_ZKEY)))
+    assert verifier.verify_many([(vk, sp.public_path, sp.proof_path) for sp in specs if sp.name != "u"]) == [True] * 5
+    after = (proofs_counted(True), proofs_counted(False), stage_count("verify"), stage_count("write"))
+    assert [a - b for a, b in zip(after, before)] == [5, 1, 6, 5]
+    assert {"check", "write"} <= set(metered)
+    again = work.prove_group(specs, work.plan_key(str(MINI_ZKEY)).widths, write=True, check=True)  # a rerun
+    assert [(o.name, o.written_before) for o in again] == [(n, True) for n in "abcde"] + [("u", False)]  # earlier ones first
+    assert [(proofs_counted(True), proofs_counted(False))] == [(after[0], after[1] + 1)]  # only u proved (and failed) again
+
+
+def test_a_finisher_exception_fails_its_group_only(
+    st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group whose check and write raise fails alone, each of its proofs with one line naming
+    the error (and counted once as failed); the groups before and after it are written."""
+    check_write = work._check_write_group
+
+    def broken(items: list) -> list:
+        if any(i.spec.name == "c" for i in items):
+            raise RuntimeError("the disk caught fire\nsecond line")
+        return check_write(items)
+
+    monkeypatch.setattr(work, "_check_write_group", broken)
+    monkeypatch.setattr(dist_state, "get_worker", lambda: FakeWorker())
+    monkeypatch.setattr(st, "check_executor", lambda: None)
+    specs = [named_spec(tmp_path, n) for n in "abcdef"]
+    failed = proofs_counted(False)
+    with dask.config.set({"distprove.msm.group-proofs": 2}):
+        outcomes = work.prove_group(specs, work.plan_key(str(MINI_ZKEY)).widths, write=True, check=True)
+    assert [(o.name, o.status) for o in outcomes] == [(n, "failed" if n in "cd" else "proved") for n in "abcdef"]
+    assert {o.reason for o in outcomes if o.status == "failed"} == {"check and write failed: RuntimeError: the disk caught fire"}
+    assert [Path(sp.proof_path).exists() for sp in specs] == [n not in "cd" for n in "abcdef"]
+    assert proofs_counted(False) == failed + 2
+
+
+class _Item:
+    """A stand-in for an :class:`Assembled` item handed to a finisher."""
+
+    def __init__(self, name: str) -> None:
+        self.spec = type("Spec", (), {"name": name})()
+
+
+def test_the_task_waits_while_its_finisher_holds_two_groups() -> None:
+    """The finisher runs groups in order in its own thread (in the task's context: its meters
+    reach the task's callbacks); handing over a third group while the first is still being
+    finished waits until it is done; a group's outcomes come back in its items' order."""
+    import contextvars
+    import threading
+
+    from distributed.metrics import context_meter
+
+    from distprove.dist.tasks import Outcome
+
+    release = threading.Event()
+    ran: list[list[str]] = []
+
+    def slow(items: list) -> list:
+        with context_meter.meter("write"):
+            if not ran:
+                release.wait(10)
+        ran.append([i.spec.name for i in items])
+        return [Outcome(i.spec.name, "proved", "", {}, "here") for i in reversed(items)]
+
+    metered: list[tuple[str, str]] = []
+    groups = [[_Item("a"), _Item("b")], [_Item("c")], [_Item("d"), _Item("e")]]
+    with context_meter.add_callback(lambda label, value, unit: metered.append((label, threading.current_thread().name))):
+        with work._Finisher(slow, "here") as finisher:
+            finisher.submit(groups[0])
+            finisher.submit(groups[1])  # the finisher holds two: this one waits in its queue
+            third = threading.Thread(target=contextvars.copy_context().run, args=(finisher.submit, groups[2]))
+            third.start()
+            third.join(0.3)
+            assert third.is_alive() and ran == []  # blocked behind the first group
+            release.set()
+            third.join(10)
+            assert not third.is_alive()
+            names = [o.name for o in finisher.outcomes()]
+    assert ran == [["a", "b"], ["c"], ["d", "e"]] and names == list("abcde")
+    assert [label for label, _ in metered] == ["write"] * 3 and all(t.startswith("distprove-finisher") for _, t in metered)

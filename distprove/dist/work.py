@@ -10,14 +10,17 @@ checking and writing the proofs is :mod:`distprove.dist.output`.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from dataclasses import replace
+from itertools import islice
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -251,17 +254,17 @@ def prove_group(
     each, pipelined proof by proof (:func:`distprove.prover.pipelined`). ``blindings``: (r, s)
     for each spec in order, for tests only.
 
-    ``write``: the task checks and writes its proofs itself and returns their outcomes, as a
-    verify-write task would. Unchecked, each proof is written as it is assembled (beside the next
-    proof's MSMs). With ``check``, each proof joins the task's batched pairing check
-    (:class:`distprove.verifier.BatchCheck`) as it is assembled: on a GPU worker that is its
-    validation and its ρ, and the batch's subgroup tests, ρ multiples and Miller loops run as one
-    device step at the task's end, then one final exponentiation; on a CPU worker each proof's
-    share runs in the worker's process pool beside the next proofs. Nothing is written before the
-    check, and a proof that fails it is not written.
+    ``write``: the task checks and writes its proofs itself and returns their outcomes in order
+    (those an earlier attempt wrote first, skipped), as a verify-write task would. The proofs
+    stream out: each group's proofs (with groups of one, every :data:`SOLO_BATCH` proofs) go, as
+    they come out of the pipeline, to the task's finisher thread (:class:`_Finisher`), which
+    checks them (``check``: the group's own :class:`distprove.verifier.BatchCheck`, on a GPU
+    worker one device step and one final exponentiation, on a CPU worker each proof's share in the
+    worker's process pool) and writes them in one group write, while this thread queues the next
+    groups' device work. Nothing is written before its check, a proof that fails it is not
+    written, and a group whose check or write raises fails alone.
     """
     from distprove.prover import pipelined, pipelined_groups
-    from distprove.verifier import BatchCheck
 
     def failed(spec: ProofSpec, exc: Exception) -> Failed:  # one bad witness fails alone
         return Failed(spec, one_line(exc))
@@ -294,21 +297,139 @@ def prove_group(
                            failed, _prefetch)
     if not write:
         return list(proofs)
-    if not check:
-        return earlier + [outcome for item in proofs for outcome in verify_write([item], check=False)]
+    finish = _check_write_group if check else _write_group
+    with _Finisher(finish, where, st.check_device() if check else "cpu") as finisher:
+        stream = iter(proofs)
+        while batch := list(islice(stream, size if size > 1 else SOLO_BATCH)):
+            finisher.submit(batch)
+        return earlier + finisher.outcomes()
+
+
+SOLO_BATCH = 8
+"""Proofs a task proving one at a time (groups of one: the CPU backend) hands its finisher
+together: one batched check's fixed part (G1 sums, three Miller loops, a final exponentiation)
+and one group write per this many proofs."""
+
+FINISHER_BEHIND = 2
+"""Groups a task's finisher (:class:`_Finisher`) holds at most, the one it is checking and
+writing included: handing it another waits for the oldest, so a task holds at most this many
+groups of finished proofs beyond its pipeline's own."""
+
+
+def _check_write_group(items: list[Assembled | Failed]) -> list[Outcome]:
+    """One group's batched pairing check (its own :class:`distprove.verifier.BatchCheck`, each
+    proof added as ``check``) and the group write of the proofs that pass (:func:`verify_write`):
+    a proof the check cannot read (FormatError) fails alone, the check goes on without it."""
+    from distprove.verifier import BatchCheck
+
     st = worker_state.state()
     batch = BatchCheck(executor=st.check_executor(), device=st.check_device())
-    items: list[Assembled | Failed] = []
-    for item in proofs:
+    checked: list[Assembled | Failed] = []
+    for item in items:
         if isinstance(item, Assembled) and not item.done_before:
             try:
                 vk = st.vk(st.key(item.spec.key_path, item.spec.content_hash))
                 with context_meter.meter("check"):
                     batch.add(vk, item.proof.public, item.proof.points)
-            except FormatError as exc:  # this proof fails alone; the batch check goes on without it
-                item = failed(item.spec, exc)
-        items.append(item)
-    return earlier + verify_write(items, batch=batch)
+            except FormatError as exc:
+                item = Failed(item.spec, one_line(exc))
+        checked.append(item)
+    return verify_write(checked, batch=batch)
+
+
+def _write_group(items: list[Assembled | Failed]) -> list[Outcome]:
+    """One group's proofs written unchecked, in one group write (:func:`verify_write`)."""
+    return verify_write(items, check=False)
+
+
+class _Finisher:
+    """A prove task's finisher: one thread that runs ``finish(items)`` (the outcomes of a group's
+    proofs: :func:`_check_write_group` or :func:`_write_group`) for each group handed to it, in
+    order, while the task's thread proves the next groups; at most :data:`FINISHER_BEHIND` groups
+    held (:meth:`submit` waits for the oldest).
+
+    Each group runs in a copy of the task's context (taken when it is handed over, outside any
+    stage's meter), so its ``check`` and ``write`` seconds reach the task's fine performance
+    metrics as they would from the task's thread. On a GPU worker (``device`` "gpu") its device
+    step runs on the finisher's own non-blocking CUDA stream (:func:`_device_context`). A group
+    whose ``finish`` raises fails alone (:meth:`_failed`); the outcomes come in the task's order.
+    """
+
+    def __init__(self, finish: Callable[[list[Any]], list[Outcome]], where: str, device: str = "cpu",
+                 behind: int = FINISHER_BEHIND) -> None:
+        self._finish, self._where, self._behind = finish, where, max(1, behind)
+        self._context = _device_context(device)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="distprove-finisher")
+        self._groups: list[Future] = []
+
+    def __enter__(self) -> _Finisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._thread.shutdown(wait=True)  # groups handed over are checked and written, whatever happens here
+
+    def submit(self, items: list[Any]) -> None:
+        """Hand over a group's proofs (:class:`Assembled` or :class:`Failed`, in order), first
+        waiting while the finisher already holds ``behind`` groups."""
+        if len(self._groups) >= self._behind:
+            self._groups[-self._behind].result()
+        self._groups.append(self._thread.submit(contextvars.copy_context().run, self._run, items))
+
+    def outcomes(self) -> list[Outcome]:
+        """Every group's outcomes, in the order the groups and their proofs were handed over,
+        once the finisher has run them all."""
+        return [o for group in self._groups for o in group.result()]
+
+    def _run(self, items: list[Any]) -> list[Outcome]:
+        try:
+            with self._context():
+                outcomes = self._finish(items)
+        except Exception as exc:
+            return self._failed(items, exc)
+        at = {item.spec.name: i for i, item in enumerate(items)}
+        return sorted(outcomes, key=lambda o: at[o.name])  # verify_write puts the Failed items last
+
+    def _failed(self, items: list[Any], exc: Exception) -> list[Outcome]:
+        """The outcomes of a group whose ``finish`` raised: a proof whose file is in place was
+        checked and written before it did (files appear only after their check) or by an earlier
+        attempt; every other proof fails with the exception's one line (counted once in the
+        metrics), a :class:`Failed` one with its own reason."""
+        reason = f"check and write failed: {one_line(exc)}"
+        out: list[Outcome] = []
+        for item in items:
+            name = item.spec.name
+            if isinstance(item, Failed):
+                out.append(Outcome(name, Status.FAILED, item.reason, {}, self._where))
+            elif item.done_before:
+                out.append(Outcome(name, Status.PROVED, WRITTEN_BEFORE, dict(item.seconds), self._where, written_before=True))
+            elif os.path.exists(item.spec.proof_path):
+                out.append(Outcome(name, Status.PROVED, "", dict(item.seconds), self._where))
+            else:
+                metrics.record_proof(item.spec.key_path, False)
+                out.append(Outcome(name, Status.FAILED, reason, dict(item.seconds), self._where))
+        return out
+
+
+def _device_context(device: str) -> Callable[[], AbstractContextManager[Any]]:
+    """What a finisher thread runs each group under. On a GPU worker (``device`` "gpu"): the task
+    thread's CUDA device and one non-blocking stream of the finisher's own, so the batched check's
+    uploads, kernels and reads neither queue behind the task thread's work on the legacy default
+    stream nor hold it up (the MSM lanes have their own non-blocking streams too); the check reads
+    only the buffers it uploads itself from the proofs' host points, and CuPy's memory pool reuses
+    a freed block only on the stream that freed it. On the host: nothing."""
+    if device != "gpu":
+        return nullcontext
+    import cupy
+
+    gpu = cupy.cuda.Device()  # the current device of the task's thread
+    stream = cupy.cuda.Stream(non_blocking=True)
+
+    @contextmanager
+    def on_stream() -> Iterator[None]:
+        with gpu, stream:
+            yield
+
+    return on_stream
 
 
 def _group_size(specs: Sequence[ProofSpec]) -> int:
