@@ -61,6 +61,7 @@ class Settings:
     windows_per_task: int
     fuse_below: int | None
     proofs_per_task: int
+    proofs_per_writing_task: int
     group_domain: int
     out_dir: str
     proof_suffix: str
@@ -197,6 +198,7 @@ def settings() -> Settings:
         windows_per_task=_int("planner.windows-per-task", 1),
         fuse_below=_optional_int("planner.fuse-below", 1),
         proofs_per_task=_int("planner.proofs-per-task", 1),
+        proofs_per_writing_task=_int("planner.proofs-per-writing-task", 1),
         group_domain=_int("planner.group-domain", 1),
         out_dir=_text("output.dir"),
         proof_suffix=proof_suffix,

@@ -104,8 +104,10 @@ class Watcher:
 
 
 GRAPHS = {
-    "fused": ("data", {"distprove.planner.proofs-per-task": 1}),  # fuse-below (2^23) is above both keys' domains
-    "grouped": ("data", {"distprove.planner.proofs-per-task": 3}),  # several fused proofs per task
+    # fuse-below (2^23) is above both keys' domains
+    "fused": ("data", {"distprove.planner.proofs-per-task": 1, "distprove.planner.proofs-per-writing-task": 1}),
+    # several fused proofs per task (a task that writes its proofs takes proofs-per-writing-task)
+    "grouped": ("data", {"distprove.planner.proofs-per-task": 3, "distprove.planner.proofs-per-writing-task": 3}),
     "data": ("data", {"distprove.planner.fuse-below": None}),
     "split": ("split", {}),
 }

@@ -105,6 +105,32 @@ def test_proofs_per_task_groups_small_fused_proofs_and_leaves_tasks_to_balance()
         assert config.settings().group_domain == 1 << 21
 
 
+def test_tasks_that_write_their_proofs_stream_and_go_large_for_small_keys() -> None:
+    """A task that checks and writes its proofs streams them out, so its cap is
+    planner.proofs-per-writing-task (1024), not proofs-per-task: at 2^12 the cap binds, at 2^16
+    the 2^24 domain points, at 2^20 too (16), and every worker still gets 4 tasks to balance.
+    Tasks whose proofs go to the client's pool keep proofs-per-task."""
+    settings = config.settings()
+    assert (settings.proofs_per_task, settings.proofs_per_writing_task) == (32, 1024)
+    k12, k16, k20 = (KeyInfo("k", "h", 10, 1, 1 << d, {}, "gpu", False) for d in (12, 16, 20))
+    one, two = (Plan("data", workers, fuse_below=1 << 23, max_proofs_per_task=32, max_proofs_per_writing_task=1024)
+                for workers in (("a",), ("a", "b")))
+    sizes = {(d, n, len(p.workers)): p.proofs_per_task(info, n)
+             for d, info in ((12, k12), (16, k16), (20, k20)) for n in (256, 4096) for p in (one, two)}
+    assert sizes == {(12, 256, 1): 64, (12, 256, 2): 32, (12, 4096, 1): 1024, (12, 4096, 2): 512,
+                     (16, 256, 1): 64, (16, 256, 2): 32, (16, 4096, 1): 256, (16, 4096, 2): 256,
+                     (20, 256, 1): 16, (20, 256, 2): 16, (20, 4096, 1): 16, (20, 4096, 2): 16}
+    unchecked = Plan("data", ("a",), verify=False, fuse_below=1 << 23, max_proofs_per_task=32, max_proofs_per_writing_task=1024)
+    assert unchecked.proofs_per_task(k12, 1 << 16) == 1024 and unchecked.proofs_per_task(k12, 4096) == 512  # 8 tasks a worker
+    pooled = Plan("data", ("a",), assemble_on_workers=False, fuse_below=1 << 23, max_proofs_per_task=32,
+                  max_proofs_per_writing_task=1024)
+    assert pooled.proofs_per_task(k12, 4096) == 32
+    assert Plan("data", ("a",), fuse_below=1 << 23, max_proofs_per_task=32).proofs_per_task(k12, 4096) == 32  # None: the same cap
+    with dask.config.set({"distprove.planner.proofs-per-writing-task": 0}), pytest.raises(FormatError) as err:
+        config.settings()
+    assert "planner.proofs-per-writing-task" in str(err.value)
+
+
 def test_split_hands_h_over_only_on_cpu_keys() -> None:
     """A GPU worker recomputes H for its split H tasks; CPU workers receive the prepare's copy."""
     cpu, gpu = (KeyInfo("k", "h", 10, 1, 1 << 20, {}, be, False) for be in ("cpu", "gpu"))

@@ -68,8 +68,8 @@ def test_plan_batch_takes_options_over_settings_and_the_gpu_split_threshold_for_
         settings = config.settings()
         cpu = plan_batch(settings, [info("k", 1 << 20)], workers, "t")
         assert (cpu.mode, cpu.workers, cpu.tag, cpu.windows_per_task) == ("split", workers, "t", settings.windows_per_task)
-        assert (cpu.fuse_below, cpu.max_proofs_per_task, cpu.group_domain) == (
-            settings.fuse_below, settings.proofs_per_task, settings.group_domain)
+        assert (cpu.fuse_below, cpu.max_proofs_per_task, cpu.max_proofs_per_writing_task, cpu.group_domain) == (
+            settings.fuse_below, settings.proofs_per_task, settings.proofs_per_writing_task, settings.group_domain)
         assert plan_batch(settings, [info("k", 1 << 20, "gpu")], workers, "t").mode == "data"
         asked = plan_batch(settings, [info("k", 1 << 10)], workers, "t", mode="split", fourstep_min_domain=64,
                            windows_per_task=2, verify=False, assemble_on_workers=False)

@@ -14,8 +14,8 @@ when proofs >= workers). A key whose domain is below ``fuse_below``
 prove-whole tasks running the in-process prover's pipeline (H beside the witness MSMs): a Dask
 task costs milliseconds around its body, which a proof of a few tens of milliseconds cannot hide
 three times over; small keys' proofs go several to a task (:meth:`Plan.proofs_per_task`), and the
-task checks (one batched pairing check per group) and writes its proofs itself
-(:attr:`Plan.writes_in_task`). ``split`` cuts every MSM into ranges of ``windows_per_task``
+task checks (one batched pairing check per group) and writes its proofs itself, streaming them
+out group by group (:attr:`Plan.writes_in_task`). ``split`` cuts every MSM into ranges of ``windows_per_task``
 windows pinned round-robin (loosely, so a lost worker's share moves on) to the workers and, for
 domains of at least ``fourstep_min_domain`` (CPU keys 2^16 by default, GPU keys only when it is
 given), computes H with the four-step NTT on all workers (meant for the latency of a few large
@@ -46,11 +46,10 @@ TASKS_PER_WORKER = 8
 """Grouped proofs leave at least this many tasks per worker, for the scheduler to balance."""
 CHECKED_GROUP_DOMAIN = 1 << 24
 CHECKED_TASKS_PER_WORKER = 4
-"""The same limits for groups that check their proofs in the task: a checked group's end also
-pays the batched check's fixed part (G1 sums, three Miller loops, the final exponentiation:
-60-100 ms of host time on the H200 machine with the exact final exponentiation, ~27 ms on the dev
-VM with the x-chain one) with the device idle, so groups go larger. In groups of four at 2^20 a
-checked batch ran at 13.0 proofs/s against 15.8 unchecked (1 x H200); in groups of 16, 14.9."""
+"""The same limits for tasks that check their proofs: a checked task's end also pays its last
+group's batched check (the device step, G1 sums, the Miller product and one final
+exponentiation) with the device idle, so tasks go larger. In groups of four at 2^20 a checked
+batch ran at 13.0 proofs/s against 15.8 unchecked (1 x H200); in groups of 16, 14.9."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,9 @@ class Plan:
     """Data mode proves a key whose domain size is below this in one task per proof (None: never)."""
     max_proofs_per_task: int = 1
     """Data mode: up to this many proofs of a fused key in one prove-whole task (see :meth:`proofs_per_task`)."""
+    max_proofs_per_writing_task: int | None = None
+    """... in one that checks and writes its proofs itself (:attr:`writes_in_task`); None:
+    :attr:`max_proofs_per_task`."""
     group_domain: int = GROUP_DOMAIN
     """Data mode: an unchecked group of fused proofs holds at most this many domain points."""
 
@@ -84,28 +86,35 @@ class Plan:
         """Whether a prove-whole task checks (``verify``) and writes its proofs itself: whenever the
         proofs are assembled on the workers. A separate verify-write task per group held the GPU
         idle for the group's whole check (9 ms of worker time per proof on 2 x H200 only to
-        write files); in the task, each proof's Miller loop runs beside the next proof's MSMs
-        and the group pays one final exponentiation (work.prove_group)."""
+        write files); in the task, each group's check and group write run in the task's finisher
+        thread beside the next groups' MSMs (work.prove_group)."""
         return self.assemble_on_workers
 
     def proofs_per_task(self, info: KeyInfo, n_proofs: int) -> int:
         """How many of the batch's ``n_proofs`` proofs of this key one prove-whole task proves.
 
         A Dask task costs ~2 ms of worker time around its body (measured on 2 x H200), and a
-        group is pipelined (one proof's host assembly beside the next one's MSMs) except at its
-        ends, so every task boundary costs about one proof's host work with the device idle;
-        grouping pays it once per task. Groups stay below :attr:`group_domain` domain points (but
-        hold two proofs of a larger key), at most ``max_proofs_per_task``, and small enough that
-        every worker gets :data:`TASKS_PER_WORKER` tasks to balance (the last task of a worker is
-        the batch's tail); groups that check their proofs (:attr:`writes_in_task` with ``verify``)
-        use :data:`CHECKED_GROUP_DOMAIN` and :data:`CHECKED_TASKS_PER_WORKER` instead."""
+        task's proofs are pipelined (one group's host work beside the next group's device work)
+        except at its ends, so every task boundary costs about one group's host work with the
+        device idle; grouping pays it once per task. Tasks stay below :attr:`group_domain` domain
+        points (but hold two proofs of a larger key), at most ``max_proofs_per_task``, and small
+        enough that every worker gets :data:`TASKS_PER_WORKER` tasks to balance (the last task of
+        a worker is the batch's tail). A task that writes its proofs (:attr:`writes_in_task`)
+        streams them out group by group (:func:`distprove.dist.work.prove_group`: memory bounded
+        by groups, not by the task), so it takes up to ``max_proofs_per_writing_task`` instead;
+        one that also checks them (``verify``) uses :data:`CHECKED_GROUP_DOMAIN` and
+        :data:`CHECKED_TASKS_PER_WORKER`. With the defaults, checked: at 2^12 tasks of 1024
+        proofs (the cap), at 2^16 256 (the domain), at 2^20 16, fewer where the balance needs."""
         if not self.fuses(info):
             return 1
         checked = self.verify and self.writes_in_task
         domain = CHECKED_GROUP_DOMAIN if checked else self.group_domain
         tasks = CHECKED_TASKS_PER_WORKER if checked else TASKS_PER_WORKER
+        cap = self.max_proofs_per_task
+        if self.writes_in_task and self.max_proofs_per_writing_task is not None:
+            cap = self.max_proofs_per_writing_task
         balance = n_proofs // (tasks * max(1, len(self.workers)))
-        return max(1, min(self.max_proofs_per_task, max(2, domain // info.domain_size), balance))
+        return max(1, min(cap, max(2, domain // info.domain_size), balance))
 
     def window_ranges(self, w_count: int) -> list[tuple[int, int]]:
         """The MSM window ranges of one task each in split mode: ``windows_per_task`` windows
@@ -193,6 +202,7 @@ def plan_batch(
         assemble_on_workers=assemble_on_workers,
         fuse_below=settings.fuse_below,
         max_proofs_per_task=settings.proofs_per_task,
+        max_proofs_per_writing_task=settings.proofs_per_writing_task,
         group_domain=settings.group_domain,
     )
 
