@@ -664,3 +664,48 @@ def test_the_task_waits_while_its_finisher_holds_two_groups() -> None:
             names = [o.name for o in finisher.outcomes()]
     assert ran == [["a", "b"], ["c"], ["d", "e"]] and names == list("abcde")
     assert [label for label, _ in metered] == ["write"] * 3 and all(t.startswith("distprove-finisher") for _, t in metered)
+
+
+def test_a_gpu_finisher_runs_each_group_on_its_own_non_blocking_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU worker the finisher makes one non-blocking stream (on the task thread's device) and
+    runs every group under it, in its own thread: CuPy's current stream is per thread, so the
+    task's thread keeps its own; a host finisher touches no CUDA at all."""
+    import sys
+    import threading
+    import types
+
+    from distprove.dist.tasks import Outcome
+
+    entered: list[tuple[str, str]] = []
+
+    class Recorder:
+        def __init__(self, what: str) -> None:
+            self.what = what
+
+        def __enter__(self) -> None:
+            entered.append((self.what, threading.current_thread().name))
+
+        def __exit__(self, *exc: object) -> None:
+            entered.append(("exit " + self.what, threading.current_thread().name))
+
+    streams: list[bool] = []
+
+    def stream(non_blocking: bool = False) -> Recorder:
+        streams.append(non_blocking)
+        return Recorder("stream")
+
+    cuda = types.SimpleNamespace(Device=lambda: Recorder("device"), Stream=stream)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    finish = lambda items: [Outcome(i.spec.name, "proved", "", {}, "here") for i in items]  # noqa: E731
+    with work._Finisher(finish, "here", "gpu") as finisher:
+        finisher.submit([_Item("a")])
+        finisher.submit([_Item("b")])
+        assert [o.name for o in finisher.outcomes()] == ["a", "b"]
+    assert streams == [True]
+    assert [w for w, _ in entered] == ["device", "stream", "exit stream", "exit device"] * 2
+    assert all(t.startswith("distprove-finisher") for _, t in entered)
+    entered.clear()
+    with work._Finisher(finish, "here", "cpu") as finisher:
+        finisher.submit([_Item("a")])
+        assert [o.name for o in finisher.outcomes()] == ["a"]
+    assert entered == [] and streams == [True]
