@@ -254,8 +254,9 @@ def prove_group(
     each, pipelined proof by proof (:func:`distprove.prover.pipelined`). ``blindings``: (r, s)
     for each spec in order, for tests only.
 
-    ``write``: the task checks and writes its proofs itself and returns their outcomes in order
-    (those an earlier attempt wrote first, skipped), as a verify-write task would. The proofs
+    ``write``: the task checks and writes its proofs itself and returns their outcomes, as a
+    verify-write task would: first those an earlier attempt of the task wrote (not proved again),
+    then the others in order. The proofs
     stream out: each group's proofs (with groups of one, every :data:`SOLO_BATCH` proofs) go, as
     they come out of the pipeline, to the task's finisher thread (:class:`_Finisher`), which
     checks them (``check``: the group's own :class:`distprove.verifier.BatchCheck`, on a GPU
@@ -299,8 +300,8 @@ def prove_group(
         return list(proofs)
     finish = _check_write_group if check else _write_group
     with _Finisher(finish, where, st.check_device() if check else "cpu") as finisher:
-        stream = iter(proofs)
-        while batch := list(islice(stream, size if size > 1 else SOLO_BATCH)):
+        made = iter(proofs)
+        while batch := list(islice(made, size if size > 1 else SOLO_BATCH)):
             finisher.submit(batch)
         return earlier + finisher.outcomes()
 
