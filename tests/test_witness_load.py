@@ -305,10 +305,9 @@ def test_uploader_copies_each_chunk_from_the_pinned_buffer(monkeypatch: pytest.M
     from distprove.backends.gpu import witness as gw
 
     stream = _FakeStream()
-    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: stream))
-    fake_cupyx = SimpleNamespace(empty_pinned=lambda shape, dtype: np.empty(shape, dtype))
+    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: stream,
+                                                     alloc_pinned_memory=lambda nbytes: bytearray(nbytes)))
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    monkeypatch.setitem(sys.modules, "cupyx", fake_cupyx)
     monkeypatch.setattr(gw, "first_bad", lambda dest: first_false(lt_bound(dest.arr, R)))
     up = gw.WitnessUploader(chunk_bytes=4096, threads=3)
     for path in (MINI_WTNS, CHAIN_WTNS, MINI_WTNS):  # the buffer grows once, then is reused

@@ -39,7 +39,7 @@ from . import fourstep as gpu_fourstep
 from . import msm as gpu_msm
 from . import ntt as gpu_ntt
 from .gather import DeviceCsr, gather, gather_group
-from .witness import WitnessUploader, bad_indices, first_bad_group
+from .witness import WitnessUploader, bad_indices, first_bad_group, pinned_bytes
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -280,10 +280,8 @@ class GpuBackend(Backend):
             if self._staged is not None:
                 self._staged.synchronize()  # the copy out of the last group's stack is done
             if self._staging is None or self._staging.nbytes < stack.nbytes:
-                import cupyx
-
                 self._staging = None  # back to CuPy's pinned pool before the larger one is taken
-                self._staging = cupyx.empty_pinned((stack.nbytes,), dtype=np.uint8)
+                self._staging = pinned_bytes(stack.nbytes)
             host = self._staging[:stack.nbytes].view(np.uint32).reshape(g, n, 8)
             for i, lw in enumerate(witnesses):
                 if lw.vector is None:
