@@ -42,14 +42,13 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-import dask
 from distributed import Client, Future
 
 from distprove.groth16 import MSM_NAMES
 from distprove.backends.cpu.fourstep import block_ranges, split_sizes
 from distprove.dist.output import verify_write
 from distprove.dist.planner import Plan
-from distprove.dist.tasks import LIGHT_EXECUTOR, KeyInfo, ProofSpec
+from distprove.dist.tasks import KeyInfo, ProofSpec
 from distprove.dist.work import (
     collect_parts,
     h_forward_rows,
@@ -141,11 +140,10 @@ def submit_markers(client: Client, names: Sequence[str], source: Future, plan: P
     these markers (a few bytes each) until it ends, so the "proofs" bar reads how many of the
     batch's proofs are done out of all of them. A marker whose proof failed with an exception
     ends erred (red in the bar)."""
-    with dask.annotate(executor=LIGHT_EXECUTOR):  # beside the worker's prove thread, not between its tasks
-        return [
-            client.submit(proof_done, source, name, key=(MARKER, name, plan.tag), pure=False, priority=MARKER_PRIORITY)
-            for name in names
-        ]
+    return [
+        client.submit(proof_done, source, name, key=(MARKER, name, plan.tag), pure=False, priority=MARKER_PRIORITY)
+        for name in names
+    ]
 
 
 def submit_verify_write(client: Client, assembled: Sequence[Future], plan: Plan, group: int) -> Future:

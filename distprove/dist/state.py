@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from distributed.metrics import context_meter
 from distprove import config
 from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.dist import metrics
-from distprove.dist.tasks import LIGHT_EXECUTOR, KeyInfo
+from distprove.dist.tasks import KeyInfo
 from distprove.errors import FormatError
 from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
 
@@ -208,13 +208,9 @@ class ProverState(WorkerPlugin):
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise FormatError("distprove.proof-cache.count", f"must be an integer >= 0 (got {count!r})")
         self.max_proofs = count
-        worker.executors.setdefault(LIGHT_EXECUTOR, ThreadPoolExecutor(1, thread_name_prefix="distprove-light"))
         log.info("distprove worker state on %s: backend %s", worker.address, self.backend.name)
 
     def teardown(self, worker: Any) -> None:
-        light = worker.executors.pop(LIGHT_EXECUTOR, None)
-        if light is not None:
-            light.shutdown(wait=False)
         self._keys.clear()
         self._hash_of_path.clear()
         self._vks.clear()

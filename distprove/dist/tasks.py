@@ -12,12 +12,6 @@ import numpy as np
 
 from distprove import bn254
 
-
-LIGHT_EXECUTOR = "distprove-light"
-"""The worker executor (one thread, installed by :class:`distprove.dist.state.ProverState`) that
-runs bookkeeping tasks such as the dashboard's per-proof markers: on the default executor, a GPU
-worker's one thread ran hundreds of them between two prove tasks with the device idle."""
-
 @dataclass(frozen=True)
 class ProofSpec:
     """One proof to make: where its witness is, which key proves it, where its outputs go."""
