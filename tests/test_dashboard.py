@@ -125,3 +125,21 @@ def test_identity_keys_become_strings() -> None:
     data = {"workers": {"tcp://a": {"metrics": {"digests": {("execute", "x", "msm", "seconds"): 1.5}}}}, "n": [1, (2, 3)]}
     assert json.loads(json.dumps(dashboard.json_keys(data))) == {
         "workers": {"tcp://a": {"metrics": {"digests": {"execute-x-msm-seconds": 1.5}}}}, "n": [1, [2, 3]]}
+
+
+def test_markers_one_per_proof_up_to_the_cap_then_equal_slices() -> None:
+    """A task of many proofs gets MARKERS_PER_TASK markers (each a task holding a worker slot),
+    named after the first proof of equal slices; a small task one per proof."""
+    from types import SimpleNamespace
+
+    from distprove.dist.graph import MARKER, MARKERS_PER_TASK, submit_markers
+
+    submitted: list[tuple] = []
+    client = SimpleNamespace(submit=lambda fn, source, name, key, **kw: submitted.append(key) or key)
+    plan = SimpleNamespace(tag="t")
+    names = [f"p{i}" for i in range(20)]
+    assert submit_markers(client, names[:3], None, plan) == [(MARKER, n, "t") for n in names[:3]]
+    keys = submit_markers(client, names, None, plan)
+    assert len(keys) == MARKERS_PER_TASK == 8
+    firsts = [k[1] for k in keys]
+    assert firsts == ["p0", "p2", "p5", "p7", "p10", "p12", "p15", "p17"]  # slices of 2 or 3 proofs

@@ -650,7 +650,7 @@ def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]])
 
 def proof_done(result: Any, name: str) -> str:
     """A ("proofs", name, tag) marker task (:func:`distprove.dist.graph.submit_markers`): done once the
-    task whose ``result`` it receives is; returns the proof's name."""
+    task whose ``result`` it receives is; returns the name of the (first) proof it stands for."""
     return name
 
 
