@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import ctypes
 import random
-import shutil
-import subprocess
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from distprove import bn254
 from distprove.backends.gpu import assemble as ga
-from distprove.backends.gpu.compile import MODULES, module_source
 from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.stages.assemble import VK_POINTS, assemble
+
+from hostbuild import BUILDS, build_harness, ptr
 
 HARNESS = r"""
 // The kernel as the host runs it: grid row 0's G1 threads, then row 1's G2 threads.
@@ -37,33 +35,12 @@ extern "C" void host_assemble_group(const u32* g1, const u32* g2, const u32* bli
 }
 """
 
-BUILDS = {"cios": [], "f64_mul": ["-DDP_F64_MUL"]}
-
-
-def build_harness(directory: Path, build: str) -> ctypes.CDLL | None:
-    """The assemble module with :data:`HARNESS` as a host library in ``directory`` (field.cuh's
-    product ``build``, a key of :data:`BUILDS`); None when no C++ compiler is found."""
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if cxx is None:
-        return None
-    src, so = directory / "assemble.cpp", directory / "assemble.so"
-    src.write_text(module_source(MODULES["assemble"]) + HARNESS)
-    res = subprocess.run([cxx, "-O1", "-std=c++17", "-shared", "-fPIC", *BUILDS[build], "-o", str(so), str(src)],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return ctypes.CDLL(str(so))
-
-
 @pytest.fixture(scope="module", params=list(BUILDS))
 def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    built = build_harness(tmp_path_factory.mktemp("assemble_host"), request.param)
+    built = build_harness(tmp_path_factory.mktemp("assemble_host"), "assemble", HARNESS, request.param)
     if built is None:
         pytest.skip("no C++ compiler to build the host harness")
     return built
-
-
-def _p(a: np.ndarray) -> ctypes.c_void_p:
-    return a.ctypes.data_as(ctypes.c_void_p)
 
 
 class _EmuModule:
@@ -78,7 +55,7 @@ class _EmuModule:
             self.launches.append((name, grid, block))
             for a in args[:-1]:
                 assert a.flags.c_contiguous and a.dtype == np.uint32
-            getattr(self.lib, f"host_{name}")(*[_p(a) for a in args[:-1]], ctypes.c_int(int(args[-1])))
+            getattr(self.lib, f"host_{name}")(*[ptr(a) for a in args[:-1]], ctypes.c_int(int(args[-1])))
         return launch
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import random
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +21,10 @@ from distprove import bn254
 from distprove import pairing as pr
 from distprove.backends.gpu import pairing as gp
 from distprove.backends.gpu import batchcheck as gb
-from distprove.backends.gpu.compile import MODULES, module_source
 from distprove.formats.jsonio import read_proof, read_public, read_vk
 from distprove.verifier import GLV_LAMBDA, _cpub, _negated_multiples, _rho_terms, in_g2_subgroup
 
+from hostbuild import BUILDS, build_harness, ptr
 from test_pairing import twist_point_outside_g2
 
 DATA = Path(__file__).resolve().parent / "data" / "mul_chain_1k"
@@ -69,33 +67,12 @@ extern "C" void host_fq12_product(const u32* in, u32* out, int n) {
 }
 """
 
-BUILDS = {"cios": [], "f64_mul": ["-DDP_F64_MUL"]}
-
-
-def build_harness(directory: Path, build: str) -> ctypes.CDLL | None:
-    """The pairing module with :data:`HARNESS` as a host library in ``directory`` (field.cuh's product
-    ``build``, a key of :data:`BUILDS`); None when no C++ compiler is found."""
-    cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
-    if cxx is None:
-        return None
-    src, so = directory / "pairing.cpp", directory / "pairing.so"
-    src.write_text(module_source(MODULES["pairing"]) + HARNESS)
-    res = subprocess.run([cxx, "-O1", "-std=c++17", "-shared", "-fPIC", *BUILDS[build], "-o", str(so), str(src)],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return ctypes.CDLL(str(so))
-
-
 @pytest.fixture(scope="module", params=list(BUILDS))
 def lib(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
-    built = build_harness(tmp_path_factory.mktemp("pairing_host"), request.param)
+    built = build_harness(tmp_path_factory.mktemp("pairing_host"), "pairing", HARNESS, request.param)
     if built is None:
         pytest.skip("no C++ compiler to build the host harness")
     return built
-
-
-def _p(a: np.ndarray) -> ctypes.c_void_p:
-    return a.ctypes.data_as(ctypes.c_void_p)
 
 
 def host_miller(lib: ctypes.CDLL, pairs: list[gp.Pair]) -> tuple[list[pr.Fq12], list[int]]:
@@ -103,7 +80,7 @@ def host_miller(lib: ctypes.CDLL, pairs: list[gp.Pair]) -> tuple[list[pr.Fq12], 
     g1, g2 = gp.pairs_to_limbs(pairs)
     out = np.full((len(pairs), gp.FQ12_WORDS), 0xDEADBEEF, dtype="<u4")
     flags = np.full(len(pairs), 7, dtype="<u4")
-    lib.host_miller(_p(g1), _p(g2), _p(out), _p(flags), ctypes.c_int(len(pairs)))
+    lib.host_miller(ptr(g1), ptr(g2), ptr(out), ptr(flags), ctypes.c_int(len(pairs)))
     assert all(v < bn254.Q for v in bn254.ints_from_limbs(out.reshape(-1, 8))), "not fully reduced"
     return gp.fq12_from_limbs(out), flags.tolist()
 
@@ -111,7 +88,7 @@ def host_miller(lib: ctypes.CDLL, pairs: list[gp.Pair]) -> tuple[list[pr.Fq12], 
 def host_product(lib: ctypes.CDLL, values: list[pr.Fq12]) -> pr.Fq12:
     rows = gp.fq12_to_limbs(values)
     out = np.zeros((1, gp.FQ12_WORDS), dtype="<u4")
-    lib.host_fq12_product(_p(rows), _p(out), ctypes.c_int(len(values)))
+    lib.host_fq12_product(ptr(rows), ptr(out), ctypes.c_int(len(values)))
     return gp.fq12_from_limbs(out)[0]
 
 
@@ -190,7 +167,7 @@ class _EmuModule:
     def get_function(self, name: str):
         def launch(grid: tuple, block: tuple, args: tuple) -> None:
             self.launches.append((name, grid[0]))
-            arrays, n = [_p(a) for a in args[:-1]], ctypes.c_int(int(args[-1]))
+            arrays, n = [ptr(a) for a in args[:-1]], ctypes.c_int(int(args[-1]))
             if name == "pairing_miller":
                 self.lib.host_miller(*arrays, n)
             elif name == "pairing_miller_product":
@@ -278,7 +255,7 @@ def host_batchcheck(lib: ctypes.CDLL, proofs: list, rhos: list) -> tuple[list[bo
     n = len(proofs)
     neg_a, rho_c = (np.full((n, 16), 0xDEADBEEF, dtype="<u4") for _ in range(2))
     inside = np.full(n, 7, dtype="<u4")
-    lib.host_batchcheck(_p(a), _p(b), _p(c), _p(rho), _p(neg_a), _p(rho_c), _p(inside), ctypes.c_int(n))
+    lib.host_batchcheck(ptr(a), ptr(b), ptr(c), ptr(rho), ptr(neg_a), ptr(rho_c), ptr(inside), ctypes.c_int(n))
     assert set(inside.tolist()) <= {0, 1}
     assert all(v < bn254.Q for v in bn254.ints_from_limbs(np.concatenate([neg_a, rho_c]).reshape(-1, 8))), "not fully reduced"
     return ([bool(v) for v in inside], bn254.points_from_limbs(bn254.G1, neg_a), bn254.points_from_limbs(bn254.G1, rho_c))
