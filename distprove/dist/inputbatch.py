@@ -31,8 +31,8 @@ longer than a 1,023-value witness's calculation), or with ``keep_witnesses`` bes
 ``<name>.wtns`` (fsynced). The client (:class:`InputFeed`, polled by
 ``batching._collect``) submits witness tasks while fewer than ``distprove.witness.in-flight``
 inputs are between their witness task and their proof's result, and submits proofs in groups as
-their witnesses arrive (the planner's group size, as a witness folder's proofs are grouped), each with its ``proofs`` markers (so the dashboard's proofs bar grows to
-the batch's count as inputs are fed): the witnesses never all exist at once, in memory or on
+their witnesses arrive (the planner's group size, as a witness folder's proofs are grouped), each with its ``proofs`` markers (so the dashboard's proofs bar grows
+as inputs are fed): the witnesses never all exist at once, in memory or on
 disk. A bad input fails alone with its one-line reason (``<input>: <problem>``) and never
 reaches a prover.
 
