@@ -445,13 +445,16 @@ def fq_to_mont(v: int) -> int:
     return v * FQ_MONT % Q
 
 
-def points_from_limbs(g: Group, limbs: np.ndarray) -> list[Affine]:
-    """Decode an (n, 16) G1 or (n, 32) G2 Montgomery limb array into affine points (zeros = infinity).
+def points_from_limbs(g: Group, limbs: np.ndarray, mont: bool = True) -> list[Affine]:
+    """Decode an (n, 16) G1 or (n, 32) G2 limb array into affine points (zeros = infinity): Montgomery
+    limbs (the key layout), or with ``mont`` False standard-form ones (G2: x.c0, x.c1, y.c0, y.c1).
 
     Coordinates are not checked against the curve here; see :func:`is_on_curve`.
     """
     a = np.ascontiguousarray(limbs, dtype="<u4").reshape(-1, g.limbs)
-    vals = [fq_from_mont(v) for v in ints_from_limbs(a.reshape(-1, 8))]
+    vals = ints_from_limbs(a.reshape(-1, 8))
+    if mont:
+        vals = [fq_from_mont(v) for v in vals]
     zero_rows = ~a.any(axis=1)
     out: list[Affine] = []
     if g is G1:
@@ -464,17 +467,20 @@ def points_from_limbs(g: Group, limbs: np.ndarray) -> list[Affine]:
     return out
 
 
-def points_to_limbs(g: Group, pts: Sequence[Affine]) -> np.ndarray:
-    """Encode affine points as Montgomery limbs, infinity as all-zero rows."""
+def points_to_limbs(g: Group, pts: Sequence[Affine], mont: bool = True) -> np.ndarray:
+    """Encode affine points as limb rows, infinity as all-zero rows: Montgomery limbs (the key
+    layout), or with ``mont`` False standard-form ones (a byte copy of the integers)."""
     coords: list[int] = []
     words = g.limbs // 8
     for p in pts:
         if p is None:
             coords.extend([0] * words)
         elif g is G1:
-            coords.extend((fq_to_mont(p[0]), fq_to_mont(p[1])))
+            coords.extend(p)
         else:
-            coords.extend(fq_to_mont(c) for c in (p[0][0], p[0][1], p[1][0], p[1][1]))
+            coords.extend((p[0][0], p[0][1], p[1][0], p[1][1]))
     if not coords:
         return np.zeros((0, g.limbs), dtype="<u4")
+    if mont:
+        coords = [fq_to_mont(c) for c in coords]
     return limbs_from_ints(coords).reshape(-1, g.limbs)

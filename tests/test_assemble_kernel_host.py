@@ -172,13 +172,13 @@ def test_rows_layout() -> None:
     y.c1), infinity all zero, both ways; the vk's 112 words are Montgomery, in VK_POINTS order."""
     rng = random.Random()
     p, q = _point(bn254.G1, rng), _point(bn254.G2, rng)
-    rows = ga.affine_rows(bn254.G1, [p, None])
+    rows = bn254.points_to_limbs(bn254.G1, [p, None], mont=False)
     assert bn254.ints_from_limbs(rows[0].reshape(-1, 8)) == [p[0], p[1]] and not rows[1].any()
-    rows2 = ga.affine_rows(bn254.G2, [q, None])
+    rows2 = bn254.points_to_limbs(bn254.G2, [q, None], mont=False)
     assert bn254.ints_from_limbs(rows2[0].reshape(-1, 8)) == [*q[0], *q[1]] and not rows2[1].any()
-    assert ga.points_from_rows(bn254.G1, rows) == [p, None]
-    assert ga.points_from_rows(bn254.G2, rows2) == [q, None]
-    assert ga.points_from_rows(bn254.G1, ga.affine_rows(bn254.G1, [])) == []
+    assert bn254.points_from_limbs(bn254.G1, rows, mont=False) == [p, None]
+    assert bn254.points_from_limbs(bn254.G2, rows2, mont=False) == [q, None]
+    assert bn254.points_from_limbs(bn254.G1, bn254.points_to_limbs(bn254.G1, [], mont=False), mont=False) == []
     vk = _vk(rng)
     words = ga.vk_words(vk)
     assert words.shape == (832,)

@@ -30,15 +30,6 @@ COMB_QUARTERS = 4
 ProofPoints = tuple[Affine, Affine, Affine]
 
 
-def _coordinates(group: Group, p: Affine) -> list[int]:
-    """The Fq coordinates of affine ``p`` in the disk layout's order (x | y; G2: x.c0, x.c1, y.c0, y.c1)."""
-    if p is None:
-        return [0] * (group.limbs // 8)
-    if group is G1:
-        return [p[0], p[1]]
-    return [p[0][0], p[0][1], p[1][0], p[1][1]]
-
-
 def comb_table(group: Group, p: Affine) -> list[Affine]:
     """The 16 points of ``p``'s comb table (assemble.cu's asm_comb): entry m is the sum over the
     bits j of m of 2^(64 j) p (entry 0: infinity, never read), by exact doublings (no reduction
@@ -66,23 +57,6 @@ def vk_words(points: Mapping[str, Affine]) -> np.ndarray:
     return np.concatenate([part.reshape(-1) for part in parts])
 
 
-def affine_rows(group: Group, points: Sequence[Affine]) -> np.ndarray:
-    """(k, 16) G1 or (k, 32) G2 standard-form limb rows of affine points, infinity all zero."""
-    values = [c for p in points for c in _coordinates(group, p)]
-    return bn254.limbs_from_ints(values).reshape(len(points), group.limbs)
-
-
-def points_from_rows(group: Group, rows: np.ndarray) -> list[Affine]:
-    """The affine points of (k, 16) G1 or (k, 32) G2 standard-form limb rows (all zero: None)."""
-    flat = bn254.ints_from_limbs(rows)
-    width = group.limbs // 8
-    out: list[Affine] = []
-    for i, live in enumerate(rows.any(axis=1)):
-        c = flat[width * i:width * (i + 1)]
-        out.append(None if not live else (c[0], c[1]) if group is G1 else ((c[0], c[1]), (c[2], c[3])))
-    return out
-
-
 def blinding_words(blindings: Sequence[tuple[int, int]]) -> np.ndarray:
     """(k, 16) uint32 standard-form limbs r | s of each proof; ValueError unless 0 <= r, s < R."""
     for i, (r, s) in enumerate(blindings):
@@ -108,15 +82,15 @@ def assemble_group(
         return []
     import cupy as cp
 
-    g1 = affine_rows(G1, [p[which] for p in msm_points for which in G1_MSMS]).reshape(k, -1)
-    g2 = affine_rows(G2, [p["B2"] for p in msm_points])
+    g1 = bn254.points_to_limbs(G1, [p[which] for p in msm_points for which in G1_MSMS], mont=False).reshape(k, -1)
+    g2 = bn254.points_to_limbs(G2, [p["B2"] for p in msm_points], mont=False)
     d_g1, d_g2, d_blind = cp.asarray(g1), cp.asarray(g2), cp.asarray(words)
     d_a, d_c = cp.empty((k, G1.limbs), dtype=cp.uint32), cp.empty((k, G1.limbs), dtype=cp.uint32)
     d_b = cp.empty((k, G2.limbs), dtype=cp.uint32)
     grid = ((k + THREADS - 1) // THREADS, 2)
     get_module("assemble").get_function("assemble_group")(grid, (THREADS,), (d_g1, d_g2, d_blind, vk, d_a, d_b, d_c,
                                                                             np.uint32(k)))
-    pi_a = points_from_rows(G1, cp.asnumpy(d_a))
-    pi_b = points_from_rows(G2, cp.asnumpy(d_b))
-    pi_c = points_from_rows(G1, cp.asnumpy(d_c))
+    pi_a = bn254.points_from_limbs(G1, cp.asnumpy(d_a), mont=False)
+    pi_b = bn254.points_from_limbs(G2, cp.asnumpy(d_b), mont=False)
+    pi_c = bn254.points_from_limbs(G1, cp.asnumpy(d_c), mont=False)
     return list(zip(pi_a, pi_b, pi_c))
