@@ -85,6 +85,18 @@ class MemoryPlan:
     """MSMs whose table of window multiples (``distprove.msm.precompute``) did not fit."""
 
 
+def _mapped_witness(key: Any, path: str | os.PathLike[str]) -> Any:
+    """The .wtns at ``path`` mapped with its header checked and its count the key's (values not
+    scanned: the device checks them); the host read's errors, a value >= r before the count."""
+    from distprove.formats.wtns import count_error, read_wtns
+
+    w = read_wtns(path, check_values=False)
+    if w.n_witness != key.n_vars:
+        read_wtns(path)  # a value >= r is reported before the count, as by the host read
+        raise count_error(w.path, w.n_witness, key)
+    return w
+
+
 class GpuBackend(Backend):
     """Backend on the current CUDA device; per-key device state kept in an LRU."""
 
@@ -236,12 +248,12 @@ class GpuBackend(Backend):
         """Read the .wtns values into pinned host memory, upload them in chunks (reading one
         while the one before is copied) and check every value < r on the device; the header and
         count checks are the host's. Same errors as the host read (the first bad value named)."""
-        from distprove.formats.wtns import count_error, read_wtns, value_error
+        return self._upload_witness(key, _mapped_witness(key, path))
 
-        w = read_wtns(path, check_values=False)
-        if w.n_witness != key.n_vars:
-            read_wtns(path)  # a value >= r is reported before the count, as by the host read
-            raise count_error(w.path, w.n_witness, key)
+    def _upload_witness(self, key: Any, w: Any) -> LoadedWitness:
+        """The mapped, count-checked .wtns ``w`` (:func:`_mapped_witness`) uploaded and range-checked."""
+        from distprove.formats.wtns import value_error
+
         dev = self._retry_oom(key.content_hash, self.cp.empty, (w.n_witness, 8), self.cp.uint32)
         try:
             bad = self._witness.upload(w.path, w.offset, dev)
@@ -254,16 +266,11 @@ class GpuBackend(Backend):
     def read_witness_file(self, key: Any, path: str | os.PathLike[str]) -> LoadedWitness:
         """Up to :data:`DEFER_WITNESS_BYTES`: the .wtns's header and count checked and its values
         read into host memory, unloaded (:meth:`load_witness_group` uploads and checks them with
-        the group's others); larger witnesses: :meth:`load_witness_file`. Same errors as the host
+        the group's others); larger witnesses are uploaded now, as :meth:`load_witness_file` does. Same errors as the host
         read, a bad value's once its group is loaded."""
-        from distprove.formats.wtns import count_error, read_wtns
-
-        w = read_wtns(path, check_values=False)
-        if w.n_witness != key.n_vars:
-            read_wtns(path)  # a value >= r is reported before the count, as by the host read
-            raise count_error(w.path, w.n_witness, key)
+        w = _mapped_witness(key, path)
         if w.values.nbytes > DEFER_WITNESS_BYTES:
-            return self.load_witness_file(key, path)
+            return self._upload_witness(key, w)
         return LoadedWitness(np.array(w.values), None)  # read now, not when the group is stacked
 
     def load_witness_group(
@@ -309,10 +316,15 @@ class GpuBackend(Backend):
         w = self.cp.asarray(witnesses, dtype=self.cp.uint32)
         if w.ndim != 3 or w.shape[1:] != (key.n_vars, 8):
             raise ValueError(f"witnesses have shape {w.shape}, the key expects (G, {key.n_vars}, 8)")
+        return self._gathered(key, gather_group, w)
+
+    def _gathered(self, key: Any, launch: Callable[..., Any], w: Any) -> Evals:
+        """``launch`` (gpu.gather's gather or gather_group) over the key's CSRs and the witness
+        vector or stack ``w``: the evaluations, retried when the device runs out of memory."""
         a_csr, b_csr = self._csr(key, "a"), self._csr(key, "b")
         if a_csr.rows != key.domain_size:
             raise ValueError(f"CSR has {a_csr.rows} rows, the key's domain is {key.domain_size}")
-        a, b, c = self._retry_oom(key.content_hash, gather_group, a_csr, b_csr, w)
+        a, b, c = self._retry_oom(key.content_hash, launch, a_csr, b_csr, w)
         return Evals(MontVector(a), MontVector(b), MontVector(c))
 
     def h_scalars_group(self, key: Any, evals: Evals) -> Any:
@@ -342,11 +354,7 @@ class GpuBackend(Backend):
         w = self.cp.asarray(witness, dtype=self.cp.uint32)
         if w.shape != (key.n_vars, 8):
             raise ValueError(f"witness has shape {w.shape}, the key expects ({key.n_vars}, 8)")
-        a_csr, b_csr = self._csr(key, "a"), self._csr(key, "b")
-        if a_csr.rows != key.domain_size:
-            raise ValueError(f"CSR has {a_csr.rows} rows, the key's domain is {key.domain_size}")
-        a, b, c = self._retry_oom(key.content_hash, gather, a_csr, b_csr, w)
-        return Evals(MontVector(a), MontVector(b), MontVector(c))
+        return self._gathered(key, gather, w)
 
     def h_scalars(self, key: Any, evals: Evals) -> Any:
         """hs = a*b - c on the odd coset, standard form, (domain_size, 8) uint32 on the device.
