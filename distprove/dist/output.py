@@ -170,8 +170,6 @@ def write_proofs(files: Sequence[tuple[bytes, bytes, str, str]]) -> list[bool | 
     entries: list[list[Target]] = []
     index: list[int] = []
     for i, (proof, public, proof_path, public_path) in enumerate(files):
-        if os.path.exists(proof_path):
-            continue
         problem = None
         for directory in {os.path.dirname(public_path) or ".", os.path.dirname(proof_path) or "."}:
             if directory not in made:
