@@ -160,9 +160,10 @@ def _mixed_batch() -> tuple[list[tuple], list[bool]]:
 @pytest.fixture(scope="module")
 def pairing_harness(tmp_path_factory: pytest.TempPathFactory):
     """The GPU Miller kernels built for the host (tests/test_pairing_kernel_host.py), or None."""
-    from test_pairing_kernel_host import build_harness
+    from hostbuild import build_harness
+    from test_pairing_kernel_host import HARNESS
 
-    return build_harness(tmp_path_factory.mktemp("pairing_host"), "f64_mul")
+    return build_harness(tmp_path_factory.mktemp("pairing_host"), "pairing", HARNESS, "f64_mul")
 
 
 @pytest.fixture(params=["cpu", "gpu"])
