@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import random
 import secrets
+import signal
 import struct
 import sys
 import time
@@ -173,14 +174,33 @@ def _shared(shape: tuple[int, ...], dtype: Any = "<u4") -> np.ndarray:
     return np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
 
 
+def _forked_worker() -> None:
+    """Give a forked worker the default SIGTERM and SIGINT actions.
+
+    A fork inherits the parent's Python signal handlers; where the parent installed one (a Dask
+    scheduler or worker running in the same process does, for SIGTERM), the worker would run it
+    instead of exiting when the pool ends it, and the pool would wait for that worker forever.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run(task: Callable[..., None], args: list[tuple[int, int]], workers: int) -> None:
     """Run ``task(*a)`` for every ``a``: in this process, or in a pool of forked workers."""
     if workers <= 1 or len(args) <= 1:
         for a in args:
             task(*a)
         return
-    with multiprocessing.get_context("fork").Pool(min(workers, len(args))) as pool:
+    pool = multiprocessing.get_context("fork").Pool(min(workers, len(args)), initializer=_forked_worker)
+    try:
         pool.starmap(task, args, chunksize=1)
+    except BaseException:
+        pool.terminate()
+        raise
+    else:
+        pool.close()  # the workers leave on their own once the queue is drained
+    finally:
+        pool.join()
 
 
 def _parts(total: int, workers: int) -> int:

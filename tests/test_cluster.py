@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 import socket
+import signal
 import subprocess
 import sys
 import time
@@ -386,7 +387,9 @@ def test_slurm_job_script() -> None:
 def test_slurm_recipe_dry_run_and_scheduled_files(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("dask_jobqueue")
     recipe = load_script(CLUSTER_DIR / "slurm" / "slurm_cluster.py")
+    before = signal.getsignal(signal.SIGTERM)
     assert recipe.main(["key.zarr", "in", "out", "--gpus-per-job", "2", "--dashboard-address", "127.0.0.1:0", "--dry-run"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before  # its SIGTERM handler is only for its own run
     assert "#SBATCH --gres=gpu:2" in capsys.readouterr().out
     sbatch = CLUSTER_DIR / "slurm" / "distprove-cron.sbatch"
     assert subprocess.run(["bash", "-n", str(sbatch)]).returncode == 0

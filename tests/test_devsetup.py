@@ -7,6 +7,7 @@ import ctypes
 import json
 import random
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import snarkjs_verify
-from distprove import bn254
+from distprove import bn254, devsetup
 from distprove.bn254 import G1, G2, R
 from distprove.devsetup import (
     WARNING,
@@ -159,6 +160,28 @@ def brute_key_scalars(r1cs: R1CS, t: Toxic) -> dict[str, list[int]]:
         "a": a, "b": b, "ic": kk[: n_pub + 1], "c": [v * di % R for v in kk[n_pub + 1 :]],
         "h": [brute_lagrange(dom2, 2 * i + 1, t.tau) * di % R for i in range(n)],
     }
+
+
+_SEEN: np.ndarray | None = None
+
+
+def _record_sigterm_action(i: int) -> None:
+    assert _SEEN is not None
+    _SEEN[i] = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_forked_workers_exit_on_sigterm_whatever_the_parent_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM handler in the parent (a Dask scheduler in-process installs one) must not reach the
+    pool's workers: the pool ends them with SIGTERM, and a worker that ran the handler instead of
+    exiting would leave the pool waiting for it forever."""
+    global _SEEN
+    _SEEN = devsetup._shared((4,), np.uint8)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        devsetup._run(_record_sigterm_action, [(i,) for i in range(4)], workers=2)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert _SEEN.tolist() == [1, 1, 1, 1]
 
 
 @pytest.mark.parametrize("which", ["mini", "random", "bits"])

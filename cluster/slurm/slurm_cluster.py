@@ -139,23 +139,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     # scancel and the time limit send SIGTERM: leave through the context manager, which cancels the
     # worker jobs, instead of dying and leaving them to hold their nodes until --death-timeout.
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    with cluster:
-        if args.dry_run:
-            print(cluster.job_script())
-            return 0
-        from distributed import Client
+    # The previous handler comes back on the way out, for a caller that runs main() in its process.
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        with cluster:
+            if args.dry_run:
+                print(cluster.job_script())
+                return 0
+            from distributed import Client
 
-        import distprove
+            import distprove
 
-        cluster.scale(jobs=args.jobs)
-        with Client(cluster) as client:
-            print(f"dashboard: {client.dashboard_link}", file=sys.stderr)
-            client.wait_for_workers(1, timeout=args.wait)  # start with whatever is running; more join later
-            run = incremental.batch if args.incremental else distprove.batch
-            report = run(witness_dir, key, out_dir, client=client)
-            print(report)
-            return 0 if report.ok else 1
+            cluster.scale(jobs=args.jobs)
+            with Client(cluster) as client:
+                print(f"dashboard: {client.dashboard_link}", file=sys.stderr)
+                client.wait_for_workers(1, timeout=args.wait)  # start with whatever is running; more join later
+                run = incremental.batch if args.incremental else distprove.batch
+                report = run(witness_dir, key, out_dir, client=client)
+                print(report)
+                return 0 if report.ok else 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
