@@ -363,7 +363,12 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
                    "spread over all workers: latency), or auto (split for a few proofs of a large key, data "
                    "otherwise; the thresholds are distprove.planner's split-min-domain and split-max-proofs-per-worker).")
 @click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
-              help="Worker processes of a local cluster  [default: one per GPU, else per CPU core]")
+              help="A local cluster's GPUs (or, without one, its worker processes)  [default: every GPU, else one "
+                   "per CPU core]")
+@click.option("--workers-per-gpu", type=click.IntRange(min=1), default=None, cls=ConfigOption,
+              config_name="cluster.workers-per-gpu",
+              help="Worker processes sharing each GPU of a local cluster: more for small circuits, whose proofs "
+                   "wait on one process's host work; each holds its own copy of the key on the GPU.")
 @click.option("--report", "report_json", type=click.Path(dir_okay=False), default=None,
               help="Also write the report as JSON here.")
 @click.option("--incremental/--no-incremental", default=None, cls=ConfigOption, config_name="incremental.enabled",
@@ -383,7 +388,8 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
 @_friendly_errors
 def batch_cmd(
     key: str, witness_dir: str, out_dir: str | None, scheduler: str | None, backend: str | None,
-    mode: str | None, n_workers: int | None, report_json: str | None, incremental: bool | None, retry_failed: bool,
+    mode: str | None, n_workers: int | None, workers_per_gpu: int | None, report_json: str | None,
+    incremental: bool | None, retry_failed: bool,
     verify_in: str | None, fourstep_min_domain: int | None, wasm: str | None, keep_witnesses: bool,
 ) -> None:
     """Prove every .wtns under WITNESS_DIR with KEY on a Dask cluster (or every *.json input, its
@@ -393,6 +399,9 @@ def batch_cmd(
 
     from . import config
     from .dist.batching import batch
+
+    if scheduler and (n_workers or workers_per_gpu):
+        raise click.UsageError("--scheduler excludes --workers and --workers-per-gpu (they shape a local cluster)")
     from .dist.tasks import Status
     from .formats.jsonio import write_json_atomic
 
@@ -420,7 +429,7 @@ def batch_cmd(
     try:
         report = run(
             witness_dir, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
-            verify_in=verify_in, fourstep_min_domain=fourstep_min_domain, wasm=wasm, keep_witnesses=keep_witnesses,
+            workers_per_gpu=workers_per_gpu, verify_in=verify_in, fourstep_min_domain=fourstep_min_domain, wasm=wasm, keep_witnesses=keep_witnesses,
             on_start=on_start, on_result=on_result, echo=None, **extra,
         )
     finally:

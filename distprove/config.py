@@ -129,6 +129,11 @@ def msm_precompute() -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def get_int(name: str, minimum: int) -> int:
+    """``distprove.<name>`` as an int >= ``minimum``; FormatError naming the setting otherwise."""
+    return _int(name, minimum)
+
+
 def get_optional_int(name: str, minimum: int) -> int | None:
     """``distprove.<name>`` as an int >= ``minimum`` or None (null); FormatError naming the setting otherwise."""
     return _optional_int(name, minimum)

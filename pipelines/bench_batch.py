@@ -9,7 +9,9 @@ assembly beside the next proof's MSMs, as a worker's prove-whole task of several
 On GPUs, unchecked, that pipelined loop also runs in n processes at once (one per GPU, no Dask)
 for each worker count n > 1: what n independent provers get from this host.
 
-Then for each worker count: a warm-up batch (kernels compiled, key resident), then
+Then for each worker count (``--workers-per-gpu K``: each GPU worker K processes sharing the GPU;
+the ratios stay per GPU, against one bare process): a warm-up batch (kernels compiled, key
+resident), then
 
 * throughput: ``--proofs`` witnesses in data mode -> proofs per second (unchecked: the median of
   :data:`BARE_LOOPS` batches), and ``throughput_vs_bare`` =
@@ -306,12 +308,13 @@ def bench(
     rows = []
     for n in workers:
         cluster = local_cluster(backend, n_workers=n, dashboard_address=None)
+        processes = len(cluster.worker_spec)  # n, or n x distprove.cluster.workers-per-gpu on GPUs
         with cluster, Client(cluster) as client:
-            client.wait_for_workers(n)
+            client.wait_for_workers(processes)
             if switch_interval is not None:
                 client.run(sys.setswitchinterval, switch_interval)
             # Enough warm-up proofs that every worker proves some (compiles, loads the key).
-            run_batch(client, key, stage(witnesses, 8 * n, workdir / "warm"), "data", backend, verify, verify_in)
+            run_batch(client, key, stage(witnesses, 8 * processes, workdir / "warm"), "data", backend, verify, verify_in)
             runs = []
             for _ in range(1 if verify else BARE_LOOPS):  # unchecked: the median, as for the bare loops
                 t0, wall0 = time.perf_counter(), time.time()
@@ -322,6 +325,7 @@ def bench(
             wall, wall0, thr, records = runs[len(runs) // 2]
             row: dict[str, Any] = {
                 "workers": n,
+                "worker_processes": processes,
                 "proofs": proofs,
                 "throughput_proofs_per_s": proofs / wall,
                 "throughput_wall_s": wall,
@@ -346,7 +350,7 @@ def bench(
                 row[f"latency_{label}_stages"] = lat.stage_seconds
             rows.append(row)
             print(
-                f"{n} workers: {row['throughput_proofs_per_s']:.2f} proofs/s ({proofs} proofs in {wall:.1f} s; loops "
+                f"{n} workers{f' ({processes} processes)' if processes != n else ''}: {row['throughput_proofs_per_s']:.2f} proofs/s ({proofs} proofs in {wall:.1f} s; loops "
                 f"{', '.join(f'{r:.1f}' for r in row['loops_proofs_per_s'])}), "
                 f"{row['throughput_vs_bare']:.2f} of {n} x bare"
                 + (f", {row['throughput_vs_bare_pipelined']:.2f} of {n} x pipelined bare; "
@@ -368,6 +372,9 @@ def main() -> None:
     ap.add_argument("--log-n", type=int, default=16, help="synthetic circuit size, about 2^N constraints")
     ap.add_argument("--workers", default="1,2", help="worker counts to compare, e.g. 1,2,4")
     ap.add_argument("--proofs", type=int, default=16, help="proofs in the throughput batch")
+    ap.add_argument("--workers-per-gpu", type=int, default=1,
+                    help="worker processes per GPU of the Dask batches (distprove.cluster.workers-per-gpu); the "
+                         "ratios stay per GPU, against one bare process")
     ap.add_argument("--backend", default="auto", choices=("auto", "cpu", "gpu"))
     ap.add_argument("--no-verify", action="store_true", help="skip the pairing check before writing (measures proving alone)")
     ap.add_argument("--verify-in", default="workers", choices=("workers", "client"), help="where proofs are checked")
@@ -388,6 +395,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.proofs < 1:
         ap.error("--proofs must be at least 1")
+    if args.workers_per_gpu < 1:
+        ap.error("--workers-per-gpu must be at least 1")
     planner: dict[str, Any] = {}  # distprove.planner settings the options override
     if args.fuse_below is not None:
         if args.fuse_below != "null" and not args.fuse_below.isdigit():
@@ -403,6 +412,7 @@ def main() -> None:
     from distprove.dist.planner import split_hands_h_over
 
     dask.config.set({f"distprove.planner.{k}": v for k, v in planner.items()})
+    dask.config.set({"distprove.cluster.workers-per-gpu": args.workers_per_gpu})
     if args.group_proofs is not None:
         dask.config.set({"distprove.msm.group-proofs": None if args.group_proofs == "null" else int(args.group_proofs)})
     settings = config.settings()
@@ -436,7 +446,7 @@ def main() -> None:
               "group_proofs": config.group_proofs(),
               # how the split rows handed H to H tasks on other workers
               "split_h": "host" if split_hands_h_over(base["backend"]) else "recompute",
-              "switch_interval": args.switch_interval, "rows": rows, "bare": base,
+              "switch_interval": args.switch_interval, "workers_per_gpu": args.workers_per_gpu, "rows": rows, "bare": base,
               "bare_parallel": list(parallel.values()),
               "commit": os.environ.get("DISTPROVE_GIT_COMMIT", "")}
     if args.json:

@@ -209,6 +209,19 @@ def test_config_defaults_show_their_value_and_where_it_is_set() -> None:
     assert "[default: gpu (from env DASK_DISTPROVE__BACKEND)]" in " ".join(res.stdout.split())
 
 
+def test_batch_local_cluster_shape_options(tmp_path: Path) -> None:
+    """--workers-per-gpu shows its config default, and neither it nor --workers goes with --scheduler
+    (they shape a local cluster, which --scheduler replaces)."""
+    from distprove.cli import main
+
+    text = " ".join(_help("batch").split())
+    assert "--workers-per-gpu" in text and "[default: 1 (distprove.cluster.workers-per-gpu in the dask config;" in text
+    for extra in (["--workers-per-gpu", "2"], ["--workers", "2"]):
+        res = CliRunner().invoke(main, ["batch", str(tmp_path / "k.zarr"), str(tmp_path), "--scheduler", "tcp://127.0.0.1:1",
+                                        *extra])
+        assert res.exit_code == 2 and "--scheduler excludes --workers and --workers-per-gpu" in res.output, res.output
+
+
 def test_example_with_an_unusable_backend_writes_nothing(tmp_path: Path) -> None:
     from distprove.backends import gpu
 

@@ -24,9 +24,11 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from distributed import LocalCluster
 
 import distprove
 from distprove import config
@@ -640,3 +642,51 @@ def test_check_processes_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert check_processes() == 0
     with dask.config.set({"distprove.check.processes": -1}), pytest.raises(FormatError, match="distprove.check.processes"):
         check_processes()
+
+
+def test_share_devices_starts_companions_from_each_workers_spec() -> None:
+    """Each worker gets per_device - 1 companions named after it, started from a copy of its spec
+    (on a LocalCUDACluster that spec holds the worker's CUDA_VISIBLE_DEVICES: the same GPU)."""
+    from distributed import Client
+
+    from distprove.dist.cluster import share_devices
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None)
+    try:
+        for name, spec in list(cluster.worker_spec.items()):  # as dask-cuda's: each worker its own spec
+            cluster.worker_spec[name] = {**spec, "options": {**spec["options"], "resources": {f"device-{name}": 1}}}
+        share_devices(cluster, 3)
+        with Client(cluster) as client:
+            client.wait_for_workers(6, timeout=60)
+            got = {w["name"]: w["resources"] for w in client.scheduler_info(n_workers=-1)["workers"].values()}
+        assert got == {0: {}, 1: {}} | {f"{d}-{k}": {f"device-{d}": 1} for d in (0, 1) for k in (1, 2)}
+    finally:
+        cluster.close()
+
+
+def test_workers_per_gpu_setting_shapes_the_local_gpu_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """distprove.cluster.workers-per-gpu (and workers_per_gpu=) gives each GPU of the local cluster
+    that many workers, and connect() hands out the client once they have all joined."""
+    import types
+
+    import dask
+
+    import distprove.dist.cluster as dc
+
+    made: list[int] = []
+
+    def fake_cuda_cluster(n_workers: int = 2, **kwargs: Any) -> LocalCluster:  # one worker per "GPU"
+        made.append(n_workers)
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False, dashboard_address=None)
+
+    monkeypatch.setitem(sys.modules, "dask_cuda", types.SimpleNamespace(LocalCUDACluster=fake_cuda_cluster))
+    monkeypatch.setattr(dc, "visible_gpus", lambda: 2)
+    with dask.config.set({"distprove.cluster.workers-per-gpu": 2}):
+        with dc.connect(backend="auto", dashboard_address=None) as client:
+            names = sorted(str(w["name"]) for w in client.scheduler_info(n_workers=-1)["workers"].values())
+    assert names == ["0", "0-1", "1", "1-1"]
+    with dc.connect(backend="auto", n_workers=1, workers_per_gpu=3, dashboard_address=None) as client:
+        assert len(client.scheduler_info(n_workers=-1)["workers"]) == 3
+    assert made == [2, 1]
+    with pytest.raises(FormatError, match="workers-per-gpu"), dask.config.set({"distprove.cluster.workers-per-gpu": 0}):
+        dc.local_cluster("auto", dashboard_address=None)

@@ -263,6 +263,8 @@ class BatchOptions:
     backend: str | None = None
     mode: str | None = None
     n_workers: int | None = None
+    workers_per_gpu: int | None = None
+    """Worker processes per GPU of a local GPU cluster (default: ``distprove.cluster.workers-per-gpu``)."""
     fourstep_min_domain: int | None = None
     windows_per_task: int | None = None
     verify: bool | None = None
@@ -653,7 +655,7 @@ def batch(
     ``out_dir``: default ``<witness_dir>/proofs``. ``client``: a ``distributed.Client`` (default:
     ``scheduler=`` / ``DASK_SCHEDULER_ADDRESS``, else a local cluster, whose worker processes
     run a calling script again: a script needs ``if __name__ == "__main__":`` around the call). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
-    mode (auto|data|split), n_workers, fourstep_min_domain, windows_per_task, verify, max_keys,
+    mode (auto|data|split), n_workers, workers_per_gpu, fourstep_min_domain, windows_per_task, verify, max_keys,
     verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
     on_result, on_start, echo, announce (the dashboard's link when the batch starts), wasm,
     keep_witnesses.
@@ -670,6 +672,7 @@ def batch(
         scheduler=opts.scheduler,
         backend=backend,
         n_workers=opts.n_workers,
+        workers_per_gpu=opts.workers_per_gpu,
         host=opts.host,
         dashboard_address=opts.dashboard_address,
     ) as c:

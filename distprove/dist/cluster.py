@@ -1,9 +1,10 @@
 """Get a Dask client for a batch: the caller's, a scheduler's address, or a local cluster.
 
 Order: ``client=`` given; else ``scheduler=`` or the ``scheduler-address`` config
-(``DASK_SCHEDULER_ADDRESS``); else a ``LocalCUDACluster`` (one worker per GPU, one thread each)
-when dask-cuda is importable and GPUs are visible (unless the CPU backend was asked for); else a
-``LocalCluster`` of single-threaded worker processes for the CPU backend. Local schedulers and
+(``DASK_SCHEDULER_ADDRESS``); else a ``LocalCUDACluster`` (``distprove.cluster.workers-per-gpu``
+workers per GPU, default one, one thread each) when dask-cuda is importable and GPUs are visible
+(unless the CPU backend was asked for); else a ``LocalCluster`` of single-threaded worker
+processes for the CPU backend. Local schedulers and
 dashboards bind to 127.0.0.1 unless ``host`` says otherwise.
 
 The workers of a local cluster are not daemonic processes (:func:`worker_config`), so each may
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import inspect
 import logging
 import os
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import dask
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, SpecCluster
 
 from distprove.errors import BackendUnavailable
 
@@ -123,27 +125,40 @@ def local_cluster(
     n_workers: int | None = None,
     host: str = DEFAULT_HOST,
     dashboard_address: str | None = DEFAULT_DASHBOARD,
+    workers_per_gpu: int | None = None,
 ) -> Any:
-    """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable, else CPU worker processes.
+    """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable (``n_workers`` GPUs,
+    default all, each with ``workers_per_gpu`` worker processes, default
+    ``distprove.cluster.workers-per-gpu``), else ``n_workers`` CPU worker processes.
 
     The workers start with :func:`worker_config` (not daemonic; the profiler per
     ``distprove.cluster.worker-profile``, default on). Called from a script's unguarded top level,
     exits with one line (see :func:`require_main_guard`).
     """
+    from distprove import config
+
     require_main_guard()
-
+    per_gpu = workers_per_gpu if workers_per_gpu is not None else config.get_int("cluster.workers-per-gpu", 1)
+    if per_gpu < 1:
+        raise ValueError(f"workers_per_gpu must be >= 1 (got {per_gpu})")
     with dask.config.set(worker_config()):
-        return _start_local(backend, n_workers, host, dashboard_address)
+        return _start_local(backend, n_workers, host, dashboard_address, per_gpu)
 
 
-def _start_local(backend: str, n_workers: int | None, host: str, dashboard_address: str | None) -> Any:
+def _start_local(backend: str, n_workers: int | None, host: str, dashboard_address: str | None, per_gpu: int) -> Any:
     if backend != "cpu" and visible_gpus() > 0:
         from dask_cuda import LocalCUDACluster
 
         kwargs: dict[str, Any] = {}
         if n_workers:
             kwargs["n_workers"] = n_workers
-        return LocalCUDACluster(threads_per_worker=1, host=host, dashboard_address=dashboard_address, **kwargs)
+        cluster = LocalCUDACluster(threads_per_worker=1, host=host, dashboard_address=dashboard_address, **kwargs)
+        try:
+            share_devices(cluster, per_gpu)
+        except BaseException:
+            cluster.close()
+            raise
+        return cluster
     if backend == "gpu":
         raise BackendUnavailable("backend 'gpu' requested but dask-cuda sees no GPU (install distprove[gpu])")
     return LocalCluster(
@@ -155,6 +170,24 @@ def _start_local(backend: str, n_workers: int | None, host: str, dashboard_addre
     )
 
 
+def share_devices(cluster: SpecCluster, per_device: int) -> None:
+    """Give every worker of ``cluster`` ``per_device - 1`` companions started from a copy of its
+    spec (``<name>-1``, ``<name>-2``, ...): on a LocalCUDACluster the same CUDA_VISIBLE_DEVICES,
+    so the same GPU; returns once they have been asked to start (``Client.wait_for_workers``
+    waits for them).
+
+    dask-cuda names its workers after their devices and starts one per device; several processes
+    a GPU let the host work of small circuits' proofs run on several cores while the GPU, idle
+    most of the time for one such process, runs their kernels in turn.
+    """
+    if per_device <= 1:
+        return
+    for name, spec in list(cluster.worker_spec.items()):
+        for k in range(1, per_device):
+            cluster.worker_spec[f"{name}-{k}"] = copy.deepcopy(spec)
+    cluster.scale(len(cluster.worker_spec))  # starts the added specs
+
+
 @contextlib.contextmanager
 def connect(
     client: Client | None = None,
@@ -162,10 +195,12 @@ def connect(
     scheduler: str | None = None,
     backend: str = "auto",
     n_workers: int | None = None,
+    workers_per_gpu: int | None = None,
     host: str = DEFAULT_HOST,
     dashboard_address: str | None = DEFAULT_DASHBOARD,
 ) -> Iterator[Client]:
-    """Yield a client (see the module doc for the order); close only what this call created."""
+    """Yield a client (see the module doc for the order); close only what this call created.
+    A local cluster's client comes once all its workers are there."""
     if client is not None:
         yield client
         return
@@ -174,9 +209,10 @@ def connect(
         with Client(address) as c:
             yield c
         return
-    cluster = local_cluster(backend, n_workers, host, dashboard_address)
+    cluster = local_cluster(backend, n_workers, host, dashboard_address, workers_per_gpu)
     try:
         with dask.config.set(worker_config()), Client(cluster) as c:  # a restarted worker starts as the first did
+            c.wait_for_workers(len(cluster.worker_spec))  # those share_devices added start after the cluster
             log.info("started %s, dashboard %s", type(cluster).__name__, c.dashboard_link)
             yield c
     finally:

@@ -360,8 +360,8 @@ def batch(
         if todo:
             backend = opts.backend or settings.backend
             with connect(
-                client, scheduler=opts.scheduler, backend=backend, n_workers=opts.n_workers, host=opts.host,
-                dashboard_address=opts.dashboard_address,
+                client, scheduler=opts.scheduler, backend=backend, n_workers=opts.n_workers,
+                workers_per_gpu=opts.workers_per_gpu, host=opts.host, dashboard_address=opts.dashboard_address,
             ) as c:
                 ensure_worker_state(c, backend, opts.max_keys or settings.key_cache_count, settings.key_cache_gpu_bytes)
                 ensure_witness_pool(c, todo)
