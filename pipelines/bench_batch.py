@@ -6,8 +6,9 @@ proof, then the same ``--proofs`` witnesses proved in a plain loop with ``distpr
 second with and without the pairing check, and the mean seconds per stage (``Proof.timings``);
 and, unchecked, the same loop pipelined with ``distprove.prover.prove_many`` (each proof's host
 assembly beside the next proof's MSMs, as a worker's prove-whole task of several proofs runs).
-On GPUs, unchecked, that pipelined loop also runs in n processes at once (one per GPU, no Dask)
-for each worker count n > 1: what n independent provers get from this host.
+On GPUs, unchecked, that pipelined loop also runs in n x K processes at once (K =
+``--workers-per-gpu`` a GPU, no Dask) for each worker count n with n x K > 1: what that many
+independent provers get from this host.
 
 Then for each worker count (``--workers-per-gpu K``: each GPU worker K processes sharing the GPU;
 the ratios stay per GPU, against one bare process): a warm-up batch (kernels compiled, key
@@ -180,9 +181,9 @@ def bare(key_path: Path, witnesses: list[Path], proofs: int, backend_name: str, 
     return result
 
 
-def _bare_child(gpu: int, backend_name: str, key_path: Path, witnesses: list[Path], proofs: int, folder: Path,
-                barrier: Any, results: Any) -> None:
-    """One process of :func:`bare_parallel`: the pipelined unchecked loop on GPU ``gpu`` alone."""
+def _bare_child(gpu: int, process: int, backend_name: str, key_path: Path, witnesses: list[Path], proofs: int,
+                folder: Path, barrier: Any, results: Any) -> None:
+    """Process ``process`` of :func:`bare_parallel`: the pipelined unchecked loop on GPU ``gpu``."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)  # before CuPy is imported in this fresh process
     from distprove.backends.select import get_backend
     from distprove.formats.jsonio import read_vk
@@ -197,12 +198,14 @@ def _bare_child(gpu: int, backend_name: str, key_path: Path, witnesses: list[Pat
         barrier.wait()
         t0 = time.time()
         outcomes = prove_loop(key, backend, vks, wdir, False, True)
-        results.put({"gpu": gpu, "loop": loop, "start": t0, "stop": time.time(), "stage_mean_s": stage_means(outcomes)})
+        results.put({"gpu": gpu, "process": process, "loop": loop, "start": t0, "stop": time.time(), "stage_mean_s": stage_means(outcomes)})
 
 
-def bare_parallel(key_path: Path, witnesses: list[Path], proofs: int, n: int, workdir: Path, backend_name: str = "gpu") -> dict[str, Any]:
-    """The pipelined bare loop in ``n`` processes at once, one per GPU, no Dask: what the host and
-    the GPUs give ``n`` independent provers (the Dask batch on ``n`` workers is compared with it).
+def bare_parallel(key_path: Path, witnesses: list[Path], proofs: int, n: int, workdir: Path, backend_name: str = "gpu",
+                  per_gpu: int = 1) -> dict[str, Any]:
+    """The pipelined bare loop in ``n`` processes at once, ``per_gpu`` a GPU (process i on GPU
+    i // per_gpu), no Dask: what the host and the GPUs give ``n`` independent provers (the Dask
+    batch on as many worker processes is compared with it).
 
     Each process proves ``proofs`` proofs after its own warm-up, :data:`BARE_LOOPS` times; all
     start each loop together (a barrier). A loop's throughput: n x proofs over the span from the
@@ -212,7 +215,8 @@ def bare_parallel(key_path: Path, witnesses: list[Path], proofs: int, n: int, wo
 
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_bare_child, args=(i, backend_name, key_path, witnesses, proofs, workdir / f"par{n}-{i}", barrier, results))
+    procs = [ctx.Process(target=_bare_child, args=(i // per_gpu, i, backend_name, key_path, witnesses, proofs,
+                                                   workdir / f"par{n}-{i}", barrier, results))
              for i in range(n)]
     for pr in procs:
         pr.start()
@@ -221,17 +225,17 @@ def bare_parallel(key_path: Path, witnesses: list[Path], proofs: int, n: int, wo
         pr.join()
     loops = []
     for loop in range(BARE_LOOPS):
-        mine = sorted((g for g in got if g["loop"] == loop), key=lambda g: g["gpu"])
+        mine = sorted((g for g in got if g["loop"] == loop), key=lambda g: g["process"])
         span = max(g["stop"] for g in mine) - min(g["start"] for g in mine)
         loops.append({"proofs_per_s": n * proofs / span, "wall_s": span,
                       "each_proofs_per_s": [proofs / (g["stop"] - g["start"]) for g in mine],
                       "stage_mean_s": [g["stage_mean_s"] for g in mine]})
     loops.sort(key=lambda lo: lo["proofs_per_s"])
     mid = loops[len(loops) // 2]
-    print(f"bare in-process ({backend_name}, pipelined) x {n} processes at once: {mid['proofs_per_s']:.2f} proofs/s "
+    print(f"bare in-process ({backend_name}, pipelined) x {n} processes at once ({per_gpu} a GPU): {mid['proofs_per_s']:.2f} proofs/s "
           f"(loops {', '.join(format(lo['proofs_per_s'], '.1f') for lo in loops)}); "
           f"each {', '.join(f'{e:.1f}' for e in mid['each_proofs_per_s'])} proofs/s", flush=True)
-    return {"processes": n, **mid, "loops_proofs_per_s": [lo["proofs_per_s"] for lo in loops]}
+    return {"processes": n, "per_gpu": per_gpu, **mid, "loops_proofs_per_s": [lo["proofs_per_s"] for lo in loops]}
 
 
 def idle_gaps(records: list[dict], t0: float, t1: float) -> dict[str, Any]:
@@ -390,7 +394,8 @@ def main() -> None:
                     help="of the bare loops run only the pipelined one (the best; at thousands of small proofs the "
                          "one-at-a-time loops take minutes); ratios are then against it")
     ap.add_argument("--no-parallel", action="store_true",
-                    help="skip the pipelined bare loop in one process per GPU at once (GPU runs without the pairing check)")
+                    help="skip the pipelined bare loop in --workers-per-gpu processes per GPU at once (GPU runs without "
+                         "the pairing check)")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
     if args.proofs < 1:
@@ -435,7 +440,8 @@ def main() -> None:
         pipelined_rate = base["no_verify_pipelined"]["proofs_per_s"] if args.no_verify or args.pipelined_only else None
         parallel = {}
         if args.no_verify and args.backend == "gpu" and not args.no_parallel:
-            parallel = {n: bare_parallel(key, witnesses, args.proofs, n, workdir) for n in workers if n > 1}
+            k = args.workers_per_gpu
+            parallel = {n: bare_parallel(key, witnesses, args.proofs, n * k, workdir, per_gpu=k) for n in workers if n * k > 1}
         rows = bench(key, witnesses, workers, args.proofs, args.backend, workdir, not args.no_verify, args.verify_in, bare_rate,
                      args.switch_interval, pipelined_rate, {n: p["proofs_per_s"] for n, p in parallel.items()},
                      args.fourstep_min_domain)
