@@ -7,6 +7,8 @@
 * ``data_dir`` fixture: ``tests/data``.
 * markers ``gpu`` (needs a CUDA device that CuPy sees; skipped otherwise) and ``slow``.
 * :func:`load_script`: a script that is not a package module (``pipelines/``, ``cluster/``).
+* every test must leave the process's SIGTERM handler as it found it: forked workers (the dev
+  setup's pool) inherit it, and a pool ends its workers with SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import functools
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,6 +33,16 @@ if TYPE_CHECKING:
 REPO_ROOT = Path(__file__).parents[1]
 DATA_DIR = Path(__file__).parent / "data"
 SNARKJS_TIMEOUT_S = 300
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept() -> Iterator[None]:
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    leaked = signal.getsignal(signal.SIGTERM) is not before[signal.SIGTERM]
+    for s, h in before.items():  # one leak fails one test, not the ones after it; SIGINT is put back
+        signal.signal(s, h)      # only (importing dask_jobqueue.runner installs a handler for it)
+    assert not leaked, "the test left its own SIGTERM handler installed"
 
 
 def load_script(path: Path, register: bool = False) -> ModuleType:
