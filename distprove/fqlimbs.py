@@ -48,25 +48,28 @@ def fq_ge_q(t: tuple) -> bool:
 
 
 @njit(cache=True)
-def _minus_q(t: tuple) -> tuple:
-    """t - q (t >= q)."""
+def _reduce(t: tuple, carry: np.uint64) -> tuple:
+    """t + carry·2^256 reduced once: t − q when that is >= 0 (the value is below 2q)."""
     t0, t1, t2, t3, t4, t5, t6, t7 = t
     d = t0 - _Q[0]
-    t0, b = d & _M32, (d >> _S32) & _ONE
+    d0, b = d & _M32, (d >> _S32) & _ONE
     d = t1 - _Q[1] - b
-    t1, b = d & _M32, (d >> _S32) & _ONE
+    d1, b = d & _M32, (d >> _S32) & _ONE
     d = t2 - _Q[2] - b
-    t2, b = d & _M32, (d >> _S32) & _ONE
+    d2, b = d & _M32, (d >> _S32) & _ONE
     d = t3 - _Q[3] - b
-    t3, b = d & _M32, (d >> _S32) & _ONE
+    d3, b = d & _M32, (d >> _S32) & _ONE
     d = t4 - _Q[4] - b
-    t4, b = d & _M32, (d >> _S32) & _ONE
+    d4, b = d & _M32, (d >> _S32) & _ONE
     d = t5 - _Q[5] - b
-    t5, b = d & _M32, (d >> _S32) & _ONE
+    d5, b = d & _M32, (d >> _S32) & _ONE
     d = t6 - _Q[6] - b
-    t6, b = d & _M32, (d >> _S32) & _ONE
+    d6, b = d & _M32, (d >> _S32) & _ONE
     d = t7 - _Q[7] - b
-    return (t0, t1, t2, t3, t4, t5, t6, d & _M32)
+    d7, b = d & _M32, (d >> _S32) & _ONE
+    if b > carry:
+        return t
+    return (d0, d1, d2, d3, d4, d5, d6, d7)
 
 
 @njit(cache=True)
@@ -113,8 +116,7 @@ def fq_mul(a: tuple, b: tuple) -> tuple:
         t6, c = s & _M32, s >> _S32
         s = t8 + c
         t7, t8 = s & _M32, t9 + (s >> _S32)
-    t = (t0, t1, t2, t3, t4, t5, t6, t7)
-    return _minus_q(t) if t8 != _ZERO or fq_ge_q(t) else t
+    return _reduce((t0, t1, t2, t3, t4, t5, t6, t7), t8)
 
 
 @njit(cache=True)
@@ -135,41 +137,52 @@ def fq_add(a: tuple, b: tuple) -> tuple:
     s = a[6] + b[6] + c
     t6, c = s & _M32, s >> _S32
     s = a[7] + b[7] + c
-    t = (t0, t1, t2, t3, t4, t5, t6, s & _M32)
-    return _minus_q(t) if (s >> _S32) != _ZERO or fq_ge_q(t) else t
-
-
-@njit(cache=True)
-def _q_minus(a: tuple) -> tuple:
-    """q - a for 0 < a < q."""
-    d = _Q[0] - a[0]
-    t0, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[1] - a[1] - b
-    t1, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[2] - a[2] - b
-    t2, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[3] - a[3] - b
-    t3, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[4] - a[4] - b
-    t4, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[5] - a[5] - b
-    t5, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[6] - a[6] - b
-    t6, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[7] - a[7] - b
-    return (t0, t1, t2, t3, t4, t5, t6, d & _M32)
-
-
-@njit(cache=True)
-def fq_neg(a: tuple) -> tuple:
-    """-a mod q (0 stays 0)."""
-    return a if a == ZERO else _q_minus(a)
+    return _reduce((t0, t1, t2, t3, t4, t5, t6, s & _M32), s >> _S32)
 
 
 @njit(cache=True)
 def fq_sub(a: tuple, b: tuple) -> tuple:
     """a - b mod q."""
-    return a if b == ZERO else fq_add(a, _q_minus(b))
+    d = a[0] - b[0]
+    t0, w = d & _M32, (d >> _S32) & _ONE
+    d = a[1] - b[1] - w
+    t1, w = d & _M32, (d >> _S32) & _ONE
+    d = a[2] - b[2] - w
+    t2, w = d & _M32, (d >> _S32) & _ONE
+    d = a[3] - b[3] - w
+    t3, w = d & _M32, (d >> _S32) & _ONE
+    d = a[4] - b[4] - w
+    t4, w = d & _M32, (d >> _S32) & _ONE
+    d = a[5] - b[5] - w
+    t5, w = d & _M32, (d >> _S32) & _ONE
+    d = a[6] - b[6] - w
+    t6, w = d & _M32, (d >> _S32) & _ONE
+    d = a[7] - b[7] - w
+    t7, w = d & _M32, (d >> _S32) & _ONE
+    if w == _ZERO:
+        return (t0, t1, t2, t3, t4, t5, t6, t7)
+    s = t0 + _Q[0]
+    t0, c = s & _M32, s >> _S32
+    s = t1 + _Q[1] + c
+    t1, c = s & _M32, s >> _S32
+    s = t2 + _Q[2] + c
+    t2, c = s & _M32, s >> _S32
+    s = t3 + _Q[3] + c
+    t3, c = s & _M32, s >> _S32
+    s = t4 + _Q[4] + c
+    t4, c = s & _M32, s >> _S32
+    s = t5 + _Q[5] + c
+    t5, c = s & _M32, s >> _S32
+    s = t6 + _Q[6] + c
+    t6, c = s & _M32, s >> _S32
+    s = t7 + _Q[7] + c
+    return (t0, t1, t2, t3, t4, t5, t6, s & _M32)
+
+
+@njit(cache=True)
+def fq_neg(a: tuple) -> tuple:
+    """-a mod q (0 stays 0)."""
+    return fq_sub(ZERO, a)
 
 
 @njit(cache=True)
