@@ -2,21 +2,26 @@
 
 A level of size n = 2^p is out[i] = n^-1 · Σ_j ω^(-ij) · in[j] with ω = Fr.w[p]
 (SNARKJS_FORMATS.md §5.1, §9); every correct algorithm gives the same affine points, so this
-one is chosen for speed in plain Python:
+one is chosen for speed:
 
-* radix-2 DIT over natural-order input (bit-reversal first), affine between stages;
-* every twiddle multiplication of a stage runs in one **vectorised** ladder: numpy object arrays
-  of (gmpy2) integers, one row per point, each row with its own scalar; the accumulator is
-  Jacobian (dbl-2009-l, madd-2007-bl), the window table affine (one batch inversion per table);
-* **GLV**: k = k1 + k2·λ (mod r) with |k1|, |k2| < 2^127 (lattice reduction, :func:`glv_split`);
-  [λ]P = φ(P) = (β·x, y), so one table of [1..2^(c-1)]P serves both halves and the doubling
-  chain is 128 bits instead of 254. λ is the same for G1 and G2; β differs (they are each
-  other's square: the twist's φ with G1's β is [λ²]);
+* radix-2 DIT over natural-order input (bit-reversal first), affine between stages; numpy does
+  the index work of a stage, compiled kernels (numba, GIL released) do all field and curve
+  arithmetic, one loop over the rows each;
+* points stay in the on-disk form: Montgomery limbs (:mod:`distprove.fqlimbs`), the all-zero row
+  as infinity; G1 and G2 share one compiled version of each kernel (the Fq2 degree is a run-time
+  argument), which keeps a cold compile to a few seconds;
+* a twiddle multiplication is a **GLV**-split signed fixed-window ladder: k = k1 + k2·λ (mod r)
+  with |k1|, |k2| < 2^127 (lattice reduction, :func:`glv_split`); [λ]P = φ(P) = (β·x, y), so one
+  affine table of [1..2^(c-1)]P serves both halves and the doubling chain is 128 bits instead of
+  254. λ is the same for G1 and G2; β differs (they are each other's square: the twist's φ with
+  G1's β is [λ²]). The accumulator is Jacobian (dbl-2009-l, madd-2007-bl), the tables affine
+  (one batch inversion per table);
 * the 1/n scaling is folded into the last stage (twiddles s·ω^j, and [s]·u on the other side).
 
-Exceptional additions (P + P, P − P, infinity) are detected per row and finished by the scalar
-reference (:mod:`distprove.bn254`), so low-entropy inputs (τ = 1) are handled exactly. Inputs
-must lie in the prime-order subgroup (true of any ptau a ceremony produced): GLV relies on it.
+The mixed addition is complete (P + P doubles, P − P and infinity come out exactly), so
+low-entropy inputs (τ = 1) need no special path. About 5× faster than the same algorithm on
+Python integers. Inputs must lie in the prime-order subgroup (true of any ptau a ceremony
+produced): GLV relies on it.
 """
 
 from __future__ import annotations
