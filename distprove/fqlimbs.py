@@ -9,6 +9,10 @@ fully reduced below q, so equality and zero tests compare limbs. Products are CI
 functions take the degree d (1 for G1, 2 for G2) at run time and leave c1 = 0 when d = 1, so one
 compiled version of the curve code serves both groups (a G1 product costs one Fq product, a G2
 product three).
+
+Numba's on-disk cache is keyed on the source file of each compiled entry point (here: the point
+check's and the group iFFT's kernels), not on this module: after editing it in a checkout, delete
+the users' ``__pycache__/*.nbi`` and ``*.nbc`` files.
 """
 
 from __future__ import annotations
