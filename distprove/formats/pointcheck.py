@@ -2,8 +2,8 @@
 
 A key holds millions of points in the on-disk layout (Montgomery form, little-endian 32-bit limbs,
 G1 rows (x, y), G2 rows (x.c0, x.c1, y.c0, y.c1), infinity = all-zero row). Each point is checked
-where it lies, without decoding: 32-bit limbs held in uint64 so a limb product and two carries fit
-(CIOS Montgomery product, 8 × 8 limb steps), and the curve equation stays in Montgomery form:
+where it lies, without decoding, with the limb arithmetic of :mod:`distprove.fqlimbs` (CIOS
+Montgomery products on 32-bit limbs held in uint64), and the curve equation stays in Montgomery form:
 with X = x·R, Y = y·R, mont(a, b) = a·b·R⁻¹,  y² = x³ + b  <=>  mont(Y, Y) = mont(mont(X, X), X) + b·R,
 per component in Fq2 for G2 (u² = −1). 3 products a G1 point, 10 a G2 point.
 
@@ -21,158 +21,20 @@ import numpy as np
 from numba import njit
 
 from distprove import bn254
+from distprove.fqlimbs import fq_add as _add
+from distprove.fqlimbs import fq_ge_q as _ge_q
+from distprove.fqlimbs import fq_mul as _mul
+from distprove.fqlimbs import fq_sub as _sub
+from distprove.fqlimbs import limbs_of
 
 OK, COORD_GE_Q, OFF_CURVE = 0, 1, 2
 """Per-point status codes."""
 
-_M32 = np.uint64(0xFFFFFFFF)
-_S32 = np.uint64(32)
-_ZERO = np.uint64(0)
-_ONE = np.uint64(1)
-
-
-def _limbs(v: int) -> np.ndarray:
-    return np.array([(v >> (32 * i)) & 0xFFFFFFFF for i in range(8)], dtype=np.uint64)
-
-
-_Q = tuple(np.uint64(v) for v in _limbs(bn254.Q))
-_QINV = np.uint64((-pow(bn254.Q, -1, 1 << 32)) % (1 << 32))
-_B1 = tuple(np.uint64(v) for v in _limbs(3 * bn254.FQ_MONT % bn254.Q))
-_B2_0 = tuple(np.uint64(v) for v in _limbs(bn254.G2.b[0] * bn254.FQ_MONT % bn254.Q))
-_B2_1 = tuple(np.uint64(v) for v in _limbs(bn254.G2.b[1] * bn254.FQ_MONT % bn254.Q))
+_B1 = limbs_of(3 * bn254.FQ_MONT % bn254.Q)
+_B2_0 = limbs_of(bn254.G2.b[0] * bn254.FQ_MONT % bn254.Q)
+_B2_1 = limbs_of(bn254.G2.b[1] * bn254.FQ_MONT % bn254.Q)
 _BLOCK = 4096
 """Rows below which one thread does the whole array."""
-
-
-@njit(cache=True)
-def _ge_q(t: tuple) -> bool:
-    """t >= q for 8 limbs."""
-    for k in range(7, -1, -1):
-        if t[k] != _Q[k]:
-            return t[k] > _Q[k]
-    return True
-
-
-@njit(cache=True)
-def _minus_q(t: tuple) -> tuple:
-    """t - q (t >= q)."""
-    t0, t1, t2, t3, t4, t5, t6, t7 = t
-    d = t0 - _Q[0]
-    t0, b = d & _M32, (d >> _S32) & _ONE
-    d = t1 - _Q[1] - b
-    t1, b = d & _M32, (d >> _S32) & _ONE
-    d = t2 - _Q[2] - b
-    t2, b = d & _M32, (d >> _S32) & _ONE
-    d = t3 - _Q[3] - b
-    t3, b = d & _M32, (d >> _S32) & _ONE
-    d = t4 - _Q[4] - b
-    t4, b = d & _M32, (d >> _S32) & _ONE
-    d = t5 - _Q[5] - b
-    t5, b = d & _M32, (d >> _S32) & _ONE
-    d = t6 - _Q[6] - b
-    t6, b = d & _M32, (d >> _S32) & _ONE
-    d = t7 - _Q[7] - b
-    return (t0, t1, t2, t3, t4, t5, t6, d & _M32)
-
-
-@njit(cache=True)
-def _mul(a: tuple, b: tuple) -> tuple:
-    """a·b·R⁻¹ mod q (CIOS, one 32-bit word of b a round); inputs < q, limbs < 2^32 in uint64."""
-    a0, a1, a2, a3, a4, a5, a6, a7 = a
-    q0, q1, q2, q3, q4, q5, q6, q7 = _Q[0], _Q[1], _Q[2], _Q[3], _Q[4], _Q[5], _Q[6], _Q[7]
-    t0 = t1 = t2 = t3 = t4 = t5 = t6 = t7 = t8 = _ZERO
-    for i in range(8):
-        bi = b[i]
-        s = t0 + a0 * bi
-        t0, c = s & _M32, s >> _S32
-        s = t1 + a1 * bi + c
-        t1, c = s & _M32, s >> _S32
-        s = t2 + a2 * bi + c
-        t2, c = s & _M32, s >> _S32
-        s = t3 + a3 * bi + c
-        t3, c = s & _M32, s >> _S32
-        s = t4 + a4 * bi + c
-        t4, c = s & _M32, s >> _S32
-        s = t5 + a5 * bi + c
-        t5, c = s & _M32, s >> _S32
-        s = t6 + a6 * bi + c
-        t6, c = s & _M32, s >> _S32
-        s = t7 + a7 * bi + c
-        t7, c = s & _M32, s >> _S32
-        s = t8 + c
-        t8, t9 = s & _M32, s >> _S32
-        m = (t0 * _QINV) & _M32
-        c = (t0 + m * q0) >> _S32
-        s = t1 + m * q1 + c
-        t0, c = s & _M32, s >> _S32
-        s = t2 + m * q2 + c
-        t1, c = s & _M32, s >> _S32
-        s = t3 + m * q3 + c
-        t2, c = s & _M32, s >> _S32
-        s = t4 + m * q4 + c
-        t3, c = s & _M32, s >> _S32
-        s = t5 + m * q5 + c
-        t4, c = s & _M32, s >> _S32
-        s = t6 + m * q6 + c
-        t5, c = s & _M32, s >> _S32
-        s = t7 + m * q7 + c
-        t6, c = s & _M32, s >> _S32
-        s = t8 + c
-        t7, t8 = s & _M32, t9 + (s >> _S32)
-    t = (t0, t1, t2, t3, t4, t5, t6, t7)
-    return _minus_q(t) if t8 != _ZERO or _ge_q(t) else t
-
-
-@njit(cache=True)
-def _add(a: tuple, b: tuple) -> tuple:
-    """a + b mod q."""
-    s = a[0] + b[0]
-    t0, c = s & _M32, s >> _S32
-    s = a[1] + b[1] + c
-    t1, c = s & _M32, s >> _S32
-    s = a[2] + b[2] + c
-    t2, c = s & _M32, s >> _S32
-    s = a[3] + b[3] + c
-    t3, c = s & _M32, s >> _S32
-    s = a[4] + b[4] + c
-    t4, c = s & _M32, s >> _S32
-    s = a[5] + b[5] + c
-    t5, c = s & _M32, s >> _S32
-    s = a[6] + b[6] + c
-    t6, c = s & _M32, s >> _S32
-    s = a[7] + b[7] + c
-    t = (t0, t1, t2, t3, t4, t5, t6, s & _M32)
-    return _minus_q(t) if (s >> _S32) != _ZERO or _ge_q(t) else t
-
-
-@njit(cache=True)
-def _neg(a: tuple) -> tuple:
-    """q - a for 0 < a < q (q - 0 would be q: callers pass 0 through)."""
-    d = _Q[0] - a[0]
-    t0, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[1] - a[1] - b
-    t1, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[2] - a[2] - b
-    t2, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[3] - a[3] - b
-    t3, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[4] - a[4] - b
-    t4, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[5] - a[5] - b
-    t5, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[6] - a[6] - b
-    t6, b = d & _M32, (d >> _S32) & _ONE
-    d = _Q[7] - a[7] - b
-    return (t0, t1, t2, t3, t4, t5, t6, d & _M32)
-
-
-@njit(cache=True)
-def _sub(a: tuple, b: tuple) -> tuple:
-    """a - b mod q."""
-    for k in range(8):
-        if b[k] != _ZERO:
-            return _add(a, _neg(b))
-    return a
 
 
 @njit(cache=True)

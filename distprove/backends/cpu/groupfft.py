@@ -2,21 +2,26 @@
 
 A level of size n = 2^p is out[i] = n^-1 · Σ_j ω^(-ij) · in[j] with ω = Fr.w[p]
 (SNARKJS_FORMATS.md §5.1, §9); every correct algorithm gives the same affine points, so this
-one is chosen for speed in plain Python:
+one is chosen for speed:
 
-* radix-2 DIT over natural-order input (bit-reversal first), affine between stages;
-* every twiddle multiplication of a stage runs in one **vectorised** ladder: numpy object arrays
-  of (gmpy2) integers, one row per point, each row with its own scalar; the accumulator is
-  Jacobian (dbl-2009-l, madd-2007-bl), the window table affine (one batch inversion per table);
-* **GLV**: k = k1 + k2·λ (mod r) with |k1|, |k2| < 2^127 (lattice reduction, :func:`glv_split`);
-  [λ]P = φ(P) = (β·x, y), so one table of [1..2^(c-1)]P serves both halves and the doubling
-  chain is 128 bits instead of 254. λ is the same for G1 and G2; β differs (they are each
-  other's square: the twist's φ with G1's β is [λ²]);
+* radix-2 DIT over natural-order input (bit-reversal first), affine between stages; numpy does
+  the index work of a stage, compiled kernels (numba, GIL released) do all field and curve
+  arithmetic, one loop over the rows each;
+* points stay in the on-disk form: Montgomery limbs (:mod:`distprove.fqlimbs`), the all-zero row
+  as infinity; G1 and G2 share one compiled version of each kernel (the Fq2 degree is a run-time
+  argument), which keeps a cold compile to a few seconds;
+* a twiddle multiplication is a **GLV**-split signed fixed-window ladder: k = k1 + k2·λ (mod r)
+  with |k1|, |k2| < 2^127 (lattice reduction, :func:`glv_split`); [λ]P = φ(P) = (β·x, y), so one
+  affine table of [1..2^(c-1)]P serves both halves and the doubling chain is 128 bits instead of
+  254. λ is the same for G1 and G2; β differs (they are each other's square: the twist's φ with
+  G1's β is [λ²]). The accumulator is Jacobian (dbl-2009-l, madd-2007-bl), the tables affine
+  (one batch inversion per table);
 * the 1/n scaling is folded into the last stage (twiddles s·ω^j, and [s]·u on the other side).
 
-Exceptional additions (P + P, P − P, infinity) are detected per row and finished by the scalar
-reference (:mod:`distprove.bn254`), so low-entropy inputs (τ = 1) are handled exactly. Inputs
-must lie in the prime-order subgroup (true of any ptau a ceremony produced): GLV relies on it.
+The mixed addition is complete (P + P doubles, P − P and infinity come out exactly), so
+low-entropy inputs (τ = 1) need no special path. About 5× faster than the same algorithm on
+Python integers. Inputs must lie in the prime-order subgroup (true of any ptau a ceremony
+produced): GLV relies on it.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from typing import Sequence
 
 import numpy as np
 
+from numba import njit
+
 from distprove import bn254
-from distprove.bn254 import FQ_MONT, FQ_MONT_INV, G1, Q, R, Group
-from distprove.curve import fast_int
+from distprove.bn254 import FQ_MONT, G1, Q, R, Group
+from distprove.fqlimbs import ONE, ZERO, e_add, e_inv, e_is_zero, e_load, e_mul, e_neg, e_scale, e_sqr, e_store, e_sub, limbs_of
 
 # --- GLV constants ---------------------------------------------------------------------
 
@@ -98,342 +105,237 @@ def signed_digits(m: int, c: int = WINDOW) -> list[int]:
     return out
 
 
-# --- vectorised fields (numpy object arrays) --------------------------------------------
-
-_QM = fast_int(Q)
-
-
-def _inv_many(a: np.ndarray) -> np.ndarray:
-    """Element-wise inverses mod q of a 1-D object array of nonzero values (product tree)."""
-    levels = [a]
-    while levels[-1].shape[0] > 1:
-        cur = levels[-1]
-        if cur.shape[0] % 2:
-            cur = np.append(cur, np.array([fast_int(1)], dtype=object))
-        levels.append(cur[0::2] * cur[1::2] % Q)
-    inv = np.array([fast_int(pow(int(levels[-1][0]), -1, Q))], dtype=object)
-    for lvl in reversed(levels[:-1]):
-        size = lvl.shape[0]
-        if size % 2:
-            lvl = np.append(lvl, np.array([fast_int(1)], dtype=object))
-        out = np.empty(lvl.shape[0], dtype=object)
-        out[0::2] = inv * lvl[1::2] % Q
-        out[1::2] = inv * lvl[0::2] % Q
-        inv = out[:size]
-    return inv
+# --- compiled point arithmetic (numba, on Montgomery limbs) ------------------------------
+#
+# Point vectors are uint64 arrays of limbs in Montgomery form, one row a point, element c of a row
+# at [c·d : c·d + d] (d = 1 for G1, 2 for G2), eight limbs each (distprove.fqlimbs):
+# affine (n, 2d, 8) with the all-zero row as infinity (as on disk: (0, 0) is on neither curve),
+# Jacobian (n, 3d, 8) with Z = 0 as infinity. Every kernel takes d at run time, so G1 and G2 share
+# one compiled version; all release the GIL.
 
 
-class _Fq:
-    """Fq on object arrays: an element vector is one array. Lazy reduction: only products are
-    reduced mod q; sums and differences stay small multiples of q (possibly negative), so zero
-    tests reduce first and every value leaving this module goes through a product or ``% Q``."""
-
-    @staticmethod
-    def add(a, b):
-        return a + b
-
-    @staticmethod
-    def sub(a, b):
-        return a - b
-
-    @staticmethod
-    def mul(a, b):
-        return a * b % _QM
-
-    @staticmethod
-    def sqr(a):
-        return a * a % _QM
-
-    @staticmethod
-    def neg(a):
-        return -a
-
-    @staticmethod
-    def scale(a, k: int):
-        return a * k % _QM
-
-    @staticmethod
-    def small(a, k: int):
-        return a * k
-
-    @staticmethod
-    def is_zero(a) -> np.ndarray:
-        return np.equal(a % _QM, 0).astype(bool)
-
-    @staticmethod
-    def where(m, a, b):
-        return np.where(m, a, b)
-
-    @staticmethod
-    def take(a, idx):
-        return a[idx]
-
-    @staticmethod
-    def put(a, idx, v) -> None:
-        a[idx] = v
-
-    @staticmethod
-    def const(v, n: int):
-        out = np.empty(n, dtype=object)
-        out[:] = [fast_int(v)] * n
-        return out
-
-    @staticmethod
-    def inv(a):
-        return _inv_many(a % _QM)
-
-    @staticmethod
-    def row(a, i: int):
-        return int(a[i]) % Q
-
-    @staticmethod
-    def set_row(a, i: int, v) -> None:
-        a[i] = fast_int(v)
-
-    @staticmethod
-    def concat(parts):
-        return np.concatenate(parts)
+@njit(cache=True)
+def _jac_dbl(p: tuple, d: int) -> tuple:
+    """dbl-2009-l (a = 0); Z = 0 stays 0, and no finite point of either group has Y = 0."""
+    X, Y, Z = p
+    A = e_sqr(X, d)
+    B = e_sqr(Y, d)
+    C = e_sqr(B, d)
+    D = e_sub(e_sqr(e_add(X, B, d), d), e_add(A, C, d), d)
+    D = e_add(D, D, d)
+    E = e_add(e_add(A, A, d), A, d)
+    X3 = e_sub(e_sqr(E, d), e_add(D, D, d), d)
+    C2 = e_add(C, C, d)
+    C4 = e_add(C2, C2, d)
+    Y3 = e_sub(e_mul(E, e_sub(D, X3, d), d), e_add(C4, C4, d), d)
+    Z3 = e_mul(Y, Z, d)
+    return X3, Y3, e_add(Z3, Z3, d)
 
 
-class _Fq2:
-    """Fq2 on object arrays: an element vector is a pair (c0, c1) of arrays; lazy reduction as _Fq."""
-
-    @staticmethod
-    def add(a, b):
-        return (a[0] + b[0], a[1] + b[1])
-
-    @staticmethod
-    def sub(a, b):
-        return (a[0] - b[0], a[1] - b[1])
-
-    @staticmethod
-    def mul(a, b):
-        t0 = a[0] * b[0]
-        t1 = a[1] * b[1]
-        return ((t0 - t1) % _QM, ((a[0] + a[1]) * (b[0] + b[1]) - t0 - t1) % _QM)
-
-    @staticmethod
-    def sqr(a):
-        return ((a[0] + a[1]) * (a[0] - a[1]) % _QM, 2 * a[0] * a[1] % _QM)
-
-    @staticmethod
-    def neg(a):
-        return (-a[0], -a[1])
-
-    @staticmethod
-    def scale(a, k: int):
-        return (a[0] * k % _QM, a[1] * k % _QM)
-
-    @staticmethod
-    def small(a, k: int):
-        return (a[0] * k, a[1] * k)
-
-    @staticmethod
-    def is_zero(a) -> np.ndarray:
-        return np.equal(a[0] % _QM, 0).astype(bool) & np.equal(a[1] % _QM, 0).astype(bool)
-
-    @staticmethod
-    def where(m, a, b):
-        return (np.where(m, a[0], b[0]), np.where(m, a[1], b[1]))
-
-    @staticmethod
-    def take(a, idx):
-        return (a[0][idx], a[1][idx])
-
-    @staticmethod
-    def put(a, idx, v) -> None:
-        a[0][idx] = v[0]
-        a[1][idx] = v[1]
-
-    @staticmethod
-    def const(v, n: int):
-        return (_Fq.const(v[0], n), _Fq.const(v[1], n))
-
-    @staticmethod
-    def inv(a):
-        a0, a1 = a[0] % _QM, a[1] % _QM
-        t = _inv_many((a0 * a0 + a1 * a1) % _QM)
-        return (a0 * t % _QM, (-a1) * t % _QM)
-
-    @staticmethod
-    def row(a, i: int):
-        return (int(a[0][i]) % Q, int(a[1][i]) % Q)
-
-    @staticmethod
-    def set_row(a, i: int, v) -> None:
-        a[0][i] = fast_int(v[0])
-        a[1][i] = fast_int(v[1])
-
-    @staticmethod
-    def concat(parts):
-        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+@njit(cache=True)
+def _jac_madd(p: tuple, x2: tuple, y2: tuple, d: int) -> tuple:
+    """p + (x2, y2) for Jacobian p and a finite affine point (madd-2007-bl), complete: p at
+    infinity gives the affine point, P + P doubles, P − P is infinity."""
+    X1, Y1, Z1 = p
+    if e_is_zero(Z1):
+        return x2, y2, (ONE, ZERO)
+    Z1Z1 = e_sqr(Z1, d)
+    U2 = e_mul(x2, Z1Z1, d)
+    S2 = e_mul(y2, e_mul(Z1, Z1Z1, d), d)
+    H = e_sub(U2, X1, d)
+    rr = e_sub(S2, Y1, d)
+    if e_is_zero(H):
+        if e_is_zero(rr):
+            return _jac_dbl(p, d)
+        return (ONE, ZERO), (ONE, ZERO), (ZERO, ZERO)
+    rr = e_add(rr, rr, d)
+    HH = e_sqr(H, d)
+    I = e_add(HH, HH, d)
+    I = e_add(I, I, d)
+    J = e_mul(H, I, d)
+    V = e_mul(X1, I, d)
+    X3 = e_sub(e_sub(e_sqr(rr, d), J, d), e_add(V, V, d), d)
+    Y1J = e_mul(Y1, J, d)
+    Y3 = e_sub(e_mul(rr, e_sub(V, X3, d), d), e_add(Y1J, Y1J, d), d)
+    Z3 = e_sub(e_sqr(e_add(Z1, H, d), d), e_add(Z1Z1, HH, d), d)
+    return X3, Y3, Z3
 
 
-def _field(group: Group):
-    return _Fq if group is G1 else _Fq2
+@njit(cache=True)
+def _store_jac(a: np.ndarray, i: int, d: int, p: tuple) -> None:
+    e_store(a, i, 0, d, p[0])
+    e_store(a, i, 1, d, p[1])
+    e_store(a, i, 2, d, p[2])
 
 
-def _ones(F, n: int):
-    return F.const(1 if F is _Fq else (1, 0), n)
+@njit(nogil=True, cache=True)
+def _k_table(aff: np.ndarray, d: int, size: int, tab: np.ndarray) -> None:
+    """Jacobian [1 .. size]·P of every affine row P: entry m − 1 of row i at tab[(m − 1)·n + i]."""
+    n = aff.shape[0]
+    for i in range(n):
+        x, y = e_load(aff, i, 0, d), e_load(aff, i, 1, d)
+        if e_is_zero(x) and e_is_zero(y):
+            for m in range(size):
+                tab[m * n + i] = 0
+            continue
+        p = (x, y, (ONE, ZERO))
+        _store_jac(tab, i, d, p)
+        acc = _jac_dbl(p, d)
+        for m in range(1, size):
+            if m > 1:
+                acc = _jac_madd(acc, x, y, d)
+            _store_jac(tab, m * n + i, d, acc)
 
 
-def _zeros(F, n: int):
-    return F.const(0 if F is _Fq else (0, 0), n)
+@njit(nogil=True, cache=True)
+def _k_to_affine(jac: np.ndarray, d: int, out: np.ndarray) -> None:
+    """Jacobian rows to affine rows (infinity to the zero row) with one inversion for all."""
+    n = jac.shape[0]
+    pre = np.empty((n, d, 8), dtype=np.uint64)
+    acc = (ONE, ZERO)
+    for i in range(n):
+        z = e_load(jac, i, 2, d)
+        if not e_is_zero(z):
+            e_store(pre, i, 0, d, acc)
+            acc = e_mul(acc, z, d)
+    inv = e_inv(acc, d)
+    for i in range(n - 1, -1, -1):
+        z = e_load(jac, i, 2, d)
+        if e_is_zero(z):
+            out[i] = 0
+            continue
+        zi = e_mul(inv, e_load(pre, i, 0, d), d)
+        inv = e_mul(inv, z, d)
+        zi2 = e_sqr(zi, d)
+        e_store(out, i, 0, d, e_mul(e_load(jac, i, 0, d), zi2, d))
+        e_store(out, i, 1, d, e_mul(e_load(jac, i, 1, d), e_mul(zi2, zi, d), d))
+
+
+@njit(nogil=True, cache=True)
+def _k_ladder(tab: np.ndarray, digits: np.ndarray, beta: np.ndarray, d: int, c: int, out: np.ndarray) -> None:
+    """Σ_w 2^(cw)·([d1_w]P + [d2_w]φ(P)) per row: affine tables ``tab`` ([m]P at (m − 1)·n + i),
+    signed digits (n, 2, windows), φ(x, y) = (β·x, y); Jacobian rows to ``out``."""
+    n = out.shape[0]
+    nw = digits.shape[2]
+    b = (beta[0], beta[1], beta[2], beta[3], beta[4], beta[5], beta[6], beta[7])
+    for i in range(n):
+        acc = ((ONE, ZERO), (ONE, ZERO), (ZERO, ZERO))
+        for w in range(nw - 1, -1, -1):
+            if not e_is_zero(acc[2]):
+                for _ in range(c):
+                    acc = _jac_dbl(acc, d)
+            for h in range(2):
+                g = digits[i, h, w]
+                if g == 0:
+                    continue
+                row = (abs(g) - 1) * n + i
+                x, y = e_load(tab, row, 0, d), e_load(tab, row, 1, d)
+                if e_is_zero(x) and e_is_zero(y):
+                    continue
+                if h == 1:
+                    x = e_scale(x, b, d)
+                if g < 0:
+                    y = e_neg(y, d)
+                acc = _jac_madd(acc, x, y, d)
+        _store_jac(out, i, d, acc)
+
+
+@njit(nogil=True, cache=True)
+def _k_madd(jac: np.ndarray, aff: np.ndarray, negate: bool, d: int, out: np.ndarray) -> None:
+    """Row-wise (±p) + q for Jacobian rows p (negated when ``negate``) and affine rows q."""
+    for i in range(jac.shape[0]):
+        x, y = e_load(aff, i, 0, d), e_load(aff, i, 1, d)
+        p = (e_load(jac, i, 0, d), e_load(jac, i, 1, d), e_load(jac, i, 2, d))
+        if negate:
+            p = (p[0], e_neg(p[1], d), p[2])
+        if not (e_is_zero(x) and e_is_zero(y)):
+            p = _jac_madd(p, x, y, d)
+        _store_jac(out, i, d, p)
+
+
+def _deg(group: Group) -> int:
+    return 1 if group is G1 else 2
 
 
 def _beta(group: Group) -> int:
     return GLV_BETA_G1 if group is G1 else GLV_BETA_G2
 
 
-# --- vectorised points ------------------------------------------------------------------
-#
-# Affine vector: (x, y, inf) with inf a bool array (rows with inf have arbitrary x, y).
-# Jacobian vector: (X, Y, Z); Z == 0 is infinity.
+def _beta_limbs(group: Group) -> np.ndarray:
+    return np.array(limbs_of(_beta(group) * FQ_MONT % Q), dtype=np.uint64)
 
 
-def _jac_dbl(F, p):
-    """dbl-2009-l on every row (a = 0); Z = 0 stays 0, and no finite point has Y = 0."""
-    X, Y, Z = p
-    A = F.sqr(X)
-    B = F.sqr(Y)
-    C = F.sqr(B)
-    D = F.sub(F.sqr(F.add(X, B)), F.add(A, C))
-    D = F.add(D, D)
-    E = F.add(F.add(A, A), A)
-    X3 = F.sub(F.sqr(E), F.add(D, D))
-    C8 = F.small(C, 8)
-    Y3 = F.sub(F.mul(E, F.sub(D, X3)), C8)
-    Z3 = F.mul(Y, Z)
-    return X3, Y3, F.add(Z3, Z3)
+def _to_jac(group: Group, pts: np.ndarray) -> np.ndarray:
+    """Affine rows as Jacobian rows (Z = 1, or 0 for infinity)."""
+    d = _deg(group)
+    out = np.zeros((pts.shape[0], 3 * d, 8), dtype=np.uint64)
+    out[:, : 2 * d] = pts
+    out[pts.reshape(pts.shape[0], -1).any(axis=1), 2 * d] = ONE
+    return out
 
 
-def _jac_madd(group: Group, p, x2, y2, q_inf: np.ndarray):
-    """Row-wise p + (x2, y2): Jacobian plus affine (madd-2007-bl), complete: rows with q_inf keep p,
-    rows with p at infinity take q, and P ± P rows are finished by :func:`bn254.jac_add_affine`."""
-    F = _field(group)
-    X1, Y1, Z1 = p
-    Z1Z1 = F.sqr(Z1)
-    U2 = F.mul(x2, Z1Z1)
-    S2 = F.mul(y2, F.mul(Z1, Z1Z1))
-    H = F.sub(U2, X1)
-    HH = F.sqr(H)
-    I = F.small(HH, 4)
-    J = F.mul(H, I)
-    rr = F.sub(S2, Y1)
-    rr = F.add(rr, rr)
-    V = F.mul(X1, I)
-    X3 = F.sub(F.sub(F.sqr(rr), J), F.add(V, V))
-    Y1J = F.mul(Y1, J)
-    Y3 = F.sub(F.mul(rr, F.sub(V, X3)), F.add(Y1J, Y1J))
-    Z3 = F.sub(F.sqr(F.add(Z1, H)), F.add(Z1Z1, HH))
-    p_inf = F.is_zero(Z1)
-    special = F.is_zero(H) & ~p_inf & ~q_inf
-    one_v = _ones(F, len(q_inf))
-    X3 = F.where(q_inf, X1, F.where(p_inf, x2, X3))
-    Y3 = F.where(q_inf, Y1, F.where(p_inf, y2, Y3))
-    Z3 = F.where(q_inf, Z1, F.where(p_inf, one_v, Z3))
-    for i in np.flatnonzero(special):
-        r = bn254.jac_add_affine(group, (F.row(X1, i), F.row(Y1, i), F.row(Z1, i)), (F.row(x2, i), F.row(y2, i)))
-        F.set_row(X3, i, r[0])
-        F.set_row(Y3, i, r[1])
-        F.set_row(Z3, i, r[2])
-    return X3, Y3, Z3
+def _to_affine(group: Group, jac: np.ndarray) -> np.ndarray:
+    """Jacobian rows to affine rows with one inversion."""
+    d = _deg(group)
+    out = np.empty((jac.shape[0], 2 * d, 8), dtype=np.uint64)
+    if jac.shape[0]:
+        _k_to_affine(np.ascontiguousarray(jac), d, out)
+    return out
 
 
-def _to_affine(group: Group, p):
-    """Jacobian rows to affine (x, y, inf) with one batch inversion."""
-    F = _field(group)
-    X, Y, Z = p
-    inf = F.is_zero(Z)
-    one = _ones(F, len(inf))
-    zi = F.inv(F.where(inf, one, Z))
-    zi2 = F.sqr(zi)
-    return F.mul(X, zi2), F.mul(Y, F.mul(zi2, zi)), inf
+def _madd(group: Group, jac: np.ndarray, aff: np.ndarray, negate: bool = False) -> np.ndarray:
+    """Row-wise (±p) + q, complete, as Jacobian rows."""
+    out = np.empty_like(jac)
+    _k_madd(np.ascontiguousarray(jac), np.ascontiguousarray(aff), negate, _deg(group), out)
+    return out
 
 
-def _neg_y(F, y, m: np.ndarray):
-    return F.where(m, F.neg(y), y)
-
-
-def mul_many(group: Group, pts, scalars: Sequence[int], c: int = WINDOW):
-    """Row-wise [k_i]·P_i for affine rows ``pts`` = (x, y, inf) and scalars k_i (any ints, reduced
-    mod r); returns Jacobian rows. GLV-split fixed-window ladder, vectorised over the rows."""
-    F = _field(group)
-    x, y, inf = pts
-    n = len(inf)
-    ks = [int(k) % R for k in scalars]
-    dead = inf | np.array([k == 0 for k in ks], dtype=bool)
-    # dead rows compute with a dummy finite point and end at infinity
-    gen = F.const(group.generator[0], n), F.const(group.generator[1], n)
-    x, y = F.where(dead, gen[0], x), F.where(dead, gen[1], y)
+def _glv_digits(ks: Sequence[int], c: int) -> np.ndarray:
+    """Signed window digits (n, 2, ceil(128 / c)) of the GLV halves of each scalar (one split per
+    distinct scalar: a stage's twiddles repeat across its blocks)."""
     nw = -(-GLV_BITS // c)
-    d1 = np.zeros((n, nw), dtype=np.int64)
-    d2 = np.zeros((n, nw), dtype=np.int64)
+    out = np.empty((len(ks), 2, nw), dtype=np.int8)
+    memo: dict[int, list[list[int]]] = {}
     for i, k in enumerate(ks):
-        k1, k2 = glv_split(k)
-        s1, s2 = (-1 if k1 < 0 else 1), (-1 if k2 < 0 else 1)
-        d1[i] = [s1 * d for d in signed_digits(abs(k1), c)]
-        d2[i] = [s2 * d for d in signed_digits(abs(k2), c)]
-    # table [1 .. 2^(c-1)]·P, affine; entry m - 1 of row i at flat index (m - 1)·n + i
+        k = int(k) % R
+        rows = memo.get(k)
+        if rows is None:
+            rows = []
+            for half in glv_split(k):
+                s = -1 if half < 0 else 1
+                rows.append([s * dg for dg in signed_digits(abs(half), c)])
+            memo[k] = rows
+        out[i] = rows
+    return out
+
+
+def mul_many(group: Group, pts: np.ndarray, scalars: Sequence[int], c: int = WINDOW) -> np.ndarray:
+    """Row-wise [k_i]·P_i for affine rows ``pts`` and scalars k_i (any ints, reduced mod r);
+    returns Jacobian rows. GLV-split signed fixed-window ladder, one compiled loop over the rows."""
+    d = _deg(group)
+    n = pts.shape[0]
+    out = np.empty((n, 3 * d, 8), dtype=np.uint64)
+    if n == 0:
+        return out
     size = 1 << (c - 1)
-    no = np.zeros(n, dtype=bool)
-    one = _ones(F, n)
-    jac = [(x, y, one)]
-    if size > 1:
-        jac.append(_jac_dbl(F, jac[0]))
-    for _ in range(2, size):
-        jac.append(_jac_madd(group, jac[-1], x, y, no))
-    tx, ty, _ = _to_affine(group, tuple(F.concat([j[t] for j in jac]) for t in range(3)))
-    tbx = F.scale(tx, _beta(group))
-    rows = np.arange(n)
-    acc = (one, one, _zeros(F, n))
-    for w in range(nw - 1, -1, -1):
-        if w != nw - 1:
-            for _ in range(c):
-                acc = _jac_dbl(F, acc)
-        for digits, tabx in ((d1[:, w], tx), (d2[:, w], tbx)):
-            mag = np.abs(digits)
-            idx = (np.maximum(mag, 1) - 1) * n + rows
-            ex = F.take(tabx, idx)
-            ey = _neg_y(F, F.take(ty, idx), digits < 0)
-            acc = _jac_madd(group, acc, ex, ey, mag == 0)
-    X, Y, Z = acc
-    zero = _zeros(F, n)
-    return X, Y, F.where(dead, zero, Z)
+    tab = np.empty((size * n, 3 * d, 8), dtype=np.uint64)
+    _k_table(np.ascontiguousarray(pts), d, size, tab)
+    _k_ladder(_to_affine(group, tab), _glv_digits(scalars, c), _beta_limbs(group), d, c, out)
+    return out
 
 
 # --- limb conversion ---------------------------------------------------------------------
 
 
-def _coords_from_limbs(limbs: np.ndarray) -> np.ndarray:
-    """(n, 8k) Montgomery limbs -> (k, n) object array of standard-form coordinates."""
-    a = np.ascontiguousarray(limbs, dtype="<u4")
-    raw = a.tobytes()
-    vals = np.empty(len(raw) // 32, dtype=object)
-    vals[:] = [fast_int(int.from_bytes(raw[i : i + 32], "little")) for i in range(0, len(raw), 32)]
-    return (vals * FQ_MONT_INV % Q).reshape(a.shape[0], -1).T
-
-
-def affine_from_limbs(group: Group, limbs: np.ndarray):
-    """(n, 16|32) Montgomery limb rows -> vectorised affine points (x, y, inf)."""
+def affine_from_limbs(group: Group, limbs: np.ndarray) -> np.ndarray:
+    """(n, 16|32) Montgomery limb rows (as on disk) -> affine point rows (n, 2d, 8) uint64."""
     a = np.asarray(limbs).reshape(-1, group.limbs)
-    inf = ~a.any(axis=1)
-    c = _coords_from_limbs(a)
-    if group is G1:
-        return c[0].copy(), c[1].copy(), inf
-    return (c[0].copy(), c[1].copy()), (c[2].copy(), c[3].copy()), inf
+    return a.astype(np.uint64).reshape(a.shape[0], 2 * _deg(group), 8)
 
 
-def affine_to_limbs(group: Group, pts) -> np.ndarray:
-    """Vectorised affine points -> (n, 16|32) Montgomery limb rows, infinity as zeros."""
-    x, y, inf = pts
-    cols = [x, y] if group is G1 else [x[0], x[1], y[0], y[1]]
-    m = np.stack([c * FQ_MONT % Q for c in cols], axis=1).reshape(-1)
-    raw = b"".join(int(v).to_bytes(32, "little") for v in m)
-    out = np.frombuffer(raw, dtype="<u4").reshape(len(inf), group.limbs).copy()
-    out[inf] = 0
-    return out
-
+def affine_to_limbs(group: Group, pts: np.ndarray) -> np.ndarray:
+    """Affine point rows -> (n, 16|32) Montgomery limb rows, infinity as zeros."""
+    return pts.reshape(pts.shape[0], group.limbs).astype(np.uint32)
 
 # --- the iFFT ----------------------------------------------------------------------------
 
@@ -447,42 +349,30 @@ def _bitrev(n: int) -> np.ndarray:
     return rev
 
 
-def _butterfly(group: Group, t, u):
+def _butterfly(group: Group, t: np.ndarray, u: np.ndarray) -> np.ndarray:
     """(u + t, u − t) for Jacobian t and affine u rows, as Jacobian rows (lo half, then hi half)."""
-    F = _field(group)
-    tx, ty, tz = t
-    ux, uy, uinf = u
-    neg_t = (tx, F.neg(ty), tz)
-    both = tuple(F.concat([a, b]) for a, b in zip(t, neg_t))
-    return _jac_madd(group, both, F.concat([ux, ux]), F.concat([uy, uy]), np.concatenate([uinf, uinf]))
+    return np.concatenate([_madd(group, t, u), _madd(group, t, u, negate=True)])
 
 
-def _scaled_butterflies(group: Group, lo_pts, hi_pts, twiddles: Sequence[int], scale: int):
+def _scaled_butterflies(group: Group, lo_pts: np.ndarray, hi_pts: np.ndarray, twiddles: Sequence[int], scale: int) -> np.ndarray:
     """([s]u + [s·w_i]v, [s]u − [s·w_i]v) for affine rows u = ``lo_pts``, v = ``hi_pts``, twiddles w_i
-    and scale s: the lo results, then the hi results, as vectorised affine points."""
-    F = _field(group)
-    h = len(lo_pts[2])
-    both = tuple(F.concat([a, b]) if t < 2 else np.concatenate([a, b]) for t, (a, b) in enumerate(zip(hi_pts, lo_pts)))
-    res = mul_many(group, both, [w * scale for w in twiddles] + [scale] * h)
-    t = tuple(F.take(c, np.arange(h)) for c in res)
-    u = _to_affine(group, tuple(F.take(c, np.arange(h, 2 * h)) for c in res))
-    return _to_affine(group, _butterfly(group, t, u))
+    and scale s: the lo results, then the hi results, as affine rows."""
+    h = lo_pts.shape[0]
+    res = mul_many(group, np.concatenate([hi_pts, lo_pts]), [w * scale for w in twiddles] + [scale] * h)
+    return _to_affine(group, _butterfly(group, res[:h], _to_affine(group, res[h:])))
 
 
-def ifft_points(group: Group, pts, omega: int, scale: int):
-    """out[i] = scale · Σ_j ω^(-ij) · in[j] on vectorised affine points of power-of-two length n
-    (ω of order n); returns vectorised affine points in natural order."""
-    F = _field(group)
-    x, y, inf = pts
-    n = len(inf)
+def ifft_points(group: Group, pts: np.ndarray, omega: int, scale: int) -> np.ndarray:
+    """out[i] = scale · Σ_j ω^(-ij) · in[j] on affine rows of power-of-two length n (ω of order n);
+    returns affine rows in natural order."""
+    n = pts.shape[0]
     if n & (n - 1) or n == 0:
         raise ValueError(f"iFFT size {n} is not a power of two")
     if n == 1:
         if scale % R == 1:
             return pts
         return _to_affine(group, mul_many(group, pts, [scale]))
-    rev = _bitrev(n)
-    cur = (F.take(x, rev), F.take(y, rev), inf[rev])
+    cur = pts[_bitrev(n)]
     w_inv = pow(omega, -1, R)
     m = 2
     while m <= n:
@@ -493,30 +383,17 @@ def ifft_points(group: Group, pts, omega: int, scale: int):
         hi = lo + half
         wm = pow(w_inv, n // m, R)
         tw = [pow(wm, k, R) for k in range(half)]
-        hi_pts = (F.take(cur[0], hi), F.take(cur[1], hi), cur[2][hi])
-        lo_pts = (F.take(cur[0], lo), F.take(cur[1], lo), cur[2][lo])
-        h = len(lo)
+        hi_pts, lo_pts = cur[hi], cur[lo]
         if m == n and scale % R != 1:  # last stage: fold the scaling in
             out = _scaled_butterflies(group, lo_pts, hi_pts, [tw[k] for k in j], scale)
         else:
-            one = _ones(F, h)
-            zero = _zeros(F, h)
-            t = (hi_pts[0], hi_pts[1], F.where(hi_pts[2], zero, one))
+            t = _to_jac(group, hi_pts)
             live = np.flatnonzero(j != 0)
             if live.size:
-                sub = (F.take(hi_pts[0], live), F.take(hi_pts[1], live), hi_pts[2][live])
-                res = mul_many(group, sub, [tw[k] for k in j[live]])
-                for a, b in zip(t, res):
-                    F.put(a, live, b)
-            u = lo_pts
-            out = _to_affine(group, _butterfly(group, t, u))
-        nx, ny = _zeros(F, n), _zeros(F, n)
-        ninf = np.zeros(n, dtype=bool)
-        pos = np.concatenate([lo, hi])
-        F.put(nx, pos, out[0])
-        F.put(ny, pos, out[1])
-        ninf[pos] = out[2]
-        cur = (nx, ny, ninf)
+                t[live] = mul_many(group, hi_pts[live], [tw[k] for k in j[live]])
+            out = _to_affine(group, _butterfly(group, t, lo_pts))
+        cur = np.empty_like(cur)
+        cur[np.concatenate([lo, hi])] = out
         m *= 2
     return cur
 
@@ -564,23 +441,17 @@ def coset_level(group: Group, limbs: np.ndarray, k: int, g: int) -> np.ndarray:
     k = 28, g = 25). With S = g^m, K = (1 − S)^-1, t0/t1 the two halves:
     t0' = K·(t1 − S·t0), t1'[j] = K·g^-j·(t0[j] − t1[j]), output ifft_m(t0') ‖ ifft_m(t1')."""
     m = 1 << k
-    F = _field(group)
     a = np.asarray(limbs).reshape(-1, group.limbs)
     if a.shape[0] != 2 * m:
         raise ValueError(f"coset level needs {2 * m} points, got {a.shape[0]}")
     pts = affine_from_limbs(group, a)
-    t0 = tuple(F.take(c, np.arange(m)) if i < 2 else c[:m] for i, c in enumerate(pts))
-    t1 = tuple(F.take(c, np.arange(m, 2 * m)) if i < 2 else c[m:] for i, c in enumerate(pts))
+    t0, t1 = pts[:m], pts[m:]
     s = pow(g, m, R)
     kk = pow((1 - s) % R, -1, R)
     ginv = pow(g, -1, R)
     # t1 - S t0  and  t0 - t1, as Jacobian rows, then to affine
-    st0 = mul_many(group, t0, [(-s) % R] * m)
-    d0 = _to_affine(group, _jac_madd(group, st0, t1[0], t1[1], t1[2]))
-    neg_t1 = (t1[0], F.neg(t1[1]), t1[2])
-    one = _ones(F, m)
-    zero = _zeros(F, m)
-    d1 = _to_affine(group, _jac_madd(group, (neg_t1[0], neg_t1[1], F.where(t1[2], zero, one)), t0[0], t0[1], t0[2]))
+    d0 = _to_affine(group, _madd(group, mul_many(group, t0, [(-s) % R] * m), t1))
+    d1 = _to_affine(group, _madd(group, _to_jac(group, t1), t0, negate=True))
     w = bn254.root_of_unity(k)
     minv = pow(m, -1, R)
     # the K, K·g^-j factors ride on the iFFT inputs
