@@ -12,7 +12,8 @@ product three).
 
 Numba's on-disk cache is keyed on the source file of each compiled entry point (here: the point
 check's and the group iFFT's kernels), not on this module: after editing it in a checkout, delete
-the users' ``__pycache__/*.nbi`` and ``*.nbc`` files.
+the users' ``__pycache__/*.nbi`` and ``*.nbc`` files (the test suite drops those older than this
+file when it starts).
 """
 
 from __future__ import annotations

@@ -58,6 +58,20 @@ def load_script(path: Path, register: bool = False) -> ModuleType:
     return module
 
 
+def _drop_stale_numba_caches() -> None:
+    """Numba keys a cached kernel on its own file only: kernels that inline distprove/fqlimbs.py
+    would keep their old machine code after an edit of it. Their cache files older than it go."""
+    package = REPO_ROOT / "distprove"
+    limbs = (package / "fqlimbs.py").stat().st_mtime
+    for cache in (package / "formats" / "__pycache__", package / "backends" / "cpu" / "__pycache__"):
+        for f in [*cache.glob("*.nbi"), *cache.glob("*.nbc")] if cache.is_dir() else ():
+            if f.stat().st_mtime < limbs:
+                f.unlink(missing_ok=True)
+
+
+_drop_stale_numba_caches()
+
+
 def find_snarkjs() -> str | None:
     """The snarkjs command to run: $SNARKJS, the repo's node_modules/.bin/snarkjs, or PATH; None if absent."""
     env = os.environ.get("SNARKJS")
