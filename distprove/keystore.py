@@ -487,7 +487,8 @@ def import_key(
 
     The store is written to a temporary sibling directory and renamed into place only once every
     check has passed, so a bad key or an interrupted import never leaves a store under the final
-    name. Raises a one-line FormatError naming the file for a bad key.
+    name; a store already there (``overwrite``) is removed once every check has passed and every
+    chunk is written. Raises a one-line FormatError naming the file for a bad key.
     """
     out = Path(out_path)
     if out.exists() and not overwrite:
@@ -618,8 +619,9 @@ class _StoreWriter:
             self._writes.append(self._pool.submit(_write_chunk, f"write {name}", path, data[lo : lo + rows], rows * row_bytes))
 
     def commit(self, attributes: Callable[[], dict[str, Any]], overwrite: bool) -> None:
-        """Write the zarr metadata, wait for every chunk, write ``attributes()`` (called then) as
-        the group's attributes and rename the store into place (replacing one there with ``overwrite``)."""
+        """Write the zarr metadata, wait for every chunk, remove a store already at the final path
+        (with ``overwrite``; else OutputExists), write ``attributes()`` (called then) as the
+        group's attributes and rename the store into place."""
         import zarr
         from zarr.codecs import Crc32cCodec
 
@@ -633,15 +635,18 @@ class _StoreWriter:
         with _stage("wait writes"):
             for done in self._writes:
                 done.result()
+        if self.out.exists():
+            if not overwrite:
+                raise OutputExists(self.out)
+            # before ``attributes()``, which may wait on a hash: unlinking a store of many chunk
+            # files takes a while, and the caller has passed every check by now
+            with _stage("remove old"):
+                shutil.rmtree(self.out)
         with _stage("wait attributes"):
             attrs = attributes()
         with _stage("attributes"):
             group.update_attributes(attrs)
         with _stage("rename"):
-            if self.out.exists():
-                if not overwrite:
-                    raise OutputExists(self.out)
-                shutil.rmtree(self.out)
             os.replace(self.tmp, self.out)
 
 
