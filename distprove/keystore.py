@@ -619,35 +619,40 @@ class _StoreWriter:
             self._writes.append(self._pool.submit(_write_chunk, f"write {name}", path, data[lo : lo + rows], rows * row_bytes))
 
     def commit(self, attributes: Callable[[], dict[str, Any]], overwrite: bool) -> None:
-        """Write the zarr metadata, wait for every chunk, remove a store already at the final path
-        (with ``overwrite``; else OutputExists), write ``attributes()`` (called then) as the
-        group's attributes and rename the store into place."""
+        """Remove a store already at the final path (with ``overwrite``; else OutputExists) while
+        the zarr metadata and the last chunks are written, then write ``attributes()`` (called
+        then) as the group's attributes and rename the store into place. The caller has run every
+        check before: from here on the old store goes."""
         import zarr
         from zarr.codecs import Crc32cCodec
 
-        with _stage("metadata"):
-            group = zarr.create_group(store=str(self.tmp), zarr_format=3, overwrite=False)
-            for name, (shape, rows) in self._arrays.items():
-                group.create_array(
-                    name, shape=shape, chunks=(rows,) + shape[1:], dtype="<u4", compressors=[Crc32cCodec()],
-                    fill_value=0, chunk_key_encoding={"name": "default", "separator": "/"},
-                )
-        with _stage("wait writes"):
-            for done in self._writes:
-                done.result()
-        if self.out.exists():
-            if not overwrite:
-                raise OutputExists(self.out)
-            # before ``attributes()``, which may wait on a hash: unlinking a store of many chunk
-            # files takes a while, and the caller has passed every check by now
-            with _stage("remove old"):
-                shutil.rmtree(self.out)
+        # unlinking an old store's chunk files takes a while: it runs beside the rest, not after the hash
+        with ThreadPoolExecutor(1, thread_name_prefix="keystore-remove") as side:
+            old = side.submit(self._remove_old, overwrite)
+            with _stage("metadata"):
+                group = zarr.create_group(store=str(self.tmp), zarr_format=3, overwrite=False)
+                for name, (shape, rows) in self._arrays.items():
+                    group.create_array(
+                        name, shape=shape, chunks=(rows,) + shape[1:], dtype="<u4", compressors=[Crc32cCodec()],
+                        fill_value=0, chunk_key_encoding={"name": "default", "separator": "/"},
+                    )
+            with _stage("wait writes"):
+                for done in self._writes:
+                    done.result()
+                old.result()
         with _stage("wait attributes"):
             attrs = attributes()
         with _stage("attributes"):
             group.update_attributes(attrs)
         with _stage("rename"):
             os.replace(self.tmp, self.out)
+
+    def _remove_old(self, overwrite: bool) -> None:
+        if self.out.exists():
+            if not overwrite:
+                raise OutputExists(self.out)
+            with _stage("remove old"):
+                shutil.rmtree(self.out)
 
 
 def _write_chunk(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:

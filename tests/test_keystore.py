@@ -142,6 +142,25 @@ def test_import_of_a_bad_coefficient_names_it_and_keeps_the_old_store(tmp_path: 
     assert KeyStore(out).n_vars == 6
 
 
+def test_a_store_made_meanwhile_is_not_replaced_without_overwrite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The final name is checked again at commit: a store that appeared while the import ran
+    (here: made during the point checks) stays, the import fails and leaves no temporary."""
+    from distprove import keystore
+
+    out = tmp_path / "k.zarr"
+    check = keystore.ZkeyKey.check_points
+
+    def check_then_race(self: keystore.ZkeyKey) -> None:
+        check(self)
+        out.mkdir()
+        (out / "mine").write_text("kept")
+
+    monkeypatch.setattr(keystore.ZkeyKey, "check_points", check_then_race)
+    with pytest.raises(FormatError, match="already exists"):
+        import_key(MINI, out, device="cpu")
+    assert (out / "mine").read_text() == "kept" and not list(tmp_path.glob(".k.zarr.tmp-*"))
+
+
 def test_imported_chunk_files_are_the_reference_bytes(tmp_path: Path) -> None:
     """Every chunk file (path under the store and bytes: data, edge padding, CRC32C) of the chain
     key imported in 4096-byte chunks, against the digest of a store written through zarr's own
@@ -161,12 +180,13 @@ def test_import_logs_its_timeline_at_debug(tmp_path: Path, caplog: pytest.LogCap
     import's own span; the hash, checks, CSR builds and writes are among them."""
     import logging
 
+    import_key(MINI, tmp_path / "k.zarr", device="cpu")
     with caplog.at_level(logging.DEBUG, logger="distprove.keystore"):
-        import_key(CHAIN, tmp_path / "k.zarr", chunk_bytes=4096, device="cpu")
+        import_key(CHAIN, tmp_path / "k.zarr", chunk_bytes=4096, device="cpu", overwrite=True)
     spans = [r.span for r in caplog.records if hasattr(r, "span")]
     names = {name for name, _, _ in spans}
-    expected = {"import", "hash", "open", "check coefficients", "csr a", "csr b", "metadata", "wait writes",
-                "wait attributes", "attributes", "rename", "reopen"}
+    expected = {"import", "hash", "open", "check coefficients", "csr a", "csr b", "metadata", "remove old",
+                "wait writes", "wait attributes", "attributes", "rename", "reopen"}
     expected |= {f"validate {n}" for n in ("IC", "A", "B1", "B2", "C", "H")}
     expected |= {f"write {n}" for n in ("a", "b1", "b2", "c", "h", "ic", "a_row_ptr", "b_value")}
     assert expected <= names
