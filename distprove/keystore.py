@@ -22,6 +22,7 @@ import logging
 import mmap
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -487,8 +488,7 @@ def import_key(
 
     The store is written to a temporary sibling directory and renamed into place only once every
     check has passed, so a bad key or an interrupted import never leaves a store under the final
-    name; a store already there (``overwrite``) is removed once every check has passed and every
-    chunk is written. Raises a one-line FormatError naming the file for a bad key.
+    name; a store already there (``overwrite``) is removed once every check has passed. Raises a one-line FormatError naming the file for a bad key.
     """
     out = Path(out_path)
     if out.exists() and not overwrite:
@@ -497,7 +497,8 @@ def import_key(
     # else runs beside it: the point arrays' chunk writes start as soon as the header is read,
     # the record checks, point checks and both CSR builds run on their own threads (numpy,
     # numba, hashlib, CRC32C and file writes release the GIL), the CSRs' writes start when each
-    # is built. What is left once the hash ends is the attributes, a rename and the reopen.
+    # is built, and a store being replaced is removed once the checks pass. What is left once
+    # the hash ends is the attributes, a rename and the reopen.
     with _stage("import"):
         key = ZkeyKey(zkey_path, device=device, check=False)
         with ThreadPoolExecutor(5, thread_name_prefix="import") as work, _StoreWriter(out, chunk_bytes) as store:
@@ -506,6 +507,7 @@ def import_key(
                 store.add(name, getattr(key, name))
             coefs = work.submit(key.check_coefficients)
             points = work.submit(key.check_points)
+            store.replace_after([coefs, points], overwrite)
             csrs = [work.submit(key._csr, m) for m in ("a", "b")]
             coefs.result()  # first: a bad record would also break a CSR build, less clearly
             for m, built in zip(("a", "b"), csrs):
@@ -598,14 +600,36 @@ class _StoreWriter:
         self._arrays: dict[str, tuple[tuple[int, ...], int]] = {}
         self._writes: list[Future[None]] = []
         self._pool = ThreadPoolExecutor(max(2, min(16, os.cpu_count() or 1)), thread_name_prefix="keystore-write")
+        self._side = ThreadPoolExecutor(1, thread_name_prefix="keystore-remove")
+        self._old: Future[None] | None = None
+        self._failed = threading.Event()
 
     def __enter__(self) -> _StoreWriter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self._failed.set()
+        self._side.shutdown(wait=True)
         self._pool.shutdown(wait=True, cancel_futures=exc_type is not None)
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def replace_after(self, checks: list[Future[Any]], overwrite: bool) -> None:
+        """Remove a store already at the final path (with ``overwrite``; else :meth:`commit`
+        raises OutputExists) on a thread of its own as soon as every one of ``checks`` has
+        succeeded: unlinking an old store's chunk files takes a while, and so it runs beside the
+        writes still going. Nothing is removed if a check fails or the ``with`` block is left on
+        an exception first; without this call :meth:`commit` does it."""
+        self._old = self._side.submit(self._remove_old, checks, overwrite)
+
+    def _remove_old(self, checks: list[Future[Any]], overwrite: bool) -> None:
+        if any(done.exception() is not None for done in checks) or self._failed.is_set() or not self.out.exists():
+            return
+        if not overwrite:
+            raise OutputExists(self.out)
+        with _stage("remove old"):
+            shutil.rmtree(self.out)
 
     def add(self, name: str, array: Any) -> None:
         """Queue the chunk writes of array ``name`` (kept by reference until written: not to be changed)."""
@@ -619,40 +643,34 @@ class _StoreWriter:
             self._writes.append(self._pool.submit(_write_chunk, f"write {name}", path, data[lo : lo + rows], rows * row_bytes))
 
     def commit(self, attributes: Callable[[], dict[str, Any]], overwrite: bool) -> None:
-        """Remove a store already at the final path (with ``overwrite``; else OutputExists) while
-        the zarr metadata and the last chunks are written, then write ``attributes()`` (called
-        then) as the group's attributes and rename the store into place. The caller has run every
-        check before: from here on the old store goes."""
+        """Write the zarr metadata, wait for every chunk and for the old store's removal (see
+        :meth:`replace_after`; started here if it was not), then write ``attributes()`` (called
+        then) as the group's attributes and rename the store into place. The caller has run
+        every check before."""
         import zarr
         from zarr.codecs import Crc32cCodec
 
-        # unlinking an old store's chunk files takes a while: it runs beside the rest, not after the hash
-        with ThreadPoolExecutor(1, thread_name_prefix="keystore-remove") as side:
-            old = side.submit(self._remove_old, overwrite)
-            with _stage("metadata"):
-                group = zarr.create_group(store=str(self.tmp), zarr_format=3, overwrite=False)
-                for name, (shape, rows) in self._arrays.items():
-                    group.create_array(
-                        name, shape=shape, chunks=(rows,) + shape[1:], dtype="<u4", compressors=[Crc32cCodec()],
-                        fill_value=0, chunk_key_encoding={"name": "default", "separator": "/"},
-                    )
-            with _stage("wait writes"):
-                for done in self._writes:
-                    done.result()
-                old.result()
+        if self._old is None:
+            self.replace_after([], overwrite)
+        with _stage("metadata"):
+            group = zarr.create_group(store=str(self.tmp), zarr_format=3, overwrite=False)
+            for name, (shape, rows) in self._arrays.items():
+                group.create_array(
+                    name, shape=shape, chunks=(rows,) + shape[1:], dtype="<u4", compressors=[Crc32cCodec()],
+                    fill_value=0, chunk_key_encoding={"name": "default", "separator": "/"},
+                )
+        with _stage("wait writes"):
+            for done in self._writes:
+                done.result()
+            self._old.result()
         with _stage("wait attributes"):
             attrs = attributes()
         with _stage("attributes"):
             group.update_attributes(attrs)
         with _stage("rename"):
-            os.replace(self.tmp, self.out)
-
-    def _remove_old(self, overwrite: bool) -> None:
-        if self.out.exists():
-            if not overwrite:
+            if self.out.exists():  # made by someone else since the old one was removed
                 raise OutputExists(self.out)
-            with _stage("remove old"):
-                shutil.rmtree(self.out)
+            os.replace(self.tmp, self.out)
 
 
 def _write_chunk(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:
