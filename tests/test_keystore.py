@@ -161,6 +161,27 @@ def test_a_store_made_meanwhile_is_not_replaced_without_overwrite(tmp_path: Path
     assert (out / "mine").read_text() == "kept" and not list(tmp_path.glob(".k.zarr.tmp-*"))
 
 
+def test_a_failed_chunk_write_leaves_no_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk write failing (here ENOSPC on the first B2 chunk) fails the import with that error;
+    the other writes already queued are cancelled or finished and the temporary directory goes."""
+    import errno
+
+    from distprove import keystore
+
+    write = keystore._write_chunk
+
+    def failing(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:
+        if stage == "write b2":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        write(stage, path, block, nbytes)
+
+    monkeypatch.setattr(keystore, "_write_chunk", failing)
+    out = tmp_path / "k.zarr"
+    with pytest.raises(OSError, match="No space left"):
+        import_key(CHAIN, out, chunk_bytes=4096, device="cpu")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_imported_chunk_files_are_the_reference_bytes(tmp_path: Path) -> None:
     """Every chunk file (path under the store and bytes: data, edge padding, CRC32C) of the chain
     key imported in 4096-byte chunks, against the digest of a store written through zarr's own
