@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,27 @@ def test_a_failed_chunk_write_leaves_no_store(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(OSError, match="No space left"):
         import_key(CHAIN, out, chunk_bytes=4096, device="cpu")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread niceness is Linux's")
+def test_chunk_writers_are_nicer_than_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer threads run WRITER_NICENESS nicer than the thread that imports (and the hash's),
+    so with every core busy the hash, the import's floor, keeps its core."""
+    import os
+    import threading
+
+    from distprove import keystore
+
+    write, seen = keystore._write_chunk, set()
+
+    def noted(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:
+        seen.add(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        write(stage, path, block, nbytes)
+
+    monkeypatch.setattr(keystore, "_write_chunk", noted)
+    import_key(CHAIN, tmp_path / "k.zarr", chunk_bytes=4096, device="cpu")
+    here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert seen == {min(19, here + keystore.WRITER_NICENESS)}
 
 
 def test_imported_chunk_files_are_the_reference_bytes(tmp_path: Path) -> None:
