@@ -438,8 +438,9 @@ class ZkeyKey(_KeyBase):
         if m not in built:
             z = self.zkey
             with _stage(f"csr {m}"):
-                built[m] = csr_from_coefficients(z.coef_matrix, z.coef_row, z.coef_signal, z.coef_value,
-                                             ("a", "b").index(m), z.domain_size)
+                built[m] = csr_from_coefficients(
+                    z.coef_matrix, z.coef_row, z.coef_signal, z.coef_value, ("a", "b").index(m), z.domain_size
+                )
         return built[m]
 
     a_row_ptr = property(lambda self: self._csr("a")[0])
@@ -489,7 +490,8 @@ def import_key(
 
     The store is written to a temporary sibling directory and renamed into place only once every
     check has passed, so a bad key or an interrupted import never leaves a store under the final
-    name; a store already there (``overwrite``) is removed once every check has passed. Raises a one-line FormatError naming the file for a bad key.
+    name; a store already there (``overwrite``) is removed once every check has passed. Raises a
+    one-line FormatError naming the file for a bad key.
     """
     out = Path(out_path)
     if out.exists() and not overwrite:
@@ -643,7 +645,8 @@ class _StoreWriter:
         tail = ("0",) * (data.ndim - 1)
         for i, lo in enumerate(range(0, data.shape[0], rows)):
             path = self.tmp.joinpath(name, "c", str(i), *tail)
-            self._writes.append(self._pool.submit(_write_chunk, f"write {name}", path, data[lo : lo + rows], rows * row_bytes))
+            block = data[lo : lo + rows]
+            self._writes.append(self._pool.submit(_write_chunk, f"write {name}", path, block, rows * row_bytes))
 
     def commit(self, attributes: Callable[[], dict[str, Any]], overwrite: bool) -> None:
         """Write the zarr metadata, wait for every chunk and for the old store's removal (see

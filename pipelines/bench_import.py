@@ -107,7 +107,8 @@ def _timeline(fn) -> dict:
         log.propagate = propagate
     stages: dict[str, dict] = {}
     for name, a, b, thread in spans:
-        s = stages.setdefault(name, {"stage": name, "start_ms": a, "end_ms": b, "n": 0, "busy_ms": 0.0, "threads": set()})
+        s = stages.setdefault(name, {"stage": name, "start_ms": a, "end_ms": b, "n": 0, "busy_ms": 0.0})
+        s.setdefault("threads", set())
         s["start_ms"], s["end_ms"] = min(s["start_ms"], a), max(s["end_ms"], b)
         s["n"] += 1
         s["busy_ms"] += b - a

@@ -143,7 +143,9 @@ def test_import_of_a_bad_coefficient_names_it_and_keeps_the_old_store(tmp_path: 
     assert KeyStore(out).n_vars == 6
 
 
-def test_a_store_made_meanwhile_is_not_replaced_without_overwrite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_made_meanwhile_is_not_replaced_without_overwrite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The final name is checked again at commit: a store that appeared while the import ran
     (here: made during the point checks) stays, the import fails and leaves no temporary."""
     from distprove import keystore
