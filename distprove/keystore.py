@@ -516,9 +516,10 @@ def import_key(
             for m, built in zip(("a", "b"), csrs):
                 for part, arr in zip(("row_ptr", "signal", "value"), built.result()):
                     store.add(f"{m}_{part}", arr)
+            zarr_loaded.result()
+            store.write_metadata()
             with _stage("wait checks"):
                 points.result()
-                zarr_loaded.result()
             attrs = _attributes(key, int(key.zkey.coef_matrix.shape[0]), {})
             source = {"file": os.path.basename(os.fspath(zkey_path)), "size": os.path.getsize(zkey_path)}
             store.commit(lambda: {**attrs, "source": {**source, "sha256": key.content_hash}}, overwrite)
@@ -590,8 +591,8 @@ class _StoreWriter:
     say, under the chunk key zarr's default encoding gives (``c/<i>/0``). Through zarr every chunk
     write passes its one event loop thread (about 1.2 GB/s on 16 cores); as plain file writes
     they take the cores there are, and need no zarr: zarr writes the metadata (``zarr.json``) at
-    :meth:`commit`, which then renames the directory into place. Leaving the ``with`` block on an
-    exception cancels the writes not started and removes the directory.
+    :meth:`write_metadata`, and :meth:`commit` renames the directory into place. Leaving the
+    ``with`` block on an exception cancels the writes not started and removes the directory.
     """
 
     def __init__(self, out: Path, chunk_bytes: int) -> None:
@@ -608,6 +609,7 @@ class _StoreWriter:
         self._side = ThreadPoolExecutor(1, thread_name_prefix="keystore-remove", initializer=_yield_to_others)
         self._old: Future[None] | None = None
         self._failed = threading.Event()
+        self._group: Any = None
 
     def __enter__(self) -> _StoreWriter:
         return self
@@ -648,23 +650,28 @@ class _StoreWriter:
             block = data[lo : lo + rows]
             self._writes.append(self._pool.submit(_write_chunk, f"write {name}", path, block, rows * row_bytes))
 
-    def commit(self, attributes: Callable[[], dict[str, Any]], overwrite: bool) -> None:
-        """Write the zarr metadata, wait for every chunk and for the old store's removal (see
-        :meth:`replace_after`; started here if it was not), then write ``attributes()`` (called
-        then) as the group's attributes and rename the store into place. The caller has run
-        every check before."""
+    def write_metadata(self) -> None:
+        """Have zarr write the group's and every array's metadata (``zarr.json``); call once every
+        array is added (:meth:`commit` calls it if not called before)."""
         import zarr
         from zarr.codecs import Crc32cCodec
 
-        if self._old is None:
-            self.replace_after([], overwrite)
         with _stage("metadata"):
-            group = zarr.create_group(store=str(self.tmp), zarr_format=3, overwrite=False)
+            self._group = zarr.create_group(store=str(self.tmp), zarr_format=3, overwrite=False)
             for name, (shape, rows) in self._arrays.items():
-                group.create_array(
+                self._group.create_array(
                     name, shape=shape, chunks=(rows,) + shape[1:], dtype="<u4", compressors=[Crc32cCodec()],
                     fill_value=0, chunk_key_encoding={"name": "default", "separator": "/"},
                 )
+
+    def commit(self, attributes: Callable[[], dict[str, Any]], overwrite: bool) -> None:
+        """Wait for every chunk and for the old store's removal (see :meth:`replace_after`;
+        started here if it was not), then write ``attributes()`` (called then) as the group's
+        attributes and rename the store into place. The caller has run every check before."""
+        if self._old is None:
+            self.replace_after([], overwrite)
+        if self._group is None:
+            self.write_metadata()
         with _stage("wait writes"):
             for done in self._writes:
                 done.result()
@@ -672,7 +679,7 @@ class _StoreWriter:
         with _stage("wait attributes"):
             attrs = attributes()
         with _stage("attributes"):
-            group.update_attributes(attrs)
+            self._group.update_attributes(attrs)
         with _stage("rename"):
             if self.out.exists():  # made by someone else since the old one was removed
                 raise OutputExists(self.out)
