@@ -402,7 +402,9 @@ class ZkeyKey(_KeyBase):
         pool = ThreadPoolExecutor(1, thread_name_prefix="zkey-sha256")
         self._sha = pool.submit(file_sha256, self.path)
         pool.shutdown(wait=False)
-        self.device = validation_device(device)
+        if device not in ("auto", "cpu", "gpu"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
+        self.device = device
         with _stage("open"):
             z = open_zkey(self.path)
         self.zkey = z
@@ -422,12 +424,14 @@ class ZkeyKey(_KeyBase):
 
     def check_points(self) -> None:
         """Every point of IC, A, B1, B2, C, H < q and on its curve, on the key's device
-        (:func:`~distprove.formats.zkey.check_zkey_points`)."""
+        (:func:`~distprove.formats.zkey.check_zkey_points`; "auto" resolved here, so an import
+        loads CuPy on the thread that checks, beside the rest)."""
         from .formats.zkey import ZKEY_POINT_ARRAYS, check_zkey_points
 
+        device = validation_device(self.device)
         for name in ZKEY_POINT_ARRAYS:
             with _stage(f"validate {name}"):
-                check_zkey_points(self.zkey, self.device, (name,))
+                check_zkey_points(self.zkey, device, (name,))
 
     def _csr(self, m: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Matrix ``m``'s ("a" or "b") CSR (row_ptr, signal, value), built on first use (an import
