@@ -105,20 +105,20 @@ def _timeline(fn) -> dict:
         log.removeHandler(handler)
         log.setLevel(level)
         log.propagate = propagate
-    stages: dict[str, dict] = {}
+    merged: dict[str, list] = {}  # name: [first start, last end, count, busy seconds, thread pools]
     for name, a, b, thread in spans:
-        s = stages.setdefault(name, {"stage": name, "start_ms": a, "end_ms": b, "n": 0, "busy_ms": 0.0})
-        s.setdefault("threads", set())
-        s["start_ms"], s["end_ms"] = min(s["start_ms"], a), max(s["end_ms"], b)
-        s["n"] += 1
-        s["busy_ms"] += b - a
-        s["threads"].add(thread.split("_")[0])
-    rows = []
-    for s in sorted(stages.values(), key=lambda s: s["start_ms"]):
-        s.update(start_ms=round((s["start_ms"] - t0) * 1e3, 1), end_ms=round((s["end_ms"] - t0) * 1e3, 1),
-                 busy_ms=round(s["busy_ms"] * 1e3, 1), threads=sorted(s["threads"]))
-        rows.append(s)
-    ends = {s["stage"]: s["end_ms"] for s in rows}
+        m = merged.setdefault(name, [a, b, 0, 0.0, set()])
+        m[0], m[1], m[2], m[3] = min(m[0], a), max(m[1], b), m[2] + 1, m[3] + b - a
+        m[4].add(thread.split("_")[0])
+
+    def ms(seconds: float) -> float:
+        return round(seconds * 1e3, 1)
+
+    rows = [
+        {"stage": name, "start_ms": ms(a - t0), "end_ms": ms(b - t0), "n": n, "busy_ms": ms(busy), "threads": sorted(pools)}
+        for name, (a, b, n, busy, pools) in sorted(merged.items(), key=lambda item: item[1][0])
+    ]
+    ends = {row["stage"]: row["end_ms"] for row in rows}
     return {"stages": rows, "after_hash_ms": round(ends["import"] - ends["hash"], 1)}
 
 
