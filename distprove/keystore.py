@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
 import mmap
 import os
 import shutil
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -37,12 +42,30 @@ CHUNK_BYTES = 4 << 20
 POINT_ARRAYS = {"a": bn254.G1, "b1": bn254.G1, "b2": bn254.G2, "c": bn254.G1, "h": bn254.G1, "ic": bn254.G1}
 CSR_ARRAYS = tuple(f"{m}_{part}" for m in ("a", "b") for part in ("row_ptr", "signal", "value"))
 
+_log = logging.getLogger(__name__)
+
+
+@contextmanager
+def _stage(name: str) -> Iterator[None]:
+    """Time one stage of an import or store write and log it at DEBUG, the record carrying
+    ``span = (name, start, end)`` in ``time.perf_counter`` seconds and its thread: with DEBUG on
+    for this logger, the log is the import's timeline (``pipelines/bench_import.py`` records it)."""
+    if not _log.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        t1 = time.perf_counter()
+        _log.debug("stage %s: %.2f ms", name, (t1 - t0) * 1e3, extra={"span": (name, t0, t1)})
+
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a file, hashed from a read-only mapping in 16 MiB blocks (no copy; hashlib
     releases the GIL on each block, so it runs beside other work)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with _stage("hash"), open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return h.hexdigest()
@@ -365,11 +388,13 @@ class ZkeyKey(_KeyBase):
     Convenient for one-off proofs; a batch should import the key once with :func:`import_key`.
     """
 
-    def __init__(self, path: str | os.PathLike[str], device: str = "cpu") -> None:
+    def __init__(self, path: str | os.PathLike[str], device: str = "cpu", *, check: bool = True) -> None:
         """Map and validate ``path`` (every check of :func:`~distprove.formats.zkey.read_zkey`, the
-        point checks on ``device``: "cpu", "gpu" or "auto"); the CSRs are built on first use. The file's SHA-256
-        is computed in a thread beside the checks (hashlib releases the GIL)."""
-        from .formats.zkey import read_zkey
+        point checks on ``device``: "cpu", "gpu" or "auto"); the CSRs are built on first use. The
+        file's SHA-256 is computed in a thread started first (hashlib releases the GIL). With
+        ``check=False`` only the header checks run here (:func:`~distprove.formats.zkey.open_zkey`)
+        and the caller runs :meth:`check_coefficients` and :meth:`check_points` before trusting the key."""
+        from .formats.zkey import open_zkey
 
         self.path = os.fspath(path)
         # The hash starts first and is awaited only where content_hash is read: an import writes
@@ -377,11 +402,36 @@ class ZkeyKey(_KeyBase):
         pool = ThreadPoolExecutor(1, thread_name_prefix="zkey-sha256")
         self._sha = pool.submit(file_sha256, self.path)
         pool.shutdown(wait=False)
-        z = read_zkey(self.path, device=validation_device(device))
+        if device not in ("auto", "cpu", "gpu"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
+        self.device = device
+        with _stage("open"):
+            z = open_zkey(self.path)
         self.zkey = z
         self.n_vars, self.n_public, self.domain_size = z.n_vars, z.n_public, z.domain_size
         for name in POINT_ARRAYS:
             setattr(self, name, getattr(z, name))
+        if check:
+            self.check_coefficients()
+            self.check_points()
+
+    def check_coefficients(self) -> None:
+        """Every coefficient record in range (:func:`~distprove.formats.zkey.check_coefficients`)."""
+        from .formats.zkey import check_coefficients
+
+        with _stage("check coefficients"):
+            check_coefficients(self.zkey)
+
+    def check_points(self) -> None:
+        """Every point of IC, A, B1, B2, C, H < q and on its curve, on the key's device
+        (:func:`~distprove.formats.zkey.check_zkey_points`; "auto" resolved here, so an import
+        loads CuPy on the thread that checks, beside the rest)."""
+        from .formats.zkey import ZKEY_POINT_ARRAYS, check_zkey_points
+
+        device = validation_device(self.device)
+        for name in ZKEY_POINT_ARRAYS:
+            with _stage(f"validate {name}"):
+                check_zkey_points(self.zkey, device, (name,))
 
     def _csr(self, m: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Matrix ``m``'s ("a" or "b") CSR (row_ptr, signal, value), built on first use (an import
@@ -391,8 +441,10 @@ class ZkeyKey(_KeyBase):
         built = self.__dict__.setdefault("_csrs", {})
         if m not in built:
             z = self.zkey
-            built[m] = csr_from_coefficients(z.coef_matrix, z.coef_row, z.coef_signal, z.coef_value,
-                                             ("a", "b").index(m), z.domain_size)
+            with _stage(f"csr {m}"):
+                built[m] = csr_from_coefficients(
+                    z.coef_matrix, z.coef_row, z.coef_signal, z.coef_value, ("a", "b").index(m), z.domain_size
+                )
         return built[m]
 
     a_row_ptr = property(lambda self: self._csr("a")[0])
@@ -436,29 +488,47 @@ def import_key(
 ) -> KeyStore:
     """Import a snarkjs Groth16 ``.zkey`` into a zarr v3 key store at ``out_path`` and open it.
 
-    Every check of :func:`~distprove.formats.zkey.read_zkey` runs first, the point checks on
-    ``device`` ("auto": the GPU when there is one). Arrays are chunked along the element axis in
-    chunks of about ``chunk_bytes``.
+    Every check of :func:`~distprove.formats.zkey.read_zkey` runs, the point checks on ``device``
+    ("auto": the GPU when there is one), and the file's SHA-256 is recorded. Arrays are chunked
+    along the element axis in chunks of about ``chunk_bytes``.
 
-    The store is written to a temporary sibling directory and renamed into place, so an
-    interrupted import never leaves a half-written store under the final name.
+    The store is written to a temporary sibling directory and renamed into place only once every
+    check has passed, so a bad key or an interrupted import never leaves a store under the final
+    name; a store already there (``overwrite``) is removed once every check has passed. Raises a
+    one-line FormatError naming the file for a bad key.
     """
     out = Path(out_path)
     if out.exists() and not overwrite:
         raise OutputExists(out)
-    # zarr takes about half a second to import; the point checks release the GIL, so it loads beside them.
-    with ThreadPoolExecutor(1, thread_name_prefix="import-zarr") as pool:
-        pool.submit(importlib.import_module, "zarr")
-        key = ZkeyKey(zkey_path, device=device)
-    source = {
-        "file": os.path.basename(os.fspath(zkey_path)),
-        "size": os.path.getsize(zkey_path),
-    }
-    # the hash is read (awaited) only once every chunk is written
-    return write_store(
-        out, key, lambda: {**source, "sha256": key.content_hash}, int(key.zkey.coef_matrix.shape[0]),
-        overwrite=overwrite, chunk_bytes=chunk_bytes,
-    )
+    # The file's SHA-256 (one stream, the floor of the import's time) starts first; everything
+    # else runs beside it: the point arrays' chunk writes start as soon as the header is read,
+    # the record checks, point checks and both CSR builds run on their own threads (numpy,
+    # numba, hashlib, CRC32C and file writes release the GIL), the CSRs' writes start when each
+    # is built, and a store being replaced is removed once the checks pass. What is left once
+    # the hash ends is the attributes, a rename and the reopen.
+    with _stage("import"):
+        key = ZkeyKey(zkey_path, device=device, check=False)
+        with ThreadPoolExecutor(5, thread_name_prefix="import") as work, _StoreWriter(out, chunk_bytes) as store:
+            zarr_loaded = work.submit(importlib.import_module, "zarr")  # ~0.5 s in a fresh process
+            for name in POINT_ARRAYS:
+                store.add(name, getattr(key, name))
+            coefs = work.submit(key.check_coefficients)
+            points = work.submit(key.check_points)
+            store.replace_after([coefs, points], overwrite)
+            csrs = [work.submit(key._csr, m) for m in ("a", "b")]
+            coefs.result()  # first: a bad record would also break a CSR build, less clearly
+            for m, built in zip(("a", "b"), csrs):
+                for part, arr in zip(("row_ptr", "signal", "value"), built.result()):
+                    store.add(f"{m}_{part}", arr)
+            zarr_loaded.result()
+            store.write_metadata()
+            with _stage("wait checks"):
+                points.result()
+            attrs = _attributes(key, int(key.zkey.coef_matrix.shape[0]), {})
+            source = {"file": os.path.basename(os.fspath(zkey_path)), "size": os.path.getsize(zkey_path)}
+            store.commit(lambda: {**attrs, "source": {**source, "sha256": key.content_hash}}, overwrite)
+        with _stage("reopen"):
+            return KeyStore(out)
 
 
 def write_store(
@@ -471,7 +541,8 @@ def write_store(
     chunk_bytes: int = CHUNK_BYTES,
     extra_attrs: dict[str, Any] | None = None,
 ) -> KeyStore:
-    """Write a key store from any key object and open it (used by :func:`import_key` and the dev setup).
+    """Write a key store from any key object and open it (used by the dev setup; :func:`import_key`
+    writes the same layout).
 
     ``key`` has ``n_vars``, ``n_public``, ``domain_size``, ``power``, ``points`` (affine Python
     ints), ``vk_json()`` and the arrays named in POINT_ARRAYS and CSR_ARRAYS as attributes.
@@ -480,81 +551,174 @@ def write_store(
     ``extra_attrs`` are added to the group attributes. Written to a temporary sibling and renamed
     into place.
     """
-    import zarr
-    from zarr.codecs import Crc32cCodec
-
     out = Path(out_path)
     if out.exists() and not overwrite:
         raise OutputExists(out)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
-
-    # zarr makes the arrays (metadata, chunk key names); the chunks are written here, each one a
-    # file of its little-endian bytes then their CRC32C, as the arrays' codecs (bytes, crc32c)
-    # say. Through zarr every chunk write passes its one event loop thread (about 1.2 GB/s on 16
-    # cores); as plain file writes on a thread pool they take the cores there are. An array's
-    # chunks are queued as soon as it exists, so the point arrays' writes (most of the bytes) run
-    # while the key builds its CSR arrays (a .zkey's: ~0.2 s at 2^20, beside the file's hash).
-    with ThreadPoolExecutor(max(2, min(16, os.cpu_count() or 1)), thread_name_prefix="keystore-write") as pool:
-        writes = []
+    with _StoreWriter(out, chunk_bytes) as store:
         for name in (*POINT_ARRAYS, *CSR_ARRAYS):
-            data = np.ascontiguousarray(np.asarray(getattr(key, name), dtype="<u4"))
-            row_bytes = data.itemsize * (int(np.prod(data.shape[1:])) if data.ndim > 1 else 1)
-            rows = min(max(1, data.shape[0]), max(1, chunk_bytes // row_bytes))
-            arr = group.create_array(
-                name, shape=data.shape, chunks=(rows,) + data.shape[1:], dtype=data.dtype,
-                compressors=[Crc32cCodec()], fill_value=0,
-            )
-            for i, lo in enumerate(range(0, data.shape[0], rows)):
-                key_path = tmp / name / arr.metadata.encode_chunk_key((i,) + (0,) * (data.ndim - 1))
-                writes.append(pool.submit(_write_chunk, key_path, data[lo : lo + rows], rows * row_bytes))
-        for done in writes:
-            done.result()
-
-    points = key.points
-    group.update_attributes(
-        {
-            "distprove": {"layout": LAYOUT_VERSION, "kind": "groth16-bn254"},
-            "header": {
-                "n_vars": key.n_vars,
-                "n_public": key.n_public,
-                "domain_size": key.domain_size,
-                "power": key.power,
-                "n_coefs": n_coefs,
-                "q": str(bn254.Q),
-                "r": str(bn254.R),
-            },
-            "points": {
-                **{n: _decimal_affine(bn254.G1, points[n]) for n in ("alpha1", "beta1", "delta1")},
-                **{n: _decimal_affine(bn254.G2, points[n]) for n in ("beta2", "gamma2", "delta2")},
-            },
-            "vk": key.vk_json(),
-            "source": source() if callable(source) else source,
-            **(extra_attrs or {}),
-        }
-    )
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+            store.add(name, getattr(key, name))
+        store.commit(
+            lambda: _attributes(key, n_coefs, source() if callable(source) else source, extra_attrs), overwrite
+        )
     return KeyStore(out)
 
 
-def _write_chunk(path: Path, block: np.ndarray, nbytes: int) -> None:
+def _attributes(key: Any, n_coefs: int, source: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A key store's group attributes (the layout in this module's docstring)."""
+    points = key.points
+    return {
+        "distprove": {"layout": LAYOUT_VERSION, "kind": "groth16-bn254"},
+        "header": {
+            "n_vars": key.n_vars,
+            "n_public": key.n_public,
+            "domain_size": key.domain_size,
+            "power": key.power,
+            "n_coefs": n_coefs,
+            "q": str(bn254.Q),
+            "r": str(bn254.R),
+        },
+        "points": {
+            **{n: _decimal_affine(bn254.G1, points[n]) for n in ("alpha1", "beta1", "delta1")},
+            **{n: _decimal_affine(bn254.G2, points[n]) for n in ("beta2", "gamma2", "delta2")},
+        },
+        "vk": key.vk_json(),
+        "source": source,
+        **(extra or {}),
+    }
+
+
+class _StoreWriter:
+    """A key store being written into a temporary sibling of its final path.
+
+    Each array's chunk files are queued on a thread pool as soon as :meth:`add` is given it, each
+    one the array's little-endian bytes then their CRC32C, as the arrays' codecs (bytes, crc32c)
+    say, under the chunk key zarr's default encoding gives (``c/<i>/0``). Through zarr every chunk
+    write passes its one event loop thread (about 1.2 GB/s on 16 cores); as plain file writes
+    they take the cores there are, and need no zarr: zarr writes the metadata (``zarr.json``) at
+    :meth:`write_metadata`, and :meth:`commit` renames the directory into place. Leaving the
+    ``with`` block on an exception cancels the writes not started and removes the directory.
+    """
+
+    def __init__(self, out: Path, chunk_bytes: int) -> None:
+        self.out, self.chunk_bytes = out, chunk_bytes
+        self.tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)
+        self.tmp.mkdir(parents=True)
+        self._arrays: dict[str, tuple[tuple[int, ...], int]] = {}
+        self._writes: list[Future[None]] = []
+        self._pool = ThreadPoolExecutor(
+            max(2, min(16, os.cpu_count() or 1)), thread_name_prefix="keystore-write", initializer=_yield_to_others
+        )
+        self._side = ThreadPoolExecutor(1, thread_name_prefix="keystore-remove", initializer=_yield_to_others)
+        self._old: Future[None] | None = None
+        self._failed = threading.Event()
+        self._group: Any = None
+
+    def __enter__(self) -> _StoreWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self._failed.set()
+        self._side.shutdown(wait=True)
+        self._pool.shutdown(wait=True, cancel_futures=exc_type is not None)
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def replace_after(self, checks: list[Future[Any]], overwrite: bool) -> None:
+        """Remove a store already at the final path (with ``overwrite``; else :meth:`commit`
+        raises OutputExists) on a thread of its own as soon as every one of ``checks`` has
+        succeeded: unlinking an old store's chunk files takes a while, and so it runs beside the
+        writes still going. Nothing is removed if a check fails or the ``with`` block is left on
+        an exception first; without this call :meth:`commit` does it."""
+        self._old = self._side.submit(self._remove_old, checks, overwrite)
+
+    def _remove_old(self, checks: list[Future[Any]], overwrite: bool) -> None:
+        if any(done.exception() is not None for done in checks) or self._failed.is_set() or not self.out.exists():
+            return
+        if not overwrite:
+            raise OutputExists(self.out)
+        with _stage("remove old"):
+            shutil.rmtree(self.out)
+
+    def add(self, name: str, array: Any) -> None:
+        """Queue the chunk writes of array ``name`` (kept by reference until written: not to be changed)."""
+        data = np.ascontiguousarray(np.asarray(array, dtype="<u4"))
+        row_bytes = data.itemsize * (int(np.prod(data.shape[1:])) if data.ndim > 1 else 1)
+        rows = min(max(1, data.shape[0]), max(1, self.chunk_bytes // row_bytes))
+        self._arrays[name] = (data.shape, rows)
+        tail = ("0",) * (data.ndim - 1)
+        for i, lo in enumerate(range(0, data.shape[0], rows)):
+            path = self.tmp.joinpath(name, "c", str(i), *tail)
+            block = data[lo : lo + rows]
+            self._writes.append(self._pool.submit(_write_chunk, f"write {name}", path, block, rows * row_bytes))
+
+    def write_metadata(self) -> None:
+        """Have zarr write the group's and every array's metadata (``zarr.json``); call once every
+        array is added (:meth:`commit` calls it if not called before)."""
+        import zarr
+        from zarr.codecs import Crc32cCodec
+
+        with _stage("metadata"):
+            self._group = zarr.create_group(store=str(self.tmp), zarr_format=3, overwrite=False)
+            for name, (shape, rows) in self._arrays.items():
+                self._group.create_array(
+                    name, shape=shape, chunks=(rows,) + shape[1:], dtype="<u4", compressors=[Crc32cCodec()],
+                    fill_value=0, chunk_key_encoding={"name": "default", "separator": "/"},
+                )
+
+    def commit(self, attributes: Callable[[], dict[str, Any]], overwrite: bool) -> None:
+        """Wait for every chunk and for the old store's removal (see :meth:`replace_after`;
+        started here if it was not), then write ``attributes()`` (called then) as the group's
+        attributes and rename the store into place. The caller has run every check before."""
+        if self._old is None:
+            self.replace_after([], overwrite)
+        if self._group is None:
+            self.write_metadata()
+        with _stage("wait writes"):
+            for done in self._writes:
+                done.result()
+            self._old.result()
+        with _stage("wait attributes"):
+            attrs = attributes()
+        with _stage("attributes"):
+            self._group.update_attributes(attrs)
+        with _stage("rename"):
+            if self.out.exists():  # made by someone else since the old one was removed
+                raise OutputExists(self.out)
+            os.replace(self.tmp, self.out)
+
+
+WRITER_NICENESS = 5
+"""How much nicer than the rest of the process the store's writer threads run (Linux): a thread
+at +5 weighs about a third of one at 0, so with every core busy an import's SHA-256 thread (its
+floor, one stream) keeps a core while the writers share the others."""
+
+
+def _yield_to_others() -> None:
+    """Make the calling thread :data:`WRITER_NICENESS` nicer (Linux: niceness is per thread there;
+    elsewhere, where the call would name a process, nothing)."""
+    if sys.platform == "linux":
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + WRITER_NICENESS)
+
+
+def _write_chunk(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:
     """One zarr chunk file: ``block``'s bytes, zero-padded to the chunk's ``nbytes`` (an edge
-    chunk is stored whole), then their CRC32C as 4 little-endian bytes."""
+    chunk is stored whole), then their CRC32C as 4 little-endian bytes; timed as ``stage``."""
     import google_crc32c
 
-    data = block.reshape(-1).view(np.uint8)
-    pad = bytes(nbytes - data.size)
-    crc = google_crc32c.extend(google_crc32c.value(data), pad) if pad else google_crc32c.value(data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-        if pad:
-            f.write(pad)
-        f.write(int(crc).to_bytes(4, "little"))
+    with _stage(stage):
+        data = block.reshape(-1).view(np.uint8)
+        pad = bytes(nbytes - data.size)
+        crc = google_crc32c.extend(google_crc32c.value(data), pad) if pad else google_crc32c.value(data)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+            if pad:
+                f.write(pad)
+            f.write(int(crc).to_bytes(4, "little"))
 
 
 def open_key(path: str | os.PathLike[str], device: str = "cpu") -> KeyStore | ZkeyKey:

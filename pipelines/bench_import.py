@@ -10,7 +10,7 @@ cached then):
 * csr: both coefficient matrices as CSR;
 * hash: the file's SHA-256;
 * write: the zarr key store (chunks, CRC32C, attributes, reopen);
-* import: ``import_key`` end to end (stages overlap there: the hash runs beside the checks);
+* import: ``import_key`` end to end (stages overlap there: everything runs beside the hash);
 * cli: ``distprove import-key`` in a fresh process (interpreter, imports and all);
 * prove: ``distprove prove key.zkey witness_0.wtns`` in a fresh process on ``--backend``, what a
   user runs against rapidsnark's whole ``prover key.zkey w.wtns proof.json public.json``; with
@@ -19,6 +19,16 @@ cached then):
 Each stage's MB/s is the .zkey's size over its best wall time of ``--repeat``, and MB per CPU
 second over its best CPU time (see :func:`_best`). JSON to ``--out``, with the load average.
 
+``timeline``: one more in-process import, each stage's start and end in ms from the import's
+start, as the import logs them at DEBUG (:func:`_timeline`); ``after_hash_ms`` is how long the
+import ran on once the hash had ended (the hash is the floor: one stream, it cannot be split).
+
+``--validate none`` is an experiment for machines whose point checks are slow (a CPU of two
+cores): the benchmark replaces the point checks with a no-op in its own process, so the overlap
+of read, CSR, hash and write can be studied there (no cli or prove stage then: a fresh process
+checks the points). The product has no such switch; the JSON says
+``"validate": "none (benchmark only: point checks skipped)"``.
+
     python pipelines/bench_import.py --powers 16 18 --backend cpu --out bench/results/X.json
 """
 
@@ -26,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import resource
@@ -72,6 +83,45 @@ def _best(fn, repeat: int) -> tuple[float, float]:
     return wall, cpu
 
 
+def _timeline(fn) -> dict:
+    """Run ``fn`` (an import) once with the key store's DEBUG log captured: each stage's start,
+    end and thread, chunk writes merged by array (``n`` chunks, ``busy_ms`` summed)."""
+    log = logging.getLogger("distprove.keystore")
+    spans: list[tuple[str, float, float, str]] = []
+
+    class Spans(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if hasattr(record, "span"):
+                spans.append((*record.span, record.threadName))
+
+    handler, level, propagate = Spans(), log.level, log.propagate
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    try:
+        t0 = time.perf_counter()
+        fn()
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+        log.propagate = propagate
+    merged: dict[str, list] = {}  # name: [first start, last end, count, busy seconds, thread pools]
+    for name, a, b, thread in spans:
+        m = merged.setdefault(name, [a, b, 0, 0.0, set()])
+        m[0], m[1], m[2], m[3] = min(m[0], a), max(m[1], b), m[2] + 1, m[3] + b - a
+        m[4].add(thread.split("_")[0])
+
+    def ms(seconds: float) -> float:
+        return round(seconds * 1e3, 1)
+
+    rows = [
+        {"stage": name, "start_ms": ms(a - t0), "end_ms": ms(b - t0), "n": n, "busy_ms": ms(busy), "threads": sorted(pools)}
+        for name, (a, b, n, busy, pools) in sorted(merged.items(), key=lambda item: item[1][0])
+    ]
+    ends = {row["stage"]: row["end_ms"] for row in rows}
+    return {"stages": rows, "after_hash_ms": round(ends["import"] - ends["hash"], 1)}
+
+
 def _run(cmd: list[str], env: dict[str, str]) -> None:
     """Run a command; a failure raises with the command's own last lines of output."""
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -84,8 +134,9 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool) -> dict:
-    """Stage times (s) and MB/s for one key."""
+def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool, validate: bool = True) -> dict:
+    """Stage times (s) and MB/s for one key; without ``validate`` (the point checks already
+    replaced by a no-op, see ``--validate``) no validate, cli or prove stage."""
     from distprove.bn254 import G1, G2
     from distprove.formats.container import check_points
     from distprove.formats.zkey import read_zkey
@@ -96,7 +147,7 @@ def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool)
     store = scratch / f"{zkey.parent.name}-bench.zarr"
     z = read_zkey(zkey, check_points=False)
 
-    def validate() -> None:
+    def validate_points() -> None:
         for name in ("ic", "a", "b1", "c", "h"):
             check_points(zkey, name, getattr(z, name), G1, backend)
         check_points(zkey, "b2", z.b2, G2, backend)
@@ -109,17 +160,19 @@ def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool)
     source = {"file": zkey.name, "size": size, "sha256": key.content_hash}
     stages = {
         "read": _best(lambda: read_zkey(zkey, check_points=False), repeat),
-        "validate": _best(validate, repeat),
+        **({"validate": _best(validate_points, repeat)} if validate else {}),
         "csr": _best(csr, repeat),
         "hash": _best(lambda: file_sha256(zkey), repeat),
         "write": _best(lambda: write_store(store, key, source, key.zkey.n_coefs, overwrite=True), repeat),
         "import": _best(lambda: import_key(zkey, store, overwrite=True, device=backend), repeat),
     }
+    timeline = _timeline(lambda: import_key(zkey, store, overwrite=True, device=backend))
     cli = [sys.executable, "-m", "distprove.cli", "import-key", "--overwrite", "--backend", backend, str(zkey), str(store)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}
-    stages["cli"] = _best(lambda: _run(cli, env), repeat)
+    if validate:  # a fresh process runs the real point checks: no cli or prove figures without them
+        stages["cli"] = _best(lambda: _run(cli, env), repeat)
     witness = zkey.parent / "witness_0.wtns"
-    if prove and witness.is_file():
+    if validate and prove and witness.is_file():
         prove = [sys.executable, "-m", "distprove.cli", "prove", "--backend", backend, "--out", str(scratch / "proofs"),
                  str(zkey), str(witness)]
         stages["prove"] = _best(lambda: _run(prove, env), repeat)
@@ -135,7 +188,16 @@ def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool)
         "cpu_seconds": {k: round(c, 4) for k, (_, c) in stages.items()},
         "mb_per_s": {k: round(mb / w, 1) for k, (w, _) in stages.items()},
         "mb_per_cpu_s": {k: round(mb / c, 1) if c > 0 else None for k, (_, c) in stages.items()},
+        "timeline": timeline,
     }
+
+
+def _skip_point_checks() -> None:
+    """Replace the .zkey point checks with a no-op in this process (``--validate none``): an
+    experiment to study the rest of the import where the checks are slow; never the product's."""
+    import distprove.formats.zkey as zkey_format
+
+    zkey_format.check_points = lambda *args, **kwargs: None
 
 
 def main() -> None:
@@ -147,8 +209,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per stage; the best counts")
     ap.add_argument("--prove", action=argparse.BooleanOptionalAction, default=None,
                     help="time a fresh 'distprove prove' process too (default: only with --backend gpu)")
+    ap.add_argument("--validate", choices=["on", "none"], default="on",
+                    help="none: the point checks become a no-op for this run (benchmark only, labelled in the JSON)")
     ap.add_argument("--out", type=Path, required=True, help="JSON result path")
     args = ap.parse_args()
+    if args.validate == "none":
+        _skip_point_checks()
     prove = args.backend == "gpu" if args.prove is None else args.prove
     if not args.powers and not args.zkey:
         ap.error("give --powers or --zkey")
@@ -160,7 +226,7 @@ def main() -> None:
     shutil.rmtree(args.scratch / "warmup.zarr")
     results = []
     for k in keys:
-        r = bench_one(k, args.backend, args.repeat, args.scratch, prove)
+        r = bench_one(k, args.backend, args.repeat, args.scratch, prove, args.validate == "on")
         print(json.dumps(r), flush=True)
         results.append(r)
     record = {
@@ -168,6 +234,7 @@ def main() -> None:
         "backend": args.backend,
         "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version()},
         "repeat": args.repeat,
+        "validate": "on" if args.validate == "on" else "none (benchmark only: point checks skipped)",
         "prove": prove,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "keys": results,

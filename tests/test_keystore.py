@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -122,6 +123,122 @@ def test_import_of_a_bad_point_names_it_and_leaves_no_store(tmp_path: Path) -> N
     with pytest.raises(FormatError, match=r"bad\.zkey: B2 point 3 (is not on the curve|has a coordinate >= q)$"):
         import_key(bad, out, device="cpu")
     assert not out.exists() and not list(tmp_path.glob(".bad.zarr.tmp-*"))
+
+
+def test_import_of_a_bad_coefficient_names_it_and_keeps_the_old_store(tmp_path: Path) -> None:
+    """The record checks run beside the chunk writes: a record of matrix 2 fails the import with
+    one line naming the file, and a store already under the name (overwrite=True) is left whole."""
+    from distprove.formats.container import open_container
+
+    s4 = open_container(CHAIN, "zkey", 2).sections[4]
+    raw = bytearray(CHAIN.read_bytes())
+    raw[s4.offset + 4 + 44 * 7] = 2  # record 7's matrix field
+    bad = tmp_path / "bad.zkey"
+    bad.write_bytes(bytes(raw))
+    out = tmp_path / "k.zarr"
+    import_key(MINI, out, device="cpu")
+    with pytest.raises(FormatError, match=r"bad\.zkey: coefficient 7 has matrix 2 \(expected 0 = A or 1 = B\)$"):
+        import_key(bad, out, overwrite=True, device="cpu")
+    assert not list(tmp_path.glob(".k.zarr.tmp-*"))
+    assert KeyStore(out).n_vars == 6
+
+
+def test_a_store_made_meanwhile_is_not_replaced_without_overwrite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final name is checked again at commit: a store that appeared while the import ran
+    (here: made during the point checks) stays, the import fails and leaves no temporary."""
+    from distprove import keystore
+
+    out = tmp_path / "k.zarr"
+    check = keystore.ZkeyKey.check_points
+
+    def check_then_race(self: keystore.ZkeyKey) -> None:
+        check(self)
+        out.mkdir()
+        (out / "mine").write_text("kept")
+
+    monkeypatch.setattr(keystore.ZkeyKey, "check_points", check_then_race)
+    with pytest.raises(FormatError, match="already exists"):
+        import_key(MINI, out, device="cpu")
+    assert (out / "mine").read_text() == "kept" and not list(tmp_path.glob(".k.zarr.tmp-*"))
+
+
+def test_a_failed_chunk_write_leaves_no_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk write failing (here ENOSPC on the first B2 chunk) fails the import with that error;
+    the other writes already queued are cancelled or finished and the temporary directory goes."""
+    import errno
+
+    from distprove import keystore
+
+    write = keystore._write_chunk
+
+    def failing(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:
+        if stage == "write b2":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        write(stage, path, block, nbytes)
+
+    monkeypatch.setattr(keystore, "_write_chunk", failing)
+    out = tmp_path / "k.zarr"
+    with pytest.raises(OSError, match="No space left"):
+        import_key(CHAIN, out, chunk_bytes=4096, device="cpu")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread niceness is Linux's")
+def test_chunk_writers_are_nicer_than_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer threads run WRITER_NICENESS nicer than the thread that imports (and the hash's),
+    so with every core busy the hash, the import's floor, keeps its core."""
+    import os
+    import threading
+
+    from distprove import keystore
+
+    write, seen = keystore._write_chunk, set()
+
+    def noted(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:
+        seen.add(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        write(stage, path, block, nbytes)
+
+    monkeypatch.setattr(keystore, "_write_chunk", noted)
+    import_key(CHAIN, tmp_path / "k.zarr", chunk_bytes=4096, device="cpu")
+    here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert seen == {min(19, here + keystore.WRITER_NICENESS)}
+
+
+def test_imported_chunk_files_are_the_reference_bytes(tmp_path: Path) -> None:
+    """Every chunk file (path under the store and bytes: data, edge padding, CRC32C) of the chain
+    key imported in 4096-byte chunks, against the digest of a store written through zarr's own
+    chunk key encoding: the hand-written chunk files are what zarr would write."""
+    import hashlib
+
+    root = import_key(CHAIN, tmp_path / "k.zarr", chunk_bytes=4096, device="cpu").path
+    h = hashlib.sha256()
+    for p in sorted(Path(root).rglob("*")):
+        if p.is_file() and p.name != "zarr.json":
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    assert h.hexdigest() == "a0a8a3abbee604d644ad7bd1a35c4832a4c8c48d8f36f1ef8e62a4f61d666eb9"
+
+
+def test_import_logs_its_timeline_at_debug(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """With DEBUG on, every stage of an import is one record carrying its span, all inside the
+    import's own span; the hash, checks, CSR builds and writes are among them."""
+    import logging
+
+    import_key(MINI, tmp_path / "k.zarr", device="cpu")
+    with caplog.at_level(logging.DEBUG, logger="distprove.keystore"):
+        import_key(CHAIN, tmp_path / "k.zarr", chunk_bytes=4096, device="cpu", overwrite=True)
+    spans = [r.span for r in caplog.records if hasattr(r, "span")]
+    names = {name for name, _, _ in spans}
+    expected = {"import", "hash", "open", "check coefficients", "csr a", "csr b", "metadata", "remove old",
+                "wait writes", "wait attributes", "attributes", "rename", "reopen"}
+    expected |= {f"validate {n}" for n in ("IC", "A", "B1", "B2", "C", "H")}
+    expected |= {f"write {n}" for n in ("a", "b1", "b2", "c", "h", "ic", "a_row_ptr", "b_value")}
+    assert expected <= names
+    (_, t0, t1), = [s for s in spans if s[0] == "import"]
+    assert all(t0 <= a <= b <= t1 for name, a, b in spans if name != "hash")
+    (_, h0, _), = [s for s in spans if s[0] == "hash"]
+    assert t0 <= h0 <= t1
 
 
 def test_gpu_validation_without_a_gpu_is_one_line(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from distprove import bn254
 from distprove.bn254 import G1, G2, Q, R
+from distprove.errors import FormatError
 from distprove.formats.container import Container, check_few_points, check_points, first_false, lt_bound, open_container
 
 ZKEY_MAX_VERSION = 2
@@ -20,6 +21,8 @@ _PROTOCOLS = {1: "Groth16", 2: "PLONK", 10: "FFLONK"}
 _HEADER_SIZE = 660
 _COEF_DTYPE = np.dtype([("matrix", "<u4"), ("row", "<u4"), ("signal", "<u4"), ("value", "<u4", (8,))])
 assert _COEF_DTYPE.itemsize == 44
+ZKEY_POINT_ARRAYS = ("IC", "A", "B1", "B2", "C", "H")
+"""The point arrays in file order (sections 3, 5-9), as :func:`check_zkey_points` names them."""
 
 
 @dataclass(frozen=True)
@@ -63,23 +66,31 @@ def _header_point(z: Container, off: int, name: str, width: int) -> np.ndarray:
     return row[0]
 
 
-def _points(z: Container, sid: int, name: str, rows: int, width: int, check: bool, device: str) -> np.ndarray:
+def _points(z: Container, sid: int, name: str, rows: int, width: int) -> np.ndarray:
     s = z.expect_size(sid, name, rows * width * 4)
-    arr = z.limbs(s.offset, rows, width)
-    if check:
-        check_points(z.path, name, arr, G1 if width == 16 else G2, device)
-    return arr
+    return z.limbs(s.offset, rows, width)
 
 
 def read_zkey(path: str | os.PathLike[str], check_points: bool = True, device: str = "cpu") -> ZKey:
-    """Map and validate a snarkjs Groth16 .zkey.
+    """Map and validate a snarkjs Groth16 .zkey: :func:`open_zkey`, :func:`check_coefficients`,
+    then with ``check_points`` (default) :func:`check_zkey_points` on ``device`` ("cpu" or "gpu");
+    pass False to skip the point checks for keys already validated. Raises FormatError(path, problem).
+    """
+    z = open_zkey(path)
+    check_coefficients(z)
+    if check_points:
+        check_zkey_points(z, device)
+    return z
 
-    Always checks the container, protocol (Groth16 only), q and r (BN254), the header values,
-    every section size, every coefficient record (matrix in {0, 1}, row < domainSize,
-    signal < nVars, value < r) and the six header points. With ``check_points`` (default) also
-    every point of sections 3 and 5-9 (coordinates < q, on the curve); pass False to skip that
-    for keys already validated. ``device`` ("cpu" or "gpu") is where those point checks run
-    (:func:`~distprove.formats.container.check_points`). Raises FormatError(path, problem).
+
+def open_zkey(path: str | os.PathLike[str]) -> ZKey:
+    """Map a snarkjs Groth16 .zkey and run the checks that read no more than its headers.
+
+    Checks the container, protocol (Groth16 only), q and r (BN254), the header values, every
+    section size and the six header points; the arrays are views of the mapped file, so this
+    costs microseconds whatever the key's size. :func:`check_coefficients` and
+    :func:`check_zkey_points` check the records and points (:func:`read_zkey` runs all three).
+    Raises FormatError(path, problem).
     """
     z = open_container(path, "zkey", ZKEY_MAX_VERSION)
     s1 = z.expect_size(1, "protocol", 4)
@@ -114,13 +125,13 @@ def read_zkey(path: str | os.PathLike[str], check_points: bool = True, device: s
     delta1 = _header_point(z, h + 468, "delta1", 16)
     delta2 = _header_point(z, h + 532, "delta2", 32)
 
-    ic = _points(z, 3, "IC", n_public + 1, 16, check_points, device)
-    matrix, row, signal, value = _coefficients(z, n_vars, domain_size)
-    a = _points(z, 5, "A", n_vars, 16, check_points, device)
-    b1 = _points(z, 6, "B1", n_vars, 16, check_points, device)
-    b2 = _points(z, 7, "B2", n_vars, 32, check_points, device)
-    c = _points(z, 8, "C", n_vars - n_public - 1, 16, check_points, device)
-    hpts = _points(z, 9, "H", domain_size, 16, check_points, device)
+    ic = _points(z, 3, "IC", n_public + 1, 16)
+    matrix, row, signal, value = _coefficients(z)
+    a = _points(z, 5, "A", n_vars, 16)
+    b1 = _points(z, 6, "B1", n_vars, 16)
+    b2 = _points(z, 7, "B2", n_vars, 32)
+    c = _points(z, 8, "C", n_vars - n_public - 1, 16)
+    hpts = _points(z, 9, "H", domain_size, 16)
     return ZKey(
         path=z.path, n8q=n8q, n8r=n8r, n_vars=n_vars, n_public=n_public, domain_size=domain_size,
         power=power, alpha1=alpha1, beta1=beta1, beta2=beta2, gamma2=gamma2, delta1=delta1,
@@ -129,8 +140,8 @@ def read_zkey(path: str | os.PathLike[str], check_points: bool = True, device: s
     )
 
 
-def _coefficients(z: Container, n_vars: int, domain_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Section 4 as (matrix, row, signal, value) views of one structured array, validated."""
+def _coefficients(z: Container) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Section 4 as (matrix, row, signal, value) views of one structured array (its size checked)."""
     s = z.section(4, "coefficients")
     if s.size < 4:
         z.fail(f"section 4 (coefficients) has {s.size} bytes, too short for its record count")
@@ -138,16 +149,29 @@ def _coefficients(z: Container, n_vars: int, domain_size: int) -> tuple[np.ndarr
     if s.size != 4 + 44 * n:
         z.fail(f"section 4 (coefficients) has {s.size} bytes, expected 4 + 44 * nCoefs ({n}) = {4 + 44 * n}")
     rec = np.frombuffer(z.data, dtype=_COEF_DTYPE, count=n, offset=s.offset + 4)
-    matrix, row, signal, value = rec["matrix"], rec["row"], rec["signal"], rec["value"]
+    return rec["matrix"], rec["row"], rec["signal"], rec["value"]
+
+
+def check_coefficients(z: ZKey) -> None:
+    """Every coefficient record of section 4: matrix in {0, 1}, row < domainSize, signal < nVars,
+    value < r. Raises FormatError(path, problem) naming the first bad record."""
     for arr, ok, what in (
-        (matrix, matrix <= 1, "matrix {v} (expected 0 = A or 1 = B)"),
-        (row, row < domain_size, f"constraint {{v}} >= domainSize {domain_size}"),
-        (signal, signal < n_vars, f"signal {{v}} >= nVars {n_vars}"),
+        (z.coef_matrix, z.coef_matrix <= 1, "matrix {v} (expected 0 = A or 1 = B)"),
+        (z.coef_row, z.coef_row < z.domain_size, f"constraint {{v}} >= domainSize {z.domain_size}"),
+        (z.coef_signal, z.coef_signal < z.n_vars, f"signal {{v}} >= nVars {z.n_vars}"),
     ):
         i = first_false(ok)
         if i is not None:
-            z.fail(f"coefficient {i} has " + what.format(v=int(arr[i])))
-    i = first_false(lt_bound(value, R))
+            raise FormatError(z.path, f"coefficient {i} has " + what.format(v=int(arr[i])))
+    i = first_false(lt_bound(z.coef_value, R))
     if i is not None:
-        z.fail(f"coefficient {i} value is >= r (not reduced)")
-    return matrix, row, signal, value
+        raise FormatError(z.path, f"coefficient {i} value is >= r (not reduced)")
+
+
+def check_zkey_points(z: ZKey, device: str = "cpu", names: tuple[str, ...] = ZKEY_POINT_ARRAYS) -> None:
+    """Every point of the arrays ``names`` (of IC, A, B1, B2, C, H: sections 3 and 5-9) has
+    coordinates < q and lies on its curve; the checks run on ``device`` ("cpu" or "gpu",
+    :func:`~distprove.formats.container.check_points`). Raises FormatError(path, "<name> point <i> ...")."""
+    for name in names:
+        arr = getattr(z, name.lower())
+        check_points(z.path, name, arr, G2 if arr.shape[1] == 32 else G1, device)

@@ -47,3 +47,31 @@ def test_gpu_matches_cpu(group: bn254.Group) -> None:
         assert want is not None
         assert first_bad_point(bad, group, chunk_bytes=chunk_bytes) == want
         assert first_bad_point(bad, group) == want
+
+
+def test_import_checks_points_on_the_gpu_beside_the_writes(tmp_path) -> None:
+    """import_key runs the GPU point checks on a thread of its own, beside the chunk writes: a
+    flipped bit in B2 is named in one line and leaves no store, and a sound key imports to the
+    same store as with the CPU checks."""
+    from pathlib import Path
+
+    from distprove.errors import FormatError
+    from distprove.formats.zkey import read_zkey
+    from distprove.keystore import import_key
+
+    chain = Path(__file__).parents[1] / "data" / "mul_chain_1k" / "circuit_final.zkey"
+    z = read_zkey(chain, check_points=False)
+    raw = bytearray(chain.read_bytes())
+    at = bytes(raw).index(z.b2[3].tobytes())
+    raw[at + 5] ^= 0x10
+    bad = tmp_path / "bad.zkey"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match=r"bad\.zkey: B2 point 3 (is not on the curve|has a coordinate >= q)$"):
+        import_key(bad, tmp_path / "bad.zarr", device="gpu")
+    assert not (tmp_path / "bad.zarr").exists() and not list(tmp_path.glob(".bad.zarr.tmp-*"))
+    on_gpu = import_key(chain, tmp_path / "gpu.zarr", device="gpu", chunk_bytes=4096)
+    on_cpu = import_key(chain, tmp_path / "cpu.zarr", device="cpu", chunk_bytes=4096)
+    files = sorted(p.relative_to(on_cpu.path) for p in Path(on_cpu.path).rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(on_gpu.path) for p in Path(on_gpu.path).rglob("*") if p.is_file())
+    for rel in files:
+        assert (Path(on_gpu.path) / rel).read_bytes() == (Path(on_cpu.path) / rel).read_bytes(), rel
