@@ -493,9 +493,9 @@ def import_key(
     along the element axis in chunks of about ``chunk_bytes``.
 
     The store is written to a temporary sibling directory and renamed into place only once every
-    check has passed, so a bad key or an interrupted import never leaves a store under the final
-    name; a store already there (``overwrite``) is removed once every check has passed. Raises a
-    one-line FormatError naming the file for a bad key.
+    check has passed and every chunk is written, so a bad key or an interrupted import never
+    leaves a store under the final name, and a store already there (``overwrite``) stays whole
+    until the new one replaces it. Raises a one-line FormatError naming the file for a bad key.
     """
     out = Path(out_path)
     if out.exists() and not overwrite:
@@ -504,8 +504,8 @@ def import_key(
     # else runs beside it: the point arrays' chunk writes start as soon as the header is read,
     # the record checks, point checks and both CSR builds run on their own threads (numpy,
     # numba, hashlib, CRC32C and file writes release the GIL), the CSRs' writes start when each
-    # is built, and a store being replaced is removed once the checks pass. What is left once
-    # the hash ends is the attributes, a rename and the reopen.
+    # is built. What is left once the hash ends is the attributes, the rename (a store being
+    # replaced is renamed aside, then removed beside the reopen) and the reopen.
     with _stage("import"):
         key = ZkeyKey(zkey_path, device=device, check=False)
         with ThreadPoolExecutor(5, thread_name_prefix="import") as work, _StoreWriter(out, chunk_bytes) as store:
@@ -514,7 +514,6 @@ def import_key(
                 store.add(name, getattr(key, name))
             coefs = work.submit(key.check_coefficients)
             points = work.submit(key.check_points)
-            store.replace_after([coefs, points], overwrite)
             csrs = [work.submit(key._csr, m) for m in ("a", "b")]
             coefs.result()  # first: a bad record would also break a CSR build, less clearly
             for m, built in zip(("a", "b"), csrs):
@@ -527,8 +526,8 @@ def import_key(
             attrs = _attributes(key, int(key.zkey.coef_matrix.shape[0]), {})
             source = {"file": os.path.basename(os.fspath(zkey_path)), "size": os.path.getsize(zkey_path)}
             store.commit(lambda: {**attrs, "source": {**source, "sha256": key.content_hash}}, overwrite)
-        with _stage("reopen"):
-            return KeyStore(out)
+            with _stage("reopen"):
+                return KeyStore(out)
 
 
 def write_store(
@@ -596,7 +595,8 @@ class _StoreWriter:
     write passes its one event loop thread (about 1.2 GB/s on 16 cores); as plain file writes
     they take the cores there are, and need no zarr: zarr writes the metadata (``zarr.json``) at
     :meth:`write_metadata`, and :meth:`commit` renames the directory into place. Leaving the
-    ``with`` block on an exception cancels the writes not started and removes the directory.
+    ``with`` block on an exception cancels the writes not started and removes the directory;
+    leaving it waits for the removal of the store that :meth:`commit` replaced.
     """
 
     def __init__(self, out: Path, chunk_bytes: int) -> None:
@@ -611,36 +611,16 @@ class _StoreWriter:
             max(2, min(16, os.cpu_count() or 1)), thread_name_prefix="keystore-write", initializer=_yield_to_others
         )
         self._side = ThreadPoolExecutor(1, thread_name_prefix="keystore-remove", initializer=_yield_to_others)
-        self._old: Future[None] | None = None
-        self._failed = threading.Event()
         self._group: Any = None
 
     def __enter__(self) -> _StoreWriter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None:
-            self._failed.set()
         self._side.shutdown(wait=True)
         self._pool.shutdown(wait=True, cancel_futures=exc_type is not None)
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def replace_after(self, checks: list[Future[Any]], overwrite: bool) -> None:
-        """Remove a store already at the final path (with ``overwrite``; else :meth:`commit`
-        raises OutputExists) on a thread of its own as soon as every one of ``checks`` has
-        succeeded: unlinking an old store's chunk files takes a while, and so it runs beside the
-        writes still going. Nothing is removed if a check fails or the ``with`` block is left on
-        an exception first; without this call :meth:`commit` does it."""
-        self._old = self._side.submit(self._remove_old, checks, overwrite)
-
-    def _remove_old(self, checks: list[Future[Any]], overwrite: bool) -> None:
-        if any(done.exception() is not None for done in checks) or self._failed.is_set() or not self.out.exists():
-            return
-        if not overwrite:
-            raise OutputExists(self.out)
-        with _stage("remove old"):
-            shutil.rmtree(self.out)
 
     def add(self, name: str, array: Any) -> None:
         """Queue the chunk writes of array ``name`` (kept by reference until written: not to be changed)."""
@@ -669,25 +649,41 @@ class _StoreWriter:
                 )
 
     def commit(self, attributes: Callable[[], dict[str, Any]], overwrite: bool) -> None:
-        """Wait for every chunk and for the old store's removal (see :meth:`replace_after`;
-        started here if it was not), then write ``attributes()`` (called then) as the group's
-        attributes and rename the store into place. The caller has run every check before."""
-        if self._old is None:
-            self.replace_after([], overwrite)
+        """Wait for every chunk, write ``attributes()`` (called then) as the group's attributes
+        and rename the store into place. The caller has run every check before. A store already
+        at the final path raises OutputExists, or with ``overwrite`` is renamed aside first (put
+        back if the new one cannot take its place) and removed on a thread of its own (unlinking
+        its chunk files takes a while), which leaving the ``with`` block waits for."""
         if self._group is None:
             self.write_metadata()
         with _stage("wait writes"):
             for done in self._writes:
                 done.result()
-            self._old.result()
         with _stage("wait attributes"):
             attrs = attributes()
         with _stage("attributes"):
             self._group.update_attributes(attrs)
         with _stage("rename"):
-            if self.out.exists():  # made by someone else since the old one was removed
+            if not self.out.exists():
+                os.replace(self.tmp, self.out)
+                return
+            if not overwrite:  # there from the start, or made by someone else meanwhile
                 raise OutputExists(self.out)
-            os.replace(self.tmp, self.out)
+            aside = self.out.with_name(f".{self.out.name}.old-{os.getpid()}")
+            shutil.rmtree(aside, ignore_errors=True)
+            os.rename(self.out, aside)
+            try:
+                os.replace(self.tmp, self.out)
+            except BaseException:
+                os.rename(aside, self.out)
+                raise
+        self._side.submit(_remove_old, aside)
+
+
+def _remove_old(path: Path) -> None:
+    """Remove a replaced store (renamed aside by :meth:`_StoreWriter.commit`)."""
+    with _stage("remove old"):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 WRITER_NICENESS = 5

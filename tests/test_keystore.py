@@ -185,6 +185,33 @@ def test_a_failed_chunk_write_leaves_no_store(tmp_path: Path, monkeypatch: pytes
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_overwrite_keeps_the_old_store_until_the_new_one_takes_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With overwrite, an import that fails after every check passed (a chunk write, ENOSPC)
+    leaves the old store whole; one that succeeds replaces it and leaves nothing beside it."""
+    import errno
+
+    from distprove import keystore
+
+    out = tmp_path / "k.zarr"
+    import_key(MINI, out, device="cpu")
+    write = keystore._write_chunk
+
+    def failing(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:
+        if stage == "write b_value":  # the last array queued: every check has passed by then
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        write(stage, path, block, nbytes)
+
+    with monkeypatch.context() as m:
+        m.setattr(keystore, "_write_chunk", failing)
+        with pytest.raises(OSError, match="No space left"):
+            import_key(CHAIN, out, chunk_bytes=4096, device="cpu", overwrite=True)
+    assert KeyStore(out).n_vars == 6 and sorted(p.name for p in tmp_path.iterdir()) == ["k.zarr"]
+    store = import_key(CHAIN, out, chunk_bytes=4096, device="cpu", overwrite=True)
+    assert store.n_vars != 6 and sorted(p.name for p in tmp_path.iterdir()) == ["k.zarr"]
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="per-thread niceness is Linux's")
 def test_chunk_writers_are_nicer_than_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer threads run WRITER_NICENESS nicer than the thread that imports (and the hash's),
