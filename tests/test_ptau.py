@@ -210,9 +210,8 @@ def test_blocked_tau_g1_extra_level(p: int) -> None:
 
 @pytest.mark.slow
 def test_prepare_pot12_byte_identical(tmp_path: Path) -> None:
-    """The whole power-12 file, on a local cluster of two CPU worker processes: CI's two cores take
-    it in about half the in-process time (115 s against 228 s on the dev VM; the slowest test by
-    far). The in-process path is checked byte for byte on its levels up to 2^8 above and on the
+    """The whole power-12 file, on a local cluster of two CPU worker processes (about 40 s on CI's
+    two cores). The in-process path is checked byte for byte on its levels up to 2^8 above and on the
     whole power-4 file, and equal to the cluster's on a power-5 file (test_ptau_dist.py)."""
     f = read_ptau(POT12)
     src = tmp_path / "pot12_unprepared.ptau"
