@@ -559,7 +559,7 @@ def write_store(
         store.commit(
             lambda: _attributes(key, n_coefs, source() if callable(source) else source, extra_attrs), overwrite
         )
-    return KeyStore(out)
+        return KeyStore(out)  # beside the removal of a store it replaced
 
 
 def _attributes(key: Any, n_coefs: int, source: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -140,9 +140,7 @@ def _cpu() -> float:
 def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool, validate: bool = True) -> dict:
     """Stage times (s) and MB/s for one key; without ``validate`` (the point checks already
     replaced by a no-op, see ``--validate``) no validate, cli or prove stage."""
-    from distprove.bn254 import G1, G2
-    from distprove.formats.container import check_points
-    from distprove.formats.zkey import read_zkey
+    from distprove.formats.zkey import check_zkey_points, read_zkey
     from distprove.keystore import ZkeyKey, file_sha256, import_key, write_store
     from distprove.stages.gather import csr_from_coefficients
 
@@ -150,28 +148,20 @@ def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool,
     store = scratch / f"{zkey.parent.name}-bench.zarr"
     z = read_zkey(zkey, check_points=False)
 
-    def validate_points() -> None:
-        for name in ("ic", "a", "b1", "c", "h"):
-            check_points(zkey, name, getattr(z, name), G1, backend)
-        check_points(zkey, "b2", z.b2, G2, backend)
-
     def csr() -> None:
         for which in (0, 1):
             csr_from_coefficients(z.coef_matrix, z.coef_row, z.coef_signal, z.coef_value, which, z.domain_size)
 
     key = ZkeyKey(zkey, device=backend)
     source = {"file": zkey.name, "size": size, "sha256": key.content_hash}
-    stages = {
-        "read": _best(lambda: read_zkey(zkey, check_points=False), repeat),
-        **({"validate": _best(validate_points, repeat)} if validate else {}),
-        "csr": _best(csr, repeat),
-        "hash": _best(lambda: file_sha256(zkey), repeat),
-    }
     # Each timed store write goes to a fresh path, as a first import does (replacing a store
     # also removes the old one's files).
     fresh = lambda: shutil.rmtree(store, ignore_errors=True)  # noqa: E731
     stages = {
-        **stages,
+        "read": _best(lambda: read_zkey(zkey, check_points=False), repeat),
+        **({"validate": _best(lambda: check_zkey_points(z, backend), repeat)} if validate else {}),
+        "csr": _best(csr, repeat),
+        "hash": _best(lambda: file_sha256(zkey), repeat),
         "write": _best(lambda: write_store(store, key, source, key.zkey.n_coefs), repeat, fresh),
         "import": _best(lambda: import_key(zkey, store, device=backend), repeat, fresh),
     }
