@@ -140,11 +140,15 @@ class _KeyBase:
 class KeyStore(_KeyBase):
     """A key imported into zarr. Arrays are opened lazily; slicing reads only the chunks it needs."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, check_arrays: bool = True) -> None:
         """Open a store and run the cheap checks: attributes present and consistent, every array
         present with the dtype and shape the header implies, each CSR's ``row_ptr`` starting at 0,
         non-decreasing and ending at its term count (reads the row pointers only, in chunks).
-        :meth:`validate` checks the rest. Raises a one-line FormatError naming the store or array."""
+        :meth:`validate` checks the rest. Raises a one-line FormatError naming the store or array.
+
+        ``check_arrays=False`` leaves out the array checks, for a store whose arrays
+        :func:`check_store_arrays` has just checked under its temporary name (as
+        :func:`import_key` does beside the hash)."""
         import zarr
 
         self.path = os.fspath(path)
@@ -180,7 +184,8 @@ class KeyStore(_KeyBase):
             raise FormatError(self.path, "attribute source.sha256 (the key's content hash) is missing")
         self.content_hash = sha
         self._check_point_attrs()
-        self._check_arrays(values["n_coefs"])
+        if check_arrays:
+            check_store_arrays(self.path, self._group, self.n_vars, self.n_public, self.domain_size, values["n_coefs"])
 
     def _check_point_attrs(self) -> None:
         """The ``points`` attribute: six affine points as decimal strings, on their curves."""
@@ -198,63 +203,6 @@ class KeyStore(_KeyBase):
 
     def _array_path(self, name: str) -> str:
         return os.path.join(self.path, name)
-
-    def _check_arrays(self, n_coefs: int) -> None:
-        """Every array present, uint32, shaped as the header says; the CSRs' row pointers sound."""
-        nnz = {}
-        for m in ("a", "b"):
-            sig = self.__getattr__(f"{m}_signal")
-            if len(sig.shape) != 1:
-                raise FormatError(self._array_path(f"{m}_signal"), f"shape {sig.shape}, expected (nnz,)")
-            nnz[m] = sig.shape[0]
-        expected = {
-            "a": (self.n_vars, 16), "b1": (self.n_vars, 16), "b2": (self.n_vars, 32),
-            "c": (self.n_vars - self.n_public - 1, 16), "h": (self.domain_size, 16), "ic": (self.n_public + 1, 16),
-        }
-        for m in ("a", "b"):
-            expected[f"{m}_row_ptr"] = (self.domain_size + 1,)
-            expected[f"{m}_signal"] = (nnz[m],)
-            expected[f"{m}_value"] = (nnz[m], 8)
-        for name, shape in expected.items():
-            arr = self.__getattr__(name)
-            if arr.dtype != np.uint32:
-                raise FormatError(self._array_path(name), f"dtype {arr.dtype}, expected uint32")
-            if arr.shape != shape:
-                raise FormatError(self._array_path(name), f"shape {arr.shape}, the header implies {shape}")
-        if nnz["a"] + nnz["b"] != n_coefs:
-            raise FormatError(
-                self.path, f"the CSRs hold {nnz['a']} + {nnz['b']} terms but header n_coefs is {n_coefs}"
-            )
-        for m in ("a", "b"):
-            self._check_row_ptr(m, nnz[m])
-
-    def _check_row_ptr(self, m: str, nnz: int) -> None:
-        """row_ptr[0] = 0, non-decreasing, row_ptr[-1] = nnz; read chunk by chunk."""
-        name = f"{m}_row_ptr"
-        arr = self.__getattr__(name)
-        step = max(1, arr.chunks[0])
-        prev = 0
-        for lo in range(0, arr.shape[0], step):
-            block = arr[lo : lo + step].astype(np.int64)
-            if lo == 0 and block[0] != 0:
-                raise FormatError(self._array_path(name), f"row_ptr[0] is {int(block[0])}, expected 0")
-            diffs = np.diff(np.concatenate(([prev], block)))
-            bad = np.flatnonzero(diffs < 0)
-            if bad.size:
-                i = lo + int(bad[0])
-                raise FormatError(
-                    self._array_path(name),
-                    f"row_ptr is not monotone: row_ptr[{i}] = {int(block[bad[0]])} < row_ptr[{i - 1}] (a damaged or missing chunk?)",
-                )
-            past = np.flatnonzero(block > nnz)
-            if past.size:
-                i = lo + int(past[0])
-                raise FormatError(
-                    self._array_path(name), f"row_ptr[{i}] = {int(block[past[0]])} runs past the {nnz} terms of {m}_signal"
-                )
-            prev = int(block[-1])
-        if prev != nnz:
-            raise FormatError(self._array_path(name), f"row_ptr ends at {prev}, but {m}_signal holds {nnz} terms")
 
     def validate(self, points: bool = True) -> None:
         """The full check, reading every array once (chunk by chunk; checksums verified by zarr).
@@ -355,6 +303,67 @@ class KeyStore(_KeyBase):
 
     def __repr__(self) -> str:
         return f"KeyStore({self.path!r}, n_vars={self.n_vars}, domain=2^{self.power})"
+
+
+def check_store_arrays(path: str, group: Any, n_vars: int, n_public: int, domain_size: int, n_coefs: int) -> None:
+    """Every array of the zarr ``group`` (the store at ``path``) present, uint32 and shaped as the
+    header says, the CSRs holding ``n_coefs`` terms together, each ``row_ptr`` sound (read
+    chunk by chunk). Raises a one-line FormatError naming the store or array."""
+
+    def array(name: str) -> Any:
+        try:
+            return group[name]
+        except KeyError:
+            raise FormatError(path, f"array {name!r} is missing from the key store") from None
+
+    nnz = {}
+    for m in ("a", "b"):
+        sig = array(f"{m}_signal")
+        if len(sig.shape) != 1:
+            raise FormatError(os.path.join(path, f"{m}_signal"), f"shape {sig.shape}, expected (nnz,)")
+        nnz[m] = sig.shape[0]
+    expected = {
+        "a": (n_vars, 16), "b1": (n_vars, 16), "b2": (n_vars, 32),
+        "c": (n_vars - n_public - 1, 16), "h": (domain_size, 16), "ic": (n_public + 1, 16),
+    }
+    for m in ("a", "b"):
+        expected[f"{m}_row_ptr"] = (domain_size + 1,)
+        expected[f"{m}_signal"] = (nnz[m],)
+        expected[f"{m}_value"] = (nnz[m], 8)
+    for name, shape in expected.items():
+        arr = array(name)
+        if arr.dtype != np.uint32:
+            raise FormatError(os.path.join(path, name), f"dtype {arr.dtype}, expected uint32")
+        if arr.shape != shape:
+            raise FormatError(os.path.join(path, name), f"shape {arr.shape}, the header implies {shape}")
+    if nnz["a"] + nnz["b"] != n_coefs:
+        raise FormatError(path, f"the CSRs hold {nnz['a']} + {nnz['b']} terms but header n_coefs is {n_coefs}")
+    for m in ("a", "b"):
+        _check_row_ptr(os.path.join(path, f"{m}_row_ptr"), array(f"{m}_row_ptr"), m, nnz[m])
+
+
+def _check_row_ptr(where: str, arr: Any, m: str, nnz: int) -> None:
+    """row_ptr[0] = 0, non-decreasing, row_ptr[-1] = nnz; read chunk by chunk."""
+    step = max(1, arr.chunks[0])
+    prev = 0
+    for lo in range(0, arr.shape[0], step):
+        block = arr[lo : lo + step].astype(np.int64)
+        if lo == 0 and block[0] != 0:
+            raise FormatError(where, f"row_ptr[0] is {int(block[0])}, expected 0")
+        diffs = np.diff(np.concatenate(([prev], block)))
+        bad = np.flatnonzero(diffs < 0)
+        if bad.size:
+            i = lo + int(bad[0])
+            raise FormatError(
+                where, f"row_ptr is not monotone: row_ptr[{i}] = {int(block[bad[0]])} < row_ptr[{i - 1}] (a damaged or missing chunk?)"
+            )
+        past = np.flatnonzero(block > nnz)
+        if past.size:
+            i = lo + int(past[0])
+            raise FormatError(where, f"row_ptr[{i}] = {int(block[past[0]])} runs past the {nnz} terms of {m}_signal")
+        prev = int(block[-1])
+    if prev != nnz:
+        raise FormatError(where, f"row_ptr ends at {prev}, but {m}_signal holds {nnz} terms")
 
 
 class _StoredArray:
@@ -504,8 +513,9 @@ def import_key(
     # else runs beside it: the point arrays' chunk writes start as soon as the header is read,
     # the record checks, point checks and both CSR builds run on their own threads (numpy,
     # numba, hashlib, CRC32C and file writes release the GIL), the CSRs' writes start when each
-    # is built. What is left once the hash ends is the attributes, the rename (a store being
-    # replaced is renamed aside, then removed beside the reopen) and the reopen.
+    # is built, and the written arrays are read back and checked as the store's open would.
+    # What is left once the hash ends is the attributes, the rename (a store being replaced is
+    # renamed aside, then removed beside the reopen) and the reopen of the group.
     with _stage("import"):
         key = ZkeyKey(zkey_path, device=device, check=False)
         with ThreadPoolExecutor(5, thread_name_prefix="import") as work, _StoreWriter(out, chunk_bytes) as store:
@@ -521,13 +531,16 @@ def import_key(
                     store.add(f"{m}_{part}", arr)
             zarr_loaded.result()
             store.write_metadata()
+            n_coefs = int(key.zkey.coef_matrix.shape[0])
+            written = work.submit(store.check_arrays, key.n_vars, key.n_public, key.domain_size, n_coefs)
             with _stage("wait checks"):
                 points.result()
-            attrs = _attributes(key, int(key.zkey.coef_matrix.shape[0]), {})
+                written.result()
+            attrs = _attributes(key, n_coefs, {})
             source = {"file": os.path.basename(os.fspath(zkey_path)), "size": os.path.getsize(zkey_path)}
             store.commit(lambda: {**attrs, "source": {**source, "sha256": key.content_hash}}, overwrite)
             with _stage("reopen"):
-                return KeyStore(out)
+                return KeyStore(out, check_arrays=False)  # checked under the temporary name
 
 
 def write_store(
@@ -648,6 +661,20 @@ class _StoreWriter:
                     fill_value=0, chunk_key_encoding={"name": "default", "separator": "/"},
                 )
 
+    def check_arrays(self, n_vars: int, n_public: int, domain_size: int, n_coefs: int) -> None:
+        """Once every chunk is written, check the arrays as :class:`KeyStore` would on open
+        (:func:`check_store_arrays`), under the temporary name."""
+        if self._group is None:
+            self.write_metadata()
+        self._wait_writes()
+        with _stage("check arrays"):
+            check_store_arrays(str(self.tmp), self._group, n_vars, n_public, domain_size, n_coefs)
+
+    def _wait_writes(self) -> None:
+        with _stage("wait writes"):
+            for done in self._writes:
+                done.result()
+
     def commit(self, attributes: Callable[[], dict[str, Any]], overwrite: bool) -> None:
         """Wait for every chunk, write ``attributes()`` (called then) as the group's attributes
         and rename the store into place. The caller has run every check before. A store already
@@ -656,9 +683,7 @@ class _StoreWriter:
         its chunk files takes a while), which leaving the ``with`` block waits for."""
         if self._group is None:
             self.write_metadata()
-        with _stage("wait writes"):
-            for done in self._writes:
-                done.result()
+        self._wait_writes()
         with _stage("wait attributes"):
             attrs = attributes()
         with _stage("attributes"):

@@ -185,6 +185,24 @@ def test_a_failed_chunk_write_leaves_no_store(tmp_path: Path, monkeypatch: pytes
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_import_reads_its_written_arrays_back_before_the_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import checks the arrays it wrote (shapes, row pointers) under the temporary name, so a
+    chunk written wrong (here a row-pointer chunk reversed, its CRC32C matching) fails the import
+    and no store appears; the reopen after the rename then leaves those checks out."""
+    from distprove import keystore
+
+    write = keystore._write_chunk
+
+    def reversing(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:
+        write(stage, path, block[::-1].copy() if stage == "write a_row_ptr" else block, nbytes)
+
+    monkeypatch.setattr(keystore, "_write_chunk", reversing)
+    out = tmp_path / "k.zarr"
+    with pytest.raises(FormatError, match=r"a_row_ptr.*row_ptr\[0\]"):
+        import_key(CHAIN, out, chunk_bytes=1 << 20, device="cpu")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_overwrite_keeps_the_old_store_until_the_new_one_takes_its_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
