@@ -379,6 +379,7 @@ def start_group(
         return lambda: list(results)  # type: ignore[arg-type]
     marks = [be.mark()]
     stack, verdicts = be.load_witness_group(k, loaded, names)
+    lives = be.live_fractions_group(stack, loaded)
     marks.append(be.mark())
     evals = be.gather_group(k, stack)
     marks.append(be.mark())
@@ -386,7 +387,7 @@ def start_group(
     del evals  # three domain-sized vectors a proof the MSMs do not need: device memory
     marks.append(be.mark())
     be.settle()  # the group's one wait
-    errors = verdicts()
+    errors, live = verdicts(), lives()
     share = [be.seconds_between(a, b) / len(loaded) for a, b in zip(marks, marks[1:])]
     scalars: list[tuple[Any, Any]] = []
     for j, (i, one) in enumerate(zip(slots, loaded)):
@@ -394,9 +395,8 @@ def start_group(
             results[i] = errors[j]
             continue
         timings = {"witness": reads[j] + share[0], "gather": share[1], "ntt": share[2]}
-        values = one.values
-        public = bn254.ints_from_limbs(values[1 : 1 + k.n_public])  # values checked < r by the load
-        results[i] = Gathered(stack[j], public, live_fraction(values), None, timings)
+        public = bn254.ints_from_limbs(one.values[1 : 1 + k.n_public])  # values checked < r by the load
+        results[i] = Gathered(stack[j], public, live[j], None, timings)
         scalars.append((stack[j], hs[j]))
     del loaded, stack, hs
     ok = [g for g in results if isinstance(g, Gathered)]

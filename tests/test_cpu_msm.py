@@ -139,7 +139,7 @@ def test_window_count_and_width_bounds() -> None:
 
 def test_live_fraction_counts_scalars_other_than_zero_and_one() -> None:
     """0 and 1 are not live; 2, r - 1 and a 1 in a higher limb are; every row is read when there
-    are at most ``samples`` of them, evenly spaced rows when there are more."""
+    are at most ``samples`` of them, every ceil(n / samples)-th row when there are more."""
     vals = [0, 1, 2, R - 1, 1 << 32, (1 << 32) + 1, 0, 1]
     limbs = bn254.limbs_from_ints(vals)
     assert live_fraction(limbs) == 4 / 8
@@ -153,6 +153,26 @@ def test_live_fraction_counts_scalars_other_than_zero_and_one() -> None:
     big[live_rows, 3] = 7
     assert abs(live_fraction(big) - live_rows.mean()) < 0.02
     assert live_fraction(big, samples=n) == pytest.approx(live_rows.mean())
+    assert live_fraction(big, samples=10) == live_rows[:: -(-n // 10)].mean()
+
+
+@pytest.mark.parametrize("n, samples", [(1, 4096), (7, 3), (4096, 4096), (5000, 4096), (100_003, 4096)])
+def test_live_fractions_of_a_stack_are_each_rows_live_fraction(n: int, samples: int) -> None:
+    """A group's live shares in one pass over its stack are, proof by proof, what
+    :func:`live_fraction` gives each witness alone (the same rows read), whatever the witnesses'
+    mix of zeros, ones and others."""
+    from distprove.stages.msm import live_fractions
+
+    rng = np.random.default_rng(n)
+    stack = np.zeros((4, n, 8), dtype=np.uint32)
+    for g, p in enumerate((0.0, 0.1, 0.5, 1.0)):
+        stack[g, :, 0] = rng.integers(0, 2, size=n)
+        live = rng.random(n) < p
+        stack[g, live, rng.integers(0, 8)] = rng.integers(2, 1 << 32, size=int(live.sum()), dtype=np.uint64)
+    got = live_fractions(stack, samples)
+    assert got.shape == (4,)
+    assert got.tolist() == [live_fraction(stack[g], samples) for g in range(4)]
+    assert live_fractions(np.zeros((3, 0, 8), dtype=np.uint32)).tolist() == [1.0] * 3
 
 
 def test_gpu_window_width_follows_the_live_points() -> None:

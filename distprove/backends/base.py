@@ -171,6 +171,18 @@ class Backend(ABC):
             errors.append(error)
         return stack, lambda: errors
 
+    def live_fractions_group(self, stack: Any, witnesses: Sequence[LoadedWitness]) -> Callable[[], list[float]]:
+        """Each witness's share of scalars other than 0 and 1
+        (:func:`distprove.stages.msm.live_fraction`), for a group's stack from
+        :meth:`load_witness_group` and the witnesses it was made from; the returned function gives
+        them once the group's work is settled (:meth:`settle`). A GPU computes them from the stack
+        on the device, beside the group's other work; an entry for a witness found bad is
+        unspecified. Default: from each witness's host values."""
+        from distprove.stages.msm import live_fraction
+
+        shares = [live_fraction(w.values) for w in witnesses]
+        return lambda: shares
+
     def gather_group(self, key: Any, witnesses: Any) -> Evals:
         """:meth:`gather` of every witness of a group's stack (:meth:`load_witness_group`): Evals
         whose members are stacks, ``member[i]`` proof i's. A GPU gathers the group in one launch.

@@ -1,8 +1,9 @@
 """The @iden3/binfileutils container shared by .zkey, .wtns, .ptau and .r1cs (SNARKJS_FORMATS.md §2).
 
 Layout: 4-byte magic, u32 version, u32 nSections, then nSections × (u32 id, u64 size, data).
-The file is memory-mapped; the section table is scanned once and indexed by id, so sections
-may come in any order and are never read whole unless a caller asks for them.
+A file of up to :data:`READ_WHOLE_BYTES` is read whole in one call, a larger one memory-mapped;
+the section table is scanned once and indexed by id, so sections may come in any order and
+those of a mapped file are never read whole unless a caller asks for them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ from distprove.bn254 import Group
 from distprove.errors import FormatError
 
 from .atomic import write_atomic
+
+READ_WHOLE_BYTES = 32 << 20
+"""Files up to this size are read into memory in one call rather than mapped: a small witness read
+whole costs one system call, where a map costs the mapping, its page faults on first touch and,
+for a reader that needs the values in memory anyway, a copy (a 2^12 circuit's .wtns, 128 kB:
+about 0.2 ms mapped and copied on the H200 host). It covers every witness a GPU stacks with its
+group's others (``backends.gpu.backend.DEFER_WITNESS_BYTES``)."""
 
 @dataclass(frozen=True)
 class Reserved:
@@ -40,17 +48,22 @@ class Section:
 
 
 class Container:
-    """A parsed, memory-mapped container. Use :func:`open_container` to make one."""
+    """A parsed container, read whole or memory-mapped. Use :func:`open_container` to make one."""
 
     def __init__(self, path: str, magic: str, version: int, data: np.ndarray, sections: dict[int, Section], order: list[int]):
         self.path = path
         self.magic = magic
         self.version = version
         self.data = data
-        """The whole file as a read-only uint8 array (memory-mapped)."""
+        """The whole file as a read-only uint8 array (read into memory, or memory-mapped)."""
         self.sections = sections
         self.order = order
         """Section ids in file order."""
+
+    @property
+    def mapped(self) -> bool:
+        """Whether :attr:`data` maps the file rather than holds it in memory."""
+        return isinstance(self.data, np.memmap)
 
     def fail(self, problem: str) -> NoReturn:
         """Raise FormatError(path, problem)."""
@@ -75,7 +88,7 @@ class Container:
         return s
 
     def raw(self, sid: int, name: str) -> np.ndarray:
-        """Section ``sid``'s bytes as a read-only uint8 view of the mapped file."""
+        """Section ``sid``'s bytes as a read-only uint8 view of the file's data."""
         s = self.section(sid, name)
         return self.data[s.offset : s.offset + s.size]
 
@@ -101,7 +114,7 @@ def open_container(
     *,
     loose_last: int | None = None,
 ) -> Container:
-    """Map ``path``, check magic and version, scan the section table.
+    """Read or map ``path`` (:data:`READ_WHOLE_BYTES`), check magic and version, scan the section table.
 
     ``loose_last``: a section id whose stated size is not trusted when it is the last section
     (circom_runtime writes the wtns data size wrongly for sections >= 4 GiB); its ``size`` is
@@ -121,9 +134,15 @@ def open_container(
     if size < 12:
         raise FormatError(name, f"truncated header: file has {size} bytes, the header needs 12")
     try:
-        data = np.memmap(name, dtype=np.uint8, mode="r")
+        if size <= READ_WHOLE_BYTES:
+            data = np.fromfile(name, dtype=np.uint8)
+            data.flags.writeable = False
+        else:
+            data = np.memmap(name, dtype=np.uint8, mode="r")
     except (OSError, ValueError) as e:
-        raise FormatError(name, f"cannot map file: {e}") from e
+        raise FormatError(name, f"cannot read file: {e}") from e
+    if data.size != size:  # changed since its size was read
+        raise FormatError(name, f"the file changed while it was read ({size} bytes, then {data.size})")
     head = data[:12].tobytes()
     found = head[:4]
     if found != magic.encode():

@@ -1,4 +1,5 @@
-"""circom witness files (.wtns, SNARKJS_FORMATS.md §4): values in standard form, memory-mapped."""
+"""circom witness files (.wtns, SNARKJS_FORMATS.md §4): values in standard form, read whole or
+memory-mapped (:data:`distprove.formats.container.READ_WHOLE_BYTES`)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,16 @@ _N8 = 32
 
 @dataclass(frozen=True)
 class Wtns:
-    """A witness: ``values`` is an (n_witness, 8) uint32 standard-form view of the mapped file."""
+    """A witness: ``values`` is an (n_witness, 8) uint32 standard-form read-only view of the file's
+    data, in memory or, for a large file, mapped (``mapped``)."""
 
     path: str
     n_witness: int
     values: np.ndarray
     offset: int = 0
     """File offset of the first value (section 2's data), for readers that bypass the map."""
+    mapped: bool = False
+    """Whether ``values`` map the file (read on first touch) rather than hold it in memory."""
 
 
 def value_error(path: str, index: int) -> FormatError:
@@ -76,7 +80,7 @@ def read_wtns(path: str | os.PathLike[str], *, check_values: bool = True) -> Wtn
     i = first_false(lt_bound(values, R)) if check_values else None
     if i is not None:
         raise value_error(w.path, i)
-    return Wtns(path=w.path, n_witness=n, values=values, offset=s2.offset)
+    return Wtns(path=w.path, n_witness=n, values=values, offset=s2.offset, mapped=w.mapped)
 
 
 def write_wtns(path: str | os.PathLike[str], values: np.ndarray | Sequence[int], *, durable: bool = True) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -107,20 +108,29 @@ def default_window(n: int, group: Group) -> int:
     return best
 
 
-def is_live(scalars: np.ndarray) -> np.ndarray:
-    """Per scalar ((n, 8) uint32 standard-form limbs): neither 0 nor 1, so it reaches a GPU bucket
-    (zeros are skipped, ones summed apart)."""
-    return scalars[:, 1:].any(axis=1) | (scalars[:, 0] > 1)
+def is_live(scalars: Any) -> Any:
+    """Per scalar (standard-form limbs on the last axis: (n, 8), or (G, n, 8) for a group; NumPy or
+    CuPy): neither 0 nor 1, so it reaches a GPU bucket (zeros are skipped, ones summed apart)."""
+    return scalars[..., 1:].any(axis=-1) | (scalars[..., 0] > 1)
 
 
 def live_fraction(scalars: np.ndarray, samples: int = 4096) -> float:
-    """Fraction of the scalars (as :func:`is_live` takes them) other than 0 and 1, from at most
-    ``samples`` rows spread evenly: the share of an MSM's points that reach a bucket on the GPU
+    """Fraction of the scalars (as :func:`is_live` takes them) other than 0 and 1, from every
+    ``ceil(n / samples)``-th row: the share of an MSM's points that reach a bucket on the GPU
     (1.0 for no scalars)."""
     n = scalars.shape[0]
     if n == 0:
         return 1.0
-    return float(is_live(scalars[np.linspace(0, n - 1, min(n, samples)).astype(np.int64)]).mean())
+    return float(is_live(scalars[:: -(-n // samples)]).mean())
+
+
+def live_fractions(stack: Any, samples: int = 4096) -> Any:
+    """:func:`live_fraction` of each proof of a (G, n, 8) stack in one pass over the same rows, on
+    the stack's device (NumPy or CuPy): an array of G fractions (1.0 where n is 0)."""
+    n = stack.shape[1]
+    if n == 0:
+        return stack.sum(axis=(1, 2)) * 0 + 1.0  # G ones, on the stack's device
+    return is_live(stack[:, :: -(-n // samples)]).mean(axis=1)
 
 
 def split_windows(w_count: int, parts: int) -> list[tuple[int, int]]:

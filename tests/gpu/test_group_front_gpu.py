@@ -106,3 +106,25 @@ def test_start_group_equals_cpu_and_a_bad_witness_fails_alone(
         assert isinstance(result, MsmPoints)
         assert result.public == reference[f].public and result.points == reference[f].points
         assert {"witness", "gather", "ntt", "msm"} <= set(result.timings)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_group_live_shares_on_the_device_equal_the_host(gpu, cp, keys: dict, name: str) -> None:
+    """The live shares a GPU computes from a group's device stack equal the host's
+    :func:`live_fraction` of each witness (they pick the MSMs' window widths), for the fixtures'
+    witnesses and for one of random values, zeros and ones at an odd size past the sample count."""
+    from distprove.stages.msm import live_fraction
+
+    key = keys[name]
+    loaded = [gpu.read_witness_file(key, w) for w in _witnesses(name)]
+    stack, verdicts = gpu.load_witness_group(key, loaded, [str(w) for w in _witnesses(name)])
+    shares = gpu.live_fractions_group(stack, loaded)
+    gpu.settle()
+    assert verdicts() == [None] * len(loaded)
+    assert shares() == [live_fraction(lw.values) for lw in loaded]
+    rng = np.random.default_rng(3)
+    host = rng.integers(0, 1 << 32, size=(3, 9001, 8), dtype=np.uint64).astype(np.uint32)
+    host[:, ::3, 1:] = 0
+    host[:, ::3, 0] = rng.integers(0, 2, size=host[:, ::3, 0].shape)
+    got = gpu.live_fractions_group(cp.asarray(host), [])()
+    assert got == [live_fraction(host[g]) for g in range(3)]
