@@ -548,8 +548,8 @@ class GpuBackend(Backend):
             pass  # recovered below, outside the handler (its traceback holds the failed launch's buffers)
         if sum(len(members) for _, members, _ in started) < len(jobs) * len(names):
             started.clear()
-            wait = self._proofs_after_oom(key, jobs, constant_work, "starting the grouped MSMs")
-            return lambda: combine_proofs(jobs, wait())
+            recovered = self._proofs_after_oom(key, jobs, constant_work, "starting the grouped MSMs")
+            return lambda: combine_proofs(jobs, recovered())
 
         def wait() -> list[dict[str, Affine]]:
             points: list[dict[str, Affine]] = [{} for _ in jobs]
