@@ -205,7 +205,7 @@ class BatchCheck:
     With an ``executor`` (a process pool: the arithmetic holds the GIL), ``add`` only validates
     and draws ρ_i; every ``chunk`` proofs go to the pool as one :func:`chunk_loop` task (subgroup
     checks, multiplications and a partial Miller loop), so the calling thread is free while they
-    run, and the proofs checked alone after a failed batch are checked there too.
+    run; the final exponentiation, and the proofs checked alone after a failed batch, run there too.
 
     With ``device="gpu"`` ``add`` only validates (JSON, ranges, curve equations, on the host) and
     draws ρ_i, and :meth:`results` does the batch's per-proof work as one device step
@@ -214,7 +214,8 @@ class BatchCheck:
     stay on the device as the G1 side of ONE Miller product over (-ρ_i·pi_a_i, pi_b_i),
     (ρ_i·pi_c_i, δ₂) and the keys' fixed pairs (pairs the kernel flags as degenerate are looped on
     the host), then one final exponentiation on the host. Only the B subgroup answers and one
-    Fq12 come back. The executor, if any, then serves only the proofs checked alone.
+    Fq12 come back. The executor, if any, then runs the final exponentiation and the proofs
+    checked alone.
 
     The batch equation, with secret ρ_i: Π_i e(-ρ_i·pi_a_i, pi_b_i) · e(Σρ_i·cpub_i, γ₂) ·
     Π_i e(ρ_i·pi_c_i, δ₂) · e((Σρ_i)·α₁, β₂) == 1 (on the host the δ₂ terms of a key are summed in
@@ -329,12 +330,25 @@ class BatchCheck:
         sums = curve.to_affine(g1, [curve.combination(g1, (), terms) for terms in by_g2.values()])  # one doubling chain each
         if device is not None:
             fixed = [(p, q) for q, p in zip(by_g2, sums) if p is not None]
-            return pr.final_exponentiation_fast(device.miller_product(fixed)) == pr.ONE
+            return self._is_one(device.miller_product(fixed))
         pairs += [(p, _key_g2(q)) for q, p in zip(by_g2, sums) if p is not None]
         f = pr.prepared_miller_loop(pairs)
         for part in partials:
             f = pr.mul(f, part)
-        return pr.final_exponentiation_fast(f) == pr.ONE
+        return self._is_one(f)
+
+    def _is_one(self, f: pr.Fq12) -> bool:
+        """Whether the final exponentiation of ``f`` is 1: in the executor's process when there is
+        one (pure-Python arithmetic, a few ms that would hold the GIL against the thread that
+        proves; one Fq12 goes there and a bool comes back), else here."""
+        if self._executor is None:
+            return _final_is_one(f)
+        return self._executor.submit(_final_is_one, f).result()
+
+
+def _final_is_one(f: pr.Fq12) -> bool:
+    """The batch equation's last step: the final exponentiation of ``f`` is 1."""
+    return pr.final_exponentiation_fast(f) == pr.ONE
 
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}

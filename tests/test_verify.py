@@ -501,6 +501,29 @@ def test_batch_check_on_a_process_pool(proved: dict[str, tuple], pool, device: s
     assert checker.results() == [i not in (4, 9, 17) for i in range(20)]
 
 
+def test_the_final_exponentiation_runs_on_the_executor(proved: dict[str, tuple], device: str) -> None:
+    """With an executor the batch's final exponentiation (pure Python that would hold the GIL
+    against the proving thread) runs there, on the device path too, and a batch with a bad proof
+    still fails there and names it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ran: list[str] = []
+
+    class Recording(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            ran.append(fn.__name__)
+            return super().submit(fn, *args, **kwargs)
+
+    batch = _large_batch(proved, 6)
+    with Recording(2) as ex:
+        assert verify_many(batch, ex, device) == [True] * 6
+        assert ran.count("_final_is_one") == 1
+        ran.clear()
+        batch[2] = proved["mini_changed"]
+        assert verify_many(batch, ex, device) == [i != 2 for i in range(6)]
+        assert ran.count("_final_is_one") == 1
+
+
 def test_rho_halves_give_distinct_coefficients_and_right_multiples() -> None:
     """φ(x, y) = (β·x, y) is multiplication by λ on G1; the shortest nonzero (a, b) with
     a + λ·b ≡ 0 (mod r) (Lagrange-Gauss reduction) is longer than 2^126, so 64-bit halves give
