@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from distprove import bn254, curve
+from distprove import bn254, curve, glv
 from distprove import pairing as pr
 from distprove.errors import FormatError
 from distprove.formats.jsonio import VerificationKey, read_proof, read_public, read_vk, vk_to_json
@@ -133,9 +133,10 @@ def _batchable(key: VerificationKey, proof: Proof) -> bool:
     return proof[0] is not None and proof[1] is not None and all(_key_g2(q) is not None for q in (key.beta2, key.gamma2, key.delta2))
 
 
-GLV_BETA = 21888242871839275220042445260109153167277707414472061641714758635765020556616
-"""A cube root of unity mod q: φ(x, y) = (β·x, y) maps G1 to itself."""
-GLV_LAMBDA = 21888242871839275217838484774961031246154997185409878258781734729429964517155
+GLV_BETA = glv.BETA_G1 * glv.BETA_G1 % bn254.Q
+"""A cube root of unity mod q: φ(x, y) = (β·x, y) maps G1 to itself (:mod:`distprove.glv`'s
+other root pair; kernels/batchcheck.cu holds this β)."""
+GLV_LAMBDA = glv.LAMBDA * glv.LAMBDA % bn254.R
 """The cube root of unity mod r with φ(P) = λ·P on G1."""
 Rho = tuple[int, int]
 """A batch coefficient ρ = ρ₁ + λ·ρ₂ mod r with ρ₁, ρ₂ < 2^(RHO_BITS/2): multiples ρ·P cost one

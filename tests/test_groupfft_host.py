@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distprove import bn254
+from distprove import bn254, glv
 from distprove.backends.cpu import groupfft as cpu_gf
 from distprove.bn254 import G1, G2, R
 
@@ -130,10 +130,10 @@ def test_glv_pack_matches_split() -> None:
     from distprove.backends.gpu.groupfft import glv_pack
 
     rng = random.Random()
-    ks = [0, 1, R - 1, cpu_gf.GLV_LAMBDA, R + 3] + [rng.randrange(R) for _ in range(300)]
+    ks = [0, 1, R - 1, glv.LAMBDA, R + 3] + [rng.randrange(R) for _ in range(300)]
     rows = glv_pack(np.array(ks, dtype=object))
     for k, row in zip(ks, rows):
-        k1, k2 = cpu_gf.glv_split(k)
+        k1, k2 = glv.split(k)
         mag1 = int.from_bytes(row[0:4].tobytes(), "little")
         mag2 = int.from_bytes(row[4:8].tobytes(), "little")
         assert (mag1, mag2) == (abs(k1), abs(k2))
@@ -153,7 +153,7 @@ def _unpack(rows: np.ndarray) -> list[tuple[int, int]]:
 def _check_split(ks: list[int], rows: np.ndarray) -> None:
     assert rows.shape == (len(ks), 9) and int(rows[:, 8].max(initial=0)) <= 3
     for k, (k1, k2) in zip(ks, _unpack(rows)):
-        assert (k1 + k2 * cpu_gf.GLV_LAMBDA - k) % R == 0, k
+        assert (k1 + k2 * glv.LAMBDA - k) % R == 0, k
         assert abs(k1) < 1 << 127 and abs(k2) < 1 << 127, k
 
 
@@ -163,8 +163,8 @@ def test_device_glv_split(lib: ctypes.CDLL) -> None:
     from distprove.synth import limbs_from_field
 
     rng = random.Random()
-    (a1, b1), (a2, b2) = cpu_gf.GLV_BASIS
-    ks = [0, 1, 2, R - 1, R - 2, cpu_gf.GLV_LAMBDA, (1 << 253) + 5, (1 << 127) - 1] + [rng.randrange(R) for _ in range(400)]
+    (a1, b1), (a2, b2) = glv.BASIS
+    ks = [0, 1, 2, R - 1, R - 2, glv.LAMBDA, (1 << 253) + 5, (1 << 127) - 1] + [rng.randrange(R) for _ in range(400)]
     for num in (-b2, b1):  # k with k·num/r just below and above m + 1/2
         for _ in range(50):
             m = rng.randrange(num)
@@ -194,7 +194,7 @@ def test_ladder_matches_reference(lib: ctypes.CDLL, group: bn254.Group) -> None:
 
     rng = random.Random()
     pts = _random_points(group, rng, 10) + [None, group.generator]
-    lam = cpu_gf.GLV_LAMBDA
+    lam = glv.LAMBDA
     ks = [0, 1, R - 1, lam, R - lam, 2, 16, 17, rng.randrange(1 << 128), rng.randrange(R), rng.randrange(R), 5]
     aff = bn254.points_to_limbs(group, pts)
     k = glv_pack(np.array(ks, dtype=object))

@@ -33,6 +33,8 @@ def test_cli_imports_no_heavy_package() -> None:
         # and numba only once a point check runs on the CPU
         "import distprove.cli, distprove.prover, distprove.keystore, distprove.formats.zkey, distprove.verifier",
         "import distprove.backends.gpu.validate, distprove.formats.container",
+        # the GPU's ptau prepare: its GLV split comes from distprove.glv, not the numba CPU path
+        "import distprove.backends.gpu.groupfft",
     ],
 )
 def test_prove_and_import_paths_leave_out_distributed_and_numba(code: str) -> None:

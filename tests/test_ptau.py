@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from distprove import bn254
+from distprove import bn254, glv
 from distprove.backends.cpu import groupfft as gf
 from distprove.bn254 import G1, G2, R
 from distprove.cli import main
@@ -52,11 +52,11 @@ def _naive_idft(group: bn254.Group, pts: list, omega: int, scale: int) -> list:
 
 def test_glv_split() -> None:
     rng = random.Random()
-    lam = gf.GLV_LAMBDA
+    lam = glv.LAMBDA
     assert pow(lam, 3, R) == 1 and lam != 1
     ks = [0, 1, 2, R - 1, R - 2, lam, R - lam, (R - 1) // 2] + [rng.randrange(R) for _ in range(2000)]
     for k in ks:
-        k1, k2 = gf.glv_split(k)
+        k1, k2 = glv.split(k)
         assert (k1 + k2 * lam - k) % R == 0
         assert abs(k1) < 1 << 127 and abs(k2) < 1 << 127
         for half in (abs(k1), abs(k2)):
@@ -70,14 +70,14 @@ def test_endomorphism(group: bn254.Group) -> None:
     p = _random_points(group, random.Random(), 1)[0]
     beta = gf._beta(group)
     phi = (p[0] * beta % bn254.Q, p[1]) if group is G1 else ((p[0][0] * beta % bn254.Q, p[0][1] * beta % bn254.Q), p[1])
-    assert bn254.mul(group, p, gf.GLV_LAMBDA) == phi
+    assert bn254.mul(group, p, glv.LAMBDA) == phi
 
 
 @pytest.mark.parametrize("group", GROUPS)
 def test_mul_many_matches_reference(group: bn254.Group) -> None:
     rng = random.Random()
     pts = _random_points(group, rng, 9) + [None, group.generator]
-    lam = gf.GLV_LAMBDA
+    lam = glv.LAMBDA
     ks = [0, 1, R - 1, lam, R - lam, 2, rng.randrange(1 << 64), rng.randrange(R), R + 5, rng.randrange(R), 7]
     v = gf.affine_from_limbs(group, bn254.points_to_limbs(group, pts))
     got = bn254.points_from_limbs(group, gf.affine_to_limbs(group, gf._to_affine(group, gf.mul_many(group, v, ks))))

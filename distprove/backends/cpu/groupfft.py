@@ -11,7 +11,7 @@ one is chosen for speed:
   as infinity; G1 and G2 share one compiled version of each kernel (the Fq2 degree is a run-time
   argument), which keeps a cold compile to a few seconds;
 * a twiddle multiplication is a **GLV**-split signed fixed-window ladder: k = k1 + k2·λ (mod r)
-  with |k1|, |k2| < 2^127 (lattice reduction, :func:`glv_split`); [λ]P = φ(P) = (β·x, y), so one
+  with |k1|, |k2| < 2^127 (lattice reduction, :func:`distprove.glv.split`); [λ]P = φ(P) = (β·x, y), so one
   affine table of [1..2^(c-1)]P serves both halves and the doubling chain is 128 bits instead of
   254. λ is the same for G1 and G2; β differs (they are each other's square: the twist's φ with
   G1's β is [λ²]). The accumulator is Jacobian (dbl-2009-l, madd-2007-bl), the tables affine
@@ -32,65 +32,17 @@ import numpy as np
 
 from numba import njit
 
-from distprove import bn254
+from distprove import bn254, glv
 from distprove.bn254 import FQ_MONT, G1, Q, R, Group
 from distprove.fqlimbs import ONE, ZERO, e_add, e_inv, e_is_zero, e_load, e_mul, e_neg, e_scale, e_sqr, e_store, e_sub, limbs_of
 
-# --- GLV constants ---------------------------------------------------------------------
-
-GLV_LAMBDA = 4407920970296243842393367215006156084916469457145843978461
-"""λ: a primitive cube root of unity in Fr with [λ]P = (β·x, y) on both groups."""
-GLV_BETA_G1 = 2203960485148121921418603742825762020974279258880205651966
-"""β for G1 (a primitive cube root of unity in Fq)."""
-GLV_BETA_G2 = GLV_BETA_G1 * GLV_BETA_G1 % Q
-"""β for G2 (the other cube root; embedded in Fq2 with c1 = 0)."""
-GLV_BITS = 128
-"""Magnitudes of k1, k2 are below 2^127; digits are recoded over 128 bits."""
 WINDOW = 5
 """Ladder window width c: tables of 2^(c-1) = 16 points, ceil(128 / c) = 26 windows."""
 
 
-def _lattice() -> tuple[tuple[int, int], tuple[int, int]]:
-    """Short basis (a1, b1), (a2, b2) of {(x, y): x + y·λ ≡ 0 mod r} by the extended Euclidean
-    algorithm on (r, λ) (Hankerson-Menezes-Vanstone, Algorithm 3.74)."""
-    r0, r1 = R, GLV_LAMBDA
-    t0, t1 = 0, 1
-    bound = 1 << 127  # ~ sqrt(r)
-    rows: list[tuple[int, int]] = []
-    while r1 >= bound:
-        q = r0 // r1
-        r0, r1 = r1, r0 - q * r1
-        t0, t1 = t1, t0 - q * t1
-    # now r0 >= sqrt(r) > r1: (r1, -t1) is the first vector; the second is the shorter of
-    # (r0, -t0) and the next remainder's vector.
-    q = r0 // r1
-    r2, t2 = r0 - q * r1, t0 - q * t1
-    rows.append((r1, -t1))
-    if r0 * r0 + t0 * t0 <= r2 * r2 + t2 * t2:
-        rows.append((r0, -t0))
-    else:
-        rows.append((r2, -t2))
-    return rows[0], rows[1]
-
-
-GLV_BASIS = _lattice()
-
-
-def glv_split(k: int) -> tuple[int, int]:
-    """Signed (k1, k2) with k ≡ k1 + k2·λ (mod r) and |k1|, |k2| < 2^127."""
-    (a1, b1), (a2, b2) = GLV_BASIS
-    k %= R
-    det = a1 * b2 - a2 * b1
-    c1 = (b2 * k * 2 + det) // (2 * det)  # round(b2·k / det)
-    c2 = (-b1 * k * 2 + det) // (2 * det)  # round(-b1·k / det)
-    k1 = k - c1 * a1 - c2 * a2
-    k2 = -c1 * b1 - c2 * b2
-    return k1, k2
-
-
 def signed_digits(m: int, c: int = WINDOW) -> list[int]:
     """Digits d_w in [-(2^(c-1) - 1), 2^(c-1)] with m = Σ d_w·2^(cw), w < ceil(128 / c); m < 2^127."""
-    nw = -(-GLV_BITS // c)
+    nw = -(-glv.BITS // c)
     half, mask = 1 << (c - 1), (1 << c) - 1
     out, carry = [], 0
     for w in range(nw):
@@ -101,7 +53,7 @@ def signed_digits(m: int, c: int = WINDOW) -> list[int]:
             carry = 1
         out.append(d)
     if carry or m >> (c * nw):
-        raise ValueError(f"GLV half {m} does not fit {GLV_BITS} bits")
+        raise ValueError(f"GLV half {m} does not fit {glv.BITS} bits")
     return out
 
 
@@ -258,7 +210,7 @@ def _deg(group: Group) -> int:
 
 
 def _beta(group: Group) -> int:
-    return GLV_BETA_G1 if group is G1 else GLV_BETA_G2
+    return glv.BETA_G1 if group is G1 else glv.BETA_G2
 
 
 def _beta_limbs(group: Group) -> np.ndarray:
@@ -293,7 +245,7 @@ def _madd(group: Group, jac: np.ndarray, aff: np.ndarray, negate: bool = False) 
 def _glv_digits(ks: Sequence[int], c: int) -> np.ndarray:
     """Signed window digits (n, 2, ceil(128 / c)) of the GLV halves of each scalar (one split per
     distinct scalar: a stage's twiddles repeat across its blocks)."""
-    nw = -(-GLV_BITS // c)
+    nw = -(-glv.BITS // c)
     out = np.empty((len(ks), 2, nw), dtype=np.int8)
     memo: dict[int, list[list[int]]] = {}
     for i, k in enumerate(ks):
@@ -301,7 +253,7 @@ def _glv_digits(ks: Sequence[int], c: int) -> np.ndarray:
         rows = memo.get(k)
         if rows is None:
             rows = []
-            for half in glv_split(k):
+            for half in glv.split(k):
                 s = -1 if half < 0 else 1
                 rows.append([s * dg for dg in signed_digits(abs(half), c)])
             memo[k] = rows

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from distprove import bn254
-from distprove.backends.cpu.groupfft import GLV_BASIS
+from distprove import bn254, glv
 from distprove.bn254 import G1, R, Group
 from distprove.devsetup import powers
 from distprove.synth import limbs_from_field
@@ -39,13 +38,8 @@ def _module() -> Any:
 def glv_pack(scalars: Any) -> np.ndarray:
     """(m, 9) uint32 rows for scalars k (reduced mod r): |k1| (4 words), |k2| (4 words), signs
     (bit 0: k1 < 0, bit 1: k2 < 0), k ≡ k1 + k2·λ (mod r). Vectorised over an object array."""
-    (a1, b1), (a2, b2) = GLV_BASIS
     k = np.asarray(scalars, dtype=object).reshape(-1) % R
-    det = a1 * b2 - a2 * b1
-    c1 = (b2 * k * 2 + det) // (2 * det)
-    c2 = (-b1 * k * 2 + det) // (2 * det)
-    k1 = k - c1 * a1 - c2 * a2
-    k2 = -c1 * b1 - c2 * b2
+    k1, k2 = glv.split(k)
     out = np.zeros((k.shape[0], GLV_WORDS), dtype="<u4")
     if k.shape[0] == 0:
         return out
