@@ -25,8 +25,8 @@ _EXPORTS = {
     "Proof": "distprove.prover",
     "verify": "distprove.verifier",
     "verify_many": "distprove.verifier",
-    "batch": "distprove.dist.batching",
-    "BatchReport": "distprove.dist.batching",
+    "batch": "distprove.cluster.batching",
+    "BatchReport": "distprove.cluster.batching",
     "DistproveError": "distprove.errors",
     "FormatError": "distprove.errors",
 }

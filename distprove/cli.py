@@ -299,7 +299,7 @@ def _gpu_summary() -> str:
 def _worker_report(dask_worker: Any) -> dict[str, Any]:
     """What ``distprove info`` shows for one worker (runs on the worker through ``Client.run``)."""
     report: dict[str, Any] = {"gpu": _gpu_summary(), "versions": _package_versions(), "backend": None, "keys": None}
-    from .dist.state import PLUGIN_NAME
+    from .cluster.state import PLUGIN_NAME
 
     plugin = dask_worker.plugins.get(PLUGIN_NAME)
     if plugin is not None:
@@ -398,17 +398,17 @@ def batch_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import config
-    from .dist.batching import batch
+    from .cluster.batching import batch
 
     if scheduler and (n_workers or workers_per_gpu):
         raise click.UsageError("--scheduler excludes --workers and --workers-per-gpu (they shape a local cluster)")
-    from .dist.tasks import Status
+    from .cluster.tasks import Status
     from .formats.jsonio import write_json_atomic
 
     extra: dict[str, Any] = {}
     run = batch
     if incremental if incremental is not None else config.settings().incremental:
-        from .dist.incremental import batch as run  # same arguments; skips what is already proved
+        from .cluster.incremental import batch as run  # same arguments; skips what is already proved
 
         extra["retry_failed"] = retry_failed
 

@@ -413,7 +413,7 @@ def prepare(
 
     ``backend``: "auto" (GPU when available), "cpu" or "gpu". In this process by default; on a Dask
     cluster when ``client`` (a ``distributed.Client``), ``scheduler`` (an address) or ``n_workers``
-    (a local cluster: one worker per GPU, else CPU processes; :func:`distprove.dist.cluster.connect`) is
+    (a local cluster: one worker per GPU, else CPU processes; :func:`distprove.cluster.client.connect`) is
     given. Then every level (or block of a large level) is a task, the workers read ``in_path``
     themselves (so they must see it under the same path; it is made absolute here), the backend is
     resolved on each worker, and at most ``held_bytes`` of levels are in flight (default:
@@ -431,7 +431,7 @@ def prepare(
         return
     _check_backend(backend)
     src = read_ptau(in_path)  # a bad input fails here, before any cluster starts
-    from .dist.cluster import connect
+    from .cluster.client import connect
 
     with connect(client, scheduler=scheduler, backend=backend, n_workers=n_workers) as c:
         prepare_on(c, src, out_path, backend, held_bytes)

@@ -360,7 +360,7 @@ def check_pool(processes: int, shared: bool = True) -> ProcessPoolExecutor | Non
     once and kept; with ``shared`` False a new one, which the caller shuts down), or None when
     ``processes`` < 1 or this process may not start children: a daemonic process, which Dask's
     worker processes are unless ``distributed.worker.daemon`` is False (the local clusters of
-    :mod:`distprove.dist.cluster` set it)."""
+    :mod:`distprove.cluster.client` set it)."""
     import multiprocessing
 
     if processes < 1 or multiprocessing.current_process().daemon:

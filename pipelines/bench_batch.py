@@ -97,10 +97,10 @@ def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: b
     outputs) into ``<wdir>-out``. Returns the outcomes (their seconds: the proof's timings,
     verify and write).
     """
-    from distprove.dist.batching import BatchOptions, discover
+    from distprove.cluster.batching import BatchOptions, discover
     from distprove.prover import prove, prove_many
-    from distprove.dist.output import check_and_write
-    from distprove.dist.tasks import Assembled, ProofSpec, Status
+    from distprove.cluster.output import check_and_write
+    from distprove.cluster.tasks import Assembled, ProofSpec, Status
 
     out = wdir.parent / (wdir.name + "-out")
     if out.exists():
@@ -245,7 +245,7 @@ def idle_gaps(records: list[dict], t0: float, t1: float) -> dict[str, Any]:
     the worker ran none of the batch's proving tasks."""
     from dask.utils import key_split
 
-    from distprove.dist.graph import MARKER
+    from distprove.cluster.graph import MARKER
 
     per: dict[str, list[tuple[float, float]]] = {}
     markers: dict[str, list[float]] = {}
@@ -307,7 +307,7 @@ def bench(
     an experiment)."""
     from distributed import Client, get_task_stream
 
-    from distprove.dist.cluster import local_cluster
+    from distprove.cluster.client import local_cluster
 
     rows = []
     for n in workers:
@@ -414,7 +414,7 @@ def main() -> None:
     import dask.config
 
     from distprove import config
-    from distprove.dist.planner import split_hands_h_over
+    from distprove.cluster.planner import split_hands_h_over
 
     dask.config.set({f"distprove.planner.{k}": v for k, v in planner.items()})
     dask.config.set({"distprove.cluster.workers-per-gpu": args.workers_per_gpu})

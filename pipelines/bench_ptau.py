@@ -11,7 +11,7 @@ whole prepare at power P costs about Σ_{p ≤ P} (3 G1 + 1 G2 levels) + the ext
 i.e. ≈ 2·(4·G1(P) + G2(P)).
 
 ``--prepare-power P`` times whole prepares of a dev ptau of power P instead: in process, then on
-local clusters (``distprove.dist.cluster.local_cluster``: one worker per GPU, CPU processes with
+local clusters (``distprove.cluster.client.local_cluster``: one worker per GPU, CPU processes with
 ``--backend cpu``) of each ``--workers`` size and each ``--block-points`` setting
 (``distprove.ptau.block-points``: "config" keeps the configured one, "none" runs every level as one
 task), every worker warmed up first (kernels loaded) and the cluster's start not counted. Each row
@@ -117,7 +117,7 @@ def bench_prepare(power: int, workers: list[int], blocks: list[str], backend: st
     import dask.config
     from distributed import Client
 
-    from distprove.dist.cluster import local_cluster
+    from distprove.cluster.client import local_cluster
     from distprove.ptau import block_points, new_dev, prepare
 
     rows: list[dict[str, Any]] = []

@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from distprove import bn254  # noqa: E402
-from distprove.dist import metrics  # noqa: E402
-from distprove.dist.output import check_and_write  # noqa: E402
-from distprove.dist.tasks import Assembled, ProofSpec  # noqa: E402
+from distprove.cluster import metrics  # noqa: E402
+from distprove.cluster.output import check_and_write  # noqa: E402
+from distprove.cluster.tasks import Assembled, ProofSpec  # noqa: E402
 from distprove.prover import Proof  # noqa: E402
 
 

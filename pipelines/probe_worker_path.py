@@ -46,11 +46,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 def local_group_runner(key_path: Path, backend_name: str) -> Any:
     """``run(wdir)``: prove every witness of ``wdir`` with ``work.prove_group`` in this process."""
-    from distprove.dist import state as dist_state
-    from distprove.dist import work
-    from distprove.dist.tasks import ProofSpec, Status
+    from distprove.cluster import state as dist_state
+    from distprove.cluster import work
+    from distprove.cluster.tasks import ProofSpec, Status
     from distprove.groth16 import MSM_NAMES, msm_group
-    from distprove.dist.batching import discover
+    from distprove.cluster.batching import discover
     from distprove.config import settings
 
     st = dist_state.ProverState(backend_name)
@@ -114,7 +114,7 @@ def main() -> None:
         import dask.config
         from distributed import Client
 
-        from distprove.dist.cluster import local_cluster
+        from distprove.cluster.client import local_cluster
 
         for variant, cfg in VARIANTS.items():
             with dask.config.set(cfg):

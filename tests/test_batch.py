@@ -26,14 +26,14 @@ import pytest
 from click.testing import CliRunner
 
 import distprove
-import distprove.dist.graph
-import distprove.dist.planner
+import distprove.cluster.graph
+import distprove.cluster.planner
 from conftest import local_client, snarkjs_verify
-from distprove.dist.batching import discover
+from distprove.cluster.batching import discover
 from distprove.keystore import import_key
 from distprove.verifier import verify_many
-from distprove.dist.output import write_once
-from distprove.dist.state import PLUGIN_NAME, ProverState
+from distprove.cluster.output import write_once
+from distprove.cluster.state import PLUGIN_NAME, ProverState
 
 DATA = Path(__file__).parent / "data"
 MINI_ZKEY = DATA / "mini" / "mini_0001.zkey"
@@ -123,17 +123,17 @@ def graph_config(graph: str) -> Iterator[list[list[str]]]:
     groups (the planner keeps 8 tasks per worker otherwise). Yields the names of each
     prove-group task submitted."""
     groups: list[list[str]] = []
-    real = distprove.dist.graph.submit_group
+    real = distprove.cluster.graph.submit_group
 
     def recorded(client, specs, *args, **kw):
         groups.append([sp.name for sp in specs])
         return real(client, specs, *args, **kw)
 
     with dask.config.set(GRAPHS[graph][1]), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(distprove.dist.graph, "submit_group", recorded)
+        mp.setattr(distprove.cluster.graph, "submit_group", recorded)
         if graph == "grouped":
-            mp.setattr(distprove.dist.planner, "TASKS_PER_WORKER", 1)
-            mp.setattr(distprove.dist.planner, "CHECKED_TASKS_PER_WORKER", 1)
+            mp.setattr(distprove.cluster.planner, "TASKS_PER_WORKER", 1)
+            mp.setattr(distprove.cluster.planner, "CHECKED_TASKS_PER_WORKER", 1)
         yield groups
 
 
@@ -500,7 +500,7 @@ def test_checks_in_the_client_pool(client, tmp_path, graph: str) -> None:
     assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(4)]) == [True] * 4
     assert all({"msm", "assemble", "verify", "write"} <= set(r.seconds) for r in report.proved)
     # The pool stays for the next batch (no second start-up); the configuration picks the place.
-    from distprove.dist.batching import verification_pool
+    from distprove.cluster.batching import verification_pool
 
     pool = verification_pool(2)
     for p in out.glob("m0.*"):
@@ -524,7 +524,7 @@ def test_checks_in_the_client_pool(client, tmp_path, graph: str) -> None:
 def test_main_guard_is_recognised(source: str, line: int, guarded: bool) -> None:
     import ast
 
-    from distprove.dist.cluster import _is_main_guard
+    from distprove.cluster.client import _is_main_guard
 
     stmt = next(s for s in ast.parse(source).body if s.lineno <= line <= s.end_lineno)
     assert _is_main_guard(stmt, line) == guarded

@@ -32,7 +32,7 @@ from distributed import LocalCluster
 
 import distprove
 from distprove import config
-from distprove.dist import incremental
+from distprove.cluster import incremental
 from distprove.errors import FormatError
 from distprove.verifier import verify
 
@@ -356,7 +356,7 @@ def test_duplicate_names_rejected(mini, tmp_path: Path) -> None:
 
 
 def test_run_lock_excludes_a_second_run(tmp_path: Path) -> None:
-    code = "import sys; from distprove.dist import incremental as i\nwith i.run_lock(sys.argv[1]): print('got it')"
+    code = "import sys; from distprove.cluster import incremental as i\nwith i.run_lock(sys.argv[1]): print('got it')"
     with incremental.run_lock(tmp_path):
         res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
         assert res.returncode != 0 and "another distprove run" in res.stderr
@@ -558,7 +558,7 @@ def test_local_cluster_worker_profiler_follows_config(enabled: bool) -> None:
     import dask
     from distributed import Client
 
-    from distprove.dist.cluster import local_cluster
+    from distprove.cluster.client import local_cluster
 
     with dask.config.set({"distprove.cluster.worker-profile": enabled}):
         cluster = local_cluster("cpu", n_workers=1, dashboard_address=None)
@@ -575,7 +575,7 @@ def _worker_check_pool() -> tuple[bool, str, list[int], list[bool]]:
     the mini fixture's proof and a tampered copy)."""
     import multiprocessing
 
-    from distprove.dist.state import state
+    from distprove.cluster.state import state
     from distprove.formats.jsonio import read_proof, read_public
     from distprove.verifier import BatchCheck
 
@@ -599,8 +599,8 @@ def test_local_cluster_workers_own_a_check_pool() -> None:
     import dask
     from distributed import Client
 
-    from distprove.dist.batching import ensure_worker_state
-    from distprove.dist.cluster import local_cluster, worker_config
+    from distprove.cluster.batching import ensure_worker_state
+    from distprove.cluster.client import local_cluster, worker_config
 
     assert worker_config()["distributed.worker.daemon"] is False
     with dask.config.set({"distprove.check.processes": 1}):
@@ -632,7 +632,7 @@ def test_check_processes_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     (one worker here, outside any cluster); a bad value is one line naming the setting."""
     import dask
 
-    from distprove.dist.state import check_processes
+    from distprove.cluster.state import check_processes
 
     with dask.config.set({"distprove.check.processes": 3}):
         assert check_processes() == 3
@@ -649,7 +649,7 @@ def test_share_devices_starts_companions_from_each_workers_spec() -> None:
     (on a LocalCUDACluster that spec holds the worker's CUDA_VISIBLE_DEVICES: the same GPU)."""
     from distributed import Client
 
-    from distprove.dist.cluster import share_devices
+    from distprove.cluster.client import share_devices
 
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None)
     try:
@@ -671,7 +671,7 @@ def test_workers_per_gpu_setting_shapes_the_local_gpu_cluster(monkeypatch: pytes
 
     import dask
 
-    import distprove.dist.cluster as dc
+    import distprove.cluster.client as dc
 
     made: list[int] = []
 

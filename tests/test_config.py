@@ -238,7 +238,7 @@ def test_planner_modes_have_one_source() -> None:
     what ``batch --mode`` offers; and importing the command line still leaves dask unloaded (its
     logging level goes into the environment before dask first reads it)."""
     from distprove import choices, cli
-    from distprove.dist import planner
+    from distprove.cluster import planner
 
     assert config.PLANNER_MODES is choices.PLANNER_MODES is planner.MODES
     mode = next(p for p in cli.main.commands["batch"].params if p.name == "mode")

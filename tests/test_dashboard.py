@@ -4,7 +4,7 @@ stages show in the fine performance metrics under the batch's span.
 
 In data mode and split mode, during the batch (at its first result), and after the split batch, ``/status``,
 every page ``/individual-plots.json`` lists and ``/json/identity.json`` answer HTTP 200
-(distributed's own ``/groups`` and identity page failed during a batch: distprove.dist.dashboard).
+(distributed's own ``/groups`` and identity page failed during a batch: distprove.cluster.dashboard).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import pytest
 pytest.importorskip("bokeh")
 
 import distprove
-from distprove.dist import dashboard
-from distprove.dist.state import STAGES
+from distprove.cluster import dashboard
+from distprove.cluster.state import STAGES
 
 DATA = Path(__file__).parent / "data"
 N_PROOFS = 4
@@ -132,7 +132,7 @@ def test_markers_one_per_proof_up_to_the_cap_then_equal_slices() -> None:
     named after the first proof of equal slices; a small task one per proof."""
     from types import SimpleNamespace
 
-    from distprove.dist.graph import MARKER, MARKERS_PER_TASK, submit_markers
+    from distprove.cluster.graph import MARKER, MARKERS_PER_TASK, submit_markers
 
     submitted: list[tuple] = []
     client = SimpleNamespace(submit=lambda fn, source, name, key, **kw: submitted.append(key) or key)

@@ -17,15 +17,15 @@ from prometheus_client import REGISTRY
 
 import distprove
 from distprove import config
-from distprove.dist import output, work
-from distprove.dist import state as dist_state
+from distprove.cluster import output, work
+from distprove.cluster import state as dist_state
 from distprove.errors import FormatError
 from distprove.formats.jsonio import read_public
-from distprove.dist.planner import GROUP_DOMAIN, Plan
+from distprove.cluster.planner import GROUP_DOMAIN, Plan
 from distprove.keystore import ZkeyKey, import_key
 from distprove.prover import prove
-from distprove.dist.state import ProverState
-from distprove.dist.tasks import Assembled, Collected, KeyInfo, ProofSpec
+from distprove.cluster.state import ProverState
+from distprove.cluster.tasks import Assembled, Collected, KeyInfo, ProofSpec
 from test_worker_cache import FakeWorker, counting_state
 
 DATA = Path(__file__).parent / "data"
@@ -38,7 +38,7 @@ BLINDING = (12345, 67890)
 
 @pytest.fixture
 def st(monkeypatch: pytest.MonkeyPatch) -> ProverState:
-    """A CPU ProverState that ``distprove.dist.state.state()`` returns (as if the task ran on its worker), counting uploads."""
+    """A CPU ProverState that ``distprove.cluster.state.state()`` returns (as if the task ran on its worker), counting uploads."""
     state = counting_state()
     monkeypatch.setattr(dist_state, "state", lambda: state)
     return state
@@ -140,7 +140,7 @@ def test_split_hands_h_over_only_on_cpu_keys() -> None:
 
 
 def test_auto_mode_splits_only_large_keys_with_few_proofs() -> None:
-    from distprove.dist.planner import choose_mode
+    from distprove.cluster.planner import choose_mode
 
     assert choose_mode("auto", 1, 4, 1 << 24, 1 << 22, 1) == "split"  # one large proof, several workers
     assert choose_mode("auto", 4, 4, 1 << 24, 1 << 22, 1) == "data"  # a proof per worker
@@ -636,7 +636,7 @@ def test_the_task_waits_while_its_finisher_holds_two_groups() -> None:
 
     from distributed.metrics import context_meter
 
-    from distprove.dist.tasks import Outcome
+    from distprove.cluster.tasks import Outcome
 
     release = threading.Event()
     ran: list[list[str]] = []
@@ -674,7 +674,7 @@ def test_a_gpu_finisher_runs_each_group_on_its_own_non_blocking_stream(monkeypat
     import threading
     import types
 
-    from distprove.dist.tasks import Outcome
+    from distprove.cluster.tasks import Outcome
 
     entered: list[tuple[str, str]] = []
 

@@ -116,7 +116,7 @@ def client():
 
 @pytest.mark.parametrize("k,count", [(7, 1), (8, 2)])
 def test_distributed_ntt_equals_single_ntt(client, k: int, count: int) -> None:
-    from distprove.dist.graph import submit_ntt
+    from distprove.cluster.graph import submit_ntt
 
     n = 1 << k
     values = random_values(n, count)
@@ -134,8 +134,8 @@ def test_distributed_h_equals_backend_h_scalars(client) -> None:
     """The whole four-step H pipeline on 3 workers equals the plain backend's H scalars."""
     from distributed import wait
 
-    from distprove.dist.graph import submit_h_fourstep
-    from distprove.dist.tasks import Prepared
+    from distprove.cluster.graph import submit_h_fourstep
+    from distprove.cluster.tasks import Prepared
 
     n = 1 << 7
     evals = random_values(n, 3)
@@ -150,8 +150,8 @@ def test_distributed_h_equals_backend_h_scalars(client) -> None:
 
 
 def test_plan_uses_fourstep_on_cpu_keys_by_default_and_on_gpu_keys_only_when_asked() -> None:
-    from distprove.dist.planner import DEFAULT_FOURSTEP_MIN_DOMAIN, Plan
-    from distprove.dist.tasks import KeyInfo
+    from distprove.cluster.planner import DEFAULT_FOURSTEP_MIN_DOMAIN, Plan
+    from distprove.cluster.tasks import KeyInfo
 
     def info(backend: str, domain: int, native: bool = True) -> KeyInfo:
         return KeyInfo("k", "h", 10, 1, domain, {}, backend, native)

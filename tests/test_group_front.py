@@ -180,9 +180,9 @@ def test_prove_group_counts_a_bad_witness_found_by_the_group_load(tmp_path: Path
     import dask
 
     import distprove
-    from distprove.dist import metrics, work
-    from distprove.dist import state as dist_state
-    from distprove.dist.tasks import ProofSpec
+    from distprove.cluster import metrics, work
+    from distprove.cluster import state as dist_state
+    from distprove.cluster.tasks import ProofSpec
     from test_worker_cache import counting_state
 
     st = counting_state()

@@ -1,4 +1,4 @@
-"""Group writes of checked proofs (formats.atomic.write_group, dist.output.write_proofs): each proof
+"""Group writes of checked proofs (formats.atomic.write_group, cluster.output.write_proofs): each proof
 file appears exactly once and whole, one proof's failure fails it alone, nothing temporary stays."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from distprove import bn254
-from distprove.dist import output
-from distprove.dist.tasks import Assembled, ProofSpec, Status
+from distprove.cluster import output
+from distprove.cluster.tasks import Assembled, ProofSpec, Status
 from distprove.formats import atomic
 from distprove.formats.jsonio import json_bytes, proof_json_bytes, proof_to_json, public_json_bytes, public_to_json
 from distprove.prover import Proof

@@ -1,4 +1,4 @@
-"""distprove.batch from a folder of inputs (distprove.dist.inputbatch) on a CPU LocalCluster of 2
+"""distprove.batch from a folder of inputs (distprove.cluster.inputbatch) on a CPU LocalCluster of 2
 single-threaded, non-daemonic worker processes (so each registers a process pool for witnesses).
 
 A folder of mul_chain_1k inputs proves with at most ``witness.in-flight`` witnesses on disk at a
@@ -26,9 +26,9 @@ from click.testing import CliRunner
 import distprove
 from conftest import find_snarkjs, snarkjs_verify
 from distprove.cli import main
-from distprove.dist import incremental
-from distprove.dist.inputbatch import EXECUTOR, SCRATCH_DIR, discover_inputs, holds_inputs
-from distprove.dist.state import WITNESS_GEN
+from distprove.cluster import incremental
+from distprove.cluster.inputbatch import EXECUTOR, SCRATCH_DIR, discover_inputs, holds_inputs
+from distprove.cluster.state import WITNESS_GEN
 from distprove.errors import FormatError
 
 DATA = Path(__file__).parent / "data"
@@ -255,7 +255,7 @@ class _InlineClient:
 def test_witness_tasks_come_in_chunks_and_proofs_in_planned_groups(tmp_path: Path, chunk, in_flight, tasks) -> None:
     from types import SimpleNamespace
 
-    from distprove.dist.inputbatch import InputFeed
+    from distprove.cluster.inputbatch import InputFeed
 
     root = _folder(tmp_path, "mul_chain_1k", with_inputs=False)
     good = DATA / "mul_chain_1k" / "inputs" / "input_0.json"
@@ -329,7 +329,7 @@ def test_scratch_witnesses_are_written_without_fsync(tmp_path: Path, monkeypatch
     one has them; both are snarkjs's bytes."""
     import os
 
-    from distprove.dist.inputbatch import compute_witnesses
+    from distprove.cluster.inputbatch import compute_witnesses
 
     synced: list[int] = []
     real = os.fsync

@@ -1,4 +1,4 @@
-"""distprove.dist.metrics: the recording functions register and export the expected Prometheus series."""
+"""distprove.cluster.metrics: the recording functions register and export the expected Prometheus series."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import dask.config
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-from distprove.dist import metrics
+from distprove.cluster import metrics
 
 
 def _value(name: str, **labels: str) -> float:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import dask
 
 from distprove import config
-from distprove.dist.planner import Plan, VerifyGrouping, plan_batch, task_groups
-from distprove.dist.tasks import KeyInfo
+from distprove.cluster.planner import Plan, VerifyGrouping, plan_batch, task_groups
+from distprove.cluster.tasks import KeyInfo
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def test_task_groups_cut_each_key_in_order_with_planned_indices() -> None:
 
 
 def test_task_groups_group_fused_proofs_and_leave_the_remainder_last(monkeypatch) -> None:
-    import distprove.dist.planner as planner
+    import distprove.cluster.planner as planner
 
     monkeypatch.setattr(planner, "TASKS_PER_WORKER", 1)
     small, large = info("s", 1 << 10), info("l", 1 << 24)  # large: not fused, one proof a task

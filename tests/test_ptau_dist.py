@@ -182,7 +182,7 @@ def test_cli_scheduler(cluster: LocalCluster, tmp_path: Path) -> None:
 
 
 def test_cli_workers_starts_local_cluster(cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import distprove.dist.cluster
+    import distprove.cluster.client
 
     asked = []
 
@@ -190,7 +190,7 @@ def test_cli_workers_starts_local_cluster(cluster: LocalCluster, monkeypatch: py
         asked.append((backend, n_workers))
         return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False, dashboard_address=None)
 
-    monkeypatch.setattr(distprove.dist.cluster, "local_cluster", fake_local_cluster)
+    monkeypatch.setattr(distprove.cluster.client, "local_cluster", fake_local_cluster)
     out = tmp_path / "o.ptau"
     args = ["ptau", "prepare", str(MINI / "pot4_0002.ptau"), str(out), "--backend", "cpu"]
     res = CliRunner().invoke(main, [*args, "--workers", "2"])
@@ -201,9 +201,9 @@ def test_cli_workers_starts_local_cluster(cluster: LocalCluster, monkeypatch: py
 
 
 def test_bad_input_fails_before_a_cluster_starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import distprove.dist.cluster
+    import distprove.cluster.client
 
-    monkeypatch.setattr(distprove.dist.cluster, "local_cluster", lambda *a, **k: pytest.fail("cluster started"))
+    monkeypatch.setattr(distprove.cluster.client, "local_cluster", lambda *a, **k: pytest.fail("cluster started"))
     bad = tmp_path / "bad.ptau"
     bad.write_bytes((MINI / "pot4_0002.ptau").read_bytes()[:500])
     res = CliRunner().invoke(main, ["ptau", "prepare", str(bad), str(tmp_path / "o.ptau"), "--workers", "2"])

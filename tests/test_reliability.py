@@ -49,7 +49,7 @@ from distprove.formats import (
     write_container,
     write_json_atomic,
 )
-from distprove.dist.inputs import safe_witness_paths
+from distprove.cluster.inputs import safe_witness_paths
 from distprove.keystore import KeyStore, import_key
 
 DATA = Path(__file__).parent / "data"
@@ -487,7 +487,7 @@ def test_safe_witness_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_batch_refuses_a_witness_link_leaving_the_folder(tmp_path: Path) -> None:
     """discover() must turn a link leaving the witness folder, and a FIFO, into failed jobs with the reason."""
-    from distprove.dist.batching import discover
+    from distprove.cluster.batching import discover
     wdir, outside = tmp_path / "w", tmp_path / "outside"
     wdir.mkdir()
     outside.mkdir()
@@ -635,7 +635,7 @@ def _no_space(*args: Any, **kwargs: Any) -> Any:
 def test_full_disk_leaves_no_partial_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ENOSPC while the bytes are flushed: neither the atomic JSON writer nor the batch's write-once
     leaves a partial proof, a temporary file, or a proof without its public file."""
-    from distprove.dist.output import write_once
+    from distprove.cluster.output import write_once
 
     old = tmp_path / "old.json"
     write_json_atomic(old, {"keep": 1})
@@ -685,9 +685,9 @@ def test_batch_onto_a_full_disk(client, tmp_path: Path) -> None:
 def test_a_failed_write_fails_only_its_own_proof(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two proofs checked and written by one verify-write call; the disk fills before the second:
     the first is reported proved (its files exist), the second failed with a one-line reason."""
-    from distprove.dist import output
+    from distprove.cluster import output
     from distprove.formats import atomic
-    from distprove.dist.tasks import Assembled, ProofSpec
+    from distprove.cluster.tasks import Assembled, ProofSpec
     from distprove.prover import prove
 
     proof = prove(MINI_ZKEY, MINI_WTNS, backend="cpu")
@@ -900,7 +900,7 @@ def test_no_witness_or_scalar_in_logs(tmp_path: Path, caplog: pytest.LogCaptureF
 def test_local_cluster_binds_to_localhost() -> None:
     from distributed import Client
 
-    from distprove.dist.cluster import DEFAULT_DASHBOARD, DEFAULT_HOST, local_cluster
+    from distprove.cluster.client import DEFAULT_DASHBOARD, DEFAULT_HOST, local_cluster
 
     assert DEFAULT_HOST == "127.0.0.1" and DEFAULT_DASHBOARD.startswith("127.0.0.1:")
     with local_cluster("cpu", n_workers=1, dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as c:

@@ -16,17 +16,17 @@ from conftest import local_client
 
 import distprove
 from distprove import config
-from distprove.dist import output, work
-from distprove.dist import state as dist_state
-from distprove.dist.batching import ensure_worker_state
+from distprove.cluster import output, work
+from distprove.cluster import state as dist_state
+from distprove.cluster.batching import ensure_worker_state
 from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.errors import FormatError
 from distprove.formats.jsonio import read_public
 from distprove.prover import prove
 from distprove.stages.msm import num_windows
 from distprove.verifier import verify_many
-from distprove.dist.state import DEFAULT_RESIDENT_PROOFS, PLUGIN_NAME, ProverState, ResidentKey
-from distprove.dist.tasks import MsmPart, Prepared, ProofSpec
+from distprove.cluster.state import DEFAULT_RESIDENT_PROOFS, PLUGIN_NAME, ProverState, ResidentKey
+from distprove.cluster.tasks import MsmPart, Prepared, ProofSpec
 
 DATA = Path(__file__).parent / "data"
 MINI_ZKEY = DATA / "mini" / "mini_0001.zkey"
@@ -73,7 +73,7 @@ def all_parts(spec: ProofSpec, source: Prepared, st: ProverState) -> list[MsmPar
 
 @pytest.fixture
 def use_state(monkeypatch: pytest.MonkeyPatch):
-    """Make ``distprove.dist.state.state()`` return the given state (as if the task ran on that worker)."""
+    """Make ``distprove.cluster.state.state()`` return the given state (as if the task ran on that worker)."""
 
     def use(st: ProverState) -> None:
         monkeypatch.setattr(dist_state, "state", lambda: st)

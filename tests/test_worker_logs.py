@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from distprove.dist.state import TaskFailureLogFilter, install_task_log_filter
+from distprove.cluster.state import TaskFailureLogFilter, install_task_log_filter
 
 
 def _record(exc_text: str) -> logging.LogRecord:

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     # The workers open these paths from the jobs' working directory, which need not be this one.
     key, witness_dir, out_dir = (str(Path(a).absolute()) for a in (args.key, args.witness_dir, args.out_dir))
 
-    from distprove.dist import incremental
+    from distprove.cluster import incremental
 
     if args.incremental and not args.dry_run and not incremental.pending(witness_dir, key, out_dir):
         print("nothing new to prove; no GPU job submitted", file=sys.stderr)

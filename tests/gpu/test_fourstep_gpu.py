@@ -79,7 +79,7 @@ def client():
     pytest.importorskip("cupy")
     from distributed import Client, LocalCluster
 
-    from distprove.dist.state import PLUGIN_NAME, ProverState
+    from distprove.cluster.state import PLUGIN_NAME, ProverState
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as c:
@@ -92,8 +92,8 @@ def test_distributed_h_on_gpu_workers_equals_gpu_h_scalars(client) -> None:
     from distributed import wait
 
     from distprove.backends.gpu.backend import GpuBackend
-    from distprove.dist.graph import submit_h_fourstep
-    from distprove.dist.tasks import Prepared
+    from distprove.cluster.graph import submit_h_fourstep
+    from distprove.cluster.tasks import Prepared
 
     n = 1 << 12
     evals = random_values(n, 3)

@@ -1,4 +1,4 @@
-"""A streaming prove task on a GPU worker (dist/work.py prove_group with write and check): each
+"""A streaming prove task on a GPU worker (cluster/work.py prove_group with write and check): each
 group's batched check runs its device step in the task's finisher thread, on the finisher's own
 stream (not the legacy default stream the task thread queues its next group on); a proof that
 does not verify in the second of three groups fails alone, every other proof is written and
@@ -29,10 +29,10 @@ def test_streamed_checked_task_checks_on_the_finishers_stream(tmp_path: Path, mo
     cp = pytest.importorskip("cupy")
     from distprove import verifier
     from distprove.backends.gpu import batchcheck
-    from distprove.dist import output, work
-    from distprove.dist import state as dist_state
-    from distprove.dist.state import ProverState
-    from distprove.dist.tasks import ProofSpec
+    from distprove.cluster import output, work
+    from distprove.cluster import state as dist_state
+    from distprove.cluster.state import ProverState
+    from distprove.cluster.tasks import ProofSpec
 
     st = ProverState("gpu")
     st.setup(_Worker())

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distprove import config
-from distprove.dist.inputs import safe_witness_paths
-from distprove.dist.tasks import Status
+from distprove.cluster.inputs import safe_witness_paths
+from distprove.cluster.tasks import Status
 from distprove.errors import FormatError, one_line
 
 if TYPE_CHECKING:
-    from distprove.dist.planner import VerifyGrouping
+    from distprove.cluster.planner import VerifyGrouping
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ProofResult:
-    """How one witness ended: a :class:`~distprove.dist.tasks.Status` (failed with the reason)."""
+    """How one witness ended: a :class:`~distprove.cluster.tasks.Status` (failed with the reason)."""
 
     name: str
     witness: str
@@ -292,7 +292,7 @@ class BatchOptions:
     announce: Callable[[str], Any] | None = print
     """Where the dashboard's address is printed when the batch starts (None: nowhere)."""
     wasm: str | None = None
-    """An input folder's circuit ``.wasm`` (default: the one beside the key; :mod:`distprove.dist.inputbatch`)."""
+    """An input folder's circuit ``.wasm`` (default: the one beside the key; :mod:`distprove.cluster.inputbatch`)."""
     keep_witnesses: bool = False
     """Keep each witness computed from an input as ``<name>.wtns`` beside its proof."""
 
@@ -313,8 +313,8 @@ def verification_pool(processes: int) -> Any:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from distprove.dist.cluster import require_main_guard
-    from distprove.dist.output import warm_up
+    from distprove.cluster.client import require_main_guard
+    from distprove.cluster.output import warm_up
 
     pool = _POOLS.get(processes)
     if pool is None or getattr(pool, "_broken", False):
@@ -345,7 +345,7 @@ def _remove_outputs(job: Job) -> None:
 
 def ensure_worker_state(client: Any, backend: str, max_keys: int, gpu_bytes: int | None) -> None:
     """Register the per-worker state plugin unless every worker already runs an equal one."""
-    from distprove.dist.state import PLUGIN_NAME, ProverState, plugin_config
+    from distprove.cluster.state import PLUGIN_NAME, ProverState, plugin_config
 
     plugin = ProverState(backend, max_keys, gpu_bytes)
     client.wait_for_workers(1)
@@ -380,15 +380,15 @@ def _collect(
     futures in ``written`` wrote their proofs themselves and return the outcomes.
 
     Ready proofs go to a check (one batched pairing check for the group) when ``grouping``
-    (:class:`distprove.dist.planner.VerifyGrouping`) says the group is due. The check is a
+    (:class:`distprove.cluster.planner.VerifyGrouping`) says the group is due. The check is a
     verify-write task on the cluster, or, with ``pool`` (a process pool of the client), the
     fetched window sums are assembled, checked and written there (``keys``: KeyInfo by hash).
-    ``feed`` (an :class:`distprove.dist.inputbatch.InputFeed`) adds proofs while it is active.
+    ``feed`` (an :class:`distprove.cluster.inputbatch.InputFeed`) adds proofs while it is active.
     """
     from distributed import as_completed
 
-    from distprove.dist import graph
-    from distprove.dist.work import assemble_check_write_in_process
+    from distprove.cluster import graph
+    from distprove.cluster.work import assemble_check_write_in_process
 
     by_name = {job.name: (job, futs) for entries in pending.values() for job, futs in entries}
     computing = len(pending)
@@ -482,8 +482,8 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
     """Check existing outputs on the workers (one batched pairing check per key) and report the
     witnesses whose outputs verify as skipped; delete outputs that do not (they are proved again).
     Returns the names of the witnesses dealt with (skipped, or failed because the check could not run)."""
-    from distprove.dist.inputbatch import check_witness_path
-    from distprove.dist.output import check_existing
+    from distprove.cluster.inputbatch import check_witness_path
+    from distprove.cluster.output import check_existing
 
     checks = {}
     for kp, group in groups.items():
@@ -515,7 +515,7 @@ def _plan_keys(
     """Open each key on a worker (KeyInfo: sizes, window widths, ..., the verification key when
     ``with_vk``); the jobs of a key that cannot be opened fail with the reason. Returns (job,
     KeyInfo) for every job left to prove."""
-    from distprove.dist.work import plan_key
+    from distprove.cluster.work import plan_key
 
     infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
     planned: list[tuple[Job, Any]] = []
@@ -536,9 +536,9 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from dask.utils import key_split
     from distributed import get_task_stream, span
 
-    from distprove.dist import dashboard, graph, planner
-    from distprove.dist.inputbatch import InputFeed, InputJob, witness_file
-    from distprove.dist.tasks import ProofSpec
+    from distprove.cluster import dashboard, graph, planner
+    from distprove.cluster.inputbatch import InputFeed, InputJob, witness_file
+    from distprove.cluster.tasks import ProofSpec
 
     settings = config.settings()
     t0 = time.perf_counter()
@@ -647,7 +647,7 @@ def batch(
     **options: Any,
 ) -> BatchReport:
     """Prove every ``*.wtns`` under ``witness_dir`` (or, for a folder of ``*.json`` inputs,
-    compute their witnesses on the workers first: :mod:`distprove.dist.inputbatch`); return a
+    compute their witnesses on the workers first: :mod:`distprove.cluster.inputbatch`); return a
     :class:`BatchReport` (``print(report)`` shows its summary).
 
     ``key``: a key store or ``.zkey`` for all witnesses (default: ``distprove.key``, else the key
@@ -660,8 +660,8 @@ def batch(
     on_result, on_start, echo, announce (the dashboard's link when the batch starts), wasm,
     keep_witnesses.
     """
-    from distprove.dist.cluster import connect
-    from distprove.dist.inputbatch import discover_any, ensure_witness_pool
+    from distprove.cluster.client import connect
+    from distprove.cluster.inputbatch import discover_any, ensure_witness_pool
 
     opts = BatchOptions(**options)
     settings = config.settings()

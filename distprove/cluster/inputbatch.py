@@ -62,10 +62,10 @@ from distributed import WorkerPlugin, get_worker, secede
 from distributed.metrics import context_meter
 
 from distprove import config
-from distprove.dist.batching import Job, _key_beside, _label, _listing, _reason, batch_folders, discover
-from distprove.dist.inputs import check_witness_entry
-from distprove.dist.state import WITNESS_GEN
-from distprove.dist.tasks import Status
+from distprove.cluster.batching import Job, _key_beside, _label, _listing, _reason, batch_folders, discover
+from distprove.cluster.inputs import check_witness_entry
+from distprove.cluster.state import WITNESS_GEN
+from distprove.cluster.tasks import Status
 from distprove.errors import FormatError
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ NOT_INPUTS = ("verification_key.json",)
 
 @dataclass(frozen=True)
 class InputJob(Job):
-    """A :class:`~distprove.dist.batching.Job` whose ``witness`` is an input file: its circuit's
+    """A :class:`~distprove.cluster.batching.Job` whose ``witness`` is an input file: its circuit's
     ``wasm`` and ``wtns``, the path its computed witness is written to."""
 
     wasm: str = ""
@@ -121,7 +121,7 @@ def input_paths(input_dir: Path, exclude: list[Path]) -> tuple[list[Path], list[
 
 def holds_inputs(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> bool:
     """Whether ``folder`` is an input folder: ``*.json`` inputs and no ``*.wtns`` witness."""
-    from distprove.dist.inputs import safe_witness_paths
+    from distprove.cluster.inputs import safe_witness_paths
 
     root = Path(folder).resolve()
     if not root.is_dir():
@@ -206,7 +206,7 @@ def discover_any(
     keep_witnesses: bool = False,
 ) -> list[Job]:
     """:func:`discover_inputs` for an input folder (or whenever ``wasm`` is given), else the
-    witness folder's jobs (:func:`~distprove.dist.batching.discover`)."""
+    witness folder's jobs (:func:`~distprove.cluster.batching.discover`)."""
     if wasm is not None or holds_inputs(folder, out_dir):
         return list(discover_inputs(folder, key, out_dir, wasm, keep_witnesses))
     return discover(folder, key, out_dir)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from distributed.metrics import context_meter
 
 from distprove import bn254
-from distprove.dist import metrics
-from distprove.dist import state as worker_state
-from distprove.dist.tasks import Assembled, Failed, Outcome, Status, flatten
+from distprove.cluster import metrics
+from distprove.cluster import state as worker_state
+from distprove.cluster.tasks import Assembled, Failed, Outcome, Status, flatten
 from distprove.errors import FormatError
 from distprove.formats.container import first_false, lt_bound
 from distprove.formats.atomic import Target, write_group

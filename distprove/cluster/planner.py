@@ -1,9 +1,9 @@
 """The batch planner: how a batch is laid out on the cluster, decided in one place.
 
-:mod:`distprove.dist.batching` asks it which mode a batch runs in (:func:`plan_batch`,
+:mod:`distprove.cluster.batching` asks it which mode a batch runs in (:func:`plan_batch`,
 :func:`choose_mode`), how a key's proofs are cut into tasks and in what order they are submitted
 (:func:`task_groups`, :meth:`Plan.proofs_per_task`) and when ready proofs are checked together
-(:class:`VerifyGrouping`); :mod:`distprove.dist.graph` asks the :class:`Plan` how to build one
+(:class:`VerifyGrouping`); :mod:`distprove.cluster.graph` asks the :class:`Plan` how to build one
 proof's tasks (:meth:`Plan.fuses`, :meth:`Plan.window_ranges`, :meth:`Plan.uses_fourstep`,
 :meth:`Plan.hands_h_over`). Nothing here submits a task.
 
@@ -30,7 +30,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from distprove.choices import PLANNER_MODES as MODES
-from distprove.dist.tasks import KeyInfo
+from distprove.cluster.tasks import KeyInfo
 
 if TYPE_CHECKING:
     from distprove.config import Settings
@@ -100,7 +100,7 @@ class Plan:
         points (but hold two proofs of a larger key), at most ``max_proofs_per_task``, and small
         enough that every worker gets :data:`TASKS_PER_WORKER` tasks to balance (the last task of
         a worker is the batch's tail). A task that writes its proofs (:attr:`writes_in_task`)
-        streams them out group by group (:func:`distprove.dist.work.prove_group`: memory bounded
+        streams them out group by group (:func:`distprove.cluster.work.prove_group`: memory bounded
         by groups, not by the task), so it takes up to ``max_proofs_per_writing_task`` instead;
         one that also checks them (``verify``) uses :data:`CHECKED_GROUP_DOMAIN` and
         :data:`CHECKED_TASKS_PER_WORKER`. With the defaults, checked: at 2^12 tasks of 1024

@@ -283,8 +283,8 @@ def _out_dir(witness_dir: PathLike, out_dir: PathLike | None) -> Path:
 
 def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_failed: bool) -> tuple[list[Any], list[Any]]:
     """(jobs to run, ProofResults of the jobs skipped by rules 1 and 3)."""
-    from distprove.dist.batching import ProofResult
-    from distprove.dist.tasks import Status
+    from distprove.cluster.batching import ProofResult
+    from distprove.cluster.tasks import Status
 
     todo, known = [], []
     for job in jobs:
@@ -303,7 +303,7 @@ def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_fai
 def pending(witness_dir: PathLike, key: PathLike | None = None, out_dir: PathLike | None = None, *, retry_failed: bool = False) -> list[Any]:
     """The ``distprove.batch.Job`` s that :func:`batch` would send to the cluster (rules 1 and 3
     only: a proof the state does not know is still listed), e.g. to skip starting GPU jobs."""
-    from distprove.dist.inputbatch import discover_any
+    from distprove.cluster.inputbatch import discover_any
 
     jobs = discover_any(witness_dir, key, out_dir)
     state = State(_out_dir(witness_dir, out_dir))
@@ -328,10 +328,10 @@ def batch(
     the workers) and records every result in the state file. When nothing is new, no cluster is
     started or contacted.
     """
-    from distprove.dist.batching import BatchOptions, BatchReport, ensure_worker_state, run_jobs
-    from distprove.dist.cluster import connect
-    from distprove.dist.inputbatch import discover_any, ensure_witness_pool
-    from distprove.dist.tasks import Status
+    from distprove.cluster.batching import BatchOptions, BatchReport, ensure_worker_state, run_jobs
+    from distprove.cluster.client import connect
+    from distprove.cluster.inputbatch import discover_any, ensure_witness_pool
+    from distprove.cluster.tasks import Status
 
     t0 = time.perf_counter()
     settings = config.settings()

@@ -13,7 +13,7 @@ Exported names:
   gather, ntt, msm_A ... msm_H, assemble, verify, write);
 * ``distprove_resident_key_bytes``: GPU memory held by the keys resident on this worker.
 
-The task code (:mod:`distprove.dist.work`) calls the functions below. Per-task-group compute times
+The task code (:mod:`distprove.cluster.work`) calls the functions below. Per-task-group compute times
 need nothing from distprove: the scheduler's own ``/metrics`` has them
 (``dask_scheduler_tasks_compute_seconds_total{task_prefix_name=...}``). Setting
 ``distprove.metrics.enabled`` to false turns every recording function into a no-op.

@@ -27,12 +27,12 @@ dashboard groups tasks by stage (``dask.utils.key_split``)::
 the dashboard shows the reducer group as ``reduce``.) ``tag`` is unique per batch so that reruns
 in one client never reuse a finished key. Results stay
 on the workers (witness, scalars and evaluations move worker to worker at most); keys never travel:
-tasks carry the key's path and content hash and workers keep it resident (:mod:`distprove.dist.state`).
+tasks carry the key's path and content hash and workers keep it resident (:mod:`distprove.cluster.state`).
 A worker also keeps the device-side witness and H scalars of the proofs it prepared, so MSM
 tasks that run where their prepare ran upload nothing; the reducer drops them.
 
 How a batch is laid out (the mode, which keys fuse, proofs per task, window ranges, the four-step
-threshold) is :mod:`distprove.dist.planner`'s :class:`~distprove.dist.planner.Plan`; this module
+threshold) is :mod:`distprove.cluster.planner`'s :class:`~distprove.cluster.planner.Plan`; this module
 only builds the tasks it describes.
 """
 
@@ -46,10 +46,10 @@ from distributed import Client, Future
 
 from distprove.groth16 import MSM_NAMES
 from distprove.backends.cpu.fourstep import block_ranges, split_sizes
-from distprove.dist.output import verify_write
-from distprove.dist.planner import Plan
-from distprove.dist.tasks import KeyInfo, ProofSpec
-from distprove.dist.work import (
+from distprove.cluster.output import verify_write
+from distprove.cluster.planner import Plan
+from distprove.cluster.tasks import KeyInfo, ProofSpec
+from distprove.cluster.work import (
     collect_parts,
     h_forward_rows,
     h_inverse_rows,
@@ -70,8 +70,8 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     """Submit one proof's prepare, MSM and reducer tasks (a fused key's proofs go through
     :func:`submit_group`); returns (the reducer's future, every future of the proof).
 
-    The reducer's result is an :class:`~distprove.dist.tasks.Assembled` proof for the verify-write
-    tasks, or with ``plan.assemble_on_workers`` off the :class:`~distprove.dist.tasks.Collected`
+    The reducer's result is an :class:`~distprove.cluster.tasks.Assembled` proof for the verify-write
+    tasks, or with ``plan.assemble_on_workers`` off the :class:`~distprove.cluster.tasks.Collected`
     window sums."""
     name, tag = spec.name, plan.tag
     nw = len(plan.workers)
@@ -113,8 +113,8 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
 def submit_group(client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan: Plan, priority: int = 0) -> Future:
     """One prove-whole task for one or more fused proofs of one key, keyed by the first proof's
     name (and the number after it). Its result is a list, one item per proof: with
-    :attr:`Plan.writes_in_task` the :class:`~distprove.dist.tasks.Outcome` (the task wrote the
-    proof), else what a reducer returns, a failed proof as :class:`~distprove.dist.tasks.Failed`."""
+    :attr:`Plan.writes_in_task` the :class:`~distprove.cluster.tasks.Outcome` (the task wrote the
+    proof), else what a reducer returns, a failed proof as :class:`~distprove.cluster.tasks.Failed`."""
     name = specs[0].name if len(specs) == 1 else f"{specs[0].name}+{len(specs) - 1}"
     return client.submit(
         prove_group, list(specs), None, plan.assemble_on_workers, plan.writes_in_task, plan.verify,
@@ -157,7 +157,7 @@ def submit_markers(client: Client, names: Sequence[str], source: Future, plan: P
 
 def submit_verify_write(client: Client, assembled: Sequence[Future], plan: Plan, group: int) -> Future:
     """One task that checks the reducers' proofs with one batched pairing check and writes those
-    that pass (a future of their :class:`~distprove.dist.tasks.Outcome` list)."""
+    that pass (a future of their :class:`~distprove.cluster.tasks.Outcome` list)."""
     return client.submit(
         verify_write, list(assembled), plan.verify, key=("verify-write", group, plan.tag), pure=False, priority=1 << 20
     )

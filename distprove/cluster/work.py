@@ -1,11 +1,11 @@
-"""The task bodies: what :mod:`distprove.dist.graph` submits to the workers.
+"""The task bodies: what :mod:`distprove.cluster.graph` submits to the workers.
 
 They read witnesses and keys from their paths on the worker, call backend and stage functions
 (no field arithmetic here), and only small results (window sums, proofs, :class:`Outcome`
 lists) need to reach the client. A small proof's one task, :func:`prove_whole`, runs what
 :func:`prepare`, :func:`msm_proof` and :func:`reduce_assemble` run, in turn, with the vectors
-in its locals instead of the proof cache. The worker's state is :mod:`distprove.dist.state`;
-checking and writing the proofs is :mod:`distprove.dist.output`.
+in its locals instead of the proof cache. The worker's state is :mod:`distprove.cluster.state`;
+checking and writing the proofs is :mod:`distprove.cluster.output`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from distributed.metrics import context_meter
 from distprove import bn254
 from distprove.groth16 import MSM_NAMES
 from distprove.backends.cpu import fourstep as cpu_fourstep
-from distprove.dist import metrics
-from distprove.dist import state as worker_state
-from distprove.dist.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
-from distprove.dist.state import MeteredBackend, ProverState, ResidentKey
-from distprove.dist.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
+from distprove.cluster import metrics
+from distprove.cluster import state as worker_state
+from distprove.cluster.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
+from distprove.cluster.state import MeteredBackend, ProverState, ResidentKey
+from distprove.cluster.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
 from distprove.errors import FormatError, one_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -241,7 +241,7 @@ def prove_group(
     check: bool = False, blindings: Sequence[tuple[int, int]] | None = None,
 ) -> list[Assembled | Collected | Failed] | list[Outcome]:
     """Fused proofs of one key in one task (data mode, see
-    :meth:`distprove.dist.planner.Plan.proofs_per_task`); a proof that raises becomes a
+    :meth:`distprove.cluster.planner.Plan.proofs_per_task`); a proof that raises becomes a
     :class:`Failed` item with its one-line reason and the others go on.
 
     In groups of :func:`distprove.prover.group_size` proofs (``distprove.msm.group-proofs`` or the
@@ -649,7 +649,7 @@ def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]])
 
 
 def proof_done(result: Any, name: str) -> str:
-    """A ("proofs", name, tag) marker task (:func:`distprove.dist.graph.submit_markers`): done once the
+    """A ("proofs", name, tag) marker task (:func:`distprove.cluster.graph.submit_markers`): done once the
     task whose ``result`` it receives is; returns the name of the (first) proof it stands for."""
     return name
 

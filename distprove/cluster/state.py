@@ -36,8 +36,8 @@ from distributed.metrics import context_meter
 
 from distprove import config
 from distprove.backends.cpu import fourstep as cpu_fourstep
-from distprove.dist import metrics
-from distprove.dist.tasks import KeyInfo
+from distprove.cluster import metrics
+from distprove.cluster.tasks import KeyInfo
 from distprove.errors import FormatError
 from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
 
@@ -55,7 +55,7 @@ wait for them), the assembly (Horner and blinding), the pairing check, writing t
 
 WITNESS_GEN = "witness-gen"
 """The stage of a batch from inputs before the prover's: computing a witness from its input
-(``dist/inputbatch.py``; the witness task's wait for its worker's witness pool). Not in
+(``cluster/inputbatch.py``; the witness task's wait for its worker's witness pool). Not in
 :data:`STAGES`, which every batch meters."""
 
 
