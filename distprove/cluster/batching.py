@@ -3,21 +3,12 @@
 Outputs (``<name>.proof.json`` and ``<name>.public.json``, suffixes from the configuration) are
 written by the workers as each proof finishes, exactly once even when a task reruns after a
 worker dies, and only after the proof verified. A rerun skips witnesses whose outputs exist and
-verify. One bad witness fails alone; the :class:`BatchReport` names it with the reason.
-
-Keys: ``key=``, else ``distprove.key`` in the dask configuration, else the key found beside the
-witnesses: the nearest folder holding a key store or ``.zkey``, from the witness's own up to
-``witness_dir`` and then ``witness_dir``'s parent (the layout ``project/circuit.zkey``,
-``project/witnesses/*.wtns``), provides it. A key store wins over ``.zkey`` files; two of a kind
-in one folder is an error for the whole batch, and so is finding no key for any witness (the
-error names the folders searched). So a mixed batch is one subfolder per key. Outputs go to
-``out_dir`` (default: the configured ``output.dir``, ``proofs``, inside ``witness_dir``), keeping
-the witnesses' subfolders.
+verify. One bad witness fails alone; the :class:`BatchReport` names it with the reason. Which
+witnesses and keys: :mod:`distprove.cluster.discovery`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -28,9 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distprove import config
-from distprove.cluster.inputs import safe_witness_paths
-from distprove.cluster.tasks import Status
-from distprove.errors import FormatError, one_line
+from distprove.cluster.discovery import Job, key_label
+from distprove.cluster.tasks import Status, failure_reason
 
 if TYPE_CHECKING:
     from distprove.cluster.planner import VerifyGrouping
@@ -129,129 +119,6 @@ class BatchReport:
         return f"<BatchReport: {self.summary().splitlines()[0]}>"
 
 
-# --- discovery -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Job:
-    """A witness found in the batch folder, with its key (or why it has none) and output paths."""
-
-    name: str
-    witness: str
-    key: str | None
-    proof_path: str
-    public_path: str
-    error: str = ""
-
-
-def is_key_store(path: Path) -> bool:
-    """True for a folder holding a distprove zarr key store (its zarr.json names the layout)."""
-    meta = path / "zarr.json"
-    if not meta.is_file():
-        return False
-    try:
-        return "distprove" in json.loads(meta.read_text(encoding="utf-8")).get("attributes", {})
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def keys_in(directory: Path) -> list[Path]:
-    """The keys directly in ``directory``: its key stores if it has any, else its ``.zkey`` files."""
-    entries = sorted(directory.iterdir())
-    stores = [p for p in entries if p.is_dir() and is_key_store(p)]
-    return stores or [p for p in entries if p.is_file() and p.suffix == ".zkey"]
-
-
-def _key_beside(directory: Path, root: Path, cache: dict[Path, list[Path]]) -> tuple[str | None, list[Path]]:
-    """(key path, folders searched) for the nearest folder with a key from ``directory`` up to
-    ``root`` and then ``root``'s parent; (None, folders searched) when none has one.
-
-    Raises FormatError naming the folder when one holds two keys of a kind."""
-    searched = []
-    d = directory
-    while True:
-        if d not in cache:
-            cache[d] = keys_in(d)
-        searched.append(d)
-        found = cache[d]
-        if len(found) == 1:
-            return str(found[0]), searched
-        if len(found) > 1:
-            names = ", ".join(p.name for p in found)
-            raise FormatError(d, f"{len(found)} keys in one folder ({names}); keep one key per folder or name the key to use")
-        if d == root.parent or d == d.parent:
-            return None, searched
-        d = d.parent
-
-
-def _listing(folders: Iterable[Path], most: int = 6) -> str:
-    """Folders for a message: the first ``most``, then how many more."""
-    folders = list(dict.fromkeys(folders))
-    text = ", ".join(str(f) for f in folders[:most])
-    return text + (f" and {len(folders) - most} more" if len(folders) > most else "")
-
-
-def batch_folders(
-    folder: str | os.PathLike[str], key: str | os.PathLike[str] | None, out_dir: str | os.PathLike[str] | None, what: str
-) -> tuple[Path, Path, Any]:
-    """A batch's folder (resolved; FormatError unless it is a folder of ``what``), its output
-    folder (``out_dir``, else the configured name inside it) and the key given or configured
-    (FormatError when it names nothing)."""
-    settings = config.settings()
-    root = Path(folder).resolve()
-    if not root.is_dir():
-        raise FormatError(folder, f"not a folder of {what}")
-    out = Path(out_dir).resolve() if out_dir is not None else root / settings.out_dir
-    chosen = key if key is not None else settings.key
-    if chosen is not None and not Path(chosen).exists():
-        raise FormatError(chosen, "no such key store or .zkey file")
-    return root, out, chosen
-
-
-def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | None = None, out_dir: str | os.PathLike[str] | None = None) -> list[Job]:
-    """The ``*.wtns`` files under ``witness_dir`` (recursively, sorted), each matched to its key.
-
-    A witness with no key beside it gets ``error`` set and will be reported as failed, when
-    other witnesses have theirs. Raises FormatError when no witness has a key (naming the folders
-    searched), when a folder holds two keys, and when there is no witness at all.
-    """
-    settings = config.settings()
-    root, out, chosen = batch_folders(witness_dir, key, out_dir, "witnesses")
-    witnesses, rejected = safe_witness_paths(root, exclude=[out])
-    if not witnesses and not rejected:
-        raise FormatError(witness_dir, "no *.wtns files found")
-    cache: dict[Path, list[Path]] = {}
-    searched: list[Path] = []
-    jobs = []
-    for w in witnesses:
-        rel = w.relative_to(root)
-        proof, public = settings.output_paths(w, out / rel.parent)
-        if chosen is not None:
-            key_path, error = str(Path(chosen).resolve()), ""
-        else:
-            key_path, folders = _key_beside(w.parent, root, cache)
-            searched += folders
-            error = "" if key_path else f"no key store or .zkey found beside it (searched {_listing(folders)}); pass key="
-        jobs.append(Job(_job_name(rel), str(w), key_path, str(proof), str(public), error))
-    if witnesses and not any(j.key for j in jobs):
-        raise FormatError(
-            witness_dir,
-            f"no key store or .zkey found for any witness (searched {_listing(searched)}); "
-            "put the key in the witness folder or its parent, or pass key=",
-        )
-    for err in rejected:  # links leaving the folder, FIFOs, unreadable entries: failed, with the reason
-        w = Path(err.path)
-        rel = w.relative_to(root)
-        proof, public = settings.output_paths(w, out / rel.parent)
-        jobs.append(Job(_job_name(rel), str(w), None, str(proof), str(public), err.problem))
-    return sorted(jobs, key=lambda j: j.name)
-
-
-def _job_name(rel: Path) -> str:
-    """A witness's name in reports and task keys: its path under the witness folder, less .wtns."""
-    return (rel.parent / rel.name.removesuffix(".wtns")).as_posix()
-
-
 # --- running -----------------------------------------------------------------------------------
 
 
@@ -325,15 +192,6 @@ def verification_pool(processes: int) -> Any:
     return pool
 
 
-def _reason(exc: BaseException) -> str:
-    """One line for a failed proof's exception."""
-    from distributed.scheduler import KilledWorker
-
-    if isinstance(exc, KilledWorker):
-        return "workers died while running its tasks too many times (KilledWorker); nothing written"
-    return one_line(exc)
-
-
 def _remove_outputs(job: Job) -> None:
     """Delete a witness's old outputs, proof first (a proof file must imply a complete public file)."""
     for p in (job.proof_path, job.public_path):
@@ -359,10 +217,6 @@ def _group(jobs: Iterable[Job]) -> dict[str, list[Job]]:
     for j in jobs:
         out.setdefault(j.key or "", []).append(j)
     return out
-
-
-def _label(key_path: str) -> str:
-    return os.path.basename(os.path.normpath(key_path))
 
 
 def _collect(
@@ -424,7 +278,7 @@ def _collect(
         except Exception as exc:
             for r in group:
                 for entry in pending.pop(r):
-                    finish(*entry, Status.FAILED, _reason(exc))
+                    finish(*entry, Status.FAILED, failure_reason(exc))
             return
         for r in group:
             del pending[r]
@@ -466,7 +320,7 @@ def _collect(
                 ready.append(fut)
             else:
                 for entry in pending.pop(fut):
-                    finish(*entry, Status.FAILED, _reason(_exception_of(fut)))
+                    finish(*entry, Status.FAILED, failure_reason(_exception_of(fut)))
         flush()
 
 
@@ -490,7 +344,7 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
         have = [j for j in group if os.path.exists(j.proof_path) and os.path.exists(j.public_path)]
         if have:
             items = [(check_witness_path(j), j.proof_path, j.public_path) for j in have]
-            checks[kp] = (have, client.submit(check_existing, kp, items, key=("check-outputs", _label(kp), tag), pure=False))
+            checks[kp] = (have, client.submit(check_existing, kp, items, key=("check-outputs", key_label(kp), tag), pure=False))
     done: set[str] = set()
     for have, fut in checks.values():
         try:
@@ -498,7 +352,7 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
         except Exception as exc:  # e.g. the key cannot be read: keep the outputs, report why
             for job in have:
                 done.add(job.name)
-                emit(job, Status.FAILED, _reason(exc))
+                emit(job, Status.FAILED, failure_reason(exc))
             continue
         for job, ok in zip(have, oks):
             if ok:
@@ -517,7 +371,7 @@ def _plan_keys(
     KeyInfo) for every job left to prove."""
     from distprove.cluster.work import plan_key
 
-    infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", _label(kp), tag), pure=False) for kp in groups}
+    infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", key_label(kp), tag), pure=False) for kp in groups}
     planned: list[tuple[Job, Any]] = []
     for kp, group in groups.items():
         left = [j for j in group if j.name not in done]
@@ -525,7 +379,7 @@ def _plan_keys(
             info = infos[kp].result()
         except Exception as exc:
             for job in left:
-                emit(job, Status.FAILED, _reason(exc))
+                emit(job, Status.FAILED, failure_reason(exc))
             continue
         planned += [(j, info) for j in left]
     return planned

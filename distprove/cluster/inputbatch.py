@@ -62,7 +62,8 @@ from distributed import WorkerPlugin, get_worker, secede
 from distributed.metrics import context_meter
 
 from distprove import config
-from distprove.cluster.batching import Job, _key_beside, _label, _listing, _reason, batch_folders, discover
+from distprove.cluster.discovery import Job, batch_folders, discover, key_beside, key_label, listing
+from distprove.cluster.tasks import failure_reason
 from distprove.cluster.inputs import check_witness_entry
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import Status
@@ -85,7 +86,7 @@ NOT_INPUTS = ("verification_key.json",)
 
 @dataclass(frozen=True)
 class InputJob(Job):
-    """A :class:`~distprove.cluster.batching.Job` whose ``witness`` is an input file: its circuit's
+    """A :class:`~distprove.cluster.discovery.Job` whose ``witness`` is an input file: its circuit's
     ``wasm`` and ``wtns``, the path its computed witness is written to."""
 
     wasm: str = ""
@@ -175,10 +176,10 @@ def discover_inputs(
             if chosen is not None:
                 key_path = str(Path(chosen).resolve())
             else:
-                key_path, folders = _key_beside(p.parent, root, cache)
+                key_path, folders = key_beside(p.parent, root, cache)
                 searched += folders
                 if key_path is None:
-                    error = f"no key store or .zkey found beside it (searched {_listing(folders)}); pass key="
+                    error = f"no key store or .zkey found beside it (searched {listing(folders)}); pass key="
             keyed = keyed or key_path is not None
         circuit = str(Path(wasm).resolve()) if wasm is not None else ""
         if key_path is not None and not circuit:
@@ -192,7 +193,7 @@ def discover_inputs(
     if inputs and not keyed:
         raise FormatError(
             input_dir,
-            f"no key store or .zkey found for any input (searched {_listing(searched)}); "
+            f"no key store or .zkey found for any input (searched {listing(searched)}); "
             "put the key in the input folder or its parent, or pass key=",
         )
     return sorted(jobs, key=lambda j: j.name)
@@ -206,7 +207,7 @@ def discover_any(
     keep_witnesses: bool = False,
 ) -> list[Job]:
     """:func:`discover_inputs` for an input folder (or whenever ``wasm`` is given), else the
-    witness folder's jobs (:func:`~distprove.cluster.batching.discover`)."""
+    witness folder's jobs (:func:`~distprove.cluster.discovery.discover`)."""
     if wasm is not None or holds_inputs(folder, out_dir):
         return list(discover_inputs(folder, key, out_dir, wasm, keep_witnesses))
     return discover(folder, key, out_dir)
@@ -372,7 +373,7 @@ class InputFeed:
         self.sizes = {job.key: plan.proofs_per_task(info, counts[info.path]) for job, info in planned}
         checks = {
             (job.wasm, info.path): client.submit(
-                check_circuit, job.wasm, info.n_vars, info.path, key=("check-circuit", _label(job.wasm), _label(info.path), tag), pure=False,
+                check_circuit, job.wasm, info.n_vars, info.path, key=("check-circuit", key_label(job.wasm), key_label(info.path), tag), pure=False,
             )
             for job, info in planned if isinstance(job, InputJob)
         }
@@ -381,7 +382,7 @@ class InputFeed:
             try:
                 fut.result()
             except Exception as exc:  # one reason for all of that key's inputs, before any proof
-                refused[pair] = _reason(exc)
+                refused[pair] = failure_reason(exc)
         self.queue: list[tuple[InputJob, Any]] = []
         for job, info in planned:
             reason = refused.get((job.wasm, info.path)) if isinstance(job, InputJob) else None
@@ -444,7 +445,7 @@ class InputFeed:
             try:
                 reasons = fut.result()
             except Exception as exc:  # the task itself failed (its worker died too often, ...)
-                reasons = [_reason(exc)] * len(chunk)
+                reasons = [failure_reason(exc)] * len(chunk)
             for (job, info), reason in zip(chunk, reasons):
                 self.left[job.key] -= 1
                 if reason:

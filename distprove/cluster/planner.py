@@ -208,7 +208,7 @@ def plan_batch(
 
 
 class _Keyed(Protocol):
-    """A batch job: its key's path groups it (``batching.Job``, ``inputbatch.InputJob``)."""
+    """A batch job: its key's path groups it (``discovery.Job``, ``inputbatch.InputJob``)."""
 
     @property
     def key(self) -> str | None: ...

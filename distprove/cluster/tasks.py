@@ -1,5 +1,6 @@
 """The data that Dask tasks exchange: what to prove, a key's planning description, the results
-of each task kind, and how a proof ended. Plain dataclasses (they travel pickled)."""
+of each task kind, and how a proof ended (its one-line reason: :func:`failure_reason`). Plain
+dataclasses (they travel pickled)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from distprove import bn254
+from distprove.errors import one_line
 
 @dataclass(frozen=True)
 class ProofSpec:
@@ -137,3 +139,12 @@ def flatten(items: Sequence[Any]) -> list[Any]:
     for it in items:
         out.extend(it if isinstance(it, list) else [it])
     return out
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line for the exception that failed a proof (or a task of its inputs)."""
+    from distributed.scheduler import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        return "workers died while running its tasks too many times (KilledWorker); nothing written"
+    return one_line(exc)
