@@ -17,7 +17,7 @@ Conventions (see ``docs/DESIGN.md``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -431,10 +431,37 @@ def ints_from_limbs(limbs: np.ndarray) -> list[int]:
     return [int.from_bytes(raw[i : i + 32], "little") for i in range(0, len(raw), 32)]
 
 
-def limbs_from_ints(values: Sequence[int]) -> np.ndarray:
-    """Encode n Python ints (each < 2^256) as an (n, 8) uint32 little-endian limb array."""
-    raw = b"".join(int(v).to_bytes(32, "little") for v in values)
-    return np.frombuffer(raw, dtype="<u4").reshape(-1, 8).copy()
+_LIMB_CHUNK = 1 << 20
+"""Values encoded per pass of :func:`limbs_from_ints` (bounds its temporary bytes to 32 MiB)."""
+
+
+def limbs_from_ints(values: Iterable[int] | np.ndarray) -> np.ndarray:
+    """Encode n ints (each < 2^256; any iterable or an object array, of ints or gmpy2 values) as an
+    (n, 8) uint32 little-endian limb array."""
+    vals = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=object).reshape(-1)
+    out = np.empty((vals.shape[0], 8), dtype="<u4")
+    for lo in range(0, vals.shape[0], _LIMB_CHUNK):
+        part = vals[lo : lo + _LIMB_CHUNK]
+        raw = b"".join([int(v).to_bytes(32, "little") for v in part])
+        out[lo : lo + part.shape[0]] = np.frombuffer(raw, dtype="<u4").reshape(-1, 8)
+    return out
+
+
+def powers(base: int, n: int) -> np.ndarray:
+    """[base^0 … base^(n-1)] mod r as an object array, by an outer product of two short tables
+    (about 2·sqrt(n) products in Python, the rest in one NumPy pass). The entries are of
+    ``base``'s type (a gmpy2 value gives gmpy2 values)."""
+    one = type(base)(1)
+    m = 1 << ((max(n, 1) - 1).bit_length() + 1) // 2
+    lo = [one]
+    for _ in range(m - 1):
+        lo.append(lo[-1] * base % R)
+    step = pow(base, m, R)
+    hi = [one]
+    for _ in range(-(-n // m) - 1):
+        hi.append(hi[-1] * step % R)
+    out = np.multiply.outer(np.array(hi, dtype=object), np.array(lo, dtype=object)).reshape(-1)[:n]
+    return out % R
 
 
 def fq_from_mont(v: int) -> int:

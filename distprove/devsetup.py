@@ -46,7 +46,7 @@ from .formats.r1cs import R1CS
 from .keystore import CHUNK_BYTES, KeyStore, write_store
 from .stages.fixedbase import window_table
 from .stages.gather import csr_from_coefficients
-from .synth import field_ints, limbs_from_field, small_values
+from .synth import field_ints, small_values
 from .verifier import vk_json
 
 log = logging.getLogger(__name__)
@@ -87,20 +87,6 @@ def domain_power(n_constraints: int, n_public: int) -> int:
 # --- field vectors ---------------------------------------------------------------------
 
 
-def powers(base: int, n: int) -> np.ndarray:
-    """[base^0 … base^(n-1)] mod r as an object array, by an outer product of two short tables."""
-    m = 1 << ((max(n, 1) - 1).bit_length() + 1) // 2
-    lo = [fast_int(1)]
-    for _ in range(m - 1):
-        lo.append(lo[-1] * base % R)
-    step = pow(base, m, R)
-    hi = [fast_int(1)]
-    for _ in range(-(-n // m) - 1):
-        hi.append(hi[-1] * step % R)
-    out = np.multiply.outer(np.array(hi, dtype=object), np.array(lo, dtype=object)).reshape(-1)[:n]
-    return out % R
-
-
 def batch_inverse(values: np.ndarray) -> np.ndarray:
     """Element-wise inverses mod r of an object array of nonzero ints, via a product tree (vectorised)."""
     levels = [np.asarray(values, dtype=object)]
@@ -131,7 +117,7 @@ def _lagrange_range(tau: int, k: int, lo: int, hi: int, coset: bool) -> np.ndarr
     n = 1 << k
     om = bn254.root_of_unity(k)
     tn = pow(tau, n, R)
-    x = powers(om, hi - lo) * pow(om, lo, R) % R
+    x = bn254.powers(fast_int(om), hi - lo) * pow(om, lo, R) % R
     if coset:
         g = bn254.coset_generator(k)
         gn = pow(g, n, R)
@@ -215,8 +201,8 @@ def _ranges(total: int, parts: int) -> list[tuple[int, int]]:
 
 def _lagrange_task(lo: int, hi: int) -> None:
     j = _JOB
-    j["lag"][lo:hi] = limbs_from_field(_lagrange_range(j["tau"], j["k"], lo, hi, coset=False))
-    j["h"][lo:hi] = limbs_from_field(_lagrange_range(j["tau"], j["k"], lo, hi, coset=True) * j["inv_delta"] % R)
+    j["lag"][lo:hi] = bn254.limbs_from_ints(_lagrange_range(j["tau"], j["k"], lo, hi, coset=False))
+    j["h"][lo:hi] = bn254.limbs_from_ints(_lagrange_range(j["tau"], j["k"], lo, hi, coset=True) * j["inv_delta"] % R)
 
 
 def _signal_task(lo: int, hi: int) -> None:
@@ -237,9 +223,9 @@ def _signal_task(lo: int, hi: int) -> None:
     k_s = (j["beta"] * a + j["alpha"] * b + c) % R
     s = np.arange(lo, hi)
     k_s[s > j["n_pub"]] = k_s[s > j["n_pub"]] * j["inv_delta"] % R
-    j["a"][lo:hi] = limbs_from_field(a)
-    j["b"][lo:hi] = limbs_from_field(b)
-    j["kd"][lo:hi] = limbs_from_field(k_s)
+    j["a"][lo:hi] = bn254.limbs_from_ints(a)
+    j["b"][lo:hi] = bn254.limbs_from_ints(b)
+    j["kd"][lo:hi] = bn254.limbs_from_ints(k_s)
 
 
 def _records_task(lo: int, hi: int) -> None:
@@ -309,11 +295,11 @@ def _mont2_limbs(coef: np.ndarray) -> np.ndarray:
     easy, v = small_values(coef)
     if easy.any():
         uniq, inv = np.unique(v[easy], return_inverse=True)
-        table = limbs_from_field(np.array([int(u) % R * m2 % R for u in uniq], dtype=object))
+        table = bn254.limbs_from_ints(np.array([int(u) % R * m2 % R for u in uniq], dtype=object))
         out[easy] = table[inv.reshape(-1)]
     rest = np.flatnonzero(~easy)
     if rest.size:
-        out[rest] = limbs_from_field(field_ints(coef[rest]) * m2 % R)
+        out[rest] = bn254.limbs_from_ints(field_ints(coef[rest]) * m2 % R)
     return out
 
 

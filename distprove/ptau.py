@@ -35,6 +35,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 import numpy as np
 
+from . import bn254
 from .backends import BACKEND_NAMES
 from .bn254 import FR_S, FR_SHIFT, G1, G2, R, Group
 from .errors import BackendUnavailable, FormatError
@@ -489,9 +490,9 @@ def new_dev(
     tauG1 = [τ^i]₁ (i < 2N − 1), tauG2 = [τ^i]₂, alphaTauG1 = [α·τ^i]₁, betaTauG1 = [β·τ^i]₁
     (i < N), betaG2 = [β]₂, N = 2^power, by fixed-base multiplication (GPU when ``device`` allows).
     """
-    from .devsetup import fixed_base, powers
+    from .curve import fast_int
+    from .devsetup import fixed_base
     from .formats.ptau import MAX_POWER
-    from .synth import limbs_from_field
 
     if not 1 <= power <= MAX_POWER:
         raise ValueError(f"power must be in 1 … {MAX_POWER}, not {power}")
@@ -499,10 +500,10 @@ def new_dev(
         print("WARNING: " + DEV_WARNING, file=sys.stderr)
     tau, alpha, beta = dev_secrets(seed)
     n = 1 << power
-    tpow = powers(tau, 2 * n - 1)
+    tpow = bn254.powers(fast_int(tau), 2 * n - 1)
 
     def pts(group: Group, scalars: np.ndarray) -> np.ndarray:
-        return fixed_base(group, limbs_from_field(scalars), device=device, workers=workers)
+        return fixed_base(group, bn254.limbs_from_ints(scalars), device=device, workers=workers)
 
     sections = {
         2: pts(G1, tpow),

@@ -30,6 +30,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import bn254
 from .bn254 import R
 from .curve import fast_int
 from .formats.r1cs import CSR, R1CS
@@ -91,21 +92,10 @@ def field_ints(limbs: np.ndarray) -> np.ndarray:
     return out
 
 
-def limbs_from_field(values: np.ndarray) -> np.ndarray:
-    """(n,) object array (or sequence) of ints in [0, r) -> (n, 8) uint32 limbs, standard form."""
-    vals = np.asarray(values, dtype=object).reshape(-1)
-    out = np.empty((vals.shape[0], 8), dtype="<u4")
-    for lo in range(0, vals.shape[0], _CHUNK):
-        part = vals[lo : lo + _CHUNK]
-        raw = b"".join([int(v).to_bytes(32, "little") for v in part])
-        out[lo : lo + part.shape[0]] = np.frombuffer(raw, dtype="<u4").reshape(-1, 8)
-    return out
-
-
 def _const_limbs(values: np.ndarray) -> np.ndarray:
     """int64 array of small constants (negative = r − |v|) -> (n, 8) limbs, via a table of the distinct ones."""
     uniq, inv = np.unique(values, return_inverse=True)
-    table = limbs_from_field(np.array([int(v) % R for v in uniq], dtype=object))
+    table = bn254.limbs_from_ints(np.array([int(v) % R for v in uniq], dtype=object))
     return table[inv.reshape(-1)]
 
 
@@ -195,7 +185,7 @@ def chain_circuit(constraints: int, public: int = 1, seed: int = 0) -> SynthCirc
         ins = _random_field(rng, k)  # p_2..p_K then x
         out = np.zeros((n + k + 1, 8), dtype="<u4")
         out[0, 0] = 1
-        out[2 : k + 2] = limbs_from_field(np.array(ins, dtype=object))
+        out[2 : k + 2] = bn254.limbs_from_ints(np.array(ins, dtype=object))
         v = fast_int(sum(ins) % R)
         r = fast_int(R)
         for lo in range(1, n + 1, _CHUNK):
@@ -204,7 +194,7 @@ def chain_circuit(constraints: int, public: int = 1, seed: int = 0) -> SynthCirc
             for j in range(hi - lo):
                 v = v * v % r
                 vals[j] = v
-            limbs = limbs_from_field(vals)
+            limbs = bn254.limbs_from_ints(vals)
             if hi == n + 1:  # b_N is the output wire 1
                 out[1] = limbs[-1]
                 limbs = limbs[:-1]
@@ -305,7 +295,7 @@ def random_circuit(constraints: int, public: int = 1, terms: int = 3, seed: int 
     rng = np.random.default_rng([seed, 1 << 32])
     pool = np.array([fast_int(v) for v in _random_field(rng, _COEF_POOL)], dtype=object)
     pool[pool == 0] = fast_int(1)
-    pool_limbs = limbs_from_field(pool)
+    pool_limbs = bn254.limbs_from_ints(pool)
     layers = _layers(first, n)
     wires = {}
     coefs = {}
@@ -338,7 +328,7 @@ def random_circuit(constraints: int, public: int = 1, terms: int = 3, seed: int 
                 (pool[coefs[m][lo:hi]] * w[wires[m][lo:hi]]).sum(axis=1) % R for m in "AB"
             ]
             w[first + lo : first + hi] = ev[0] * ev[1] % R
-        return limbs_from_field(w)
+        return bn254.limbs_from_ints(w)
 
     return SynthCircuit("random", r1cs, {"constraints": n, "public": k, "terms": t, "seed": seed}, witness)
 

@@ -30,7 +30,6 @@ from distprove.devsetup import (
     key_scalars,
     lagrange_at,
     lagrange_odd_coset,
-    powers,
 )
 from distprove.formats.r1cs import R1CS, read_r1cs
 from distprove.formats.wtns import read_wtns
@@ -38,7 +37,7 @@ from distprove.formats.zkey import read_zkey
 from distprove.keystore import KeyStore, import_key, write_store
 from distprove.prover import msm, prove
 from distprove.stages.fixedbase import window_table_limbs
-from distprove.synth import limbs_from_field, make_circuit, write_circuit
+from distprove.synth import make_circuit, write_circuit
 from distprove.verifier import verify
 
 DATA = Path(__file__).parent / "data"
@@ -69,7 +68,7 @@ def scalar_points(g: bn254.Group, scalars: list[int]) -> np.ndarray:
 
 
 def test_batch_inverse_and_powers_of_nothing() -> None:
-    assert batch_inverse(np.array([], dtype=object)).shape == (0,) and powers(5, 0).shape == (0,)
+    assert batch_inverse(np.array([], dtype=object)).shape == (0,) and bn254.powers(5, 0).shape == (0,)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 100])
@@ -80,7 +79,7 @@ def test_batch_inverse_and_powers(n: int) -> None:
     inv = batch_inverse(np.array(vals, dtype=object))
     assert [int(v) for v in inv] == [pow(v, -1, R) for v in vals]
     base = rng.randrange(R)
-    assert [int(v) for v in powers(base, n)] == [pow(base, i, R) for i in range(n)]
+    assert [int(v) for v in bn254.powers(base, n)] == [pow(base, i, R) for i in range(n)]
     with pytest.raises(ZeroDivisionError):
         batch_inverse(np.array(vals + [0], dtype=object))
 
@@ -333,7 +332,7 @@ def test_cli_setup(tmp_path: Path) -> None:
 def edge_scalars(n: int, seed: int) -> np.ndarray:
     rng = random.Random(seed)
     vals = [0, 1, 2, R - 1, R - 2, 255, 256, 1 << 248] + [rng.randrange(R) for _ in range(n)]
-    return limbs_from_field(np.array(vals, dtype=object))
+    return bn254.limbs_from_ints(np.array(vals, dtype=object))
 
 
 @pytest.mark.parametrize("workers", [1, 2])

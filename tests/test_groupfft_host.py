@@ -160,7 +160,6 @@ def _check_split(ks: list[int], rows: np.ndarray) -> None:
 def test_device_glv_split(lib: ctypes.CDLL) -> None:
     """gfft_glv_split (rounded by 2^256-scaled constants): k ≡ k1 + k2·λ, halves below 2^127, also
     where k·|b2|/r and k·b1/r sit next to a half-integer (the rounding's worst case)."""
-    from distprove.synth import limbs_from_field
 
     rng = random.Random()
     (a1, b1), (a2, b2) = glv.BASIS
@@ -170,7 +169,7 @@ def test_device_glv_split(lib: ctypes.CDLL) -> None:
             m = rng.randrange(num)
             k = ((2 * m + 1) * R) // (2 * num)
             ks += [k % R, (k + 1) % R]
-    k = limbs_from_field(np.array(ks, dtype=object))
+    k = bn254.limbs_from_ints(np.array(ks, dtype=object))
     out = np.zeros((len(ks), 9), dtype=np.uint32)
     lib.host_glv_split(_arg(k), _arg(out), _arg(len(ks)))
     _check_split(ks, out)

@@ -17,7 +17,6 @@ from distprove.formats.wtns import read_wtns
 from distprove.synth import (
     BITS_UNIT_ROWS,
     field_ints,
-    limbs_from_field,
     make_circuit,
     unsatisfied_rows,
     write_circuit,
@@ -62,7 +61,7 @@ def test_tampered_witness_is_caught(kind: str, n: int, k: int) -> None:
     for _ in range(5):
         bad = w.copy()
         i = int(rng.integers(1, c.r1cs.n_wires))
-        bad[i] = limbs_from_field([(bn254.ints_from_limbs(w[i : i + 1])[0] + 2) % R])[0]  # bits stay non-boolean
+        bad[i] = bn254.limbs_from_ints([(bn254.ints_from_limbs(w[i : i + 1])[0] + 2) % R])[0]  # bits stay non-boolean
         expect = brute_unsatisfied(c.r1cs, bad)
         assert list(unsatisfied_rows(c.r1cs, bad)) == expect
         used = any(i in m.wire for m in (c.r1cs.A, c.r1cs.B, c.r1cs.C))
@@ -114,7 +113,7 @@ def test_field_ints_round_trip() -> None:
     vals += [int(x) for x in rng.integers(0, 2**62, 20)] + [int.from_bytes(rng.bytes(32), "little") % R for _ in range(20)]
     limbs = bn254.limbs_from_ints(vals)
     assert [int(v) for v in field_ints(limbs)] == vals
-    assert np.array_equal(limbs_from_field(np.array(vals, dtype=object)), limbs)
+    assert np.array_equal(bn254.limbs_from_ints(np.array(vals, dtype=object)), limbs)
 
 
 @pytest.mark.parametrize("kind", ["chain", "bits", "random"])

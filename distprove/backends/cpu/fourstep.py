@@ -29,7 +29,7 @@ import numpy as np
 from distprove import bn254
 from distprove.bn254 import R
 
-from .ntt import bit_reverse, log2_size, powers
+from .ntt import bit_reverse, log2_size
 
 
 def split_sizes(n: int) -> tuple[int, int]:
@@ -83,7 +83,7 @@ def _root(n: int, inverse: bool) -> int:
 
 @lru_cache(maxsize=32)
 def _stage_twiddles(m: int, inverse: bool) -> np.ndarray:
-    return powers(_root(m, inverse), max(1, m // 2))
+    return bn254.powers(_root(m, inverse), max(1, m // 2))
 
 
 def _ntt_last_axis(a: np.ndarray, inverse: bool) -> np.ndarray:
@@ -181,8 +181,8 @@ def coset_scale(block: np.ndarray, n: int, row_lo: int) -> np.ndarray:
     rows, n2 = block.shape[1], block.shape[2]
     n1 = n // n2
     g = bn254.coset_generator(log2_size(n))
-    first = powers(g, row_lo + rows)[row_lo:]
-    table = np.multiply.outer(first, powers(pow(g, n1, R), n2)) % R
+    first = bn254.powers(g, row_lo + rows)[row_lo:]
+    table = np.multiply.outer(first, bn254.powers(pow(g, n1, R), n2)) % R
     return _to_limbs(_to_obj(block) * table % R)
 
 

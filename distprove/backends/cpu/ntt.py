@@ -24,14 +24,6 @@ def log2_size(n: int) -> int:
     return k
 
 
-def powers(base: int, count: int) -> np.ndarray:
-    """[base^0, ..., base^(count-1)] mod r as an object array."""
-    out = [1] * count
-    for i in range(1, count):
-        out[i] = out[i - 1] * base % R
-    return np.array(out, dtype=object)
-
-
 @lru_cache(maxsize=32)
 def bit_reverse(k: int) -> np.ndarray:
     """The bit-reversal permutation of 2^k indices."""
@@ -48,12 +40,12 @@ def _twiddles(k: int, inverse: bool) -> np.ndarray:
     w = bn254.root_of_unity(k)
     if inverse:
         w = pow(w, -1, R)
-    return powers(w, max(1, (1 << k) // 2))
+    return bn254.powers(w, max(1, (1 << k) // 2))
 
 
 @lru_cache(maxsize=16)
 def _coset_powers(k: int) -> np.ndarray:
-    return powers(bn254.coset_generator(k), 1 << k)
+    return bn254.powers(bn254.coset_generator(k), 1 << k)
 
 
 def _ntt_obj(a: np.ndarray, inverse: bool) -> np.ndarray:

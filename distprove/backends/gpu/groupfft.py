@@ -19,8 +19,6 @@ import numpy as np
 
 from distprove import bn254, glv
 from distprove.bn254 import G1, R, Group
-from distprove.devsetup import powers
-from distprove.synth import limbs_from_field
 
 from .compile import get_module
 
@@ -61,9 +59,9 @@ def twiddle_tables(p: int, first: int, count: int, scale: int = 1) -> tuple[np.n
     w_inv = pow(bn254.root_of_unity(p), -1, R)
     log_lo = ((max(count, 1) - 1).bit_length() + 1) // 2
     lead = scale * pow(w_inv, first, R) % R * FR_MONT % R
-    lo = powers(w_inv, 1 << log_lo) * lead % R
-    hi = powers(pow(w_inv, 1 << log_lo, R), max(1, -(-count >> log_lo)))
-    return limbs_from_field(lo), limbs_from_field(hi), log_lo
+    lo = bn254.powers(w_inv, 1 << log_lo) * lead % R
+    hi = bn254.powers(pow(w_inv, 1 << log_lo, R), max(1, -(-count >> log_lo)))
+    return bn254.limbs_from_ints(lo), bn254.limbs_from_ints(hi), log_lo
 
 
 def device_twiddles(p: int, first: int, count: int, scale: int | None = None) -> Any:
@@ -182,8 +180,8 @@ def coset_level_gpu(group: Group, limbs: np.ndarray, k: int, g: int) -> np.ndarr
     log_lo = (k + 1) // 2
     g_inv = pow(g, -1, R)
     cst = glv_pack([(-s) % R, kk])
-    lo = glv_pack(powers(g_inv, 1 << log_lo) * kk % R)
-    hi = glv_pack(powers(pow(g_inv, 1 << log_lo, R), m >> log_lo))
+    lo = glv_pack(bn254.powers(g_inv, 1 << log_lo) * kk % R)
+    hi = glv_pack(bn254.powers(pow(g_inv, 1 << log_lo, R), m >> log_lo))
     halves = []
     for part in (a[:m], a[m:]):
         x = cp.empty((m, 2 * group.limbs), dtype=cp.uint32)

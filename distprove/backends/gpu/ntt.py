@@ -188,26 +188,17 @@ POW_LOG_H = 14
 """NTT_POW_LOG_H in ntt.cu: exponents below 2^28 split into two 14-bit halves."""
 
 
-def powers(base: int, count: int) -> list[int]:
-    """base^e mod r for e < count."""
-    out, x = [], 1
-    for _ in range(count):
-        out.append(x)
-        x = x * base % R
-    return out
-
-
 def two_level_powers(base: int) -> np.ndarray:
     """(2^15, 8) Montgomery limbs: base^i, then base^(i * 2^14), i < 2^14 (``dp_ntt_pow_table``'s table)."""
     h = 1 << POW_LOG_H
-    out = powers(base, h) + powers(pow(base, h, R), h)
+    out = np.concatenate([bn254.powers(base, h), bn254.powers(pow(base, h, R), h)])
     return fr_limbs([v * FR_MONT % R for v in out])
 
 
 def shoup_table(base: int, count: int) -> np.ndarray:
     """(count, 16) uint32: base^e mod r (plain) and floor(base^e 2^256 / r) for e < count, the
     sub-NTT twiddles of an NTT_SHOUP build (ntt.cu's fr_mul_shoup)."""
-    pows = powers(base, count)
+    pows = bn254.powers(base, count)
     return np.concatenate([fr_limbs(pows), fr_limbs([(w << 256) // R for w in pows])], axis=1)
 
 
@@ -222,7 +213,7 @@ def split_limbs(values: list[int]) -> np.ndarray:
 def split_table(base: int, count: int) -> np.ndarray:
     """:func:`split_limbs` of base^e mod r (Montgomery) for e < count: the sub-NTT twiddles of an
     NTT_SPLIT build (ntt.cu's fr_mul_split)."""
-    return split_limbs([mont(w) for w in powers(base, count)])
+    return split_limbs([mont(w) for w in bn254.powers(base, count)])
 
 
 def root(log_n: int, inverse: bool) -> int:
