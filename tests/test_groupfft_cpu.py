@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from distprove import bn254, fqlimbs
+from distprove import bn254, fqlimbs, glv
 from distprove.backends.cpu import groupfft as gf
 from distprove.bn254 import FQ_MONT, FQ_MONT_INV, G1, G2, Q, R
 
@@ -112,7 +112,7 @@ def test_mul_many_edge_scalars(group: bn254.Group) -> None:
     rng = random.Random()
     p = bn254.mul(group, group.generator, rng.randrange(1, R))
     pts = [p, p, bn254.neg(group, p), None, group.generator] + [bn254.mul(group, group.generator, rng.randrange(1, R)) for _ in range(4)]
-    lam = gf.GLV_LAMBDA
+    lam = glv.LAMBDA
     specials = [0, 1, R - 1, R, lam, R - lam, 2, (1 << 127) - 1, rng.randrange(R)]
     rows, ks = [], []
     for k in specials:

@@ -186,7 +186,7 @@ DP_INLINE void gfft_coset_body(const Xyzz<F>* t0, const Xyzz<F>* t1, Xyzz<F>* o0
     o1[tid] = gfft_mul<F, GFFT_WINDOW>(d1, hi + (u64)jh * GFFT_GLV_WORDS);
 }
 
-// GLV lattice (backends/cpu/groupfft.py GLV_BASIS: (a1, b1), (a2, b2), det = -r; a1, a2, b1 > 0 > b2,
+// GLV lattice (distprove/glv.py BASIS: (a1, b1), (a2, b2), det = -r; a1, a2, b1 > 0 > b2,
 // b1 = a2) and the rounding constants floor(2^256 |b2| / r), floor(2^256 b1 / r).
 #define GFFT_GLV_G1 {0x391eb18du, 0x7a7bd9d4u, 0xa773d2cfu, 0x4ccef014u, 0x00000002u}
 #define GFFT_GLV_G2 {0xc7e0b3d7u, 0xd91d232eu, 0x00000002u}

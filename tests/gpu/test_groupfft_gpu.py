@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distprove import bn254
+from distprove import bn254, glv
 from distprove.backends.cpu import groupfft as cpu_gf
 from distprove.bn254 import G1, G2, R
 from distprove.formats.ptau import lagrange_level, read_ptau
@@ -93,7 +93,7 @@ def test_device_twiddles_split() -> None:
 
     from distprove.backends.gpu.groupfft import device_twiddles
 
-    lam = cpu_gf.GLV_LAMBDA
+    lam = glv.LAMBDA
     for p, first, count, scale in ((1, 0, 1, None), (12, 0, 2048, None), (13, 77, 1000, pow(1 << 13, -1, R)), (20, 0, 1 << 19, None)):
         rows = cp.asnumpy(device_twiddles(p, first, count, scale))
         w_inv = pow(bn254.root_of_unity(p), -1, R)
