@@ -75,6 +75,19 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+def point_checker(device: str) -> Any:
+    """The scan of a limb array for its first bad point on ``device`` ("cpu": compiled, on all
+    cores, :mod:`distprove.formats.pointcheck`; "gpu": :mod:`distprove.backends.gpu.validate`),
+    for :func:`distprove.formats.zkey.check_zkey_points`."""
+    if device == "gpu":
+        from .backends.gpu.validate import first_bad_point
+    elif device == "cpu":
+        from .formats.pointcheck import first_bad_point
+    else:
+        raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
+    return first_bad_point
+
+
 def validation_device(device: str) -> str:
     """Where a key's point checks run: "cpu" or "gpu"; "auto" is the GPU when one is available."""
     if device not in ("auto", "cpu", "gpu"):
@@ -437,10 +450,10 @@ class ZkeyKey(_KeyBase):
         loads CuPy on the thread that checks, beside the rest)."""
         from .formats.zkey import ZKEY_POINT_ARRAYS, check_zkey_points
 
-        device = validation_device(self.device)
+        first_bad = point_checker(validation_device(self.device))
         for name in ZKEY_POINT_ARRAYS:
             with _stage(f"validate {name}"):
-                check_zkey_points(self.zkey, device, (name,))
+                check_zkey_points(self.zkey, first_bad, (name,))
 
     def _csr(self, m: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Matrix ``m``'s ("a" or "b") CSR (row_ptr, signal, value), built on first use (an import

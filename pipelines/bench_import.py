@@ -141,7 +141,7 @@ def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool,
     """Stage times (s) and MB/s for one key; without ``validate`` (the point checks already
     replaced by a no-op, see ``--validate``) no validate, cli or prove stage."""
     from distprove.formats.zkey import check_zkey_points, read_zkey
-    from distprove.keystore import ZkeyKey, file_sha256, import_key, write_store
+    from distprove.keystore import ZkeyKey, file_sha256, import_key, point_checker, write_store
     from distprove.stages.gather import csr_from_coefficients
 
     size = zkey.stat().st_size
@@ -159,7 +159,7 @@ def bench_one(zkey: Path, backend: str, repeat: int, scratch: Path, prove: bool,
     fresh = lambda: shutil.rmtree(store, ignore_errors=True)  # noqa: E731
     stages = {
         "read": _best(lambda: read_zkey(zkey, check_points=False), repeat),
-        **({"validate": _best(lambda: check_zkey_points(z, backend), repeat)} if validate else {}),
+        **({"validate": _best(lambda: check_zkey_points(z, point_checker(backend)), repeat)} if validate else {}),
         "csr": _best(csr, repeat),
         "hash": _best(lambda: file_sha256(zkey), repeat),
         "write": _best(lambda: write_store(store, key, source, key.zkey.n_coefs), repeat, fresh),

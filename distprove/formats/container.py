@@ -284,23 +284,24 @@ def check_few_points(path: str | os.PathLike[str], name: str, limbs: np.ndarray,
             raise FormatError(path, f"{name} point {i} is not on the curve")
 
 
+PointChecker = Callable[[np.ndarray, Group], Union[tuple[int, int], None]]
+"""Finds the first bad point of a limb array: (index, status as in :mod:`distprove.formats.pointcheck`) or None."""
+
+
 def check_points(
-    path: str | os.PathLike[str], name: str, limbs: np.ndarray, group: Group, device: str = "cpu"
+    path: str | os.PathLike[str], name: str, limbs: np.ndarray, group: Group, first_bad: PointChecker | None = None
 ) -> None:
     """Check a (n, 16) G1 or (n, 32) G2 Montgomery limb array: every coordinate < q and every
     point on its curve (all-zero rows are infinity and pass). No subgroup check, like snarkjs.
 
-    ``device``: "cpu" (:mod:`distprove.formats.pointcheck`, compiled, on all cores) or "gpu"
-    (:mod:`distprove.backends.gpu.validate`). Raises FormatError(path, "<name> point <i> ...")
-    naming the first bad point.
+    ``first_bad`` does the scan: by default :func:`distprove.formats.pointcheck.first_bad_point`
+    (compiled, on all cores); the key store passes the GPU's when the checks run there
+    (``keystore.point_checker``). Raises FormatError(path, "<name> point <i> ...") naming the
+    first bad point.
     """
-    if device == "gpu":
-        from distprove.backends.gpu.validate import first_bad_point
-    elif device == "cpu":
-        from .pointcheck import first_bad_point
-    else:
-        raise ValueError(f"device must be 'cpu' or 'gpu', not {device!r}")
-    bad = first_bad_point(limbs, group)
+    if first_bad is None:
+        from .pointcheck import first_bad_point as first_bad
+    bad = first_bad(limbs, group)
     if bad is not None:
         from .pointcheck import COORD_GE_Q  # numba loads with it: only the CPU check and a bad point need it
 

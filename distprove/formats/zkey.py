@@ -14,7 +14,15 @@ import numpy as np
 from distprove import bn254
 from distprove.bn254 import G1, G2, Q, R
 from distprove.errors import FormatError
-from distprove.formats.container import Container, check_few_points, check_points, first_false, lt_bound, open_container
+from distprove.formats.container import (
+    Container,
+    PointChecker,
+    check_few_points,
+    check_points,
+    first_false,
+    lt_bound,
+    open_container,
+)
 
 ZKEY_MAX_VERSION = 2
 _PROTOCOLS = {1: "Groth16", 2: "PLONK", 10: "FFLONK"}
@@ -71,15 +79,16 @@ def _points(z: Container, sid: int, name: str, rows: int, width: int) -> np.ndar
     return z.limbs(s.offset, rows, width)
 
 
-def read_zkey(path: str | os.PathLike[str], check_points: bool = True, device: str = "cpu") -> ZKey:
+def read_zkey(path: str | os.PathLike[str], check_points: bool = True) -> ZKey:
     """Map and validate a snarkjs Groth16 .zkey: :func:`open_zkey`, :func:`check_coefficients`,
-    then with ``check_points`` (default) :func:`check_zkey_points` on ``device`` ("cpu" or "gpu");
-    pass False to skip the point checks for keys already validated. Raises FormatError(path, problem).
+    then with ``check_points`` (default) :func:`check_zkey_points` on the CPU; pass False to skip
+    the point checks for keys already validated (or checked elsewhere: ``keystore.ZkeyKey``
+    checks them on the GPU when there is one). Raises FormatError(path, problem).
     """
     z = open_zkey(path)
     check_coefficients(z)
     if check_points:
-        check_zkey_points(z, device)
+        check_zkey_points(z)
     return z
 
 
@@ -168,10 +177,13 @@ def check_coefficients(z: ZKey) -> None:
         raise FormatError(z.path, f"coefficient {i} value is >= r (not reduced)")
 
 
-def check_zkey_points(z: ZKey, device: str = "cpu", names: tuple[str, ...] = ZKEY_POINT_ARRAYS) -> None:
+def check_zkey_points(
+    z: ZKey, first_bad: PointChecker | None = None, names: tuple[str, ...] = ZKEY_POINT_ARRAYS
+) -> None:
     """Every point of the arrays ``names`` (of IC, A, B1, B2, C, H: sections 3 and 5-9) has
-    coordinates < q and lies on its curve; the checks run on ``device`` ("cpu" or "gpu",
-    :func:`~distprove.formats.container.check_points`). Raises FormatError(path, "<name> point <i> ...")."""
+    coordinates < q and lies on its curve, scanned by ``first_bad``
+    (:func:`~distprove.formats.container.check_points`: the CPU's by default). Raises
+    FormatError(path, "<name> point <i> ...")."""
     for name in names:
         arr = getattr(z, name.lower())
-        check_points(z.path, name, arr, G2 if arr.shape[1] == 32 else G1, device)
+        check_points(z.path, name, arr, G2 if arr.shape[1] == 32 else G1, first_bad)
