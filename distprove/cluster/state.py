@@ -55,7 +55,7 @@ wait for them), the assembly (Horner and blinding), the pairing check, writing t
 
 WITNESS_GEN = "witness-gen"
 """The stage of a batch from inputs before the prover's: computing a witness from its input
-(``cluster/inputbatch.py``; the witness task's wait for its worker's witness pool). Not in
+(``distprove/cluster/inputbatch.py``; the witness task's wait for its worker's witness pool). Not in
 :data:`STAGES`, which every batch meters."""
 
 

@@ -1,4 +1,4 @@
-"""A streaming prove task on a GPU worker (cluster/work.py prove_group with write and check): each
+"""A streaming prove task on a GPU worker (distprove/cluster/work.py prove_group with write and check): each
 group's batched check runs its device step in the task's finisher thread, on the finisher's own
 stream (not the legacy default stream the task thread queues its next group on); a proof that
 does not verify in the second of three groups fails alone, every other proof is written and
