@@ -48,6 +48,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchlib import GpuBusy  # noqa: E402
+
 
 def synth_inputs(kind: str, log_n: int, workdir: Path, witnesses: int) -> tuple[Path, list[Path]]:
     """A dev key store and ``witnesses`` witnesses of a synthetic circuit of about 2^log_n constraints."""
@@ -323,11 +325,11 @@ def bench(
             runs = []
             for _ in range(1 if verify else BARE_LOOPS):  # unchecked: the median, as for the bare loops
                 t0, wall0 = time.perf_counter(), time.time()
-                with get_task_stream(client) as stream:
+                with GpuBusy() as busy, get_task_stream(client) as stream:
                     thr = run_batch(client, key, stage(witnesses, proofs, workdir / "thr"), "data", backend, verify, verify_in)
-                runs.append((time.perf_counter() - t0, wall0, thr, stream.data))
+                runs.append((time.perf_counter() - t0, wall0, thr, stream.data, busy.percent))
             runs.sort(key=lambda run: run[0])
-            wall, wall0, thr, records = runs[len(runs) // 2]
+            wall, wall0, thr, records, gpu_busy = runs[len(runs) // 2]
             row: dict[str, Any] = {
                 "workers": n,
                 "worker_processes": processes,
@@ -343,6 +345,7 @@ def bench(
                 "proof_stage_mean_s": stage_means(thr.proved),
                 "worker_time": idle_gaps(records, wall0, wall0 + wall),
                 "loops_proofs_per_s": [proofs / run[0] for run in runs],
+                "gpu_busy_percent": gpu_busy,
             }
             latencies = [("data", "data", None), ("split", "split", None)]
             if fourstep_min_domain is not None and n > 1:
@@ -362,6 +365,7 @@ def bench(
                    if row["throughput_vs_bare_pipelined"] else "; ") +
                 (f"{row['throughput_vs_bare_parallel']:.2f} of {n} bare processes; "
                  if row["throughput_vs_bare_parallel"] else "") +
+                (f"GPU busy {', '.join(f'{p:.0f}%' for p in gpu_busy)}; " if gpu_busy else "") +
                 f"latency data {row['latency_data_s']:.2f} s, split {row['latency_split_s']:.2f} s"
                 + (f", split with four-step H {row['latency_split_fourstep_s']:.2f} s" if "latency_split_fourstep_s" in row else ""),
                 flush=True,

@@ -7,6 +7,8 @@
 * :func:`wall_ms`: wall-clock milliseconds of synchronised calls (bench_ntt times device work by
   CUDA events instead).
 * :func:`git_commit` and :func:`device_info`: what a results file records about its run.
+* :class:`GpuBusy`: the GPUs' busy share while a block runs (``nvidia-smi``'s utilization.gpu,
+  the share of each sample period in which a kernel was running).
 
 Imported by the scripts in this folder as ``benchlib`` (a script's own folder is on its path).
 """
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -123,3 +127,45 @@ def device_info() -> dict:
     return {"gpu": name.decode() if isinstance(name, bytes) else name,
             "sm_count": props["multiProcessorCount"], "cupy": cupy.__version__,
             "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion()}
+
+
+class GpuBusy:
+    """``with GpuBusy() as busy: ...``: ``busy.percent`` is then each GPU's mean utilization.gpu
+    over the block (``nvidia-smi`` sampled every ``period_ms``; the share of each of the driver's
+    sample periods in which one or more kernels ran), ``busy.samples`` how many samples each
+    mean has; both empty where there is no ``nvidia-smi``."""
+
+    def __init__(self, period_ms: int = 100, command: str = "nvidia-smi") -> None:
+        self.period_ms, self.command = period_ms, command
+        self.percent: list[float] = []
+        self.samples: list[int] = []
+        self._proc: subprocess.Popen[str] | None = None
+        self._lines: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    def __enter__(self) -> GpuBusy:
+        exe = shutil.which(self.command)
+        if exe is not None:
+            self._proc = subprocess.Popen(
+                [exe, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", f"-lms={self.period_ms}"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self._reader = threading.Thread(target=lambda: self._lines.extend(self._proc.stdout), daemon=True)
+            self._reader.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is None:
+            return
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
+        self._reader.join(timeout=10)
+        per: dict[int, list[float]] = {}
+        for line in self._lines:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) == 2 and parts[0].isdigit():
+                try:
+                    per.setdefault(int(parts[0]), []).append(float(parts[1]))
+                except ValueError:
+                    continue  # "[N/A]" and the like
+        self.percent = [sum(v) / len(v) for _, v in sorted(per.items())]
+        self.samples = [len(v) for _, v in sorted(per.items())]
