@@ -147,7 +147,7 @@ class GpuBusy:
         exe = shutil.which(self.command)
         if exe is not None:
             self._proc = subprocess.Popen(
-                [exe, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", f"-lms={self.period_ms}"],
+                [exe, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", f"--loop-ms={self.period_ms}"],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             self._reader = threading.Thread(target=lambda: self._lines.extend(self._proc.stdout), daemon=True)
             self._reader.start()
