@@ -118,10 +118,7 @@ def live_fraction(scalars: np.ndarray, samples: int = 4096) -> float:
     """Fraction of the scalars (as :func:`is_live` takes them) other than 0 and 1, from every
     ``ceil(n / samples)``-th row: the share of an MSM's points that reach a bucket on the GPU
     (1.0 for no scalars)."""
-    n = scalars.shape[0]
-    if n == 0:
-        return 1.0
-    return float(is_live(scalars[:: -(-n // samples)]).mean())
+    return float(live_fractions(scalars[None], samples)[0])
 
 
 def live_fractions(stack: Any, samples: int = 4096) -> Any:
