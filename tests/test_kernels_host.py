@@ -496,7 +496,7 @@ EMU(msm_radix_cursor, false, (pl, cn, cu, r), const u32* pl, const u32* cn, u32*
     EMU(msm_ones_##G, true, (s, bs, n, o), const u32* s, const Aff<F>* bs, u32 n, Xyzz<F>* o)            \
     EMU(msm_sum_groups_##G, true, (i, cnt, o), const Xyzz<F>* i, u32 cnt, Xyzz<F>* o)                   \
     EMU(msm_combine_##G, false, (s, sp, c, g, wo, o), const Xyzz<F>* s, u32 sp, u32 c, u32 g, u32 wo,     \
-        Xyzz<F>* o)                                                                                       \
+        u32* o)                                                                                           \
     EMU(msm_pairs_##G, false, (pl, r, j, p, co, cn, rows, res, k0, k1, so), const u32* pl, u32 r,        \
         const PairJob* j, const Aff<F>* p, const u32* co, const u32* cn, u32 rows, u32 res, u32 k0, u32 k1, \
         Aff<F>* so)                                                                                       \
@@ -808,7 +808,7 @@ def test_grouped_msm_emulated(emulated_msm, monkeypatch: pytest.MonkeyPatch, gro
 ])
 def test_combined_group_msm_emulated(emulated_msm, group, n, c, proofs, kind) -> None:
     """msm_combined_group (whole MSMs, each proof's windows and ones combined on the device by
-    msm_combine, one affine conversion for the group) gives each proof the Horner combine of its
+    msm_combine and made affine there) gives each proof the Horner combine of its
     window sums (stages.msm.combine): G of 1, 3 and 5, vectors of 0/1 only, all-zero (infinity)
     and all-one (ones only) vectors; a group in parts of 2 gives the same points."""
     from distprove.stages.msm import combine, num_windows

@@ -83,16 +83,9 @@ def test_cpu_combined_is_the_combine_of_each_proofs_sums() -> None:
         cpu.msm_start_combined(key, [jobs[0], part])
 
 
-def _xyzz_rows(group: bn254.Group, points: list) -> np.ndarray:
-    """Affine points as the (k, words) XYZZ Montgomery rows a combined grouped MSM reads back."""
-    aff = bn254.points_to_limbs(group, points).reshape(len(points), -1)
-    one = bn254.limbs_from_ints([bn254.fq_to_mont(1)] + [0] * (group.limbs // 2 // 8 - 1)).reshape(-1)
-    rows = np.zeros((len(points), 2 * aff.shape[1]), dtype=np.uint32)
-    rows[:, : aff.shape[1]] = aff
-    for i, p in enumerate(points):
-        if p is not None:
-            rows[i, aff.shape[1]:] = np.concatenate([one, one])
-    return rows
+def _affine_rows(group: bn254.Group, points: list) -> np.ndarray:
+    """Affine points as the (k, limbs) standard-form rows a combined grouped MSM reads back."""
+    return bn254.points_to_limbs(group, points, mont=False).reshape(len(points), -1)
 
 
 class _GroupDevice(_Device):
@@ -139,8 +132,8 @@ class _GroupDevice(_Device):
             if self.fail_wait:
                 self.fail_wait = False  # the per-proof phases after it fit
                 raise _OOM("out of memory waiting")
-            if combined:  # the device's rows: each proof's combined point as XYZZ (ZZ = ZZZ = 1) Montgomery limbs
-                return _xyzz_rows(group, [combine(group, dict(enumerate(s)), c) for s in sums])
+            if combined:  # the device's rows: each proof's combined point, affine in standard form
+                return _affine_rows(group, [combine(group, dict(enumerate(s)), c) for s in sums])
             return sums
 
         wait.buffer = buf
@@ -211,8 +204,8 @@ def test_gpu_constant_work_and_single_proofs_take_the_per_proof_path(monkeypatch
 
 @pytest.mark.parametrize("fail", [None, 1, "wait"])
 def test_gpu_combined_groups_read_one_point_per_proof(monkeypatch: pytest.MonkeyPatch, fail: int | str | None) -> None:
-    """msm_start_combined on the GPU: every grouped MSM starts combined (the device's rows, converted
-    together per curve group), and the points are the CPU's combines; out of memory starting or
+    """msm_start_combined on the GPU: every grouped MSM starts combined (the device's affine rows),
+    and the points are the CPU's combines; out of memory starting or
     waiting, the proofs run one by one and are combined on the host, with the same points."""
     key = open_key(MINI_ZKEY)
     device = _GroupDevice(fail_start=fail if isinstance(fail, int) else None, fail_wait=fail == "wait")

@@ -434,8 +434,8 @@ def test_grouped_msm_matches_per_proof(group: bn254.Group, n: int, proofs: int) 
 @pytest.mark.parametrize("group", [bn254.G1, bn254.G2], ids=["G1", "G2"])
 @pytest.mark.parametrize("proofs", [1, 3, 5, 64])
 def test_combined_group_msm_is_the_combine_of_its_sums(group: bn254.Group, proofs: int) -> None:
-    """msm_combined_group (each proof's windows and ones combined on the device, one affine
-    conversion for the group) gives each proof stages.msm.combine of its window sums: mixed and
+    """msm_combined_group (each proof's windows and ones combined and made affine on the device)
+    gives each proof stages.msm.combine of its window sums: mixed and
     witness-like vectors, an all-zero vector (infinity) and an all-one vector (ones only)."""
     from distprove.backends.gpu import msm as gm
     from distprove.stages.msm import combine

@@ -530,9 +530,9 @@ class GpuBackend(Backend):
     def msm_start_combined(
         self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], *, constant_work: bool | None = None
     ) -> Callable[[], list[dict[str, Affine]]]:
-        """:meth:`msm_start_proofs` of whole MSMs, each proof's window sums and ones combined on the
-        device (gpu.msm's msm_combine) so that one point per (proof, MSM) comes back, and the
-        group's points made affine with one inversion per curve group. A single proof, constant-work
+        """:meth:`msm_start_proofs` of whole MSMs, each proof's window sums and ones combined and made
+        affine on the device (gpu.msm's msm_combine), so that one standard-form row per (proof, MSM)
+        comes back for a byte copy into integers. A single proof, constant-work
         mode and a key whose MSMs run one at a time take :meth:`Backend.msm_start_combined`'s host
         combine, as does the phase after the device runs out of memory starting or waiting."""
         check_whole(jobs)
@@ -553,25 +553,16 @@ class GpuBackend(Backend):
 
         def wait() -> list[dict[str, Affine]]:
             points: list[dict[str, Affine]] = [{} for _ in jobs]
-            rows: dict[str, tuple[list[tuple[int, str]], list[np.ndarray]]] = {"G1": ([], []), "G2": ([], [])}
             try:
                 for which, members, finish in started:
                     got = finish()
                     if isinstance(got, np.ndarray):
-                        slots, words = rows[msm_group(which).name]
-                        slots += [(p, which) for p in members]
-                        words.append(got)
-                    else:
-                        for p, point in zip(members, got):
-                            points[p][which] = point
+                        got = bn254.points_from_limbs(msm_group(which), got, mont=False)
+                    for p, point in zip(members, got):
+                        points[p][which] = point
             except oom:
                 pass
             else:
-                for group in (bn254.G1, bn254.G2):
-                    slots, words = rows[group.name]
-                    if slots:
-                        for (p, which), point in zip(slots, gpu_msm.xyzz_to_affine(group, np.concatenate(words))):
-                            points[p][which] = point
                 return [{which: proof[which] for which in names} for proof in points]
             started.clear()
             return combine_proofs(jobs, self._proofs_after_oom(key, jobs, constant_work, "waiting for the grouped MSMs")())

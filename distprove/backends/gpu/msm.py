@@ -501,16 +501,17 @@ def msm_windows_group_start(
     ``digits``: :func:`sort_digits` of these (G, n, 8) scalars for (c, lo, hi), when one part
     runs it (A, B1 and B2 of G proofs share it). Default mode only.
 
-    ``combined`` (whole MSMs, lo = 0 and hi = W(c)): each proof's sums are combined on the device
-    and the waiter returns a (G, words) array of XYZZ Montgomery rows, one point a proof
-    (:func:`xyzz_to_affine` converts them; :func:`msm_combined_group` does both).
+    ``combined`` (whole MSMs, lo = 0 and hi = W(c)): each proof's sums are combined and made
+    affine on the device, and the waiter returns a (G, limbs) array of standard-form affine rows,
+    one point a proof, infinity all zero (:func:`bn254.points_from_limbs` with ``mont=False``
+    decodes them; :func:`msm_combined_group` does both).
     """
     proofs, n = _check_group(group, bases, scalars, c, lo, hi)
     if combined:
         _check_whole(c, lo, hi, False)
     if proofs == 0 or n == 0:
         if combined:
-            return lambda: np.zeros((proofs, _xyzz_words(group)), dtype=np.uint32)
+            return lambda: np.zeros((proofs, group.limbs), dtype=np.uint32)
         return lambda: [[None] * (hi - lo) for _ in range(proofs)]
     step = max(1, min(max_proofs or proofs, proofs))
     while step > 1 and not group_fits(n, c, lo, hi, step):
@@ -858,15 +859,15 @@ def msm_combined_group(
     max_proofs: int | None = None,
 ) -> list[Affine]:
     """Whole grouped MSMs on the current stream, waited for: per proof (row of the (G, n, 8)
-    ``scalars``) sum_i s_i P_i over ``bases``, its windows combined on the device and the G points
-    made affine with one inversion (:func:`msm_windows_group_start` with ``combined``)."""
+    ``scalars``) sum_i s_i P_i over ``bases``, its windows combined and made affine on the device
+    (:func:`msm_windows_group_start` with ``combined``)."""
     import cupy
 
     scratch = scratch or default_scratch()
     with scratch.lock:
         words = msm_windows_group_start(group, bases, scalars, c, 0, num_windows(c), scratch,
                                         cupy.cuda.get_current_stream(), max_proofs=max_proofs, combined=True)()
-    return xyzz_to_affine(group, words)
+    return bn254.points_from_limbs(group, words, mont=False)
 
 
 def _check_whole(c: int, lo: int, hi: int, constant_work: bool) -> None:
@@ -899,8 +900,8 @@ def _launch(
     (:func:`msm_windows_group`) of that many scalar vectors of n, run as proofs * (hi - lo)
     windows; the waiter's list holds them proof by proof, each proof's ones in its window lo.
     ``combined`` (whole MSMs only, windows 0 .. W(c), default mode): each proof's windows and ones
-    are combined on the device (:func:`_combine_phase`) and the waiter returns the (proofs, words)
-    XYZZ Montgomery rows, for :func:`xyzz_to_affine` with other MSMs' rows."""
+    are combined on the device (:func:`_combine_phase`) and the waiter returns the (proofs, limbs)
+    standard-form affine rows."""
     import cupy
 
     if not 4 <= FOLD_MIN <= FOLD_LEN:
@@ -1063,12 +1064,13 @@ def _reduce_phase(m: _Msm, buckets: "cupy.ndarray", out: "cupy.ndarray") -> None
 
 def _combine_phase(m: _Msm, out: "cupy.ndarray", with_ones: bool) -> "cupy.ndarray":
     """Horner combine of each proof's whole MSM on the device (msm.cu's msm_combine, one thread a
-    proof): sum_w 2^(c w) S_w of ``out``'s window sums plus its ones; returns the (proofs * words)
-    points. Its own buffer: the waiter reads it after later MSMs took the scratch."""
+    proof): sum_w 2^(c w) S_w of ``out``'s window sums plus its ones, affine in standard form;
+    returns the (proofs * limbs) rows. Its own buffer: the waiter reads it after later MSMs took
+    the scratch."""
     import cupy
 
     u32 = np.uint32
-    points = cupy.empty(m.proofs * m.pw, dtype=cupy.uint32)
+    points = cupy.empty(m.proofs * m.group.limbs, dtype=cupy.uint32)
     threads = min(COMBINE_THREADS, m.proofs)
     m.mod.get_function(f"msm_combine_{m.sfx}")((-(-m.proofs // threads),), (threads,),
                                                (out, u32(m.span), u32(m.c), u32(m.proofs), u32(with_ones), points))
@@ -1078,16 +1080,15 @@ def _combine_phase(m: _Msm, out: "cupy.ndarray", with_ones: bool) -> "cupy.ndarr
 
 def _words_waiter(m: _Msm, points: "cupy.ndarray", main: "cupy.cuda.Stream", digits: DigitSort | None,
                   in_flight: list) -> Callable[[], np.ndarray]:
-    """The waiter of a combined :func:`_launch`: the (proofs, words) XYZZ rows read back (the
-    affine conversion is the caller's, with other MSMs' rows: one inversion for them all).
-    ``digits``, ``in_flight`` as for :func:`_waiter`."""
+    """The waiter of a combined :func:`_launch`: the (proofs, limbs) standard-form affine rows read
+    back. ``digits``, ``in_flight`` as for :func:`_waiter`."""
     import cupy
 
     def wait() -> np.ndarray:
         m.timer.finish()
         if digits is not None:
             digits.done.synchronize()
-        host = cupy.asnumpy(points, stream=main).reshape(m.proofs, m.pw)
+        host = cupy.asnumpy(points, stream=main).reshape(m.proofs, m.group.limbs)
         in_flight.clear()
         return host
 
