@@ -236,3 +236,21 @@ def test_default_assemble_group_is_the_host_assembly() -> None:
     assert CpuBackend().assemble_group(key, msm, blindings) == [assemble(vk, m, *rs) for m, rs in zip(msm, blindings)]
     with pytest.raises(ValueError, match="blindings"):
         CpuBackend().assemble_group(key, msm, blindings[:1])
+
+
+@pytest.mark.parametrize("log_n, cap", [(3, 256), (12, 256), (13, 128), (14, 64), (20, 64)])
+def test_gpu_groups_small_keys_in_larger_groups(monkeypatch: pytest.MonkeyPatch, log_n: int, cap: int) -> None:
+    """Below 2^14 domain points a group holds up to 2^20 points (at most 256 proofs), else 64
+    proofs; with the device short of memory, fewer (what one grouped G2 MSM of them takes)."""
+    from types import SimpleNamespace
+
+    from distprove.backends.gpu import backend as gpu_backend
+
+    assert gpu_backend.group_cap(1 << log_n) == cap
+    key = SimpleNamespace(n_vars=(1 << log_n) + 1, domain_size=1 << log_n, content_hash="k")
+    be = _backend(monkeypatch, _GroupDevice(free=1 << 44))
+    assert be.proofs_per_group(key) == cap
+    c = be.window_width(key.n_vars, bn254.G2)
+    three = gpu_msm.group_bytes(bn254.G2, key.n_vars, c, 0, num_windows(c), 3)
+    be = _backend(monkeypatch, _GroupDevice(free=int(2.2 * three / gpu_msm.GROUP_MEMORY_SHARE)))
+    assert 1 <= be.proofs_per_group(key) < cap

@@ -54,8 +54,22 @@ group (:meth:`GpuBackend.read_witness_file`) and uploaded with the group's other
 checked in one launch; larger ones are uploaded as they are read, in chunks beside the MSMs
 before, where the copy's own time (2.5 ms at 2^22 values) outweighs a launch and a wait."""
 GROUP_PROOFS = 64
-"""Most proofs of one key the GPU groups (:meth:`GpuBackend.proofs_per_group`): past a few dozen
-proofs a grouped MSM's launches are no longer what costs."""
+"""Most proofs of one key the GPU groups (:meth:`GpuBackend.proofs_per_group`) from 2^14 domain
+points up: past a few dozen proofs a grouped MSM's launches are no longer what costs."""
+SMALL_GROUP_POINTS = 1 << 20
+"""Below that, a group holds up to this many domain points in all (128 proofs at 2^13, 256 at 2^12
+and below, :data:`SMALL_GROUP_PROOFS`): what a group costs the host whatever its size (launches,
+waits, its batched check, final exponentiation and write) is then spread over more proofs. At
+2^12 one Dask worker on an H200 proved 1,006 proofs/s in groups of 256 and 1,015 in groups of
+128, against 810 in groups of 64."""
+SMALL_GROUP_PROOFS = 256
+"""Most proofs of the smallest keys a group holds (larger groups were not measured)."""
+
+
+def group_cap(domain_size: int) -> int:
+    """Most proofs of a key with ``domain_size`` points the GPU groups: :data:`GROUP_PROOFS`, up to
+    :data:`SMALL_GROUP_PROOFS` below 2^14 points (:data:`SMALL_GROUP_POINTS`)."""
+    return min(SMALL_GROUP_PROOFS, max(GROUP_PROOFS, SMALL_GROUP_POINTS // max(1, domain_size)))
 
 
 class MontVector(NamedTuple):
@@ -475,12 +489,13 @@ class GpuBackend(Backend):
         """As many proofs as one grouped G2 MSM of the key's witness (the largest of a proof's five)
         takes in the device's free memory (:func:`~gpu.msm.proofs_that_fit`) after each proof's own
         vectors (witness, H scalars and the gather's three evaluations while they last), at most
-        :data:`GROUP_PROOFS`."""
+        :func:`group_cap`."""
         c = self.window_width(key.n_vars, bn254.G2)
         vectors = 32 * (key.n_vars + 4 * key.domain_size)
+        cap = group_cap(key.domain_size)
         free = gpu_msm.free_device_bytes()
-        room = max(free // 2, free - GROUP_PROOFS * vectors)
-        return gpu_msm.proofs_that_fit(bn254.G2, key.n_vars, c, 0, num_windows(c), room, GROUP_PROOFS)
+        room = max(free // 2, free - cap * vectors)
+        return gpu_msm.proofs_that_fit(bn254.G2, key.n_vars, c, 0, num_windows(c), room, cap)
 
     def msm_start_proofs(
         self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], *, constant_work: bool | None = None
