@@ -666,6 +666,46 @@ def test_the_task_waits_while_its_finisher_holds_two_groups() -> None:
     assert [label for label, _ in metered] == ["write"] * 3 and all(t.startswith("distprove-finisher") for _, t in metered)
 
 
+def test_a_task_leaves_its_slot_while_its_last_groups_are_written(
+    st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a worker with one thread, a writing task gives its slot back once its proofs are all
+    handed to its finisher: the next task starts while the first one's write is still held (here
+    until the second task's witness is read), and both tasks return their proofs, written."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    second_read = threading.Event()
+    seen: dict[str, bool] = {}
+    prefetch, write = work._prefetch, work._write_group
+
+    def reading(spec: ProofSpec):
+        if spec.name == "n":
+            second_read.set()
+        return prefetch(spec)
+
+    def held(items: list) -> list:
+        if items[0].spec.name == "m":
+            seen["next task started before the write"] = second_read.wait(20)
+        return write(items)
+
+    monkeypatch.setattr(work, "_prefetch", reading)
+    monkeypatch.setattr(work, "_write_group", held)
+    first = spec_for(tmp_path)
+    second = ProofSpec("n", first.witness, first.key_path, first.content_hash, str(tmp_path / "n.proof.json"),
+                       str(tmp_path / "n.public.json"))
+    widths = work.plan_key(str(MINI_ZKEY)).widths
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        a = client.submit(work.prove_group, [first], widths, write=True, pure=False, priority=1)
+        b = client.submit(work.prove_group, [second], widths, write=True, pure=False)
+        outcomes = a.result(60) + b.result(60)
+    assert seen == {"next task started before the write": True}
+    assert [(o.name, o.status) for o in outcomes] == [("m", "proved"), ("n", "proved")]
+    assert Path(first.proof_path).exists() and Path(second.proof_path).exists()
+
+
 def test_a_gpu_finisher_runs_each_group_on_its_own_non_blocking_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU worker the finisher makes one non-blocking stream (on the task thread's device) and
     runs every group under it, in its own thread: CuPy's current stream is per thread, so the
