@@ -592,10 +592,12 @@ def test_cli_prove_refuses_an_unsatisfied_witness(tmp_path: Path) -> None:
 
 def test_client_lost_then_rerun_resumes(client, tmp_path: Path) -> None:
     """``distprove batch`` (its own local cluster) is killed with its whole process group once a few
-    proofs are on disk; the rerun skips exactly those (they verify) and proves the rest."""
+    proofs are on disk; the rerun skips exactly those (they verify) and proves the rest. Enough
+    witnesses that the batch is still running when the first proofs appear (a task's proofs are
+    written in groups, and the worker's next task proves while they are written)."""
     wdir, out = tmp_path / "w", tmp_path / "out"
     wdir.mkdir()
-    n = 16
+    n = 64
     for i in range(n):
         os.link(MINI_WTNS, wdir / f"w{i:02d}.wtns")
     proc = subprocess.Popen(
