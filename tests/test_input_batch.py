@@ -217,17 +217,18 @@ def test_discovery_key_in_the_parent_and_no_key_is_one_error(tmp_path: Path) -> 
 
 
 class _Done:
-    """A future that already holds its function's result (or exception)."""
+    """A future that already holds its function's result (or exception); ``held``: not done yet."""
 
-    def __init__(self, fn: Any, args: tuple) -> None:
+    def __init__(self, fn: Any, args: tuple, held: bool = False) -> None:
         self.error: BaseException | None = None
+        self.held = held
         try:
             self.value = fn(*args)
         except Exception as exc:
             self.error = exc
 
     def done(self) -> bool:
-        return True
+        return not self.held
 
     def result(self) -> Any:
         if self.error is not None:
@@ -236,23 +237,39 @@ class _Done:
 
 
 class _InlineClient:
-    """Runs what InputFeed submits in this process (witnesses computed here, no worker pool)."""
+    """Runs what InputFeed submits in this process (witnesses computed here, no worker pool);
+    ``hold``: its witness tasks are not done until the test says so."""
 
-    def __init__(self) -> None:
+    def __init__(self, workers: tuple[str, ...] = ("tcp://127.0.0.1:1",), hold: bool = False) -> None:
+        self.workers, self.hold = workers, hold
         self.keys: list[tuple] = []
+        self.witness_tasks: list[tuple[list, dict[str, Any], _Done]] = []
+        """(its (input, wtns) items, its submit options, its future) per witness task, in order."""
 
     def nthreads(self) -> dict[str, int]:
-        return {"tcp://127.0.0.1:1": 1}
+        return {w: 1 for w in self.workers}
 
     def submit(self, fn: Any, *args: Any, key: tuple, **kwargs: Any) -> _Done:
         self.keys.append(key)
         if key[0] == "check-circuit":
             return _Done(lambda: None, ())
-        return _Done(fn, args)
+        fut = _Done(fn, args, held=self.hold)
+        if key[0] == WITNESS_GEN:
+            self.witness_tasks.append((args[1], kwargs, fut))
+        return fut
 
 
-@pytest.mark.parametrize("chunk, in_flight, tasks", [(None, None, 3), (2, None, 5), (None, 2, 6)])
-def test_witness_tasks_come_in_chunks_and_proofs_in_planned_groups(tmp_path: Path, chunk, in_flight, tasks) -> None:
+def test_ramp_size_starts_at_one_input_per_process_and_doubles_each_round_of_workers() -> None:
+    from distprove.cluster.inputbatch import ramp_size
+
+    assert [ramp_size(k, 16, 1, 150) for k in range(6)] == [16, 32, 64, 128, 150, 150]
+    assert [ramp_size(k, 16, 2, 150) for k in range(8)] == [16, 16, 32, 32, 64, 64, 128, 128]
+    assert ramp_size(0, 16, 1, 8) == 8 and ramp_size(0, 0, 1, 8) == 1  # never above the group, never empty
+    assert ramp_size(10**9, 1, 1, 1024) == 1024
+
+
+@pytest.mark.parametrize("chunk, in_flight, sizes", [(None, None, [4, 4, 1]), (2, None, [2, 2, 2, 2, 1]), (None, 2, [2, 2, 2, 2, 1])])
+def test_witness_tasks_come_in_chunks_and_proofs_in_planned_groups(tmp_path: Path, chunk, in_flight, sizes) -> None:
     from types import SimpleNamespace
 
     from distprove.cluster.inputbatch import InputFeed
@@ -276,16 +293,17 @@ def test_witness_tasks_come_in_chunks_and_proofs_in_planned_groups(tmp_path: Pat
         failed[job.name] = reason
         feed.finished(job)
 
-    feed = InputFeed(in_flight=in_flight, chunk=chunk)
-    feed.start(client, [(j, info) for j in jobs], plan, submit, emit, "t")
+    with dask.config.set({"distprove.witness.processes": 4}):  # one input per process: a whole group
+        feed = InputFeed(in_flight=in_flight, chunk=chunk)
+        feed.start(client, [(j, info) for j in jobs], plan, submit, emit, "t")
     while feed.active:
         assert len(feed.opened) <= feed.bound
         for _, entries, _ in feed.poll():
             for job, _ in entries:
                 feed.proof_done(job)
                 feed.finished(job)
-    witness_tasks = [k for k in client.keys if k[0] == WITNESS_GEN]
-    assert len(witness_tasks) == tasks, witness_tasks
+    # with in-flight 2, the bad p4 frees room for one input: p6 waits for room for a whole chunk
+    assert [len(items) for items, _, _ in client.witness_tasks] == sizes
     assert list(failed) == ["p4"] and failed["p4"].startswith(f"{root / 'p4.json'}: not valid JSON")
     assert sorted(n for g in groups for n in g) == [f"p{k}" for k in range(9) if k != 4]
     if in_flight is None:  # proofs go in the planner's groups, as a witness folder's would
@@ -341,3 +359,95 @@ def test_scratch_witnesses_are_written_without_fsync(tmp_path: Path, monkeypatch
     assert synced == [] and (tmp_path / "scratch" / "a.wtns").read_bytes() == expected
     assert compute_witnesses(wasm, [(inp, str(tmp_path / "kept" / "a.wtns"))], keep=True) == [""]
     assert len(synced) == 2 and (tmp_path / "kept" / "a.wtns").read_bytes() == expected
+
+
+def test_a_batch_starts_with_one_input_per_witness_process(tmp_path: Path) -> None:
+    """The first witness task for each worker holds one input per witness process of that worker,
+    each round of them after it twice as many up to the proof group size, in falling priority (the
+    pool computes them in order), and the first witness task's result alone starts the first proof
+    group; the groups grow as the witness tasks do."""
+    from types import SimpleNamespace
+
+    from distprove.cluster.inputbatch import WITNESS_PRIORITY, InputFeed
+
+    root = _folder(tmp_path, "mul_chain_1k", with_inputs=False)
+    good = DATA / "mul_chain_1k" / "inputs" / "input_0.json"
+    for k in range(20):
+        shutil.copy(good, root / f"p{k:02d}.json")
+    jobs = discover_inputs(root)
+    info = SimpleNamespace(path=jobs[0].key, n_vars=0)
+    workers = ("tcp://127.0.0.1:1", "tcp://127.0.0.1:2")
+    plan = SimpleNamespace(workers=workers, proofs_per_task=lambda info, n: 8)
+    client, groups = _InlineClient(workers, hold=True), []
+
+    def submit(chunk_jobs: list, info: Any, i: int) -> tuple:
+        assert all(Path(j.wtns).is_file() for j in chunk_jobs)
+        groups.append([j.name for j in chunk_jobs])
+        return object(), [], True
+
+    with dask.config.set({"distprove.witness.processes": 2}):
+        feed = InputFeed()
+        feed.start(client, [(j, info) for j in jobs], plan, submit, lambda *a: None, "t")
+    assert feed.poll() == [] and groups == []
+    tasks = client.witness_tasks
+    assert [len(items) for items, _, _ in tasks] == [2, 2, 4, 4, 8]
+    assert [Path(inp).stem for items, _, _ in tasks for inp, _ in items] == [j.name for j in jobs]
+    assert [kw["workers"] for _, kw, _ in tasks] == [[workers[k % 2]] for k in range(5)]
+    priorities = [kw["priority"] for _, kw, _ in tasks]
+    assert priorities[0] == WITNESS_PRIORITY and priorities == sorted(priorities, reverse=True)
+    assert len(set(priorities)) == 5 and min(priorities) > len(jobs)  # above every proof's
+
+    tasks[0][2].held = False
+    assert len(feed.poll()) == 1 and groups == [["p00", "p01"]]
+    for _, _, fut in tasks:
+        fut.held = False
+    while feed.active:
+        for _, entries, _ in feed.poll():
+            for job, _ in entries:
+                feed.proof_done(job)
+                feed.finished(job)
+    assert [len(g) for g in groups] == [2, 2, 4, 4, 8]
+    assert [n for g in groups for n in g] == [j.name for j in jobs]
+
+
+def test_a_witness_task_waits_for_room_for_its_whole_chunk(tmp_path: Path) -> None:
+    """With the in-flight bound reached, a finished proof group's room is not filled with a chunk
+    cut to it: the next witness task waits until its whole chunk fits."""
+    from types import SimpleNamespace
+
+    from distprove.cluster.inputbatch import InputFeed
+
+    root = _folder(tmp_path, "mul_chain_1k", with_inputs=False)
+    good = DATA / "mul_chain_1k" / "inputs" / "input_0.json"
+    for k in range(20):
+        shutil.copy(good, root / f"p{k:02d}.json")
+    jobs = discover_inputs(root)
+    info = SimpleNamespace(path=jobs[0].key, n_vars=0)
+    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 8)
+    client = _InlineClient(hold=True)
+    with dask.config.set({"distprove.witness.processes": 2}):
+        feed = InputFeed(in_flight=6)
+        feed.start(client, [(j, info) for j in jobs], plan, lambda *a: (object(), [], True), lambda *a: None, "t")
+    tasks = client.witness_tasks
+
+    def prove(entries: list) -> None:
+        for _, group, _ in entries:
+            for job, _ in group:
+                feed.proof_done(job)
+                feed.finished(job)
+
+    assert feed.poll() == [] and [len(items) for items, _, _ in tasks] == [2, 4]
+    tasks[0][2].held = False
+    first = feed.poll()
+    assert [len(group) for _, group, _ in first] == [2]
+    prove(first)
+    assert feed.poll() == [] and len(tasks) == 2  # room for 2, the next chunk is 6 (8, at most the bound)
+    tasks[1][2].held = False
+    prove(feed.poll())
+    feed.poll()
+    assert [len(items) for items, _, _ in tasks] == [2, 4, 6]
+    while feed.active:
+        for _, _, fut in tasks:
+            fut.held = False
+        prove(feed.poll())
+    assert [len(items) for items, _, _ in tasks] == [2, 4, 6, 6, 2]

@@ -24,14 +24,26 @@ holds :data:`GROUPS_IN_FLIGHT` proof groups per worker: one proving, one queued 
 whose witnesses are computed while the queued one proves and one waiting for the next gap. A worker process that Dask starts as a daemon cannot have child
 processes; there the pool is a thread pool (wasmtime runs the wasm with the GIL released).
 
+How a batch starts (:func:`ramp_size`): a chunk's witnesses reach the client together, and a
+proof group's task starts only once all of its witnesses exist, so a first chunk of a whole
+group (150 inputs at 2^16 on one worker of 16 processes: ten witnesses in turn per process)
+would hold the first proof back by that many witness calculations, the worker idle. With the
+default chunk, the batch's first witness task for each worker therefore holds one input per
+witness process of that worker, each round of them after it twice as many, up to the group
+size, and the proof groups grow alike: the first proofs start after about one witness
+calculation, and the groups reach full size while the first ones prove. Each witness task's
+priority is above every proof's and below the task submitted before it, so a worker starts its
+witness tasks, and its pool computes their inputs, in the order the proof groups need them.
+
 How witnesses reach the provers: a witness task writes a ``.wtns`` (``formats.wtns.write_wtns``,
 atomic) and returns its path, so the proof tasks read it as they read any witness: into
 ``<out>/.witnesses/`` (removed once its proof's result is in; written without fsync, which took
 longer than a 1,023-value witness's calculation), or with ``keep_witnesses`` beside the proof as
 ``<name>.wtns`` (fsynced). The client (:class:`InputFeed`, polled by
-``batching._collect``) submits witness tasks while fewer than ``distprove.witness.in-flight``
-inputs are between their witness task and their proof's result, and submits proofs in groups as
-their witnesses arrive (the planner's group size, as a witness folder's proofs are grouped), each with its ``proofs`` markers (so the dashboard's proofs bar grows
+``batching._collect``) submits a witness task once its whole chunk fits under
+``distprove.witness.in-flight`` inputs between their witness task and their proof's result, and
+submits proofs in groups as their witnesses arrive (the planner's group size, as a witness
+folder's proofs are grouped, after the batch's first smaller ones), each with its ``proofs`` markers (so the dashboard's proofs bar grows
 as inputs are fed): the witnesses never all exist at once, in memory or on
 disk. A bad input fails alone with its one-line reason (``<input>: <problem>``) and never
 reaches a prover.
@@ -77,6 +89,8 @@ EXECUTOR = "wtns"
 PLUGIN_NAME = "distprove-witness-pool"
 GROUPS_IN_FLIGHT = 4
 """Proof groups per worker the default ``distprove.witness.in-flight`` leaves room for."""
+WITNESS_PRIORITY = 1 << 20
+"""The first witness task's priority; each later one's is one less, all above the proofs'."""
 NOT_INPUTS = ("verification_key.json",)
 """File names never taken as inputs (a key's companion that often sits beside it)."""
 
@@ -344,6 +358,15 @@ def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
 # --- on the client -------------------------------------------------------------------------------
 
 
+def ramp_size(index: int, first: int, workers: int, full: int) -> int:
+    """The most inputs of a batch's ``index``-th witness task, or proofs of its ``index``-th proof
+    group (from 0), as the batch starts: ``first`` (one input per witness process) for the first
+    one of each of the ``workers``, twice as many for each round of them after, up to ``full``
+    (the key's proof group size)."""
+    rounds = index // max(1, workers)
+    return full if rounds >= full.bit_length() else min(full, max(1, first) << rounds)
+
+
 class InputFeed:
     """Streams an input batch: witness tasks as room allows, proof groups as witnesses arrive.
 
@@ -395,6 +418,8 @@ class InputFeed:
         for job, _ in self.queue:
             self.left[job.key] = self.left.get(job.key, 0) + 1
         self.procs = processes_for(client.nthreads())
+        self.first = min((self.procs.get(w, 1) for w in self.workers), default=1)
+        """The proof groups' starting size: one input per witness process of a worker."""
         biggest = max(self.sizes.values(), default=1)
         self.bound = (
             int(self.in_flight) if self.in_flight
@@ -403,18 +428,34 @@ class InputFeed:
         self.computing: dict[Any, list[tuple[InputJob, Any]]] = {}
         self.ready: dict[str, list[tuple[InputJob, Any]]] = {}
         self.submitted = 0
+        """Proofs submitted."""
+        self.groups = 0
+        """Proof groups submitted."""
         self.sent = 0
+        """Witness tasks submitted."""
 
-    def _next_chunk(self) -> list[tuple[InputJob, Any]]:
-        """The next witness task's inputs: up to ``distprove.witness.chunk`` (default: the key's
-        proof group size) consecutive queued inputs of one key and wasm, within the room left."""
+    def _next_chunk(self, worker: str) -> list[tuple[InputJob, Any]]:
+        """The next witness task's inputs, for ``worker``: up to ``distprove.witness.chunk``
+        (default: the key's proof group size, smaller as the batch starts: :func:`ramp_size` of
+        the worker's witness processes; at most the in-flight bound) consecutive queued inputs of
+        one key and wasm; none until the room left holds them all. A chunk cut to the room left
+        would be one more witness task, whose start on a GPU worker waits for a gap between its
+        proof tasks and holds the next one back."""
         job = self.queue[-1][0]
-        size = int(self.chunk) if self.chunk else self.sizes.get(job.key, 1)
-        room = max(1, min(size, self.bound - len(self.opened)))
+        full = self.sizes.get(job.key, 1)
+        size = int(self.chunk) if self.chunk else ramp_size(self.sent, self.procs.get(worker, 1), len(self.workers), full)
         chunk: list[tuple[InputJob, Any]] = []
-        while self.queue and len(chunk) < room and (self.queue[-1][0].key, self.queue[-1][0].wasm) == (job.key, job.wasm):
+        while self.queue and len(chunk) < min(size, self.bound) and (self.queue[-1][0].key, self.queue[-1][0].wasm) == (job.key, job.wasm):
             chunk.append(self.queue.pop())
+        if len(chunk) > self.bound - len(self.opened):
+            self.queue.extend(reversed(chunk))
+            return []
         return chunk
+
+    def _group_size(self, full: int) -> int:
+        """The next proof group's size, for a key whose groups hold ``full`` proofs: smaller as the
+        batch starts (:func:`ramp_size`), as its witness tasks are, with the default chunk."""
+        return full if self.chunk else ramp_size(self.groups, self.first, len(self.workers), full)
 
     @property
     def active(self) -> bool:
@@ -453,27 +494,33 @@ class InputFeed:
                 else:
                     self.ready.setdefault(job.key or "", []).append((job, info))
         while self.queue and len(self.opened) < self.bound:
-            chunk = self._next_chunk()
             worker = self.workers[self.sent % len(self.workers)]
-            self.sent += 1
+            chunk = self._next_chunk(worker)
+            if not chunk:
+                break
             jobs = [job for job, _ in chunk]
             for job in jobs:
                 Path(job.wtns).parent.mkdir(parents=True, exist_ok=True)
             name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
             fut = self.client.submit(
                 compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.procs.get(worker, 1), jobs[0].keep,
-                key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker], allow_other_workers=True, priority=1 << 20,
+                key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker], allow_other_workers=True,
+                priority=WITNESS_PRIORITY - self.sent,
             )
+            self.sent += 1
             self.computing[fut] = chunk
             self.opened.update(j.name for j in jobs)
         out = []
         for kp, items in self.ready.items():
-            size = self.sizes.get(kp, 1)
-            while items and (len(items) >= size or self.left.get(kp, 0) == 0 or self.proving < len(self.workers)):
+            while items:
+                size = self._group_size(self.sizes.get(kp, 1))
+                if len(items) < size and self.left.get(kp, 0) and self.proving >= len(self.workers):
+                    break  # more witnesses of the key are coming and the workers have proofs
                 chunk, items[:] = items[:size], items[size:]
                 jobs = [j for j, _ in chunk]
                 reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted)
                 self.submitted += len(jobs)
+                self.groups += 1
                 self.proving += len(jobs)
                 out.append((reducer, [(j, futures) for j in jobs], writes))
         return out
