@@ -361,6 +361,18 @@ def test_scratch_witnesses_are_written_without_fsync(tmp_path: Path, monkeypatch
     assert len(synced) == 2 and (tmp_path / "kept" / "a.wtns").read_bytes() == expected
 
 
+def _twenty_inputs(tmp_path: Path) -> tuple[list, Any]:
+    """A mul_chain_1k folder of 20 copies of one input (p00 .. p19): its jobs and a stand-in key info."""
+    from types import SimpleNamespace
+
+    root = _folder(tmp_path, "mul_chain_1k", with_inputs=False)
+    good = DATA / "mul_chain_1k" / "inputs" / "input_0.json"
+    for k in range(20):
+        shutil.copy(good, root / f"p{k:02d}.json")
+    jobs = discover_inputs(root)
+    return jobs, SimpleNamespace(path=jobs[0].key, n_vars=0)
+
+
 def test_a_batch_starts_with_one_input_per_witness_process(tmp_path: Path) -> None:
     """The first witness task for each worker holds one input per witness process of that worker,
     each round of them after it twice as many up to the proof group size, in falling priority (the
@@ -370,12 +382,7 @@ def test_a_batch_starts_with_one_input_per_witness_process(tmp_path: Path) -> No
 
     from distprove.cluster.inputbatch import WITNESS_PRIORITY, InputFeed
 
-    root = _folder(tmp_path, "mul_chain_1k", with_inputs=False)
-    good = DATA / "mul_chain_1k" / "inputs" / "input_0.json"
-    for k in range(20):
-        shutil.copy(good, root / f"p{k:02d}.json")
-    jobs = discover_inputs(root)
-    info = SimpleNamespace(path=jobs[0].key, n_vars=0)
+    jobs, info = _twenty_inputs(tmp_path)
     workers = ("tcp://127.0.0.1:1", "tcp://127.0.0.1:2")
     plan = SimpleNamespace(workers=workers, proofs_per_task=lambda info, n: 8)
     client, groups = _InlineClient(workers, hold=True), []
@@ -417,12 +424,7 @@ def test_a_witness_task_waits_for_room_for_its_whole_chunk(tmp_path: Path) -> No
 
     from distprove.cluster.inputbatch import InputFeed
 
-    root = _folder(tmp_path, "mul_chain_1k", with_inputs=False)
-    good = DATA / "mul_chain_1k" / "inputs" / "input_0.json"
-    for k in range(20):
-        shutil.copy(good, root / f"p{k:02d}.json")
-    jobs = discover_inputs(root)
-    info = SimpleNamespace(path=jobs[0].key, n_vars=0)
+    jobs, info = _twenty_inputs(tmp_path)
     plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 8)
     client = _InlineClient(hold=True)
     with dask.config.set({"distprove.witness.processes": 2}):

@@ -444,13 +444,14 @@ class InputFeed:
         job = self.queue[-1][0]
         full = self.sizes.get(job.key, 1)
         size = int(self.chunk) if self.chunk else ramp_size(self.sent, self.procs.get(worker, 1), len(self.workers), full)
-        chunk: list[tuple[InputJob, Any]] = []
-        while self.queue and len(chunk) < min(size, self.bound) and (self.queue[-1][0].key, self.queue[-1][0].wasm) == (job.key, job.wasm):
-            chunk.append(self.queue.pop())
-        if len(chunk) > self.bound - len(self.opened):
-            self.queue.extend(reversed(chunk))
+        want, n = min(size, self.bound), 0
+        for queued, _ in reversed(self.queue):  # the queue is taken from its end
+            if n == want or (queued.key, queued.wasm) != (job.key, job.wasm):
+                break
+            n += 1
+        if n > self.bound - len(self.opened):
             return []
-        return chunk
+        return [self.queue.pop() for _ in range(n)]
 
     def _group_size(self, full: int) -> int:
         """The next proof group's size, for a key whose groups hold ``full`` proofs: smaller as the
