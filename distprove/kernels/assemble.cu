@@ -22,9 +22,9 @@
 //   products (the comb, then s pi_a + r b1 over ~254 bits as one Straus chain: one doubling a
 //   bit for both, pi_a + b1 added where both bits are set).
 // * Not constant-time (nor is the host's assembly): r's and s's bits shape the branches.
-// * Affine by a Fermat inversion per point and thread (1/ZZ = ZZZ/d, 1/ZZZ = ZZ/d for
-//   d = ZZ ZZZ): ~330 Fq products a point, under a tenth of a thread's chain, so a batch
-//   inversion across threads would save little of the launch's time.
+// * Affine by a Fermat inversion per point and thread (curve.cuh's pt_store_affine_std): ~330
+//   Fq products a point, under a tenth of a thread's chain, so a batch inversion across
+//   threads would save little of the launch's time.
 // * Host-compilable like field.cuh and curve.cuh: the kernel is left out without a CUDA
 //   compiler, and tests/test_assemble_kernel_host.py runs assemble_g1_one / assemble_g2_one.
 
@@ -43,13 +43,9 @@
 
 DP_INLINE void asm_get(Fq& a, const u32* w) { a = fq_load(w); }
 DP_INLINE void asm_get(Fq2& a, const u32* w) { a = fq2_load(w); }
-DP_INLINE void asm_put(u32* w, const Fq& a) { fq_store(w, a); }
-DP_INLINE void asm_put(u32* w, const Fq2& a) { fq2_store(w, a); }
 
 DP_INLINE Fq asm_to_mont(Fq a) { return fq_to_mont(a); }
 DP_INLINE Fq2 asm_to_mont(Fq2 a) { a.c0 = fq_to_mont(a.c0); a.c1 = fq_to_mont(a.c1); return a; }
-DP_INLINE Fq asm_from_mont(Fq a) { return fq_from_mont(a); }
-DP_INLINE Fq2 asm_from_mont(Fq2 a) { a.c0 = fq_from_mont(a.c0); a.c1 = fq_from_mont(a.c1); return a; }
 
 // A standard-form affine row x | y (W words each) as an XYZZ point (all zero: the identity).
 template <typename F, int W> DP_INLINE Xyzz<F> asm_point(const u32* w) {
@@ -110,14 +106,6 @@ template <typename F, int W> DP_INLINE Xyzz<F> asm_comb(const u32* table, const 
     return acc;
 }
 
-// p as a standard-form affine row x | y (W words each). Infinity (ZZ = ZZZ = 0) needs no branch:
-// f_inv(0) is 0, so both coordinates come out 0, the all-zero row.
-template <typename F, int W> DP_INLINE void asm_store_affine(u32* out, const Xyzz<F>& p) {
-    const F inv = f_inv(f_mul(p.zz, p.zzz));
-    asm_put(out, asm_from_mont(f_mul(p.x, f_mul(inv, p.zzz))));
-    asm_put(out + W, asm_from_mont(f_mul(p.y, f_mul(inv, p.zz))));
-}
-
 // One proof's pi_a and pi_c: msm = its rows A | B1 | C | H (4 x 16 words), blind = r | s.
 DP_INLINE void assemble_g1_one(const u32* msm, const u32* blind, const u32* vk, u32* out_a, u32* out_c) {
     const u32* r = blind;
@@ -127,15 +115,15 @@ DP_INLINE void assemble_g1_one(const u32* msm, const u32* blind, const u32* vk, 
     const XyzzG1 b1 = pt_madd(asm_point<Fq, 8>(msm + ASM_G1_ROW), beta1);
     const XyzzG1 ch = pt_add(asm_point<Fq, 8>(msm + 2 * ASM_G1_ROW), asm_point<Fq, 8>(msm + 3 * ASM_G1_ROW));
     const XyzzG1 pi_c = pt_add(ch, asm_mul2(pi_a, s, b1, r));
-    asm_store_affine<Fq, 8>(out_a, pi_a);
-    asm_store_affine<Fq, 8>(out_c, pi_c);
+    pt_store_affine_std(out_a, pi_a);
+    pt_store_affine_std(out_c, pi_c);
 }
 
 // One proof's pi_b: msm = its B2 row (32 words), blind = r | s.
 DP_INLINE void assemble_g2_one(const u32* msm, const u32* blind, const u32* vk, u32* out_b) {
     const AffG2 beta2 = asm_aff<Fq2, 16>(vk + ASM_VK_BETA2);
     const XyzzG2 pi_b = pt_add(pt_madd(asm_point<Fq2, 16>(msm), beta2), asm_comb<Fq2, 16>(vk + ASM_VK_DELTA2, blind + 8));
-    asm_store_affine<Fq2, 16>(out_b, pi_b);
+    pt_store_affine_std(out_b, pi_b);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)

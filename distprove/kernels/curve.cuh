@@ -95,6 +95,19 @@ DP_INLINE bool f_is_zero(Fq2 a) { return fq2_is_zero(a); }
 DP_INLINE void f_set_zero(Fq2& a) { a = fq2_zero(); }
 DP_INLINE void f_set_one(Fq2& a) { a = fq2_one(); }
 
+// p as a standard-form affine row x | y (G2: x.c0 | x.c1 | y.c0 | y.c1), which the host reads as a
+// byte copy of integers: x = X ZZZ / d and y = Y ZZ / d for d = ZZ ZZZ, one Fermat inversion
+// (~330 products). Infinity (ZZ = ZZZ = 0) needs no branch: f_inv(0) is 0, so both coordinates
+// come out 0, the all-zero row.
+DP_INLINE void f_store_std(u32* w, Fq a) { fq_store(w, fq_from_mont(a)); }
+DP_INLINE void f_store_std(u32* w, Fq2 a) { a.c0 = fq_from_mont(a.c0); a.c1 = fq_from_mont(a.c1); fq2_store(w, a); }
+template <typename F> DP_INLINE void pt_store_affine_std(u32* out, const Xyzz<F>& p) {
+    const u32 words = sizeof(F) / sizeof(u32);  // one coordinate
+    const F inv = f_inv(f_mul(p.zz, p.zzz));
+    f_store_std(out, f_mul(p.x, f_mul(inv, p.zzz)));
+    f_store_std(out + words, f_mul(p.y, f_mul(inv, p.zz)));
+}
+
 template <typename F> DP_INLINE Xyzz<F> xyzz_zero_t() {
     Xyzz<F> r;
     f_set_zero(r.x); f_set_zero(r.y); f_set_zero(r.zz); f_set_zero(r.zzz);

@@ -394,16 +394,12 @@ DP_INLINE void msm_sum_groups_impl(const Xyzz<F>* in, u32 count, Xyzz<F>* out, X
     if (threadIdx.x == 0u) out[blockIdx.x] = sh[0];
 }
 
-DP_INLINE void msm_put_std(u32* w, Fq a) { fq_store(w, fq_from_mont(a)); }
-DP_INLINE void msm_put_std(u32* w, Fq2 a) { a.c0 = fq_from_mont(a.c0); a.c1 = fq_from_mont(a.c1); fq2_store(w, a); }
-
 // Horner combine of whole MSMs on the device: vector p's windows 0 .. span-1 lie at
 // sums[p * span + w] (as msm_sum_groups leaves them) and, with `with_ones`, its ones sum at
 // sums[proofs * span + p]; thread p writes out[p] = sum_w 2^(c w) S_w (+ ones): c doublings and
-// one addition per window, so the host reads one point per proof instead of span + 1. The row
-// is affine in standard form, x | y (G2: x.c0 | x.c1 | y.c0 | y.c1): x = X ZZZ / d and
-// y = Y ZZ / d for d = ZZ ZZZ, one Fermat inversion (~330 products, under the Horner chain's
-// cost); infinity needs no branch, as f_inv(0) = 0 leaves the all-zero row.
+// one addition per window, so the host reads one point per proof instead of span + 1, as a
+// standard-form affine row (curve.cuh's pt_store_affine_std: its inversion costs under the
+// Horner chain).
 template <typename F>
 DP_INLINE void msm_combine_impl(const Xyzz<F>* sums, u32 span, u32 c, u32 proofs, u32 with_ones, u32* out) {
     u32 p = blockIdx.x * blockDim.x + threadIdx.x;
@@ -415,10 +411,7 @@ DP_INLINE void msm_combine_impl(const Xyzz<F>* sums, u32 span, u32 c, u32 proofs
         acc = pt_add_tail(acc, s[w - 1u]);
     }
     if (with_ones) acc = pt_add_tail(acc, sums[(u64)proofs * span + p]);
-    const u32 words = sizeof(F) / sizeof(u32);  // one coordinate
-    const F inv = f_inv(f_mul(acc.zz, acc.zzz));
-    msm_put_std(out + (u64)p * 2u * words, f_mul(acc.x, f_mul(inv, acc.zzz)));
-    msm_put_std(out + (u64)p * 2u * words + words, f_mul(acc.y, f_mul(inv, acc.zz)));
+    pt_store_affine_std(out + (u64)p * 2u * (sizeof(F) / sizeof(u32)), acc);
 }
 
 // ---------------------------------------------------------------------------------------
