@@ -145,6 +145,12 @@ def group_proofs() -> int | None:
     return _optional_int("msm.group-proofs", 1)
 
 
+def groups_in_flight() -> int:
+    """``distprove.msm.groups-in-flight``: groups of proofs a grouped pipeline keeps started and
+    not yet waited for (>= 1); FormatError naming the setting otherwise."""
+    return _int("msm.groups-in-flight", 1)
+
+
 def _optional_int(name: str, minimum: int) -> int | None:
     value = get(name)
     if isinstance(value, str) and value.strip().lower() in ("null", "none"):  # e.g. from an environment variable

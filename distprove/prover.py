@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, TypeVar, Union
@@ -411,8 +412,7 @@ def start_group(
     del scalars, jobs  # the backend holds what its queued MSMs read
 
     def finish() -> list[MsmPoints | Exception]:
-        points = iter(wait())
-        be.synchronize()
+        points = iter(wait())  # this group's MSMs only: a later group's may be queued behind them
         share = (time.perf_counter() - t) / len(ok)
         out: list[MsmPoints | Exception] = []
         for g in results:
@@ -470,14 +470,17 @@ def pipelined_groups(
     start: Callable[[list[Any]], Callable[[], list[Any]]],
     finish_group: Callable[[list[T], list[Any]], list[U]],
     failed: Callable[[T, Exception], U],
+    depth: int | None = None,
 ) -> Iterator[U]:
-    """:func:`pipelined` over groups of ``size`` items, yielding per item in order: ``prefetch(item)``
-    for each item of a group (an exception it raises is passed to ``start`` in its place) while
-    the group before runs on the device, ``start(prefetched)`` queues a group and returns the
-    waiter of its per-item results, and ``finish_group(group, results)`` (results that are
-    exceptions included; one output per item, in order) runs while the next group's device work
-    proceeds. A group whose start, wait or ``finish_group`` raises fails each of its items
-    (``failed(item, exc)``)."""
+    """:func:`pipelined` over groups of ``size`` items (``depth`` groups started and not yet
+    waited for; None: ``distprove.msm.groups-in-flight``, by default 2: the next group's upload,
+    gather, H and MSMs are queued before the host waits for the group before, so the device does
+    not idle through the host's part of a group), yielding per item in order: ``prefetch(item)`` for each item of a group (an
+    exception it raises is passed to ``start`` in its place) while the groups before run on the
+    device, ``start(prefetched)`` queues a group and returns the waiter of its per-item results,
+    and ``finish_group(group, results)`` (results that are exceptions included; one output per
+    item, in order) runs while later groups' device work proceeds. A group whose start, wait or
+    ``finish_group`` raises fails each of its items (``failed(item, exc)``)."""
 
     def fetch(group: list[T]) -> list[Any]:
         out: list[Any] = []
@@ -491,9 +494,10 @@ def pipelined_groups(
     def all_failed(group: list[T], exc: Exception) -> list[U]:
         return [failed(item, exc) for item in group]
 
-    for outs in pipelined(_chunks(items, size), start, finish_group, all_failed, fetch):
+    if depth is None:
+        depth = config.groups_in_flight()
+    for outs in pipelined(_chunks(items, size), start, finish_group, all_failed, fetch, depth):
         yield from outs
-
 
 
 def pipelined(
@@ -502,18 +506,25 @@ def pipelined(
     finish: Callable[[T, R], U],
     failed: Callable[[T, Exception], U],
     prefetch: Callable[[T], Any] | None = None,
+    depth: int = 1,
 ) -> Iterator[U]:
-    """Run items through a device and the host with one item of overlap, yielding in item order.
+    """Run items through a device and the host with overlap, yielding in item order.
 
     ``start(item)`` queues an item's device work and returns its waiter; ``finish(item, result)``
-    is the host work on what the waiter returned. Item i + 1 starts once item i's waiter has
-    returned (one item's device buffers and scratch at a time), and item i's finish runs while
-    item i + 1's device work proceeds. With ``prefetch``, ``start`` gets ``prefetch(item)``
-    instead of the item, and item i + 1's prefetch runs after item i's start and the finish (and
-    the consumer's handling) of item i - 1, while item i's device work proceeds (a witness read
-    and uploaded beside the MSMs before). An exception in any step becomes ``failed(item, exc)``
-    (which may raise it again) and the next item goes on.
+    is the host work on what the waiter returned. With ``depth`` 1, item i + 1 starts once item
+    i's waiter has returned (one item's device buffers and scratch at a time), and item i's
+    finish runs while item i + 1's device work proceeds. With ``depth`` 2, item i + 1 starts
+    before item i's waiter is called, so the device holds the next item's work while the host
+    waits for, finishes and hands out the one before (two items' buffers at a time): item i's
+    waiter runs after item i + 1's start, its finish after item i + 2's start. With ``prefetch``,
+    ``start`` gets ``prefetch(item)`` instead of the item, and item i + 1's prefetch runs after
+    item i's start and the finish (and the consumer's handling) of the item finished there,
+    before the next waiter (a witness read and uploaded beside the device work queued before).
+    An exception in any step becomes ``failed(item, exc)`` (which may raise it again) and the
+    next item goes on.
     """
+    if depth < 1:
+        raise ValueError(f"depth must be at least 1 (got {depth})")
 
     def finished(item: T, result: R) -> U:
         try:
@@ -529,9 +540,19 @@ def pipelined(
         except Exception as exc:
             return item, None, exc
 
+    def waited(item: T, wait: Callable[[], R] | None, error: Exception | None) -> tuple[bool, Any]:
+        """(True, (item, result)) from the item's waiter, or (False, its failed() output)."""
+        if wait is None:
+            return False, failed(item, error)  # type: ignore[arg-type]
+        try:
+            return True, (item, wait())
+        except Exception as exc:
+            return False, failed(item, exc)
+
     source = iter(items)
     first = next(source, _END)
     upcoming = None if first is _END else fetched(first)
+    started: deque[tuple[T, Callable[[], R] | None, Exception | None]] = deque()
     pending: tuple[T, R] | None = None
     while upcoming is not None:
         item, ready, error = upcoming
@@ -542,24 +563,24 @@ def pipelined(
             except Exception as exc:
                 error = exc
             ready = None  # start holds what it needs; a failed start's buffers go now
+        started.append((item, wait, error))
+        wait = None  # held in started only: its device buffers go once it is waited for
         if pending is not None:
-            yield finished(*pending)  # the host's part of the previous item, beside this one's device work
+            yield finished(*pending)  # the host's part of an earlier item, beside this one's device work
             pending = None
         following = next(source, _END)
-        upcoming = None if following is _END else fetched(following)  # beside this item's device work
-        if wait is None:
-            yield failed(item, error)  # type: ignore[arg-type]
-            continue
-        try:
-            result = wait()
-        except Exception as exc:
-            yield failed(item, exc)
-            continue
-        finally:
-            wait = None  # its device buffers go before the next item's are taken
-        pending = (item, result)
+        upcoming = None if following is _END else fetched(following)  # beside the device work queued
+        if len(started) == depth:
+            ok, out = waited(*started.popleft())
+            if ok:
+                pending = out
+            else:
+                yield out
     if pending is not None:
         yield finished(*pending)
+    while started:
+        ok, out = waited(*started.popleft())
+        yield finished(*out) if ok else out
 
 
 def prove(

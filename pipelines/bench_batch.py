@@ -391,6 +391,8 @@ def main() -> None:
     ap.add_argument("--switch-interval", type=float, help="sys.setswitchinterval on the workers (seconds; an experiment)")
     ap.add_argument("--proofs-per-task", type=int, help="distprove.planner.proofs-per-task for the batches (fused keys)")
     ap.add_argument("--group-domain", type=int, help="distprove.planner.group-domain for the batches (fused keys)")
+    ap.add_argument("--groups-in-flight", type=int, help="distprove.msm.groups-in-flight for the loops and the "
+                    "workers: groups a grouped pipeline keeps started before waiting for the one before")
     ap.add_argument("--group-proofs", help="distprove.msm.group-proofs for the loops and the workers: proofs proved "
                     "as one group (grouped MSMs combined on the device), or null (the backend's choice, the default)")
     ap.add_argument("--fourstep-min-domain", type=int,
@@ -425,6 +427,8 @@ def main() -> None:
     dask.config.set({"distprove.cluster.workers-per-gpu": args.workers_per_gpu})
     if args.group_proofs is not None:
         dask.config.set({"distprove.msm.group-proofs": None if args.group_proofs == "null" else int(args.group_proofs)})
+    if args.groups_in_flight is not None:
+        dask.config.set({"distprove.msm.groups-in-flight": args.groups_in_flight})
     settings = config.settings()
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         workdir = Path(tmp)
@@ -454,7 +458,7 @@ def main() -> None:
               "key": str(args.key or f"synth {args.synth} 2^{args.log_n}"), "backend": args.backend,
               "verify": not args.no_verify, "verify_in": args.verify_in, "fuse_below": settings.fuse_below,
               "proofs_per_task": settings.proofs_per_task, "group_domain": settings.group_domain,
-              "group_proofs": config.group_proofs(),
+              "group_proofs": config.group_proofs(), "groups_in_flight": config.groups_in_flight(),
               # how the split rows handed H to H tasks on other workers
               "split_h": "host" if split_hands_h_over(base["backend"]) else "recompute",
               "switch_interval": args.switch_interval, "workers_per_gpu": args.workers_per_gpu, "rows": rows, "bare": base,

@@ -143,6 +143,59 @@ def test_pipelined_order_overlap_and_failures() -> None:
         next(gen)
 
 
+def test_pipelined_two_deep_starts_the_next_item_before_waiting_and_fails_items_alone() -> None:
+    """pipelined(depth=2): item i + 1 starts (after its prefetch) before item i's waiter is
+    called, and item i's finish runs after item i + 2's start; results still come in item order,
+    a failing prefetch, start, waiter or finish fails its item alone, and the last items drain."""
+    from distprove.prover import pipelined
+
+    log: list[str] = []
+    live: set[int] = set()  # started, not yet waited for
+    most = 0
+
+    def prefetch(i: int) -> int:
+        log.append(f"prefetch {i}")
+        if i == 6:
+            raise ValueError("bad witness 6")
+        return i
+
+    def start(i: int):
+        nonlocal most
+        log.append(f"start {i}")
+        if i == 2:
+            raise ValueError("bad start 2")
+        live.add(i)
+        most = max(most, len(live))
+
+        def wait() -> int:
+            log.append(f"wait {i}")
+            live.discard(i)
+            if i == 4:
+                raise RuntimeError("device 4")
+            return 10 * i
+
+        return wait
+
+    def finish(i: int, r: int) -> str:
+        log.append(f"finish {i}")
+        if i == 5:
+            raise KeyError("host 5")
+        return f"ok {i} {r}"
+
+    out = list(pipelined(range(9), start, finish, lambda i, e: f"failed {i}: {type(e).__name__}", prefetch, depth=2))
+    assert out == ["ok 0 0", "ok 1 10", "failed 2: ValueError", "ok 3 30", "failed 4: RuntimeError",
+                   "failed 5: KeyError", "failed 6: ValueError", "ok 7 70", "ok 8 80"]
+    assert log[:8] == ["prefetch 0", "start 0", "prefetch 1", "start 1", "prefetch 2", "wait 0", "start 2", "finish 0"]
+    assert most == 2 and not live
+    for i in (0, 3, 7):
+        assert log.index(f"start {i + 1}") < log.index(f"wait {i}") < log.index(f"finish {i}")
+    for i in (0, 1, 3):
+        assert log.index(f"start {i + 2}") < log.index(f"finish {i}")
+    assert "start 6" not in log
+    with pytest.raises(ValueError, match="depth"):
+        list(pipelined(range(2), start, finish, lambda i, e: e, depth=0))
+
+
 def test_pipelined_prefetch_runs_beside_the_item_before_and_fails_its_item_alone() -> None:
     """With prefetch: start gets prefetch(item); item i + 1's prefetch runs after item i's start
     and item i - 1's finish (and the consumer's handling of it), before item i's waiter; a

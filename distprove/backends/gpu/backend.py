@@ -657,7 +657,9 @@ class GpuBackend(Backend):
                     digits = sorts[at]
                 finish = gpu_msm.msm_windows_group_start(group, bases, part, c, lo, hi, scratch, stream,
                                                          digits=digits, max_proofs=step, combined=combined)
-                started.append((which, members[first:first + step], finish))
+                # The waiter holds the stacked scalars: freed earlier, their memory could be taken
+                # by the current stream (the next group's witnesses) while the lane still reads them.
+                started.append((which, members[first:first + step], lambda finish=finish, part=part: finish()))
 
     def _proofs_after_oom(self, key: Any, jobs: Sequence[Mapping[str, MsmJob]], constant_work: bool | None,
                           where: str) -> Callable[[], list[dict[str, list[Affine]]]]:

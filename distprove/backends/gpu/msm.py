@@ -29,6 +29,7 @@ import numpy as np
 
 from distprove import bn254, config, curve
 from distprove.backends.gpu.compile import get_module
+from distprove.backends.gpu.witness import pinned_bytes
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
 from distprove.stages.msm import MAX_WINDOW, MIN_WINDOW, num_windows
@@ -1084,11 +1085,18 @@ def _words_waiter(m: _Msm, points: "cupy.ndarray", main: "cupy.cuda.Stream", dig
     back. ``digits``, ``in_flight`` as for :func:`_waiter`."""
     import cupy
 
+    # The readback is queued now, behind the combine: a waiter called after later MSMs were
+    # queued on the same stream (the next group's) waits for this MSM only.
+    host = pinned_bytes(points.nbytes).view(np.uint32).reshape(m.proofs, m.group.limbs)
+    points.data.copy_to_host_async(host.ctypes.data, points.nbytes, main)
+    done = cupy.cuda.Event(disable_timing=True)
+    done.record(main)
+
     def wait() -> np.ndarray:
         m.timer.finish()
         if digits is not None:
             digits.done.synchronize()
-        host = cupy.asnumpy(points, stream=main).reshape(m.proofs, m.group.limbs)
+        done.synchronize()
         in_flight.clear()
         return host
 
