@@ -149,13 +149,14 @@ def test_a_failed_prefetch_and_an_array_of_the_wrong_size_fail_alone(key: Any, r
 
 def test_one_wait_and_one_call_of_each_stage_per_group(key: Any) -> None:
     """A group of three: one load_witness_group, gather_group and h_scalars_group call, one settle
-    (the group's wait) before its MSMs and one synchronize after them; no per-proof wait."""
+    (the group's wait) before its MSMs and no device-wide synchronize (a later group's work may be
+    queued by then: the MSMs' own waiter is the wait); no per-proof wait."""
     be = Counting()
     out = start_group(key, WITNESSES, be)()
     assert all(isinstance(o, MsmPoints) for o in out)
     calls = be.calls
     assert calls["load_witness_group"] == calls["gather_group"] == calls["h_scalars_group"] == 1
-    assert calls["settle"] == 1 and calls["synchronize"] == 1 and calls["msm_start_combined"] == 1
+    assert calls["settle"] == 1 and calls.get("synchronize", 0) == 0 and calls["msm_start_combined"] == 1
     assert calls["gather"] == calls["h_scalars"] == 3  # the CPU's defaults loop per proof
     assert calls["read_witness_file"] == 3
 

@@ -194,10 +194,12 @@ def prove_whole(
     return _finish_whole(spec, _start_whole(spec, widths)(), assemble, blinding)
 
 
-def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any]) -> Any:
+def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any],
+                          st: ProverState | None = None) -> Any:
     """``step(state, key)`` for the spec's resident key; a bad witness (FormatError) is counted as a
-    failed proof in the worker's metrics and raised."""
-    st = worker_state.state()
+    failed proof in the worker's metrics and raised. ``st``: the worker's state, given by a
+    thread that is not the task's (which cannot look it up)."""
+    st = st or worker_state.state()
     key = st.key(spec.key_path, spec.content_hash)
     try:
         return step(st, key)
@@ -216,13 +218,14 @@ def _start_whole(spec: ProofSpec, widths: Mapping[str, int] | None, witness: Any
     return _counting_bad_witness(spec, lambda st, key: start_window_sums(key, source, MeteredBackend(st.backend), widths=widths))
 
 
-def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
+def _prefetch(spec: ProofSpec, st: ProverState | None = None) -> tuple[ProofSpec, Any]:
     """The spec and its witness loaded into the backend (``prover.prefetch_witness``), for a
     group's next proof while the current one's MSMs run. A bad witness raises here (counted as a
-    failed proof)."""
+    failed proof). ``st`` as for :func:`_counting_bad_witness` (a group's reader thread)."""
     from distprove.prover import prefetch_witness
 
-    return spec, _counting_bad_witness(spec, lambda st, key: prefetch_witness(key, spec.witness, MeteredBackend(st.backend)))
+    return spec, _counting_bad_witness(
+        spec, lambda st, key: prefetch_witness(key, spec.witness, MeteredBackend(st.backend)), st)
 
 
 def _finish_whole(
@@ -284,14 +287,16 @@ def prove_group(
     st = worker_state.state()
     # a backend that assembles on the host does it in the pool, beside the next group's work
     pool = st.check_executor() if size > 1 and not st.backend.device_assembly else None
+    read = partial(_prefetch, st=st)  # the group's reader thread cannot look the state up
     if size > 1 and pool is not None:
-        deferred = pipelined_groups(specs, size, _prefetch, lambda ready: _start_group(specs[0], ready, widths),
+        deferred = pipelined_groups(specs, size, read, lambda ready: _start_group(specs[0], ready, widths),
                                     lambda group, results: _assemble_in_pool(pool, group, results, blind),
-                                    lambda spec, exc: partial(failed, spec, exc))
+                                    lambda spec, exc: partial(failed, spec, exc), read_ahead=st.backend.thread_context())
         proofs = _resolved(deferred, size)
     elif size > 1:
-        proofs = pipelined_groups(specs, size, _prefetch, lambda ready: _start_group(specs[0], ready, widths),
-                                  lambda group, results: _assembled_group(group, results, blind), failed)
+        proofs = pipelined_groups(specs, size, read, lambda ready: _start_group(specs[0], ready, widths),
+                                  lambda group, results: _assembled_group(group, results, blind, recheck=not write),
+                                  failed, read_ahead=st.backend.thread_context())
     else:
         proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
                            lambda spec, ws: _finish_whole(spec, ws, assemble, blind(spec)),
@@ -482,17 +487,19 @@ def _start_group(spec: ProofSpec, ready: Sequence[Any], widths: Mapping[str, int
 
 
 def _assembled_group(
-    specs: list[ProofSpec], results: list[Any], blind: Callable[[ProofSpec], tuple[int, int] | None]
+    specs: list[ProofSpec], results: list[Any], blind: Callable[[ProofSpec], tuple[int, int] | None],
+    recheck: bool = True,
 ) -> list[Assembled | Failed]:
     """A group's proofs assembled from their MSM points (:func:`_start_group`'s results) in one
     backend call (:func:`distprove.prover.assembled_group`: on the GPU one device step), metered
     as ``assemble``; blindings ``blind(spec)``, else fresh ones from :mod:`secrets`. A proof that
-    failed before is :class:`Failed`, one an earlier run already wrote is not assembled again."""
+    failed before is :class:`Failed`; with ``recheck``, one an earlier run already wrote is not
+    assembled again (a writing task looked when it began, and its writes never replace a proof)."""
     from distprove.prover import assembled_group
 
     st = worker_state.state()
     key = st.key(specs[0].key_path, specs[0].content_hash)
-    written = [not isinstance(r, Exception) and os.path.exists(sp.proof_path) for sp, r in zip(specs, results)]
+    written = [recheck and not isinstance(r, Exception) and os.path.exists(sp.proof_path) for sp, r in zip(specs, results)]
     todo = [(sp, r) for sp, r, w in zip(specs, results, written) if not w and not isinstance(r, Exception)]
     t0 = time.perf_counter()
     with context_meter.meter("assemble"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter, OrderedDict
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, Sequence, TypeVar
 
@@ -285,6 +286,7 @@ class GpuBackend(Backend):
         read, a bad value's once its group is loaded."""
         w = _counted_witness(key, path)
         if w.values.nbytes > DEFER_WITNESS_BYTES:
+            self.settle()  # work queued before (NTTs): the upload would wait for it, not take its own time
             return self._upload_witness(key, w)
         return LoadedWitness(np.array(w.values) if w.mapped else w.values, None)  # in memory now, not when stacked
 
@@ -370,6 +372,10 @@ class GpuBackend(Backend):
 
     def settle(self) -> None:
         self.cp.cuda.get_current_stream().synchronize()  # not the MSM lanes (non-blocking streams)
+
+    def thread_context(self) -> Callable[[], AbstractContextManager[Any]]:
+        device = self.cp.cuda.Device().id  # the caller's current device (a CuPy Device is a context manager)
+        return lambda: self.cp.cuda.Device(device)
 
     def window_width(self, n: int, group: Group, live: float = 1.0) -> int:
         return gpu_msm.pick_window(n, group, live)
