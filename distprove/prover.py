@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import os
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar, Union
 
@@ -473,24 +470,17 @@ def pipelined_groups(
     finish_group: Callable[[list[T], list[Any]], list[U]],
     failed: Callable[[T, Exception], U],
     depth: int | None = None,
-    read_ahead: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> Iterator[U]:
     """:func:`pipelined` over groups of ``size`` items (``depth`` groups started and not yet
     waited for; None: ``distprove.msm.groups-in-flight``, by default 2: the next group's upload,
     gather, H and MSMs are queued before the host waits for the group before, so the device does
-    not idle through the host's part of a group), yielding per item in order: ``prefetch(item)`` for each item of a group (an
-    exception it raises is passed to ``start`` in its place) while the groups before run on the
-    device, ``start(prefetched)`` queues a group and returns the waiter of its per-item results,
-    and ``finish_group(group, results)`` (results that are exceptions included; one output per
-    item, in order) runs while later groups' device work proceeds. A group whose start, wait or
-    ``finish_group`` raises fails each of its items (``failed(item, exc)``).
-
-    ``read_ahead``: each group's prefetch runs on a reader thread of its own, submitted when the
-    group before is taken, inside ``read_ahead()`` (the caller's device: :meth:`Backend.thread_context`)
-    and a copy of the caller's context; the group's start then waits for it. A witness file's
-    read releases the GIL, and in a busy process (a Dask worker's finisher and event loop) the
-    reading thread waits for it back after every read: a reader thread takes those waits off the
-    thread that queues the device work."""
+    not idle through the host's part of a group), yielding per item in order: ``prefetch(item)``
+    for each item of a group (an exception it raises is passed to ``start`` in its place) while
+    the groups before run on the device, ``start(prefetched)`` queues a group and returns the
+    waiter of its per-item results, and ``finish_group(group, results)`` (results that are
+    exceptions included; one output per item, in order) runs while later groups' device work
+    proceeds. A group whose start, wait or ``finish_group`` raises fails each of its items
+    (``failed(item, exc)``)."""
 
     def fetch(group: list[T]) -> list[Any]:
         out: list[Any] = []
@@ -506,29 +496,8 @@ def pipelined_groups(
 
     if depth is None:
         depth = config.groups_in_flight()
-    if read_ahead is None:
-        for outs in pipelined(_chunks(items, size), start, finish_group, all_failed, fetch, depth):
-            yield from outs
-        return
-
-    def read(group: list[T]) -> list[Any]:
-        with read_ahead():
-            return fetch(group)
-
-    with ThreadPoolExecutor(1, thread_name_prefix="distprove-reader") as reader:
-        def ahead() -> Iterator[tuple[list[T], Future[list[Any]]]]:
-            taken: tuple[list[T], Future[list[Any]]] | None = None
-            for group in _chunks(items, size):
-                reading = reader.submit(contextvars.copy_context().run, read, group)
-                if taken is not None:
-                    yield taken
-                taken = (group, reading)
-            if taken is not None:
-                yield taken
-
-        for outs in pipelined(ahead(), start, lambda pair, results: finish_group(pair[0], results),
-                              lambda pair, exc: all_failed(pair[0], exc), lambda pair: pair[1].result(), depth):
-            yield from outs
+    for outs in pipelined(_chunks(items, size), start, finish_group, all_failed, fetch, depth):
+        yield from outs
 
 
 def pipelined(
@@ -738,8 +707,7 @@ def prove_many(
             return [failed(item, result) if isinstance(result, Exception) else next(proofs)
                     for item, result in zip(group, results)]
 
-        results = pipelined_groups(enumerate(witnesses), size, fetch, start_many, finish_group, failed,
-                                   read_ahead=be.thread_context())
+        results = pipelined_groups(enumerate(witnesses), size, fetch, start_many, finish_group, failed)
     return _raising(results)
 
 

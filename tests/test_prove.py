@@ -196,58 +196,6 @@ def test_pipelined_two_deep_starts_the_next_item_before_waiting_and_fails_items_
         list(pipelined(range(2), start, finish, lambda i, e: e, depth=0))
 
 
-def test_pipelined_groups_read_ahead_on_a_reader_thread() -> None:
-    """pipelined_groups(read_ahead=...): every prefetch runs on one reader thread, inside the
-    given context and with the caller's context variables, the next group's read submitted
-    before this group starts; outputs keep their order and a failing prefetch fails its item alone."""
-    import contextlib
-    import contextvars
-    import threading
-
-    from distprove.prover import pipelined_groups
-
-    tag: contextvars.ContextVar[str] = contextvars.ContextVar("tag", default="none")
-    tag.set("task")
-    log: list[str] = []
-    readers: set[str] = set()
-    inside = threading.local()
-
-    @contextlib.contextmanager
-    def device():
-        inside.on = True
-        yield
-        inside.on = False
-
-    group1_read = threading.Event()
-
-    def prefetch(i: int) -> int:
-        assert getattr(inside, "on", False) and tag.get() == "task"
-        readers.add(threading.current_thread().name)
-        log.append(f"read {i}")
-        if i == 3:
-            group1_read.set()
-        if i == 4:
-            raise ValueError("bad witness 4")
-        return i
-
-    def start(ready: list) -> object:
-        first = next(r for r in ready if not isinstance(r, Exception))
-        if first == 0:  # group 1 is read while group 0 starts
-            assert group1_read.wait(10)
-        log.append(f"start {first // 3}")
-        return lambda: [r if isinstance(r, Exception) else 10 * r for r in ready]
-
-    def finish_group(group: list[int], results: list) -> list[str]:
-        return [f"failed {i}: {r}" if isinstance(r, Exception) else f"ok {i} {r}" for i, r in zip(group, results)]
-
-    out = list(pipelined_groups(range(8), 3, prefetch, start, finish_group, lambda i, e: f"failed {i}: {e}",
-                                depth=2, read_ahead=device))
-    assert out == ["ok 0 0", "ok 1 10", "ok 2 20", "ok 3 30", "failed 4: bad witness 4", "ok 5 50", "ok 6 60",
-                   "ok 7 70"]
-    assert len(readers) == 1 and threading.current_thread().name not in readers
-    assert log.index("read 6") > log.index("start 0")  # group 2 is read no earlier than group 0 starts
-
-
 def test_pipelined_prefetch_runs_beside_the_item_before_and_fails_its_item_alone() -> None:
     """With prefetch: start gets prefetch(item); item i + 1's prefetch runs after item i's start
     and item i - 1's finish (and the consumer's handling of it), before item i's waiter; a

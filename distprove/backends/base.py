@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import time
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -232,11 +231,6 @@ class Backend(ABC):
 
         Default: nothing to wait for (synchronous backends).
         """
-
-    def thread_context(self) -> Callable[[], AbstractContextManager[Any]]:
-        """What another thread runs this backend's calls under to act as the calling thread (a
-        GPU: the caller's current device). Default: nothing (host backends)."""
-        return nullcontext
 
     @abstractmethod
     def gather(self, key: Any, witness: Any) -> Evals:

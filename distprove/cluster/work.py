@@ -194,12 +194,10 @@ def prove_whole(
     return _finish_whole(spec, _start_whole(spec, widths)(), assemble, blinding)
 
 
-def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any],
-                          st: ProverState | None = None) -> Any:
+def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any]) -> Any:
     """``step(state, key)`` for the spec's resident key; a bad witness (FormatError) is counted as a
-    failed proof in the worker's metrics and raised. ``st``: the worker's state, given by a
-    thread that is not the task's (which cannot look it up)."""
-    st = st or worker_state.state()
+    failed proof in the worker's metrics and raised."""
+    st = worker_state.state()
     key = st.key(spec.key_path, spec.content_hash)
     try:
         return step(st, key)
@@ -218,14 +216,13 @@ def _start_whole(spec: ProofSpec, widths: Mapping[str, int] | None, witness: Any
     return _counting_bad_witness(spec, lambda st, key: start_window_sums(key, source, MeteredBackend(st.backend), widths=widths))
 
 
-def _prefetch(spec: ProofSpec, st: ProverState | None = None) -> tuple[ProofSpec, Any]:
+def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
     """The spec and its witness loaded into the backend (``prover.prefetch_witness``), for a
     group's next proof while the current one's MSMs run. A bad witness raises here (counted as a
-    failed proof). ``st`` as for :func:`_counting_bad_witness` (a group's reader thread)."""
+    failed proof)."""
     from distprove.prover import prefetch_witness
 
-    return spec, _counting_bad_witness(
-        spec, lambda st, key: prefetch_witness(key, spec.witness, MeteredBackend(st.backend)), st)
+    return spec, _counting_bad_witness(spec, lambda st, key: prefetch_witness(key, spec.witness, MeteredBackend(st.backend)))
 
 
 def _finish_whole(
@@ -287,16 +284,15 @@ def prove_group(
     st = worker_state.state()
     # a backend that assembles on the host does it in the pool, beside the next group's work
     pool = st.check_executor() if size > 1 and not st.backend.device_assembly else None
-    read = partial(_prefetch, st=st)  # the group's reader thread cannot look the state up
     if size > 1 and pool is not None:
-        deferred = pipelined_groups(specs, size, read, lambda ready: _start_group(specs[0], ready, widths),
+        deferred = pipelined_groups(specs, size, _prefetch, lambda ready: _start_group(specs[0], ready, widths),
                                     lambda group, results: _assemble_in_pool(pool, group, results, blind),
-                                    lambda spec, exc: partial(failed, spec, exc), read_ahead=st.backend.thread_context())
+                                    lambda spec, exc: partial(failed, spec, exc))
         proofs = _resolved(deferred, size)
     elif size > 1:
-        proofs = pipelined_groups(specs, size, read, lambda ready: _start_group(specs[0], ready, widths),
+        proofs = pipelined_groups(specs, size, _prefetch, lambda ready: _start_group(specs[0], ready, widths),
                                   lambda group, results: _assembled_group(group, results, blind, recheck=not write),
-                                  failed, read_ahead=st.backend.thread_context())
+                                  failed)
     else:
         proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
                            lambda spec, ws: _finish_whole(spec, ws, assemble, blind(spec)),

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter, OrderedDict
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple, Sequence, TypeVar
 
@@ -372,10 +371,6 @@ class GpuBackend(Backend):
 
     def settle(self) -> None:
         self.cp.cuda.get_current_stream().synchronize()  # not the MSM lanes (non-blocking streams)
-
-    def thread_context(self) -> Callable[[], AbstractContextManager[Any]]:
-        device = self.cp.cuda.Device().id  # the caller's current device (a CuPy Device is a context manager)
-        return lambda: self.cp.cuda.Device(device)
 
     def window_width(self, n: int, group: Group, live: float = 1.0) -> int:
         return gpu_msm.pick_window(n, group, live)
