@@ -368,7 +368,8 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
 @click.option("--workers-per-gpu", type=click.IntRange(min=1), default=None, cls=ConfigOption,
               config_name="cluster.workers-per-gpu",
               help="Worker processes sharing each GPU of a local cluster: more for small circuits, whose proofs "
-                   "wait on one process's host work; each holds its own copy of the key on the GPU.")
+                   "wait on one process's host work; each holds its own copy of the key on the GPU. None (null): "
+                   "2 when every key of the batch has fewer than 2^14 domain points, else 1.")
 @click.option("--report", "report_json", type=click.Path(dir_okay=False), default=None,
               help="Also write the report as JSON here.")
 @click.option("--incremental/--no-incremental", default=None, cls=ConfigOption, config_name="incremental.enabled",

@@ -755,6 +755,19 @@ def _write_chunk(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None
             f.write(int(crc).to_bytes(4, "little"))
 
 
+def key_domain_size(path: str | os.PathLike[str]) -> int:
+    """The domain size a key's header states, reading no arrays: a key store's attributes, a
+    ``.zkey``'s header (:func:`~distprove.formats.zkey.open_zkey`). FormatError as :func:`open_key`."""
+    p = Path(path)
+    if not p.exists():
+        raise FormatError(p, "no such key store or .zkey file")
+    if p.is_dir():
+        return KeyStore(p, check_arrays=False).domain_size
+    from .formats.zkey import open_zkey
+
+    return open_zkey(p).domain_size
+
+
 def open_key(path: str | os.PathLike[str], device: str = "cpu") -> KeyStore | ZkeyKey:
     """Open a key: a zarr key store directory, or a ``.zkey`` file used directly (validated, its
     point checks on ``device``: "cpu", "gpu" or "auto")."""

@@ -215,7 +215,7 @@ def test_batch_local_cluster_shape_options(tmp_path: Path) -> None:
     from distprove.cli import main
 
     text = " ".join(_help("batch").split())
-    assert "--workers-per-gpu" in text and "[default: 1 (distprove.cluster.workers-per-gpu in the dask config;" in text
+    assert "--workers-per-gpu" in text and "[default: None (distprove.cluster.workers-per-" in text and "2 when every key of the batch has fewer than 2^14 domain points" in text
     for extra in (["--workers-per-gpu", "2"], ["--workers", "2"]):
         res = CliRunner().invoke(main, ["batch", str(tmp_path / "k.zarr"), str(tmp_path), "--scheduler", "tcp://127.0.0.1:1",
                                         *extra])

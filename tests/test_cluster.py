@@ -664,6 +664,59 @@ def test_share_devices_starts_companions_from_each_workers_spec() -> None:
         cluster.close()
 
 
+def test_workers_per_gpu_null_takes_two_for_small_keys_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """distprove.cluster.workers-per-gpu null: two processes a GPU when every key of the batch has
+    fewer than 2^14 domain points (read from a .zkey's header or a key store's attributes), one
+    when any key is larger or unreadable or there is none; a number, given or set, wins."""
+    import dask
+
+    import distprove.keystore as ks
+    from distprove.cluster.client import SMALL_KEY_DOMAIN, workers_per_gpu
+    from distprove.keystore import import_key, key_domain_size
+
+    data = Path(__file__).parent / "data"
+    chain, merkle = str(data / "mul_chain_1k" / "circuit_final.zkey"), str(data / "merkle_d20" / "circuit_final.zkey")
+    store = tmp_path / "chain.zarr"
+    import_key(chain, store)
+    assert key_domain_size(chain) == key_domain_size(store) == 1024 and key_domain_size(merkle) == 8192
+    with dask.config.set({"distprove.cluster.workers-per-gpu": None}):
+        assert workers_per_gpu([chain, merkle, None, str(store)]) == 2
+        assert workers_per_gpu([chain], given=1) == 1
+        assert workers_per_gpu([None]) == workers_per_gpu([]) == 1
+        assert workers_per_gpu([chain, str(tmp_path / "missing.zkey")]) == 1
+        real = ks.key_domain_size
+        monkeypatch.setattr(ks, "key_domain_size", lambda p: SMALL_KEY_DOMAIN if p == merkle else real(p))
+        assert workers_per_gpu([chain, merkle]) == 1
+    with dask.config.set({"distprove.cluster.workers-per-gpu": 3}):
+        assert workers_per_gpu([chain]) == 3
+
+
+def test_batch_asks_its_local_cluster_for_the_keys_workers_per_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """distprove.batch hands the local cluster the processes a GPU its keys call for (null
+    setting: two for a 2^10 fixture key), and --workers-per-gpu's value when given."""
+    import dask
+
+    import distprove.cluster.client as dc
+    from distprove.cluster.batching import batch
+
+    asked: list[int | None] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_local_cluster(backend: str, n_workers: Any, host: Any, dashboard: Any, workers_per_gpu: int | None) -> Any:
+        asked.append(workers_per_gpu)
+        raise Stop
+
+    monkeypatch.setattr(dc, "local_cluster", fake_local_cluster)
+    data = Path(__file__).parent / "data" / "mul_chain_1k"
+    with dask.config.set({"distprove.cluster.workers-per-gpu": None, "scheduler-address": None}):
+        for given in (None, 1):
+            with pytest.raises(Stop):
+                batch(data / "witnesses", data / "circuit_final.zkey", workers_per_gpu=given)
+    assert asked == [2, 1]
+
+
 def test_workers_per_gpu_setting_shapes_the_local_gpu_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     """distprove.cluster.workers-per-gpu (and workers_per_gpu=) gives each GPU of the local cluster
     that many workers, and connect() hands out the client once they have all joined."""

@@ -131,7 +131,8 @@ class BatchOptions:
     mode: str | None = None
     n_workers: int | None = None
     workers_per_gpu: int | None = None
-    """Worker processes per GPU of a local GPU cluster (default: ``distprove.cluster.workers-per-gpu``)."""
+    """Worker processes per GPU of a local GPU cluster (default: ``distprove.cluster.workers-per-gpu``;
+    null there: :func:`distprove.cluster.client.workers_per_gpu` from the batch's keys)."""
     fourstep_min_domain: int | None = None
     windows_per_task: int | None = None
     verify: bool | None = None
@@ -514,7 +515,7 @@ def batch(
     on_result, on_start, echo, announce (the dashboard's link when the batch starts), wasm,
     keep_witnesses.
     """
-    from distprove.cluster.client import connect
+    from distprove.cluster.client import connect, workers_per_gpu
     from distprove.cluster.inputbatch import discover_any, ensure_witness_pool
 
     opts = BatchOptions(**options)
@@ -526,7 +527,7 @@ def batch(
         scheduler=opts.scheduler,
         backend=backend,
         n_workers=opts.n_workers,
-        workers_per_gpu=opts.workers_per_gpu,
+        workers_per_gpu=workers_per_gpu((job.key for job in jobs), opts.workers_per_gpu),
         host=opts.host,
         dashboard_address=opts.dashboard_address,
     ) as c:
