@@ -194,7 +194,7 @@ def expected_digit_sort(limbs: np.ndarray, c: int, lo: int, hi: int) -> tuple[np
 class HostStream:
     """A stand-in CUDA stream/event for the kernels' host emulation: ordering is trivial there."""
 
-    def __init__(self, non_blocking: bool = False) -> None:
+    def __init__(self, non_blocking: bool = False, disable_timing: bool = False) -> None:
         return None
 
     def __enter__(self) -> "HostStream":
@@ -220,7 +220,14 @@ def host_cupy() -> Any:
 
     import numpy as np
 
+    def asnumpy(a: Any, stream: object = None, out: Any = None, blocking: bool = True) -> Any:
+        if out is None:
+            return np.asarray(a)
+        out[...] = a
+        return out
+
     cuda = types.SimpleNamespace(get_current_stream=HostStream, Event=HostStream, Stream=HostStream,
-                                 runtime=types.SimpleNamespace(getDevice=lambda: 0))
+                                 runtime=types.SimpleNamespace(getDevice=lambda: 0),
+                                 alloc_pinned_memory=lambda nbytes: bytearray(nbytes))
     return types.SimpleNamespace(empty=np.empty, uint8=np.uint8, uint32=np.uint32, cumsum=np.cumsum,
-                                 asnumpy=lambda a, stream=None: np.asarray(a), ndarray=np.ndarray, cuda=cuda)
+                                 asnumpy=asnumpy, ndarray=np.ndarray, cuda=cuda)

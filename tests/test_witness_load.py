@@ -68,7 +68,8 @@ def fake_gpu() -> Any:
     be.cp = SimpleNamespace(
         empty=lambda shape, dtype: np.empty(shape, np.uint32),
         uint32=np.uint32,
-        cuda=SimpleNamespace(memory=SimpleNamespace(OutOfMemoryError=MemoryError)),
+        cuda=SimpleNamespace(memory=SimpleNamespace(OutOfMemoryError=MemoryError),
+                             get_current_stream=lambda: SimpleNamespace(synchronize=lambda: None)),
     )
     be._states, be._lanes, be._plans, be._witness = OrderedDict(), {}, {}, _HostUploader()
     return be

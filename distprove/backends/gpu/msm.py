@@ -1088,7 +1088,7 @@ def _words_waiter(m: _Msm, points: "cupy.ndarray", main: "cupy.cuda.Stream", dig
     # The readback is queued now, behind the combine: a waiter called after later MSMs were
     # queued on the same stream (the next group's) waits for this MSM only.
     host = pinned_bytes(points.nbytes).view(np.uint32).reshape(m.proofs, m.group.limbs)
-    points.data.copy_to_host_async(host.ctypes.data, points.nbytes, main)
+    cupy.asnumpy(points.reshape(m.proofs, m.group.limbs), stream=main, out=host, blocking=False)
     done = cupy.cuda.Event(disable_timing=True)
     done.record(main)
 
