@@ -671,7 +671,7 @@ def test_workers_per_gpu_null_takes_two_for_small_keys_only(tmp_path: Path, monk
     import dask
 
     import distprove.keystore as ks
-    from distprove.cluster.client import SMALL_KEY_DOMAIN, workers_per_gpu
+    from distprove.cluster.client import SMALL_KEY_DOMAIN, processes_per_gpu
     from distprove.keystore import import_key, key_domain_size
 
     data = Path(__file__).parent / "data"
@@ -680,15 +680,15 @@ def test_workers_per_gpu_null_takes_two_for_small_keys_only(tmp_path: Path, monk
     import_key(chain, store)
     assert key_domain_size(chain) == key_domain_size(store) == 1024 and key_domain_size(merkle) == 8192
     with dask.config.set({"distprove.cluster.workers-per-gpu": None}):
-        assert workers_per_gpu([chain, merkle, None, str(store)]) == 2
-        assert workers_per_gpu([chain], given=1) == 1
-        assert workers_per_gpu([None]) == workers_per_gpu([]) == 1
-        assert workers_per_gpu([chain, str(tmp_path / "missing.zkey")]) == 1
+        assert processes_per_gpu([chain, merkle, None, str(store)]) == 2
+        assert processes_per_gpu([chain], given=1) == 1
+        assert processes_per_gpu([None]) == processes_per_gpu([]) == 1
+        assert processes_per_gpu([chain, str(tmp_path / "missing.zkey")]) == 1
         real = ks.key_domain_size
         monkeypatch.setattr(ks, "key_domain_size", lambda p: SMALL_KEY_DOMAIN if p == merkle else real(p))
-        assert workers_per_gpu([chain, merkle]) == 1
+        assert processes_per_gpu([chain, merkle]) == 1
     with dask.config.set({"distprove.cluster.workers-per-gpu": 3}):
-        assert workers_per_gpu([chain]) == 3
+        assert processes_per_gpu([chain]) == 3
 
 
 def test_batch_asks_its_local_cluster_for_the_keys_workers_per_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -100,33 +100,47 @@ def test_stage_orders_give_the_same_proof(stores: dict, mode: dict) -> None:
     assert "ntt" in other.timings and ("msm_H" in other.timings) == ("profile" in mode)
 
 
-def test_pipelined_order_overlap_and_failures() -> None:
-    """pipelined(): item i's finish runs after item i + 1 has started and before item i + 1's
-    waiter; results come in item order; a failing start, waiter or finish fails its item alone;
-    a failed() that raises stops the run there."""
-    from distprove.prover import pipelined
+class _Steps:
+    """start and finish for pipelined()'s tests, each call logged: item 2's start raises, item 4's
+    waiter and item 5's finish; ``live`` holds the items started and not yet waited for, ``most``
+    the most it held."""
 
-    log: list[str] = []
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.live: set[int] = set()
+        self.most = 0
 
-    def start(i: int):
-        log.append(f"start {i}")
+    def start(self, i: int):
+        self.log.append(f"start {i}")
         if i == 2:
             raise ValueError("bad witness 2")
+        self.live.add(i)
+        self.most = max(self.most, len(self.live))
 
         def wait() -> int:
-            log.append(f"wait {i}")
+            self.log.append(f"wait {i}")
+            self.live.discard(i)
             if i == 4:
                 raise RuntimeError("device 4")
             return 10 * i
 
         return wait
 
-    def finish(i: int, r: int) -> str:
-        log.append(f"finish {i}")
+    def finish(self, i: int, r: int) -> str:
+        self.log.append(f"finish {i}")
         if i == 5:
             raise KeyError("host 5")
         return f"ok {i} {r}"
 
+
+def test_pipelined_order_overlap_and_failures() -> None:
+    """pipelined(): item i's finish runs after item i + 1 has started and before item i + 1's
+    waiter; results come in item order; a failing start, waiter or finish fails its item alone;
+    a failed() that raises stops the run there."""
+    from distprove.prover import pipelined
+
+    steps = _Steps()
+    log, start, finish = steps.log, steps.start, steps.finish
     out = list(pipelined(range(7), start, finish, lambda i, e: f"failed {i}: {type(e).__name__}"))
     assert out == ["ok 0 0", "ok 1 10", "failed 2: ValueError", "ok 3 30", "failed 4: RuntimeError",
                    "failed 5: KeyError", "ok 6 60"]
@@ -149,9 +163,8 @@ def test_pipelined_two_deep_starts_the_next_item_before_waiting_and_fails_items_
     a failing prefetch, start, waiter or finish fails its item alone, and the last items drain."""
     from distprove.prover import pipelined
 
-    log: list[str] = []
-    live: set[int] = set()  # started, not yet waited for
-    most = 0
+    steps = _Steps()
+    log = steps.log
 
     def prefetch(i: int) -> int:
         log.append(f"prefetch {i}")
@@ -159,41 +172,19 @@ def test_pipelined_two_deep_starts_the_next_item_before_waiting_and_fails_items_
             raise ValueError("bad witness 6")
         return i
 
-    def start(i: int):
-        nonlocal most
-        log.append(f"start {i}")
-        if i == 2:
-            raise ValueError("bad start 2")
-        live.add(i)
-        most = max(most, len(live))
-
-        def wait() -> int:
-            log.append(f"wait {i}")
-            live.discard(i)
-            if i == 4:
-                raise RuntimeError("device 4")
-            return 10 * i
-
-        return wait
-
-    def finish(i: int, r: int) -> str:
-        log.append(f"finish {i}")
-        if i == 5:
-            raise KeyError("host 5")
-        return f"ok {i} {r}"
-
-    out = list(pipelined(range(9), start, finish, lambda i, e: f"failed {i}: {type(e).__name__}", prefetch, depth=2))
+    out = list(pipelined(range(9), steps.start, steps.finish, lambda i, e: f"failed {i}: {type(e).__name__}", prefetch,
+                         depth=2))
     assert out == ["ok 0 0", "ok 1 10", "failed 2: ValueError", "ok 3 30", "failed 4: RuntimeError",
                    "failed 5: KeyError", "failed 6: ValueError", "ok 7 70", "ok 8 80"]
     assert log[:8] == ["prefetch 0", "start 0", "prefetch 1", "start 1", "prefetch 2", "wait 0", "start 2", "finish 0"]
-    assert most == 2 and not live
+    assert steps.most == 2 and not steps.live
     for i in (0, 3, 7):
         assert log.index(f"start {i + 1}") < log.index(f"wait {i}") < log.index(f"finish {i}")
     for i in (0, 1, 3):
         assert log.index(f"start {i + 2}") < log.index(f"finish {i}")
     assert "start 6" not in log
     with pytest.raises(ValueError, match="depth"):
-        list(pipelined(range(2), start, finish, lambda i, e: e, depth=0))
+        list(pipelined(range(2), steps.start, steps.finish, lambda i, e: e, depth=0))
 
 
 def test_pipelined_prefetch_runs_beside_the_item_before_and_fails_its_item_alone() -> None:

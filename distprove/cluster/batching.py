@@ -132,7 +132,7 @@ class BatchOptions:
     n_workers: int | None = None
     workers_per_gpu: int | None = None
     """Worker processes per GPU of a local GPU cluster (default: ``distprove.cluster.workers-per-gpu``;
-    null there: :func:`distprove.cluster.client.workers_per_gpu` from the batch's keys)."""
+    null there: :func:`distprove.cluster.client.processes_per_gpu` from the batch's keys)."""
     fourstep_min_domain: int | None = None
     windows_per_task: int | None = None
     verify: bool | None = None
@@ -515,7 +515,7 @@ def batch(
     on_result, on_start, echo, announce (the dashboard's link when the batch starts), wasm,
     keep_witnesses.
     """
-    from distprove.cluster.client import connect, workers_per_gpu
+    from distprove.cluster.client import connect
     from distprove.cluster.inputbatch import discover_any, ensure_witness_pool
 
     opts = BatchOptions(**options)
@@ -527,9 +527,10 @@ def batch(
         scheduler=opts.scheduler,
         backend=backend,
         n_workers=opts.n_workers,
-        workers_per_gpu=workers_per_gpu((job.key for job in jobs), opts.workers_per_gpu),
+        workers_per_gpu=opts.workers_per_gpu,
         host=opts.host,
         dashboard_address=opts.dashboard_address,
+        keys=[job.key for job in jobs],
     ) as c:
         ensure_worker_state(c, backend, opts.max_keys or settings.key_cache_count, settings.key_cache_gpu_bytes)
         ensure_witness_pool(c, jobs)

@@ -124,12 +124,12 @@ SMALL_KEY_DOMAIN = 1 << 14
 """Keys below this many domain points are small: one process's host work, not the GPU, bounds
 their proofs a second (on an H200 at 2^12 the GPU is busy 35-47% of a batch in one process)."""
 SMALL_KEY_WORKERS_PER_GPU = 2
-"""Worker processes per GPU when every key of a batch is small (:func:`workers_per_gpu`): at 2^12
+"""Worker processes per GPU when every key of a batch is small (:func:`processes_per_gpu`): at 2^12
 on an H200 two gave 1,484 against 1,265 and 1,293 against 982 proofs/s (two units), at 2^16 no
 gain."""
 
 
-def workers_per_gpu(keys: Iterable[str | None], given: int | None = None) -> int:
+def processes_per_gpu(keys: Iterable[str | None] = (), given: int | None = None) -> int:
     """Worker processes per GPU of a local cluster proving with ``keys`` (paths; None for a job
     without one): ``given``, else ``distprove.cluster.workers-per-gpu``, else (null)
     :data:`SMALL_KEY_WORKERS_PER_GPU` when every key has fewer than :data:`SMALL_KEY_DOMAIN`
@@ -160,16 +160,14 @@ def local_cluster(
 ) -> Any:
     """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable (``n_workers`` GPUs,
     default all, each with ``workers_per_gpu`` worker processes, default
-    ``distprove.cluster.workers-per-gpu``), else ``n_workers`` CPU worker processes.
+    ``distprove.cluster.workers-per-gpu`` or 1), else ``n_workers`` CPU worker processes.
 
     The workers start with :func:`worker_config` (not daemonic; the profiler per
     ``distprove.cluster.worker-profile``, default on). Called from a script's unguarded top level,
     exits with one line (see :func:`require_main_guard`).
     """
-    from distprove import config
-
     require_main_guard()
-    per_gpu = workers_per_gpu if workers_per_gpu is not None else config.get_optional_int("cluster.workers-per-gpu", 1) or 1
+    per_gpu = processes_per_gpu(given=workers_per_gpu)
     if per_gpu < 1:
         raise ValueError(f"workers_per_gpu must be >= 1 (got {per_gpu})")
     with dask.config.set(worker_config()):
@@ -229,9 +227,11 @@ def connect(
     workers_per_gpu: int | None = None,
     host: str = DEFAULT_HOST,
     dashboard_address: str | None = DEFAULT_DASHBOARD,
+    keys: Iterable[str | None] = (),
 ) -> Iterator[Client]:
     """Yield a client (see the module doc for the order); close only what this call created.
-    A local cluster's client comes once all its workers are there."""
+    A local cluster's client comes once all its workers are there, ``workers_per_gpu`` of them a
+    GPU (default :func:`processes_per_gpu` of the batch's ``keys``, read only for a local cluster)."""
     if client is not None:
         yield client
         return
@@ -240,7 +240,7 @@ def connect(
         with Client(address) as c:
             yield c
         return
-    cluster = local_cluster(backend, n_workers, host, dashboard_address, workers_per_gpu)
+    cluster = local_cluster(backend, n_workers, host, dashboard_address, processes_per_gpu(keys, workers_per_gpu))
     try:
         with dask.config.set(worker_config()), Client(cluster) as c:  # a restarted worker starts as the first did
             c.wait_for_workers(len(cluster.worker_spec))  # those share_devices added start after the cluster

@@ -329,7 +329,7 @@ def batch(
     started or contacted.
     """
     from distprove.cluster.batching import BatchOptions, BatchReport, ensure_worker_state, run_jobs
-    from distprove.cluster.client import connect, workers_per_gpu
+    from distprove.cluster.client import connect
     from distprove.cluster.inputbatch import discover_any, ensure_witness_pool
     from distprove.cluster.tasks import Status
 
@@ -361,8 +361,8 @@ def batch(
             backend = opts.backend or settings.backend
             with connect(
                 client, scheduler=opts.scheduler, backend=backend, n_workers=opts.n_workers,
-                workers_per_gpu=workers_per_gpu((job.key for job in todo), opts.workers_per_gpu), host=opts.host,
-                dashboard_address=opts.dashboard_address,
+                workers_per_gpu=opts.workers_per_gpu, host=opts.host, dashboard_address=opts.dashboard_address,
+                keys=[job.key for job in todo],
             ) as c:
                 ensure_worker_state(c, backend, opts.max_keys or settings.key_cache_count, settings.key_cache_gpu_bytes)
                 ensure_witness_pool(c, todo)
