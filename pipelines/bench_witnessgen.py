@@ -20,6 +20,13 @@ and two that split the warm numbers, to tell the engines' machine code from what
 * ``distprove run``: :meth:`WitnessCalculator.run` (the same, in one call into wasmtime).
 
 The two CLI rows also check that both commands wrote the same bytes.
+
+``--processes 1,8,16`` measures instead what a worker's witness pool gets from this host: that
+many processes at once, each with its calculator built and warm, computing ``--warm-reps`` inputs
+each and writing each .wtns (to ``$TMPDIR``), as a batch's witness tasks do; inputs per second
+over the whole pool. It needs no node (the GPU host has none)::
+
+    python pipelines/bench_witnessgen.py bench/circuits/mul_chain_64k --processes 1,4,8,12,16
 """
 
 from __future__ import annotations
@@ -106,14 +113,58 @@ def bench(fixture: Path, reps: int, warm_reps: int, snarkjs: str) -> dict[str, f
     return result
 
 
+def _pool_init(wasm: str, first: str) -> None:
+    from distprove.witnessgen import calculate
+
+    calculate(wasm, first)
+
+
+def _pool_run(wasm: str, inputs: list[str], reps: int, out: str) -> float:
+    from distprove.witnessgen import calculate_wtns
+
+    t0 = time.perf_counter()
+    for r in range(reps):
+        calculate_wtns(wasm, inputs[r % len(inputs)], out)
+    return time.perf_counter() - t0
+
+
+def parallel(fixture: Path, counts: list[int], reps: int) -> list[dict[str, float | int | str]]:
+    """Inputs per second of ``n`` warm processes at once, for each ``n`` in ``counts``."""
+    import multiprocessing
+
+    wasm = str(fixture / "circuit.wasm")
+    inputs = [str(p) for p in sorted((fixture / "inputs").glob("*.json"))]
+    rows: list[dict[str, float | int | str]] = []
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in counts:
+            with ctx.Pool(n, initializer=_pool_init, initargs=(wasm, inputs[0])) as pool:
+                pool.starmap(_pool_run, [(wasm, inputs, 1, f"{tmp}/{i}.wtns") for i in range(n)])  # all warm
+                t0 = time.perf_counter()
+                each = pool.starmap(_pool_run, [(wasm, inputs, reps, f"{tmp}/{i}.wtns") for i in range(n)])
+                wall = time.perf_counter() - t0
+            rows.append({"fixture": fixture.name, "processes": n, "inputs_per_s": n * reps / wall,
+                         "ms_per_input_per_process": 1e3 * statistics.median(each) / reps})
+            print(f"{fixture.name:<16}{n:>4} processes: {n * reps / wall:8.1f} inputs/s, "
+                  f"{rows[-1]['ms_per_input_per_process']:.2f} ms an input in each", flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("fixtures", nargs="+", type=Path)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--warm-reps", type=int, default=30)
     ap.add_argument("--snarkjs", default=str(REPO / "node_modules" / ".bin" / "snarkjs"))
+    ap.add_argument("--processes", help="Measure warm processes at once instead, e.g. 1,8,16 (no node needed).")
     ap.add_argument("--json", type=Path, help="Also write the results here.")
     args = ap.parse_args()
+    if args.processes:
+        counts = [int(n) for n in args.processes.split(",")]
+        rows = [r for f in args.fixtures for r in parallel(f, counts, args.warm_reps)]
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+        return
     results = [bench(f, args.reps, args.warm_reps, args.snarkjs) for f in args.fixtures]
     cols = ["snarkjs cli", "distprove cli", "snarkjs warm", "distprove warm", "snarkjs run", "distprove run"]
     print(f"{'fixture':<16}{'wires':>8}" + "".join(f"{c + ' (ms)':>20}" for c in cols))
