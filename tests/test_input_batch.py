@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -359,6 +360,36 @@ def test_scratch_witnesses_are_written_without_fsync(tmp_path: Path, monkeypatch
     assert synced == [] and (tmp_path / "scratch" / "a.wtns").read_bytes() == expected
     assert compute_witnesses(wasm, [(inp, str(tmp_path / "kept" / "a.wtns"))], keep=True) == [""]
     assert len(synced) == 2 and (tmp_path / "kept" / "a.wtns").read_bytes() == expected
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="niceness per thread is Linux's")
+def test_witness_processes_run_nicer_than_their_worker(client) -> None:
+    """The witness pool's processes run ``witness.niceness`` nicer than the worker that starts
+    them (the worker's own threads feed its GPU first), in the process pool of a non-daemonic
+    worker and, as a thread pool, of a daemonic one."""
+    import os
+
+    from distprove import config
+    from distprove.cluster.inputbatch import PLUGIN_NAME, WitnessPool, lower_priority
+
+    def pool_and_worker_nice(dask_worker) -> tuple[int, int]:
+        pool = dask_worker.executors[EXECUTOR]
+        return pool.submit(os.getpriority, os.PRIO_PROCESS, 0).result(), os.getpriority(os.PRIO_PROCESS, 0)
+
+    procs = {w: 1 for w in client.nthreads()}
+    try:
+        client.register_plugin(WitnessPool(procs, niceness=7), name=PLUGIN_NAME)
+        assert all(pool == worker + 7 for pool, worker in client.run(pool_and_worker_nice).values())
+    finally:
+        client.register_plugin(WitnessPool(procs, int(config.get("witness.niceness", 0))), name=PLUGIN_NAME)
+    assert config.get("witness.niceness", 0) > 0
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    with ThreadPoolExecutor(1, initializer=lower_priority, initargs=(3,)) as threads:
+        assert threads.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == base + 3
+    assert os.getpriority(os.PRIO_PROCESS, 0) == base  # this thread untouched
 
 
 def _twenty_inputs(tmp_path: Path) -> tuple[list, Any]:

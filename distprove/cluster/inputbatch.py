@@ -10,7 +10,9 @@ to the input folder's parent; no key for any input is one error), and to the cir
 
 Where witnesses are computed: :class:`WitnessPool`, a WorkerPlugin, registers a process pool on
 each worker as ``worker.executors["wtns"]`` (``distprove.witness.processes`` processes, default
-the worker's share of its host's cores), shut down with the worker like its other executors. A
+the worker's share of its host's cores, ``distprove.witness.niceness`` nicer than the worker so
+that its own threads, which feed its GPU, never queue behind witnesses for a core), shut down
+with the worker like its other executors. A
 witness task (:func:`compute_witnesses`, ``("witness-gen", name, tag)``, metered as the
 ``witness-gen`` stage) computes a chunk of inputs (``distprove.witness.chunk``, default one proof
 group of the planner's: a Dask task costs milliseconds of the worker's time, a small circuit's
@@ -63,6 +65,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -264,17 +268,20 @@ class WitnessPool(WorkerPlugin):
 
     name = PLUGIN_NAME
 
-    def __init__(self, processes: dict[str, int]) -> None:
+    def __init__(self, processes: dict[str, int], niceness: int = 0) -> None:
         self.processes = processes
+        self.niceness = niceness
 
     def setup(self, worker: Any) -> None:
         n = self.processes.get(worker.address, 1)
         pool: Executor
         if multiprocessing.current_process().daemon:
             log.info("daemonic worker process: witnesses in %d threads (distributed.worker.daemon: false for processes)", n)
-            pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns")
+            pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns", initializer=lower_priority,
+                                      initargs=(self.niceness,))
         else:
-            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"))
+            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=lower_priority,
+                                       initargs=(self.niceness,))
         for _ in range(n):  # start the processes now, not under the batch's first witnesses
             pool.submit(_warm_up)
         old = worker.executors.get(EXECUTOR)
@@ -310,6 +317,16 @@ def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -
 def _calculate_chunk(wasm: str, items: list[tuple[str, str]], keep: bool = False) -> list[str]:
     """In a pool process: :func:`_calculate_into` for each (input, wtns) in turn."""
     return [_calculate_into(wasm, input_path, wtns, keep) for input_path, wtns in items]
+
+
+def lower_priority(niceness: int) -> None:
+    """Make the calling thread ``niceness`` nicer (Linux, where niceness is per thread and a
+    pool's threads and processes inherit it from the thread that starts their work; elsewhere
+    nothing). A witness pool as large as the host's cores would otherwise take the cores the
+    worker's own threads need to feed its GPU; nicer, the pool gets what they leave."""
+    if niceness and sys.platform == "linux":
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + niceness)
 
 
 def _warm_up() -> None:
@@ -352,7 +369,7 @@ def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
     procs = processes_for(client.nthreads())
     have = client.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
     if not have or not all(have.values()):
-        client.register_plugin(WitnessPool(procs), name=PLUGIN_NAME)
+        client.register_plugin(WitnessPool(procs, int(config.get("witness.niceness", 0))), name=PLUGIN_NAME)
 
 
 # --- on the client -------------------------------------------------------------------------------
