@@ -22,8 +22,6 @@ import logging
 import mmap
 import os
 import shutil
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +34,7 @@ import numpy as np
 
 from . import bn254
 from .errors import BackendUnavailable, FormatError, OutputExists
+from .priority import nicer
 
 LAYOUT_VERSION = 1
 CHUNK_BYTES = 4 << 20
@@ -634,9 +633,11 @@ class _StoreWriter:
         self._arrays: dict[str, tuple[tuple[int, ...], int]] = {}
         self._writes: list[Future[None]] = []
         self._pool = ThreadPoolExecutor(
-            max(2, min(16, os.cpu_count() or 1)), thread_name_prefix="keystore-write", initializer=_yield_to_others
+            max(2, min(16, os.cpu_count() or 1)), thread_name_prefix="keystore-write", initializer=nicer,
+            initargs=(WRITER_NICENESS,),
         )
-        self._side = ThreadPoolExecutor(1, thread_name_prefix="keystore-remove", initializer=_yield_to_others)
+        self._side = ThreadPoolExecutor(1, thread_name_prefix="keystore-remove", initializer=nicer,
+                                        initargs=(WRITER_NICENESS,))
         self._group: Any = None
 
     def __enter__(self) -> _StoreWriter:
@@ -728,14 +729,6 @@ WRITER_NICENESS = 5
 """How much nicer than the rest of the process the store's writer threads run (Linux): a thread
 at +5 weighs about a third of one at 0, so with every core busy an import's SHA-256 thread (its
 floor, one stream) keeps a core while the writers share the others."""
-
-
-def _yield_to_others() -> None:
-    """Make the calling thread :data:`WRITER_NICENESS` nicer (Linux: niceness is per thread there;
-    elsewhere, where the call would name a process, nothing)."""
-    if sys.platform == "linux":
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + WRITER_NICENESS)
 
 
 def _write_chunk(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None:

@@ -139,7 +139,7 @@ def parallel(fixture: Path, counts: list[int], reps: int) -> list[dict[str, floa
     with tempfile.TemporaryDirectory() as tmp:
         for n in counts:
             with ctx.Pool(n, initializer=_pool_init, initargs=(wasm, inputs[0])) as pool:
-                pool.starmap(_pool_run, [(wasm, inputs, 1, f"{tmp}/{i}.wtns") for i in range(n)])  # all warm
+                pool.starmap(_pool_run, [(wasm, inputs, 1, f"{tmp}/{i}.wtns") for i in range(n)])  # the pool up
                 t0 = time.perf_counter()
                 each = pool.starmap(_pool_run, [(wasm, inputs, reps, f"{tmp}/{i}.wtns") for i in range(n)])
                 wall = time.perf_counter() - t0

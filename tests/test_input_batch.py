@@ -370,7 +370,8 @@ def test_witness_processes_run_nicer_than_their_worker(client) -> None:
     import os
 
     from distprove import config
-    from distprove.cluster.inputbatch import PLUGIN_NAME, WitnessPool, lower_priority
+    from distprove.cluster.inputbatch import PLUGIN_NAME, WitnessPool
+    from distprove.priority import nicer
 
     def pool_and_worker_nice(dask_worker) -> tuple[int, int]:
         pool = dask_worker.executors[EXECUTOR]
@@ -381,13 +382,13 @@ def test_witness_processes_run_nicer_than_their_worker(client) -> None:
         client.register_plugin(WitnessPool(procs, niceness=7), name=PLUGIN_NAME)
         assert all(pool == worker + 7 for pool, worker in client.run(pool_and_worker_nice).values())
     finally:
-        client.register_plugin(WitnessPool(procs, int(config.get("witness.niceness", 0))), name=PLUGIN_NAME)
+        client.register_plugin(WitnessPool(procs, config.get_int("witness.niceness", 0)), name=PLUGIN_NAME)
     assert config.get("witness.niceness", 0) > 0
 
     from concurrent.futures import ThreadPoolExecutor
 
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    with ThreadPoolExecutor(1, initializer=lower_priority, initargs=(3,)) as threads:
+    with ThreadPoolExecutor(1, initializer=nicer, initargs=(3,)) as threads:
         assert threads.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == base + 3
     assert os.getpriority(os.PRIO_PROCESS, 0) == base  # this thread untouched
 

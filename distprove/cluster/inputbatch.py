@@ -65,8 +65,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import sys
-import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -84,6 +82,7 @@ from distprove.cluster.inputs import check_witness_entry
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import Status
 from distprove.errors import FormatError
+from distprove.priority import nicer
 
 log = logging.getLogger(__name__)
 
@@ -277,10 +276,10 @@ class WitnessPool(WorkerPlugin):
         pool: Executor
         if multiprocessing.current_process().daemon:
             log.info("daemonic worker process: witnesses in %d threads (distributed.worker.daemon: false for processes)", n)
-            pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns", initializer=lower_priority,
+            pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns", initializer=nicer,
                                       initargs=(self.niceness,))
         else:
-            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=lower_priority,
+            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=nicer,
                                        initargs=(self.niceness,))
         for _ in range(n):  # start the processes now, not under the batch's first witnesses
             pool.submit(_warm_up)
@@ -317,16 +316,6 @@ def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -
 def _calculate_chunk(wasm: str, items: list[tuple[str, str]], keep: bool = False) -> list[str]:
     """In a pool process: :func:`_calculate_into` for each (input, wtns) in turn."""
     return [_calculate_into(wasm, input_path, wtns, keep) for input_path, wtns in items]
-
-
-def lower_priority(niceness: int) -> None:
-    """Make the calling thread ``niceness`` nicer (Linux, where niceness is per thread and a
-    pool's threads and processes inherit it from the thread that starts their work; elsewhere
-    nothing). A witness pool as large as the host's cores would otherwise take the cores the
-    worker's own threads need to feed its GPU; nicer, the pool gets what they leave."""
-    if niceness and sys.platform == "linux":
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + niceness)
 
 
 def _warm_up() -> None:
@@ -369,7 +358,7 @@ def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
     procs = processes_for(client.nthreads())
     have = client.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
     if not have or not all(have.values()):
-        client.register_plugin(WitnessPool(procs, int(config.get("witness.niceness", 0))), name=PLUGIN_NAME)
+        client.register_plugin(WitnessPool(procs, config.get_int("witness.niceness", 0)), name=PLUGIN_NAME)
 
 
 # --- on the client -------------------------------------------------------------------------------
