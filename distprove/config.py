@@ -78,13 +78,13 @@ class Settings:
     def output_paths(self, witness: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> tuple[Path, Path]:
         """(proof path, public path) in ``out_dir`` for a witness file, by the configured suffixes."""
         stem = witness_name(witness)
-        out = Path(out_dir)
-        return out / f"{stem}{self.proof_suffix}", out / f"{stem}{self.public_suffix}"
+        out = os.fspath(out_dir)
+        return Path(out, f"{stem}{self.proof_suffix}"), Path(out, f"{stem}{self.public_suffix}")
 
 
 def witness_name(witness: str | os.PathLike[str]) -> str:
     """A witness's name: its file name without the ``.wtns`` suffix."""
-    return Path(witness).name.removesuffix(".wtns")
+    return os.path.basename(os.fspath(witness)).removesuffix(".wtns")
 
 
 def _choice(name: str, allowed: tuple[str, ...]) -> str:

@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distprove import config
@@ -452,8 +451,8 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 """One group of proofs of a key; ``i``: the planned index of its first proof (its
                 priority and split-mode placement), with its proofs' markers. Returns (reducer, futures,
                 writes its proofs)."""
-                for j in chunk:
-                    Path(j.proof_path).parent.mkdir(parents=True, exist_ok=True)
+                for folder in {os.path.dirname(j.proof_path) for j in chunk}:
+                    os.makedirs(folder, exist_ok=True)
                 specs = [ProofSpec(j.name, witness_file(j), info.path, info.content_hash, j.proof_path, j.public_path) for j in chunk]
                 writes = False
                 if plan.fuses(info):

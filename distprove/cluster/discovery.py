@@ -115,12 +115,14 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
         raise FormatError(witness_dir, "no *.wtns files found")
     cache: dict[Path, list[Path]] = {}
     searched: list[Path] = []
+    chosen_key = str(Path(chosen).resolve()) if chosen is not None else None
     jobs = []
+    root_s, out_s = str(root), str(out)
     for w in witnesses:
-        rel = w.relative_to(root)
-        proof, public = settings.output_paths(w, out / rel.parent)
-        if chosen is not None:
-            key_path, error = str(Path(chosen).resolve()), ""
+        rel = str(w)[len(root_s) + 1 :]  # found under the folder: its path there
+        proof, public = settings.output_paths(w, os.path.join(out_s, os.path.dirname(rel)))
+        if chosen_key is not None:
+            key_path, error = chosen_key, ""
         else:
             key_path, folders = key_beside(w.parent, root, cache)
             searched += folders
@@ -134,15 +136,15 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
         )
     for err in rejected:  # links leaving the folder, FIFOs, unreadable entries: failed, with the reason
         w = Path(err.path)
-        rel = w.relative_to(root)
-        proof, public = settings.output_paths(w, out / rel.parent)
+        rel = err.path[len(root_s) + 1 :]
+        proof, public = settings.output_paths(w, os.path.join(out_s, os.path.dirname(rel)))
         jobs.append(Job(_job_name(rel), str(w), None, str(proof), str(public), err.problem))
     return sorted(jobs, key=lambda j: j.name)
 
 
-def _job_name(rel: Path) -> str:
+def _job_name(rel: str) -> str:
     """A witness's name in reports and task keys: its path under the witness folder, less .wtns."""
-    return (rel.parent / rel.name.removesuffix(".wtns")).as_posix()
+    return rel.removesuffix(".wtns").replace(os.sep, "/")
 
 
 def key_label(key_path: str) -> str:
