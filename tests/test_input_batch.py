@@ -393,6 +393,31 @@ def test_witness_processes_run_nicer_than_their_worker(client) -> None:
     assert os.getpriority(os.PRIO_PROCESS, 0) == base  # this thread untouched
 
 
+def test_witness_processes_exit_when_their_worker_is_killed(client) -> None:
+    """A worker killed outright (SIGKILL: no teardown) leaves no witness process behind: each
+    exits within a few seconds of its parent, and the restarted worker gets a pool again."""
+    import os
+    import signal
+
+    import psutil
+
+    from distprove.cluster.inputbatch import PARENT_POLL_S, ensure_witness_pool
+
+    def pool_pids(dask_worker) -> tuple[int, list[int]]:
+        return os.getpid(), [p.pid for p in dask_worker.executors[EXECUTOR]._processes.values()]
+
+    victim, (worker_pid, pids) = next(iter(client.run(pool_pids).items()))
+    assert pids and all(psutil.pid_exists(p) for p in pids)
+    os.kill(worker_pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10 * PARENT_POLL_S
+    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids):
+        assert time.monotonic() < deadline, "witness processes outlived their worker"
+        time.sleep(0.1)
+    client.wait_for_workers(2, timeout=60)
+    ensure_witness_pool(client, discover_inputs(DATA / "mul_chain_1k" / "inputs"))  # an input batch's jobs
+    assert all(pids for _, pids in client.run(pool_pids).values())
+
+
 def _twenty_inputs(tmp_path: Path) -> tuple[list, Any]:
     """A mul_chain_1k folder of 20 copies of one input (p00 .. p19): its jobs and a stand-in key info."""
     from types import SimpleNamespace
@@ -409,7 +434,7 @@ def test_a_batch_starts_with_one_input_per_witness_process(tmp_path: Path) -> No
     """The first witness task for each worker holds one input per witness process of that worker,
     each round of them after it twice as many up to the proof group size, in falling priority (the
     pool computes them in order), and the first witness task's result alone starts the first proof
-    group; the groups grow as the witness tasks do."""
+    group; witnesses that are all there by the next poll go out in whole groups."""
     from types import SimpleNamespace
 
     from distprove.cluster.inputbatch import WITNESS_PRIORITY, InputFeed
@@ -445,8 +470,46 @@ def test_a_batch_starts_with_one_input_per_witness_process(tmp_path: Path) -> No
             for job, _ in entries:
                 feed.proof_done(job)
                 feed.finished(job)
-    assert [len(g) for g in groups] == [2, 2, 4, 4, 8]
+    assert [len(g) for g in groups] == [2, 8, 8, 2]
     assert [n for g in groups for n in g] == [j.name for j in jobs]
+
+
+def test_a_smaller_proof_group_goes_out_only_while_the_workers_are_short_of_groups(tmp_path: Path) -> None:
+    """Proofs whose witnesses exist go out as a group smaller than the key's only while the
+    workers hold fewer than GROUPS_AHEAD unfinished groups each (or for the key's last
+    witnesses); otherwise they wait for a whole group or for a group to finish."""
+    from types import SimpleNamespace
+
+    from distprove.cluster.inputbatch import GROUPS_AHEAD, InputFeed
+
+    assert GROUPS_AHEAD == 2  # the sequence below: one proving, one queued
+    jobs, info = _twenty_inputs(tmp_path)
+    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 8)
+    client, groups = _InlineClient(hold=True), []
+
+    def submit(chunk_jobs: list, info: Any, i: int) -> tuple:
+        groups.append(chunk_jobs)
+        return object(), [], True
+
+    with dask.config.set({"distprove.witness.processes": 2}):
+        feed = InputFeed()
+        feed.start(client, [(j, info) for j in jobs], plan, submit, lambda *a: None, "t")
+    feed.poll()
+    tasks = client.witness_tasks
+    assert [len(items) for items, _, _ in tasks] == [2, 4, 8, 6]
+
+    def release(k: int) -> list[int]:
+        tasks[k][2].held = False
+        return [len(group) for _, group, _ in feed.poll()]
+
+    assert release(0) == [2]  # no group out: the first witnesses go at once
+    assert release(1) == [4]  # one group out: a second one queues behind it
+    assert release(3) == []  # two out: the last chunk's 6 wait (8 more witnesses are coming)
+    for job in groups[0]:
+        feed.proof_done(job)
+    assert [len(group) for _, group, _ in feed.poll()] == [6]  # a group finished: they go
+    assert release(2) == [8]  # a whole group goes whatever is out
+    assert not feed.active
 
 
 def test_a_witness_task_waits_for_room_for_its_whole_chunk(tmp_path: Path) -> None:

@@ -32,10 +32,18 @@ group (150 inputs at 2^16 on one worker of 16 processes: ten witnesses in turn p
 would hold the first proof back by that many witness calculations, the worker idle. With the
 default chunk, the batch's first witness task for each worker therefore holds one input per
 witness process of that worker, each round of them after it twice as many, up to the group
-size, and the proof groups grow alike: the first proofs start after about one witness
-calculation, and the groups reach full size while the first ones prove. Each witness task's
-priority is above every proof's and below the task submitted before it, so a worker starts its
-witness tasks, and its pool computes their inputs, in the order the proof groups need them.
+size: the first proofs start after about one witness calculation. Each witness task's priority
+is above every proof's and below the task submitted before it, so a worker starts its witness
+tasks, and its pool computes their inputs, in the order the proof groups need them.
+
+How proof groups are cut: from the witnesses that exist, a whole group of the key's size
+(the planner's, as a witness folder's proofs are grouped) whenever there is one, and a smaller
+one only while the workers hold fewer than :data:`GROUPS_AHEAD` unfinished groups each (one
+proving, one queued behind it), or for the key's last witnesses. Every task boundary costs a
+GPU worker about one group's host work with its device idle, so where witnesses come faster
+than proofs (a small circuit's) the groups are whole after the first one or two, as a witness
+folder's are; where they come slower, each group takes what the pool made while the one
+before it proved.
 
 How witnesses reach the provers: a witness task writes a ``.wtns`` (``formats.wtns.write_wtns``,
 atomic) and returns its path, so the proof tasks read it as they read any witness: into
@@ -44,9 +52,8 @@ longer than a 1,023-value witness's calculation), or with ``keep_witnesses`` bes
 ``<name>.wtns`` (fsynced). The client (:class:`InputFeed`, polled by
 ``batching._collect``) submits a witness task once its whole chunk fits under
 ``distprove.witness.in-flight`` inputs between their witness task and their proof's result, and
-submits proofs in groups as their witnesses arrive (the planner's group size, as a witness
-folder's proofs are grouped, after the batch's first smaller ones), each with its ``proofs`` markers (so the dashboard's proofs bar grows
-as inputs are fed): the witnesses never all exist at once, in memory or on
+submits proofs in groups as their witnesses arrive, each with its ``proofs`` markers (so the
+dashboard's proofs bar grows as inputs are fed): the witnesses never all exist at once, in memory or on
 disk. A bad input fails alone with its one-line reason (``<input>: <problem>``) and never
 reaches a prover.
 
@@ -65,7 +72,9 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +87,7 @@ from distributed.metrics import context_meter
 from distprove import config
 from distprove.cluster.discovery import Job, batch_folders, discover, key_beside, key_label, listing
 from distprove.cluster.tasks import failure_reason
-from distprove.cluster.inputs import check_witness_entry
+from distprove.cluster.inputs import check_witness_entry, has_witness_entries, tree_order
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import Status
 from distprove.errors import FormatError
@@ -92,6 +101,9 @@ EXECUTOR = "wtns"
 PLUGIN_NAME = "distprove-witness-pool"
 GROUPS_IN_FLIGHT = 4
 """Proof groups per worker the default ``distprove.witness.in-flight`` leaves room for."""
+GROUPS_AHEAD = 2
+"""Proof groups per worker submitted and not done (one proving, one queued behind it) below which
+the witnesses that exist go out as a group smaller than the key's."""
 WITNESS_PRIORITY = 1 << 20
 """The first witness task's priority; each later one's is one less, all above the proofs'."""
 NOT_INPUTS = ("verification_key.json",)
@@ -115,41 +127,39 @@ def _skipped_dir(path: Path, skip: set[Path]) -> bool:
     return path.name.startswith(".") or path.resolve() in skip or (path / "zarr.json").is_file()
 
 
+def _input_entries(input_dir: Path, skip: set[Path]) -> Iterator[str]:
+    """The ``*.json`` entries under ``input_dir`` that may be inputs, in walk order."""
+    settings = config.settings()
+    outputs = (settings.proof_suffix, settings.public_suffix)
+    for dirpath, dirnames, filenames in os.walk(input_dir, followlinks=False):
+        for n in filenames:
+            if n.endswith(INPUT_SUFFIX) and not n.startswith(".") and n not in NOT_INPUTS and not n.endswith(outputs):
+                yield os.path.join(dirpath, n)
+        dirnames[:] = sorted(d for d in dirnames if not _skipped_dir(Path(dirpath, d), skip))
+
+
 def input_paths(input_dir: Path, exclude: list[Path]) -> tuple[list[Path], list[FormatError]]:
     """The ``*.json`` entries under ``input_dir`` (sorted), split into readable files and the
     refused ones (links out of the folder, FIFOs, ...: ``inputs.check_witness_entry``)."""
-    settings = config.settings()
     skip = {p.resolve() for p in exclude}
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(input_dir, followlinks=False):
-        here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if not _skipped_dir(here / d, skip))
-        found += [
-            here / n for n in filenames
-            if n.endswith(INPUT_SUFFIX) and not n.startswith(".") and n not in NOT_INPUTS
-            and not n.endswith((settings.proof_suffix, settings.public_suffix))
-        ]
     ok: list[Path] = []
     bad: list[FormatError] = []
-    for p in sorted(found):
+    for p in sorted(_input_entries(input_dir, skip), key=tree_order):
         reason = check_witness_entry(p, input_dir)
-        (ok.append(p) if reason is None else bad.append(FormatError(p, reason)))  # type: ignore[func-returns-value]
+        (ok.append(Path(p)) if reason is None else bad.append(FormatError(p, reason)))  # type: ignore[func-returns-value]
     return ok, bad
 
 
 def holds_inputs(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> bool:
-    """Whether ``folder`` is an input folder: ``*.json`` inputs and no ``*.wtns`` witness."""
-    from distprove.cluster.inputs import safe_witness_paths
-
+    """Whether ``folder`` is an input folder: ``*.json`` inputs and no ``*.wtns`` witness (each
+    looked for until the first one)."""
     root = Path(folder).resolve()
     if not root.is_dir():
         return False
     out = Path(out_dir).resolve() if out_dir is not None else root / config.settings().out_dir
-    witnesses, rejected = safe_witness_paths(root, exclude=[out])
-    if witnesses or rejected:
+    if has_witness_entries(root, exclude=[out]):
         return False
-    found, refused = input_paths(root, [out])
-    return bool(found or refused)
+    return next(_input_entries(root, {out.resolve()}), None) is not None
 
 
 def wasm_beside(key_path: str) -> tuple[str, str]:
@@ -182,30 +192,36 @@ def discover_inputs(
     cache: dict[Path, list[Path]] = {}
     searched: list[Path] = []
     keyed = False  # some readable input has a key
+    chosen_key = str(Path(chosen).resolve()) if chosen is not None else None
+    circuit_given = str(Path(wasm).resolve()) if wasm is not None else ""
     jobs = []
+    root_s, out_s = str(root), str(out)
+    beside: dict[str, tuple[str, str]] = {}  # key path -> wasm_beside(key path)
     for p, error in [(p, "") for p in inputs] + [(Path(e.path), e.problem) for e in rejected]:
-        rel = p.relative_to(root)
-        name = (rel.parent / rel.name.removesuffix(INPUT_SUFFIX)).as_posix()
-        where = out / rel.parent
-        stem = rel.name.removesuffix(INPUT_SUFFIX)
+        rel = str(p)[len(root_s) + 1 :]  # found under the folder: its path there
+        rel_dir, stem = os.path.dirname(rel), os.path.basename(rel).removesuffix(INPUT_SUFFIX)
+        name = os.path.join(rel_dir, stem).replace(os.sep, "/")
+        where = os.path.join(out_s, rel_dir)
         key_path: str | None = None
         if not error:
-            if chosen is not None:
-                key_path = str(Path(chosen).resolve())
+            if chosen_key is not None:
+                key_path = chosen_key
             else:
                 key_path, folders = key_beside(p.parent, root, cache)
                 searched += folders
                 if key_path is None:
                     error = f"no key store or .zkey found beside it (searched {listing(folders)}); pass key="
             keyed = keyed or key_path is not None
-        circuit = str(Path(wasm).resolve()) if wasm is not None else ""
+        circuit = circuit_given
         if key_path is not None and not circuit:
-            circuit, why = wasm_beside(key_path)
+            if key_path not in beside:
+                beside[key_path] = wasm_beside(key_path)
+            circuit, why = beside[key_path]
             error = error or why
-        wtns = where / f"{stem}.wtns" if keep_witnesses else out / SCRATCH_DIR / rel.parent / f"{stem}.wtns"
+        wtns = os.path.join(where if keep_witnesses else os.path.join(out_s, SCRATCH_DIR, rel_dir), f"{stem}.wtns")
         jobs.append(InputJob(
-            name, str(p), key_path if not error else None, str(where / f"{stem}{settings.proof_suffix}"),
-            str(where / f"{stem}{settings.public_suffix}"), error, circuit, str(wtns), keep_witnesses,
+            name, str(p), key_path if not error else None, os.path.join(where, f"{stem}{settings.proof_suffix}"),
+            os.path.join(where, f"{stem}{settings.public_suffix}"), error, circuit, wtns, keep_witnesses,
         ))
     if inputs and not keyed:
         raise FormatError(
@@ -279,8 +295,8 @@ class WitnessPool(WorkerPlugin):
             pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns", initializer=nicer,
                                       initargs=(self.niceness,))
         else:
-            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=nicer,
-                                       initargs=(self.niceness,))
+            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
+                                       initargs=(self.niceness, os.getpid()))
         for _ in range(n):  # start the processes now, not under the batch's first witnesses
             pool.submit(_warm_up)
         old = worker.executors.get(EXECUTOR)
@@ -316,6 +332,31 @@ def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -
 def _calculate_chunk(wasm: str, items: list[tuple[str, str]], keep: bool = False) -> list[str]:
     """In a pool process: :func:`_calculate_into` for each (input, wtns) in turn."""
     return [_calculate_into(wasm, input_path, wtns, keep) for input_path, wtns in items]
+
+
+PARENT_POLL_S = 1.0
+"""How often a witness process looks whether its worker process is still there."""
+
+
+def _pool_process(niceness: int, worker_pid: int) -> None:
+    """In each witness process as it starts: run ``niceness`` nicer than the worker, and exit
+    once the worker process (``worker_pid``) is gone. A worker killed outright (by its nanny, the
+    OOM killer) never shuts its pool down, and its processes, blocked on the pool's queue, would
+    stay. (``os.getppid`` cannot tell: in a Dask worker's pool it reads 1 from the start.)"""
+    import psutil
+
+    nicer(niceness)
+    try:
+        worker = psutil.Process(worker_pid)  # is_running() also tells a reused pid from it
+    except psutil.NoSuchProcess:
+        os._exit(0)
+
+    def exit_with_parent() -> None:
+        while worker.is_running():
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, name="distprove-wtns-parent", daemon=True).start()
 
 
 def _warm_up() -> None:
@@ -365,10 +406,9 @@ def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
 
 
 def ramp_size(index: int, first: int, workers: int, full: int) -> int:
-    """The most inputs of a batch's ``index``-th witness task, or proofs of its ``index``-th proof
-    group (from 0), as the batch starts: ``first`` (one input per witness process) for the first
-    one of each of the ``workers``, twice as many for each round of them after, up to ``full``
-    (the key's proof group size)."""
+    """The most inputs of a batch's ``index``-th witness task (from 0), as the batch starts:
+    ``first`` (one input per witness process) for the first one of each of the ``workers``, twice
+    as many for each round of them after, up to ``full`` (the key's proof group size)."""
     rounds = index // max(1, workers)
     return full if rounds >= full.bit_length() else min(full, max(1, first) << rounds)
 
@@ -386,8 +426,10 @@ class InputFeed:
         self.chunk = chunk if chunk is not None else config.get("witness.chunk", None)
         self.opened: set[str] = set()
         """Inputs whose witness task was submitted and whose result is not in yet."""
-        self.proving = 0
-        """Proofs submitted whose result is not in yet."""
+        self.group_of: dict[str, int] = {}
+        """The proof group of each proof submitted whose result is not in yet."""
+        self.open_groups: dict[int, int] = {}
+        """Proof groups submitted with some result not in yet: their proofs still out."""
 
     def start(
         self, client: Any, planned: list[tuple[Job, Any]], plan: Any, submit: Callable[[list[Job], Any, int], Any],
@@ -397,14 +439,19 @@ class InputFeed:
         self.client, self.plan, self.submit, self.emit, self.tag = client, plan, submit, emit, tag
         self.workers = list(plan.workers) or sorted(client.nthreads())
         counts: dict[str, int] = {}
+        infos: dict[Any, Any] = {}  # a job's key -> its KeyInfo
+        pairs: dict[tuple[str, str], Any] = {}  # (wasm, key path) -> the key's KeyInfo, once each
         for job, info in planned:
             counts[info.path] = counts.get(info.path, 0) + 1
-        self.sizes = {job.key: plan.proofs_per_task(info, counts[info.path]) for job, info in planned}
+            infos[job.key] = info
+            if isinstance(job, InputJob):
+                pairs.setdefault((job.wasm, info.path), info)
+        self.sizes = {k: plan.proofs_per_task(info, counts[info.path]) for k, info in infos.items()}
         checks = {
-            (job.wasm, info.path): client.submit(
-                check_circuit, job.wasm, info.n_vars, info.path, key=("check-circuit", key_label(job.wasm), key_label(info.path), tag), pure=False,
+            (wasm, path): client.submit(
+                check_circuit, wasm, info.n_vars, path, key=("check-circuit", key_label(wasm), key_label(path), tag), pure=False,
             )
-            for job, info in planned if isinstance(job, InputJob)
+            for (wasm, path), info in pairs.items()
         }
         refused: dict[tuple[str, str], str] = {}
         for pair, fut in checks.items():
@@ -424,8 +471,6 @@ class InputFeed:
         for job, _ in self.queue:
             self.left[job.key] = self.left.get(job.key, 0) + 1
         self.procs = processes_for(client.nthreads())
-        self.first = min((self.procs.get(w, 1) for w in self.workers), default=1)
-        """The proof groups' starting size: one input per witness process of a worker."""
         biggest = max(self.sizes.values(), default=1)
         self.bound = (
             int(self.in_flight) if self.in_flight
@@ -459,11 +504,6 @@ class InputFeed:
             return []
         return [self.queue.pop() for _ in range(n)]
 
-    def _group_size(self, full: int) -> int:
-        """The next proof group's size, for a key whose groups hold ``full`` proofs: smaller as the
-        batch starts (:func:`ramp_size`), as its witness tasks are, with the default chunk."""
-        return full if self.chunk else ramp_size(self.groups, self.first, len(self.workers), full)
-
     @property
     def active(self) -> bool:
         """Whether proofs are still to come from this feed."""
@@ -483,7 +523,11 @@ class InputFeed:
 
     def proof_done(self, job: Job) -> None:
         """One proof's result is in."""
-        self.proving -= 1
+        group = self.group_of.pop(job.name, None)
+        if group is not None:
+            self.open_groups[group] -= 1
+            if not self.open_groups[group]:
+                del self.open_groups[group]
 
     def poll(self) -> list[tuple[Any, list[tuple[Job, list[Any]]], bool]]:
         """Start witness tasks while there is room; return the proof groups submitted now as
@@ -506,8 +550,6 @@ class InputFeed:
             if not chunk:
                 break
             jobs = [job for job, _ in chunk]
-            for job in jobs:
-                Path(job.wtns).parent.mkdir(parents=True, exist_ok=True)
             name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
             fut = self.client.submit(
                 compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.procs.get(worker, 1), jobs[0].keep,
@@ -520,14 +562,15 @@ class InputFeed:
         out = []
         for kp, items in self.ready.items():
             while items:
-                size = self._group_size(self.sizes.get(kp, 1))
-                if len(items) < size and self.left.get(kp, 0) and self.proving >= len(self.workers):
-                    break  # more witnesses of the key are coming and the workers have proofs
+                size = self.sizes.get(kp, 1)
+                if len(items) < size and self.left.get(kp, 0) and len(self.open_groups) >= GROUPS_AHEAD * len(self.workers):
+                    break  # more witnesses of the key are coming and the workers have proofs queued
                 chunk, items[:] = items[:size], items[size:]
                 jobs = [j for j, _ in chunk]
                 reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted)
                 self.submitted += len(jobs)
+                self.open_groups[self.groups] = len(jobs)
+                self.group_of.update((j.name, self.groups) for j in jobs)
                 self.groups += 1
-                self.proving += len(jobs)
                 out.append((reducer, [(j, futures) for j in jobs], writes))
         return out
