@@ -17,7 +17,10 @@ and their ratio (inputs over witnesses, best run of each). The input batch compu
 witness on the workers; the witness batch reads them. Each run also gives the seconds to its
 first proof and its proofs/s after that one's group (``steady``), which tell a batch's fixed
 start-up (the circuit check, the first witness chunk) from a slower pace. ``--keep DIR`` keeps
-the last input batch's proofs there (to check one with snarkjs).
+the last input batch's proofs there (to check one with snarkjs). ``--timeline`` records each
+run's Dask task stream and prints, per worker, where its execution slot went: the seconds to the
+first proof task, in proof tasks, in other tasks (witness tasks until they secede, markers, ...)
+and idle between them, and the tail after the last proof task's slot is given back.
 """
 
 from __future__ import annotations
@@ -85,6 +88,43 @@ def _pace(report: Any) -> tuple[float, float]:
     return times[0], steady
 
 
+def slot_timeline(stream: list[dict[str, Any]], t0: float, t1: float) -> dict[str, dict[str, float]]:
+    """Per worker, where its execution slot went between ``t0`` and ``t1`` (a batch's wall
+    clock): ``first_proof`` (seconds to its first proof task's start), ``proving`` (in proof
+    tasks), ``other`` (in other tasks, by kind), ``idle`` (no task in the slot after the first
+    proof task started), ``tail`` (after the last proof task ended), task counts by kind. A task
+    that secedes (a witness task waiting for its pool, a proof task draining its last groups)
+    holds the slot only until then; the stream shows its whole compute span, so overlapping
+    spans are clipped at the next task's start."""
+    spans: dict[str, list[tuple[float, float, str]]] = {}
+    for rec in stream:
+        kind = rec["key"][0] if isinstance(rec["key"], tuple) else str(rec["key"]).split("-")[0]
+        for ss in rec.get("startstops", ()):
+            if ss.get("action") == "compute":
+                spans.setdefault(rec["worker"], []).append((ss["start"], ss["stop"], str(kind)))
+    out: dict[str, dict[str, float]] = {}
+    for worker, items in spans.items():
+        items.sort()
+        proofs = [s for s in items if s[2] == "prove-whole"]
+        if not proofs:
+            continue
+        row: dict[str, float] = {"first_proof": proofs[0][0] - t0, "proving": 0.0, "idle": 0.0,
+                                 "tail": max(0.0, t1 - max(s[1] for s in proofs))}
+        busy_until = proofs[0][0]
+        for i, (start, stop, kind) in enumerate(items):
+            if start < proofs[0][0]:
+                continue
+            nxt = items[i + 1][0] if i + 1 < len(items) else stop
+            held = max(0.0, min(stop, nxt) - max(start, busy_until))
+            row["idle"] += max(0.0, start - busy_until)
+            row["proving" if kind == "prove-whole" else f"other:{kind}"] = row.get(
+                "proving" if kind == "prove-whole" else f"other:{kind}", 0.0) + held
+            row[f"n:{kind}"] = row.get(f"n:{kind}", 0) + 1
+            busy_until = max(busy_until, min(stop, nxt))
+        out[worker] = {k: round(v, 4) for k, v in row.items()}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("circuit", type=Path, help="circuit.wasm, inputs/*.json and a key (see above)")
@@ -93,10 +133,11 @@ def main() -> None:
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--keep", type=Path, help="Copy the last input batch's proofs here.")
+    ap.add_argument("--timeline", action="store_true", help="Print where each worker's slot went per run.")
     args = ap.parse_args()
 
     import distprove
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, get_task_stream
 
     key = circuit_key(args.circuit, args.backend)
     with tempfile.TemporaryDirectory() as tmp, dask.config.set({"distributed.worker.daemon": False}):
@@ -107,8 +148,11 @@ def main() -> None:
             for rep in range(args.reps + 1):
                 for kind, folder in (("witnesses", witnesses), ("inputs", inputs)):
                     shutil.rmtree(folder / "proofs", ignore_errors=True)
-                    report = distprove.batch(folder, key=key, client=client, backend=args.backend, echo=None,
-                                             wasm=inputs / "circuit.wasm" if kind == "inputs" else None)
+                    with get_task_stream(client) as ts:
+                        t0 = time.time()
+                        report = distprove.batch(folder, key=key, client=client, backend=args.backend, echo=None,
+                                                 wasm=inputs / "circuit.wasm" if kind == "inputs" else None)
+                        t1 = time.time()
                     if not report.ok or report.skipped:
                         sys.exit(f"{kind} batch: {report.summary()}")
                     if rep:  # the first round warms the keys, kernels and witness pools
@@ -116,6 +160,14 @@ def main() -> None:
                         pace[kind].append(_pace(report))
                         print(f"{kind}: {report.summary().splitlines()[0]}; first proof at {pace[kind][-1][0]:.3f} s, "
                               f"then {pace[kind][-1][1]:.2f} proofs/s", flush=True)
+                        if args.timeline:
+                            print(f"  {kind} slots: {json.dumps(slot_timeline(ts.data, t0, t1))}", flush=True)
+                            print("  tasks: " + " ".join(
+                                f"{rec['key'][0]}:{rec['key'][1].rsplit('+', 1)[-1] if '+' in rec['key'][1] else 0}"
+                                f"@{ss['start'] - t0:.3f}-{ss['stop'] - t0:.3f}"
+                                for rec in sorted(ts.data, key=lambda r: r['startstops'][0]['start'] if r.get('startstops') else 0)
+                                if isinstance(rec["key"], tuple) and rec["key"][0] not in ("proofs",)
+                                for ss in rec.get("startstops", ()) if ss.get("action") == "compute"), flush=True)
             if args.keep:
                 shutil.copytree(inputs / "proofs", args.keep, dirs_exist_ok=True)
             best = {k: max(v) for k, v in rows.items()} if args.reps else {}

@@ -18,5 +18,5 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   zarr==3.4.2 numcodecs==0.17.1 donfig google-crc32c msgspec \
   'bokeh<3.10' xyzservices partd locket tblib tornado zict \
   py_ecc==8.0.0 eth-utils==6.0.0 eth-typing==6.0.0 eth-hash==0.8.0 cytoolz==1.2.0 \
-  pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection gmpy2==2.3.2 "$@"
+  pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection gmpy2==2.3.2 wasmtime "$@"
 du -sh .whl
