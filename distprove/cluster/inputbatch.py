@@ -12,8 +12,8 @@ Where witnesses are computed: :class:`WitnessPool`, a WorkerPlugin, registers a 
 each worker as ``worker.executors["wtns"]`` (``distprove.witness.processes`` processes, default
 the worker's share of its host's cores, ``distprove.witness.niceness`` nicer than the worker so
 that its own threads, which feed its GPU, never queue behind witnesses for a core), shut down
-with the worker like its other executors. A
-witness task (:func:`compute_witnesses`, ``("witness-gen", name, tag)``, metered as the
+with the worker like its other executors; a worker killed outright shuts nothing down, so each
+process also exits within :data:`PARENT_POLL_S` of its worker's end. A witness task (:func:`compute_witnesses`, ``("witness-gen", name, tag)``, metered as the
 ``witness-gen`` stage) computes a chunk of inputs (``distprove.witness.chunk``, default one proof
 group of the planner's: a Dask task costs milliseconds of the worker's time, a small circuit's
 witness about one), spreading the chunk over that pool's processes, and secedes from the
