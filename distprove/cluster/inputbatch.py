@@ -530,8 +530,12 @@ class InputFeed:
                 del self.open_groups[group]
 
     def poll(self) -> list[tuple[Any, list[tuple[Job, list[Any]]], bool]]:
-        """Start witness tasks while there is room; return the proof groups submitted now as
-        (reducer future, [(job, its futures)], whether the task writes its proofs)."""
+        """Cut proof groups from the witnesses done, then start one round of witness tasks (one per
+        worker) while there is room; return the proof groups submitted now as (reducer future,
+        [(job, its futures)], whether the task writes its proofs). One round a call: a task's
+        submission costs the client milliseconds, and submitting a batch's first witness tasks all
+        at once (nine at mul_chain_1k x 3,000) held its first proof group back ~0.1 s after its
+        witnesses were done."""
         for fut in [f for f in self.computing if f.done()]:
             chunk = self.computing.pop(fut)
             try:
@@ -544,21 +548,6 @@ class InputFeed:
                     self.emit(job, Status.FAILED, reason)
                 else:
                     self.ready.setdefault(job.key or "", []).append((job, info))
-        while self.queue and len(self.opened) < self.bound:
-            worker = self.workers[self.sent % len(self.workers)]
-            chunk = self._next_chunk(worker)
-            if not chunk:
-                break
-            jobs = [job for job, _ in chunk]
-            name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
-            fut = self.client.submit(
-                compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.procs.get(worker, 1), jobs[0].keep,
-                key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker], allow_other_workers=True,
-                priority=WITNESS_PRIORITY - self.sent,
-            )
-            self.sent += 1
-            self.computing[fut] = chunk
-            self.opened.update(j.name for j in jobs)
         out = []
         for kp, items in self.ready.items():
             while items:
@@ -573,4 +562,21 @@ class InputFeed:
                 self.group_of.update((j.name, self.groups) for j in jobs)
                 self.groups += 1
                 out.append((reducer, [(j, futures) for j in jobs], writes))
+        for _ in self.workers:  # one round a call: the client comes back for the witnesses done meanwhile
+            if not self.queue or len(self.opened) >= self.bound:
+                break
+            worker = self.workers[self.sent % len(self.workers)]
+            chunk = self._next_chunk(worker)
+            if not chunk:
+                break
+            jobs = [job for job, _ in chunk]
+            name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
+            fut = self.client.submit(
+                compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.procs.get(worker, 1), jobs[0].keep,
+                key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker], allow_other_workers=True,
+                priority=WITNESS_PRIORITY - self.sent,
+            )
+            self.sent += 1
+            self.computing[fut] = chunk
+            self.opened.update(j.name for j in jobs)
         return out
