@@ -125,6 +125,20 @@ def slot_timeline(stream: list[dict[str, Any]], t0: float, t1: float) -> dict[st
     return out
 
 
+def task_spans(stream: list[dict[str, Any]], t0: float) -> str:
+    """Every task's compute span from ``t0``, in start order, as ``prefix:N@start-stop`` (N: the
+    proofs or inputs after the first that its name counts, ``name+N``); markers left out."""
+    spans = []
+    for rec in stream:
+        key = rec["key"]
+        if not isinstance(key, tuple) or key[0] == "proofs":
+            continue
+        more = key[1].rsplit("+", 1)[-1] if "+" in str(key[1]) else "0"
+        spans += [(ss["start"], f"{key[0]}:{more}@{ss['start'] - t0:.3f}-{ss['stop'] - t0:.3f}")
+                  for ss in rec.get("startstops", ()) if ss.get("action") == "compute"]
+    return " ".join(text for _, text in sorted(spans))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("circuit", type=Path, help="circuit.wasm, inputs/*.json and a key (see above)")
@@ -162,12 +176,7 @@ def main() -> None:
                               f"then {pace[kind][-1][1]:.2f} proofs/s", flush=True)
                         if args.timeline:
                             print(f"  {kind} slots: {json.dumps(slot_timeline(ts.data, t0, t1))}", flush=True)
-                            print("  tasks: " + " ".join(
-                                f"{rec['key'][0]}:{rec['key'][1].rsplit('+', 1)[-1] if '+' in rec['key'][1] else 0}"
-                                f"@{ss['start'] - t0:.3f}-{ss['stop'] - t0:.3f}"
-                                for rec in sorted(ts.data, key=lambda r: r['startstops'][0]['start'] if r.get('startstops') else 0)
-                                if isinstance(rec["key"], tuple) and rec["key"][0] not in ("proofs",)
-                                for ss in rec.get("startstops", ()) if ss.get("action") == "compute"), flush=True)
+                            print(f"  tasks: {task_spans(ts.data, t0)}", flush=True)
             if args.keep:
                 shutil.copytree(inputs / "proofs", args.keep, dirs_exist_ok=True)
             best = {k: max(v) for k, v in rows.items()} if args.reps else {}

@@ -127,7 +127,7 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
             key_path, folders = key_beside(w.parent, root, cache)
             searched += folders
             error = "" if key_path else f"no key store or .zkey found beside it (searched {listing(folders)}); pass key="
-        jobs.append(Job(_job_name(rel), str(w), key_path, str(proof), str(public), error))
+        jobs.append(Job(job_name(rel), str(w), key_path, str(proof), str(public), error))
     if witnesses and not any(j.key for j in jobs):
         raise FormatError(
             witness_dir,
@@ -138,13 +138,14 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
         w = Path(err.path)
         rel = err.path[len(root_s) + 1 :]
         proof, public = settings.output_paths(w, os.path.join(out_s, os.path.dirname(rel)))
-        jobs.append(Job(_job_name(rel), str(w), None, str(proof), str(public), err.problem))
+        jobs.append(Job(job_name(rel), str(w), None, str(proof), str(public), err.problem))
     return sorted(jobs, key=lambda j: j.name)
 
 
-def _job_name(rel: str) -> str:
-    """A witness's name in reports and task keys: its path under the witness folder, less .wtns."""
-    return rel.removesuffix(".wtns").replace(os.sep, "/")
+def job_name(rel: str, suffix: str = ".wtns") -> str:
+    """A witness's (or input's) name in reports and task keys: its path ``rel`` under the batch's
+    folder, less its ``suffix``, with ``/`` between folders."""
+    return rel.removesuffix(suffix).replace(os.sep, "/")
 
 
 def key_label(key_path: str) -> str:

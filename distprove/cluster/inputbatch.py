@@ -85,7 +85,7 @@ from distributed import WorkerPlugin, get_worker, secede
 from distributed.metrics import context_meter
 
 from distprove import config
-from distprove.cluster.discovery import Job, batch_folders, discover, key_beside, key_label, listing
+from distprove.cluster.discovery import Job, batch_folders, discover, job_name, key_beside, key_label, listing
 from distprove.cluster.tasks import failure_reason
 from distprove.cluster.inputs import check_witness_entry, has_witness_entries, tree_order
 from distprove.cluster.state import WITNESS_GEN
@@ -200,7 +200,7 @@ def discover_inputs(
     for p, error in [(p, "") for p in inputs] + [(Path(e.path), e.problem) for e in rejected]:
         rel = str(p)[len(root_s) + 1 :]  # found under the folder: its path there
         rel_dir, stem = os.path.dirname(rel), os.path.basename(rel).removesuffix(INPUT_SUFFIX)
-        name = os.path.join(rel_dir, stem).replace(os.sep, "/")
+        name = job_name(rel, INPUT_SUFFIX)
         where = os.path.join(out_s, rel_dir)
         key_path: str | None = None
         if not error:
