@@ -9,6 +9,8 @@ in tests/test_batch.py; these need no cluster.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import dask
@@ -418,6 +420,37 @@ def test_prove_group_in_groups_fails_a_bad_witness_alone(st: ProverState, tmp_pa
     assert [r.proof.points for r in grouped if isinstance(r, Assembled)] == [r.proof.points for r in alone if isinstance(r, Assembled)]
     vk = st.vk(st.key(str(MINI_ZKEY)))
     assert all(verify(vk, r.proof.public, r.proof.points) for r in grouped if isinstance(r, Assembled))
+
+
+def test_streamed_prove_group_computes_its_inputs_and_a_bad_one_fails_alone(st: ProverState, tmp_path: Path) -> None:
+    """A proof task of an input batch whose witness task never ran here (specs with a source, no
+    pool off a worker) computes each input's witness itself, byte for byte the fixture's, and
+    proves it: the same proofs as from the fixture witness with the same blindings; an input the
+    circuit refuses fails alone with its one line naming the input."""
+    from distprove.cluster.tasks import Failed, WitnessSource
+    from distprove.cluster.witnesspool import forget_batch
+
+    good = spec_for(tmp_path)
+    bad_input = tmp_path / "bad.json"
+    bad_input.write_text(json.dumps({"nope": 1}))
+
+    def from_input(name: str, input_path: Path) -> ProofSpec:
+        return ProofSpec(name, str(tmp_path / "scratch" / f"{name}.wtns"), good.key_path, good.content_hash,
+                         str(tmp_path / f"{name}.proof.json"), str(tmp_path / f"{name}.public.json"),
+                         WitnessSource(str(DATA / "mini" / "mini.wasm"), str(input_path), False, "streamed-test"))
+
+    specs = [from_input("a", DATA / "mini" / "input.json"), from_input("b", bad_input), from_input("c", DATA / "mini" / "input.json")]
+    blindings = [(11, 13), (17, 19), (23, 29)]
+    widths = work.plan_key(str(MINI_ZKEY)).widths
+    try:
+        streamed = work.prove_group(specs, widths, blindings=blindings)
+    finally:
+        forget_batch("streamed-test")
+    assert [type(r).__name__ for r in streamed] == ["Assembled", "Failed", "Assembled"]
+    assert isinstance(streamed[1], Failed) and streamed[1].reason.startswith(f"{bad_input}: ")
+    assert [(tmp_path / "scratch" / f"{n}.wtns").read_bytes() == MINI_WTNS.read_bytes() for n in "ac"] == [True, True]
+    files = work.prove_group([good, replace(good, name="c")], widths, blindings=[blindings[0], blindings[2]])
+    assert [r.proof.points for r in streamed if isinstance(r, Assembled)] == [r.proof.points for r in files]
 
 
 @pytest.fixture

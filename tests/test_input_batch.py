@@ -28,7 +28,8 @@ import distprove
 from conftest import find_snarkjs, snarkjs_verify
 from distprove.cli import main
 from distprove.cluster import incremental
-from distprove.cluster.inputbatch import EXECUTOR, SCRATCH_DIR, discover_inputs, holds_inputs
+from distprove.cluster.inputbatch import SCRATCH_DIR, discover_inputs, holds_inputs
+from distprove.cluster.witnesspool import EXECUTOR
 from distprove.cluster.state import WITNESS_GEN
 from distprove.errors import FormatError
 
@@ -282,7 +283,7 @@ def test_witness_tasks_come_in_chunks_and_proofs_in_planned_groups(tmp_path: Pat
     (root / "p4.json").write_text("not JSON")  # one bad input inside the second chunk
     jobs = discover_inputs(root)
     info = SimpleNamespace(path=jobs[0].key, n_vars=0)
-    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 4)
+    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 4, fuses=lambda info: False)
     client, groups, failed = _InlineClient(), [], {}
 
     def submit(chunk_jobs: list, info: Any, i: int) -> tuple:
@@ -350,7 +351,7 @@ def test_scratch_witnesses_are_written_without_fsync(tmp_path: Path, monkeypatch
     one has them; both are snarkjs's bytes."""
     import os
 
-    from distprove.cluster.inputbatch import compute_witnesses
+    from distprove.cluster.witnesspool import compute_witnesses
 
     synced: list[int] = []
     real = os.fsync
@@ -372,7 +373,7 @@ def test_witness_processes_run_nicer_than_their_worker(client) -> None:
     import os
 
     from distprove import config
-    from distprove.cluster.inputbatch import PLUGIN_NAME, WitnessPool
+    from distprove.cluster.witnesspool import PLUGIN_NAME, WitnessPool
     from distprove.priority import nicer
 
     def pool_and_worker_nice(dask_worker) -> tuple[int, int]:
@@ -403,7 +404,8 @@ def test_witness_processes_exit_when_their_worker_is_killed(client) -> None:
 
     import psutil
 
-    from distprove.cluster.inputbatch import PARENT_POLL_S, ensure_witness_pool
+    from distprove.cluster.inputbatch import ensure_witness_pool
+    from distprove.cluster.witnesspool import PARENT_POLL_S
 
     def pool_pids(dask_worker) -> tuple[int, list[int]]:
         return os.getpid(), [p.pid for p in dask_worker.executors[EXECUTOR]._processes.values()]
@@ -453,7 +455,7 @@ def test_a_batch_starts_with_one_input_per_witness_process(tmp_path: Path) -> No
 
     jobs, info = _twenty_inputs(tmp_path)
     workers = ("tcp://127.0.0.1:1", "tcp://127.0.0.1:2")
-    plan = SimpleNamespace(workers=workers, proofs_per_task=lambda info, n: 8)
+    plan = SimpleNamespace(workers=workers, proofs_per_task=lambda info, n: 8, fuses=lambda info: False)
     client, groups = _InlineClient(workers, hold=True), []
 
     def submit(chunk_jobs: list, info: Any, i: int) -> tuple:
@@ -497,7 +499,7 @@ def test_a_smaller_proof_group_goes_out_only_while_the_workers_are_short_of_grou
 
     assert GROUPS_AHEAD == 2  # the sequence below: one proving, one queued
     jobs, info = _twenty_inputs(tmp_path)
-    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 8)
+    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 8, fuses=lambda info: False)
     client, groups = _InlineClient(hold=True), []
 
     def submit(chunk_jobs: list, info: Any, i: int) -> tuple:
@@ -533,7 +535,7 @@ def test_a_witness_task_waits_for_room_for_its_whole_chunk(tmp_path: Path) -> No
     from distprove.cluster.inputbatch import InputFeed
 
     jobs, info = _twenty_inputs(tmp_path)
-    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 8)
+    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 8, fuses=lambda info: False)
     client = _InlineClient(hold=True)
     with dask.config.set({"distprove.witness.processes": 2}):
         feed = InputFeed(in_flight=6)
@@ -561,3 +563,91 @@ def test_a_witness_task_waits_for_room_for_its_whole_chunk(tmp_path: Path) -> No
             fut.held = False
         prove(feed.poll())
     assert [len(items) for items, _, _ in tasks] == [2, 4, 6, 6, 2]
+
+
+def test_a_streamed_key_sends_each_group_as_a_witness_task_and_a_proof_task_on_one_worker(tmp_path: Path) -> None:
+    """A key whose proof tasks stream: each proof group of the key's size is one witness task and
+    one proof task (its specs' witnesses computed as it proves), both on the same worker; a
+    worker's proof task goes out once WITNESS_LEAD witness tasks are out ahead of it (so they
+    reach the worker first) and while it holds fewer than GROUPS_AHEAD open groups; the feed
+    reports no input itself (a proof task reports an input that fails)."""
+    from types import SimpleNamespace
+
+    from distprove.cluster.inputbatch import GROUPS_AHEAD, WITNESS_LEAD, InputFeed
+
+    assert (GROUPS_AHEAD, WITNESS_LEAD) == (2, 2)  # the sequence below
+    jobs, info = _twenty_inputs(tmp_path)
+    (Path(jobs[9].witness)).write_text("not JSON")  # a bad input in the second group
+    workers = ("tcp://127.0.0.1:1", "tcp://127.0.0.1:2")
+    plan = SimpleNamespace(workers=workers, proofs_per_task=lambda info, n: 4, fuses=lambda info: True)
+    client, proofs, failed = _InlineClient(workers), [], []
+
+    def submit(chunk_jobs: list, info: Any, i: int, worker: str | None = None, stream: bool = False) -> tuple:
+        proofs.append(([j.name for j in chunk_jobs], worker, stream))
+        return object(), [], True
+
+    with dask.config.set({"distprove.witness.processes": 2}):
+        feed = InputFeed()
+        feed.start(client, [(j, info) for j in jobs], plan, submit, lambda job, *a: failed.append(job.name), "t")
+    try:
+        groups = feed.poll()  # one witness task per worker, no proof task yet
+        assert groups == [] and [len(items) for items, _, _ in client.witness_tasks] == [4, 4]
+        groups = feed.poll()  # a second one each: their first groups' proof tasks go
+        assert len(groups) == 2 and [len(items) for items, _, _ in client.witness_tasks] == [4, 4, 4, 4]
+        assert proofs == [(["p00", "p01", "p02", "p03"], workers[0], True), (["p04", "p05", "p06", "p07"], workers[1], True)]
+        feed.poll()  # a third each (the lead refilled): the second groups' proof tasks go
+        assert len(client.witness_tasks) == 5 and len(proofs) == 4  # 20 inputs: five groups
+        assert [p[1] for p in proofs] == [workers[0], workers[1], workers[0], workers[1]]
+        feed.poll()  # two groups open on each worker: the fifth group's proof task waits
+        assert len(proofs) == 4
+        for name in proofs[0][0]:
+            feed.proof_done(SimpleNamespace(name=name))
+        feed.poll()
+        assert len(proofs) == 5 and proofs[4][1] == workers[0]
+        # every witness task and its group's proof task on one worker, the groups in input order
+        placed = [(tuple(Path(inp).stem for inp, _ in items), kw["workers"][0]) for items, kw, _ in client.witness_tasks]
+        assert sorted(placed) == sorted((tuple(names), worker) for names, worker, _ in proofs)
+        assert [n for names, _, _ in proofs for n in names] == [j.name for j in jobs]
+        assert failed == [] and not feed.active
+    finally:
+        from distprove.cluster.witnesspool import forget_batch
+
+        forget_batch("t")
+
+
+def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A witness task's inputs are claimed in this process: a proof task then takes each witness
+    without computing it again (a witness task after it neither), one it takes a second time is
+    computed again, a failed input raises its one line naming the input, and a batch's claims go
+    at its end. Jobs hold at most JOB_VALUES values and no more than a process's share."""
+    from distprove.cluster import witnesspool
+    from distprove.cluster.tasks import WitnessSource
+    from distprove.cluster.witnesspool import JOB_VALUES, WitnessFailed, await_witness, compute_witnesses, forget_batch, job_size
+
+    assert job_size(150, 1 << 16, 16) == 1 and job_size(3000, 1024, 16) == JOB_VALUES // 1024
+    assert job_size(40, 1024, 16) == 3 and job_size(0, 10, 4) == 1
+    computed: list[str] = []
+    real = witnesspool._calculate_chunk
+    monkeypatch.setattr(witnesspool, "_calculate_chunk",
+                        lambda wasm, items, keep=False: (computed.extend(Path(i).stem for i, _ in items), real(wasm, items, keep))[1])
+    wasm = str(DATA / "mul_chain_1k" / "circuit.wasm")
+    good = str(DATA / "mul_chain_1k" / "inputs" / "input_1.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"x0": "not a number"}')
+    items = [(good, str(tmp_path / "a.wtns")), (str(bad), str(tmp_path / "b.wtns"))]
+    try:
+        reasons = compute_witnesses(wasm, items, 1024, False, "claims-test")
+        assert reasons[0] == "" and reasons[1].startswith(f"{bad}: ")
+        assert computed == ["input_1", "bad"]
+        await_witness(WitnessSource(wasm, good, False, "claims-test"), items[0][1], 1024)
+        with pytest.raises(WitnessFailed) as err:
+            await_witness(WitnessSource(wasm, str(bad), False, "claims-test"), items[1][1], 1024)
+        assert str(err.value) == reasons[1] and isinstance(err.value, FormatError)
+        assert computed == ["input_1", "bad"]  # taken, not computed again
+        assert compute_witnesses(wasm, items[:1], 1024, False, "claims-test") == [""] and len(computed) == 2
+        await_witness(WitnessSource(wasm, good, False, "claims-test"), items[0][1], 1024)  # taken twice: again
+        assert computed == ["input_1", "bad", "input_1"]
+        assert (tmp_path / "a.wtns").read_bytes() == (DATA / "mul_chain_1k" / "witnesses" / "witness_1.wtns").read_bytes()
+    finally:
+        forget_batch("claims-test")
+    assert "claims-test" not in witnesspool._claims

@@ -391,7 +391,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from distributed import get_task_stream, span
 
     from distprove.cluster import dashboard, graph, planner
-    from distprove.cluster.inputbatch import InputFeed, InputJob, witness_file
+    from distprove.cluster.inputbatch import InputFeed, InputJob, witness_file, witness_source
     from distprove.cluster.tasks import ProofSpec
 
     settings = config.settings()
@@ -447,16 +447,18 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             markers: list[Any] = []  # the dashboard's "proofs" bar, held until the batch ends
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
 
-            def submit(chunk: list[Job], info: Any, i: int) -> tuple[Any, list[Any], bool]:
+            def submit(chunk: list[Job], info: Any, i: int, worker: str | None = None, stream: bool = False) -> tuple[Any, list[Any], bool]:
                 """One group of proofs of a key; ``i``: the planned index of its first proof (its
-                priority and split-mode placement), with its proofs' markers. Returns (reducer, futures,
-                writes its proofs)."""
+                priority and split-mode placement), with its proofs' markers. ``stream``: an input
+                group whose task waits for its witnesses, on ``worker`` (fused keys). Returns
+                (reducer, futures, writes its proofs)."""
                 for folder in {os.path.dirname(j.proof_path) for j in chunk}:
                     os.makedirs(folder, exist_ok=True)
-                specs = [ProofSpec(j.name, witness_file(j), info.path, info.content_hash, j.proof_path, j.public_path) for j in chunk]
+                specs = [ProofSpec(j.name, witness_file(j), info.path, info.content_hash, j.proof_path, j.public_path,
+                                   witness_source(j, tag) if stream else None) for j in chunk]
                 writes = False
                 if plan.fuses(info):
-                    reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i)
+                    reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i, worker=worker)
                     futures, writes = [reducer], plan.writes_in_task
                 else:
                     reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
@@ -482,6 +484,8 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 _collect(client, plan, pending, emit, grouping, written=written, feed=feed)
             for m in markers:  # the last few may still be on their way: nothing waits for them
                 m.release()
+            if feed is not None:
+                feed.close()
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):

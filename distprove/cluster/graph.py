@@ -110,15 +110,19 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     return reducer, futures
 
 
-def submit_group(client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan: Plan, priority: int = 0) -> Future:
+def submit_group(
+    client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan: Plan, priority: int = 0, worker: str | None = None,
+) -> Future:
     """One prove-whole task for one or more fused proofs of one key, keyed by the first proof's
-    name (and the number after it). Its result is a list, one item per proof: with
+    name (and the number after it), on ``worker`` when it is there (an input group's, where its
+    witnesses are computed). Its result is a list, one item per proof: with
     :attr:`Plan.writes_in_task` the :class:`~distprove.cluster.tasks.Outcome` (the task wrote the
     proof), else what a reducer returns, a failed proof as :class:`~distprove.cluster.tasks.Failed`."""
     name = specs[0].name if len(specs) == 1 else f"{specs[0].name}+{len(specs) - 1}"
+    placed = {"workers": [worker], "allow_other_workers": True} if worker is not None else {}
     return client.submit(
         prove_group, list(specs), None, plan.assemble_on_workers, plan.writes_in_task, plan.verify,
-        key=("prove-whole", name, plan.tag), pure=False, priority=priority,
+        key=("prove-whole", name, plan.tag), pure=False, priority=priority, **placed,
     )
 
 

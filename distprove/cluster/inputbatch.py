@@ -8,54 +8,50 @@ to the input folder's parent; no key for any input is one error), and to the cir
 ``.wasm``: ``wasm=`` (``--wasm``), else the one ``*.wasm`` beside the key. A folder holding
 ``*.json`` and no ``*.wtns`` is an input folder (:func:`discover_any`).
 
-Where witnesses are computed: :class:`WitnessPool`, a WorkerPlugin, registers a process pool on
-each worker as ``worker.executors["wtns"]`` (``distprove.witness.processes`` processes, default
-the worker's share of its host's cores, ``distprove.witness.niceness`` nicer than the worker so
-that its own threads, which feed its GPU, never queue behind witnesses for a core), shut down
-with the worker like its other executors; a worker killed outright shuts nothing down, so each
-process also exits within :data:`PARENT_POLL_S` of its worker's end. A witness task (:func:`compute_witnesses`, ``("witness-gen", name, tag)``, metered as the
-``witness-gen`` stage) computes a chunk of inputs (``distprove.witness.chunk``, default one proof
-group of the planner's: a Dask task costs milliseconds of the worker's time, a small circuit's
-witness about one), spreading the chunk over that pool's processes, and secedes from the
-worker's thread pool while it waits: a task running under ``dask.annotate(executor="wtns")``
-would still hold one of the worker's ``nthreads`` execution slots, and a GPU worker has one, so
-its GPU would idle for every witness. Seceded, the proofs keep the slot and the pool's processes
-compute witnesses beside them. A witness task queued on a worker starts only when its running
-proof task ends (it takes priority over the queued proofs), so the default in-flight bound
-holds :data:`GROUPS_IN_FLIGHT` proof groups per worker: one proving, one queued behind it, one
-whose witnesses are computed while the queued one proves and one waiting for the next gap. A worker process that Dask starts as a daemon cannot have child
-processes; there the pool is a thread pool (wasmtime runs the wasm with the GIL released).
+Where witnesses are computed: in each worker's witness pool
+(:mod:`distprove.cluster.witnesspool`: one process per core of the worker's share, nicer than
+the worker). A witness task (:func:`~distprove.cluster.witnesspool.compute_witnesses`,
+``("witness-gen", name, tag)``, metered as the ``witness-gen`` stage) sends a chunk of inputs to
+its worker's pool and secedes from the worker's thread pool while the pool computes: a task
+running under ``dask.annotate(executor="wtns")`` would still hold one of the worker's
+``nthreads`` execution slots, and a GPU worker has one, so its GPU would idle for every witness.
+A witness task queued on a worker starts only when the running proof task leaves its slot (it
+takes priority over the queued proofs). Each witness task's priority is above every proof's and
+below the task submitted before it, so a worker starts them in the order the proofs need them.
 
-How a batch starts (:func:`ramp_size`): a chunk's witnesses reach the client together, and a
-proof group's task starts only once all of its witnesses exist, so a first chunk of a whole
-group (150 inputs at 2^16 on one worker of 16 processes: ten witnesses in turn per process)
-would hold the first proof back by that many witness calculations, the worker idle. With the
-default chunk, the batch's first witness task for each worker therefore holds one input per
-witness process of that worker, each round of them after it twice as many, up to the group
-size: the first proofs start after about one witness calculation. Each witness task's priority
-is above every proof's and below the task submitted before it, so a worker starts its witness
-tasks, and its pool computes their inputs, in the order the proof groups need them.
+How proofs stream (every key in data mode, whose proof groups are one task each): each proof
+group of the key's size (the planner's, as a witness folder's proofs are grouped) is one witness
+task and one proof task, both on the same worker. The proof task (its specs carry the input, a
+:class:`~distprove.cluster.tasks.WitnessSource`) waits for each witness in turn as the pool
+writes it (:func:`~distprove.cluster.witnesspool.await_witness`) and proves it, so a batch has as
+many proof tasks as the same batch from witness files, and its first proofs start after about
+one witness calculation. An input that fails fails its proof alone, with its one-line reason.
+The client keeps :data:`WITNESS_LEAD` witness tasks per worker ahead of the proof tasks, and
+submits a group's proof task once that lead is out and the worker holds fewer than
+:data:`GROUPS_AHEAD` open groups (one proving, one queued behind it): the witness tasks of the
+next groups thus reach the worker before its queued proof task, and its pool computes them while
+the group before proves. (mul_chain_64k x 600 on one H200: 0.97 of the witness files' proofs a
+second, where proof groups cut from finished witness chunks, with their ramp, gave 0.88.) A
+proof task stolen by another worker computes its witnesses there.
 
-How proof groups are cut: from the witnesses that exist, a whole group of the key's size
-(the planner's, as a witness folder's proofs are grouped) whenever there is one, and a smaller
-one only while the workers hold fewer than :data:`GROUPS_AHEAD` unfinished groups each (one
-proving, one queued behind it), or for the key's last witnesses. Every task boundary costs a
-GPU worker about one group's host work with its device idle, so where witnesses come faster
-than proofs (a small circuit's) the groups are whole after the first one or two, as a witness
-folder's are; where they come slower, each group takes what the pool made while the one
-before it proved.
+Where the proofs wait for whole chunks (split mode: a proof's tasks spread over the workers): a
+group's proofs are submitted once its witnesses exist, so the batch's first witness task for
+each worker holds one input per witness process of that worker (:func:`ramp_size`), each round
+of them after it twice as many, up to the group size (``distprove.witness.chunk`` sets it), and
+proof groups are cut from the witnesses that exist: a whole group whenever there is one, a
+smaller one only while the workers hold fewer than :data:`GROUPS_AHEAD` unfinished groups each,
+or for the key's last witnesses. A bad input fails alone and never reaches a prover.
 
-How witnesses reach the provers: a witness task writes a ``.wtns`` (``formats.wtns.write_wtns``,
-atomic) and returns its path, so the proof tasks read it as they read any witness: into
-``<out>/.witnesses/`` (removed once its proof's result is in; written without fsync, which took
-longer than a 1,023-value witness's calculation), or with ``keep_witnesses`` beside the proof as
-``<name>.wtns`` (fsynced). The client (:class:`InputFeed`, polled by
+How witnesses reach the provers: a ``.wtns`` (``formats.wtns.write_wtns``, atomic) that the
+proof tasks read as they read any witness: into ``<out>/.witnesses/`` (removed once its proof's
+result is in, and at the batch's end any left by a witness computed twice; written without
+fsync, which took longer than a 1,023-value witness's calculation), or with ``keep_witnesses``
+beside the proof as ``<name>.wtns`` (fsynced). The client (:class:`InputFeed`, polled by
 ``batching._collect``) submits a witness task once its whole chunk fits under
-``distprove.witness.in-flight`` inputs between their witness task and their proof's result, and
-submits proofs in groups as their witnesses arrive, each with its ``proofs`` markers (so the
-dashboard's proofs bar grows as inputs are fed): the witnesses never all exist at once, in memory or on
-disk. A bad input fails alone with its one-line reason (``<input>: <problem>``) and never
-reaches a prover.
+``distprove.witness.in-flight`` inputs between their witness task and their proof's result (by
+default :data:`GROUPS_IN_FLIGHT` proof groups per worker), each proof group with its ``proofs``
+markers (so the dashboard's proofs bar grows as inputs are fed): the witnesses never all exist
+at once, in memory or on disk.
 
 Before any witness task, each (wasm, key) pair is checked once on a worker: a wasm whose
 witness size is not the key's nVars (a wasm of another circuit) fails all of that key's inputs
@@ -70,40 +66,35 @@ carry its public signals); an input replaced under the same name is proved again
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
-import threading
-import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
-
-from distributed import WorkerPlugin, get_worker, secede
-from distributed.metrics import context_meter
 
 from distprove import config
 from distprove.cluster.discovery import Job, batch_folders, discover, job_name, key_beside, key_label, listing
-from distprove.cluster.tasks import failure_reason
 from distprove.cluster.inputs import check_witness_entry, has_witness_entries, tree_order
 from distprove.cluster.state import WITNESS_GEN
-from distprove.cluster.tasks import Status
+from distprove.cluster.tasks import Status, WitnessSource, failure_reason
+from distprove.cluster.witnesspool import check_circuit, compute_witnesses, ensure_pool, forget_batch, processes_for
 from distprove.errors import FormatError
-from distprove.priority import nicer
 
 log = logging.getLogger(__name__)
 
 INPUT_SUFFIX = ".json"
 SCRATCH_DIR = ".witnesses"
-EXECUTOR = "wtns"
-PLUGIN_NAME = "distprove-witness-pool"
 GROUPS_IN_FLIGHT = 4
 """Proof groups per worker the default ``distprove.witness.in-flight`` leaves room for."""
 GROUPS_AHEAD = 2
-"""Proof groups per worker submitted and not done (one proving, one queued behind it) below which
-the witnesses that exist go out as a group smaller than the key's."""
+"""Proof groups per worker submitted and not done (one proving, one queued behind it): below it a
+streamed group's proof task goes out, and the witnesses that exist go out as a group smaller
+than the key's."""
+WITNESS_LEAD = 2
+"""Streamed groups per worker whose witness task is out ahead of their proof task: the worker
+starts a witness task before its queued proofs, so the pool computes the next groups' witnesses
+while a group proves."""
 WITNESS_PRIORITY = 1 << 20
 """The first witness task's priority; each later one's is one less, all above the proofs'."""
 NOT_INPUTS = ("verification_key.json",)
@@ -259,147 +250,17 @@ def witness_file(job: Job) -> str:
     return job.wtns if isinstance(job, InputJob) else job.witness
 
 
-# --- on the workers ------------------------------------------------------------------------------
-
-
-def processes_for(nthreads: dict[str, int]) -> dict[str, int]:
-    """Witness processes per worker address: ``distprove.witness.processes``, else the worker's
-    share of its host's cores (the host's cores over its workers, at least 1)."""
-    from distributed.comm.addressing import get_address_host
-
-    fixed = config.get("witness.processes", None)
-    if fixed is not None:
-        return {w: max(1, int(fixed)) for w in nthreads}
-    per_host: dict[str, int] = {}
-    for w in nthreads:
-        per_host[get_address_host(w)] = per_host.get(get_address_host(w), 0) + 1
-    cores = os.cpu_count() or 1
-    return {w: max(1, cores // per_host[get_address_host(w)]) for w in nthreads}
-
-
-class WitnessPool(WorkerPlugin):
-    """Registers ``worker.executors["wtns"]``: a process pool for witness calculation (a thread
-    pool in a daemonic worker process, which may not have children)."""
-
-    name = PLUGIN_NAME
-
-    def __init__(self, processes: dict[str, int], niceness: int = 0) -> None:
-        self.processes = processes
-        self.niceness = niceness
-
-    def setup(self, worker: Any) -> None:
-        n = self.processes.get(worker.address, 1)
-        pool: Executor
-        if multiprocessing.current_process().daemon:
-            log.info("daemonic worker process: witnesses in %d threads (distributed.worker.daemon: false for processes)", n)
-            pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns", initializer=nicer,
-                                      initargs=(self.niceness,))
-        else:
-            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
-                                       initargs=(self.niceness, os.getpid()))
-        for _ in range(n):  # start the processes now, not under the batch's first witnesses
-            pool.submit(_warm_up)
-        old = worker.executors.get(EXECUTOR)
-        worker.executors[EXECUTOR] = pool
-        if old is not None:
-            old.shutdown(wait=False)
-
-    def teardown(self, worker: Any) -> None:
-        pool = worker.executors.pop(EXECUTOR, None)
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -> str:
-    """In a pool process: compute and write the witness; "" or the one-line reason it failed.
-    A scratch witness (not ``keep``) is written without fsync: it lives until its proof is read
-    on this host, and a crash loses the batch's progress on it anyway (the rerun computes it
-    again); the two fsyncs cost more than a small circuit's witness."""
-    from distprove.formats.wtns import write_wtns
-    from distprove.witnessgen import calculate
-
-    try:
-        values = calculate(wasm, input_path)
-        os.makedirs(os.path.dirname(wtns), exist_ok=True)
-        write_wtns(wtns, values, durable=keep)
-    except FormatError as exc:
-        return str(exc)
-    except OSError as exc:
-        return f"{wtns}: cannot write the witness: {exc.strerror or exc}"
-    return ""
-
-
-def _calculate_chunk(wasm: str, items: list[tuple[str, str]], keep: bool = False) -> list[str]:
-    """In a pool process: :func:`_calculate_into` for each (input, wtns) in turn."""
-    return [_calculate_into(wasm, input_path, wtns, keep) for input_path, wtns in items]
-
-
-PARENT_POLL_S = 1.0
-"""How often a witness process looks whether its worker process is still there."""
-
-
-def _pool_process(niceness: int, worker_pid: int) -> None:
-    """In each witness process as it starts: run ``niceness`` nicer than the worker, and exit
-    once the worker process (``worker_pid``) is gone. A worker killed outright (by its nanny, the
-    OOM killer) never shuts its pool down, and its processes, blocked on the pool's queue, would
-    stay. (``os.getppid`` cannot tell: in a Dask worker's pool it reads 1 from the start.)"""
-    import psutil
-
-    nicer(niceness)
-    try:
-        worker = psutil.Process(worker_pid)  # is_running() also tells a reused pid from it
-    except psutil.NoSuchProcess:
-        os._exit(0)
-
-    def exit_with_parent() -> None:
-        while worker.is_running():
-            time.sleep(PARENT_POLL_S)
-        os._exit(0)
-
-    threading.Thread(target=exit_with_parent, name="distprove-wtns-parent", daemon=True).start()
-
-
-def _warm_up() -> None:
-    """In a pool process: import the witness calculator before the first witness."""
-    import distprove.formats.wtns  # noqa: F401
-    import distprove.witnessgen  # noqa: F401
-
-
-def compute_witnesses(wasm: str, items: list[tuple[str, str]], parts: int = 1, keep: bool = False) -> list[str]:
-    """The witness task of a chunk of inputs: each (input, wtns) of ``items`` computed by the
-    worker's witness pool in ``parts`` slices at once (here, in turn, where there is none) and
-    written (durably only when ``keep``: kept witnesses); one "" or the one-line reason it failed
-    per item. Secedes from the worker's thread pool while the pool computes, so the worker's
-    proofs go on."""
-    try:
-        pool = get_worker().executors.get(EXECUTOR)
-    except ValueError:  # not on a worker
-        pool = None
-    with context_meter.meter(WITNESS_GEN):
-        if pool is None:
-            return _calculate_chunk(wasm, items, keep)
-        step = -(-len(items) // max(1, parts))
-        futures = [pool.submit(_calculate_chunk, wasm, items[k : k + step], keep) for k in range(0, len(items), step)]
-        secede()
-        return [reason for fut in futures for reason in fut.result()]
-
-
-def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
-    """Raise FormatError(wasm, problem) unless the wasm computes witnesses of the key's size."""
-    from distprove.witnessgen import calculator
-
-    calculator(wasm).check_key(SimpleNamespace(n_vars=n_vars, path=key_path))
+def witness_source(job: Job, batch: str) -> WitnessSource | None:
+    """What computes an input job's witness for a proof task that waits for it (None for a
+    witness job)."""
+    return WitnessSource(job.wasm, job.witness, job.keep, batch) if isinstance(job, InputJob) else None
 
 
 def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
-    """Register :class:`WitnessPool` on the workers when the batch has inputs (once per cluster,
-    again when the workers changed)."""
-    if not any(isinstance(j, InputJob) for j in jobs):
-        return
-    procs = processes_for(client.nthreads())
-    have = client.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
-    if not have or not all(have.values()):
-        client.register_plugin(WitnessPool(procs, config.get_int("witness.niceness", 0)), name=PLUGIN_NAME)
+    """The workers' witness pools (:func:`~distprove.cluster.witnesspool.ensure_pool`) when the
+    batch has inputs."""
+    if any(isinstance(j, InputJob) for j in jobs):
+        ensure_pool(client)
 
 
 # --- on the client -------------------------------------------------------------------------------
@@ -414,11 +275,13 @@ def ramp_size(index: int, first: int, workers: int, full: int) -> int:
 
 
 class InputFeed:
-    """Streams an input batch: witness tasks as room allows, proof groups as witnesses arrive.
+    """Streams an input batch: witness tasks as room allows, each proof group's task beside its
+    witness task (data mode) or once its witnesses exist (split mode).
 
     ``batching.run_jobs`` calls :meth:`start` with the planned jobs and a function submitting one
     group's proof tasks, ``batching._collect`` calls :meth:`poll` in its loop (new proof groups
-    to watch) while :attr:`active`, and every result passes through :meth:`finished`.
+    to watch) while :attr:`active`, every result passes through :meth:`finished` (and each
+    proof's through :meth:`proof_done`), and :meth:`close` ends the batch.
     """
 
     def __init__(self, in_flight: int | None = None, chunk: int | None = None) -> None:
@@ -432,10 +295,12 @@ class InputFeed:
         """Proof groups submitted with some result not in yet: their proofs still out."""
 
     def start(
-        self, client: Any, planned: list[tuple[Job, Any]], plan: Any, submit: Callable[[list[Job], Any, int], Any],
+        self, client: Any, planned: list[tuple[Job, Any]], plan: Any, submit: Callable[..., Any],
         emit: Callable[..., None], tag: str,
     ) -> None:
-        """Check each (wasm, key) pair once, then hold the jobs to stream."""
+        """Check each (wasm, key) pair once, then hold the jobs to stream. ``submit(jobs, info, i,
+        worker=None, stream=False)`` submits one proof group (``stream``: its task waits for the
+        witnesses, on ``worker``)."""
         self.client, self.plan, self.submit, self.emit, self.tag = client, plan, submit, emit, tag
         self.workers = list(plan.workers) or sorted(client.nthreads())
         counts: dict[str, int] = {}
@@ -447,6 +312,9 @@ class InputFeed:
             if isinstance(job, InputJob):
                 pairs.setdefault((job.wasm, info.path), info)
         self.sizes = {k: plan.proofs_per_task(info, counts[info.path]) for k, info in infos.items()}
+        self.streams = {k: plan.fuses(info) for k, info in infos.items()}
+        """Per key, whether its proof tasks stream (one task per group: :func:`graph.submit_group`)."""
+        self.n_vars = {k: info.n_vars for k, info in infos.items()}
         checks = {
             (wasm, path): client.submit(
                 check_circuit, wasm, info.n_vars, path, key=("check-circuit", key_label(wasm), key_label(path), tag), pure=False,
@@ -467,6 +335,8 @@ class InputFeed:
             else:
                 self.queue.append((job, info))  # type: ignore[arg-type]
         self.queue.reverse()  # popped from the end: the planned order
+        self.scratch = {job.wtns for job, _ in self.queue if isinstance(job, InputJob) and not job.keep}
+        """The batch's scratch witness paths."""
         self.left = {}
         for job, _ in self.queue:
             self.left[job.key] = self.left.get(job.key, 0) + 1
@@ -478,6 +348,10 @@ class InputFeed:
         )
         self.computing: dict[Any, list[tuple[InputJob, Any]]] = {}
         self.ready: dict[str, list[tuple[InputJob, Any]]] = {}
+        self.lead: dict[str, deque[list[tuple[InputJob, Any]]]] = {w: deque() for w in self.workers}
+        """Per worker, the streamed groups whose witness task is out and whose proof task is not."""
+        self.worker_of: dict[int, str] = {}
+        """The worker of each streamed proof group still open."""
         self.submitted = 0
         """Proofs submitted."""
         self.groups = 0
@@ -486,15 +360,21 @@ class InputFeed:
         """Witness tasks submitted."""
 
     def _next_chunk(self, worker: str) -> list[tuple[InputJob, Any]]:
-        """The next witness task's inputs, for ``worker``: up to ``distprove.witness.chunk``
-        (default: the key's proof group size, smaller as the batch starts: :func:`ramp_size` of
-        the worker's witness processes; at most the in-flight bound) consecutive queued inputs of
-        one key and wasm; none until the room left holds them all. A chunk cut to the room left
-        would be one more witness task, whose start on a GPU worker waits for a gap between its
-        proof tasks and holds the next one back."""
+        """The next witness task's inputs, for ``worker``: consecutive queued inputs of one key and
+        wasm, none until the room left holds them all (a chunk cut to the room left would be one
+        more witness task, whose start on a GPU worker waits for a gap between its proof tasks and
+        holds the next one back). A streamed key's: one proof group of the key's size. Others':
+        up to ``distprove.witness.chunk`` (default: the key's proof group size, smaller as the
+        batch starts: :func:`ramp_size` of the worker's witness processes), at most the in-flight
+        bound."""
         job = self.queue[-1][0]
         full = self.sizes.get(job.key, 1)
-        size = int(self.chunk) if self.chunk else ramp_size(self.sent, self.procs.get(worker, 1), len(self.workers), full)
+        if self.streams.get(job.key):
+            size = full
+        elif self.chunk:
+            size = int(self.chunk)
+        else:
+            size = ramp_size(self.sent, self.procs.get(worker, 1), len(self.workers), full)
         want, n = min(size, self.bound), 0
         for queued, _ in reversed(self.queue):  # the queue is taken from its end
             if n == want or (queued.key, queued.wasm) != (job.key, job.wasm):
@@ -507,7 +387,7 @@ class InputFeed:
     @property
     def active(self) -> bool:
         """Whether proofs are still to come from this feed."""
-        return bool(self.queue or self.computing or any(self.ready.values()))
+        return bool(self.queue or self.computing or any(self.ready.values()) or any(self.lead.values()))
 
     def finished(self, job: Job) -> None:
         """A job's result is in: its room is free, its scratch witness is removed."""
@@ -528,16 +408,47 @@ class InputFeed:
             self.open_groups[group] -= 1
             if not self.open_groups[group]:
                 del self.open_groups[group]
+                self.worker_of.pop(group, None)
+
+    def close(self) -> None:
+        """At the batch's end: the workers drop the batch's witness claims, and a scratch witness
+        written after its proof's result (computed twice: by its witness task, and where a proof
+        task was stolen to another worker) is removed."""
+        try:
+            self.client.run(forget_batch, self.tag)
+        except Exception as exc:  # a worker gone: its claims went with it
+            log.debug("forgetting the batch's witness claims: %s", exc)
+        for folder in {os.path.dirname(w) for w in self.scratch}:
+            try:
+                left = [e.path for e in os.scandir(folder) if e.path in self.scratch]
+            except OSError:
+                continue
+            for path in left:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
 
     def poll(self) -> list[tuple[Any, list[tuple[Job, list[Any]]], bool]]:
-        """Cut proof groups from the witnesses done, then start one round of witness tasks (one per
-        worker) while there is room; return the proof groups submitted now as (reducer future,
-        [(job, its futures)], whether the task writes its proofs). One round a call: a task's
-        submission costs the client milliseconds, and submitting a batch's first witness tasks all
-        at once (nine at mul_chain_1k x 3,000) held its first proof group back ~0.1 s after its
-        witnesses were done."""
+        """Submit what is due and return the proof groups submitted now as (reducer future, [(job,
+        its futures)], whether the task writes its proofs).
+
+        A key whose proof tasks stream: per worker, a witness task for each of the next
+        :data:`WITNESS_LEAD` groups, and each group's proof task, on the same worker, once the
+        worker holds fewer than :data:`GROUPS_AHEAD` open groups (the task proves each witness as
+        it is written and reports a failed input as its proof's failure). Other keys: proof groups
+        cut from the witnesses done, then one round of witness tasks (one per worker) while there
+        is room. One round a call: a task's submission costs the client milliseconds, and
+        submitting a batch's first witness tasks all at once (nine at mul_chain_1k x 3,000) held
+        its first proof group back ~0.1 s after its witnesses were done."""
         for fut in [f for f in self.computing if f.done()]:
             chunk = self.computing.pop(fut)
+            if self.streams.get(chunk[0][0].key):
+                continue  # its proof task reports the inputs that failed
             try:
                 reasons = fut.result()
             except Exception as exc:  # the task itself failed (its worker died too often, ...)
@@ -555,28 +466,49 @@ class InputFeed:
                 if len(items) < size and self.left.get(kp, 0) and len(self.open_groups) >= GROUPS_AHEAD * len(self.workers):
                     break  # more witnesses of the key are coming and the workers have proofs queued
                 chunk, items[:] = items[:size], items[size:]
-                jobs = [j for j, _ in chunk]
-                reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted)
-                self.submitted += len(jobs)
-                self.open_groups[self.groups] = len(jobs)
-                self.group_of.update((j.name, self.groups) for j in jobs)
-                self.groups += 1
-                out.append((reducer, [(j, futures) for j in jobs], writes))
-        for _ in self.workers:  # one round a call: the client comes back for the witnesses done meanwhile
-            if not self.queue or len(self.opened) >= self.bound:
-                break
-            worker = self.workers[self.sent % len(self.workers)]
-            chunk = self._next_chunk(worker)
-            if not chunk:
-                break
-            jobs = [job for job, _ in chunk]
-            name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
-            fut = self.client.submit(
-                compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.procs.get(worker, 1), jobs[0].keep,
-                key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker], allow_other_workers=True,
-                priority=WITNESS_PRIORITY - self.sent,
-            )
-            self.sent += 1
-            self.computing[fut] = chunk
-            self.opened.update(j.name for j in jobs)
+                out.append(self._submit_proofs(chunk))
+        first = self.sent
+        for k in range(len(self.workers)):  # one round a call: the client comes back for the witnesses done meanwhile
+            worker = self.workers[(first + k) % len(self.workers)]
+            lead = self.lead[worker]
+            chunk = []
+            if self.queue and len(self.opened) < self.bound and not (self.streams.get(self.queue[-1][0].key) and len(lead) >= WITNESS_LEAD):
+                chunk = self._next_chunk(worker)
+                if chunk:
+                    self._submit_witnesses(worker, chunk)
+                    if self.streams.get(chunk[0][0].key):
+                        lead.append(chunk)
+            # a group's proof task waits for a full lead, so that the next groups' witness tasks
+            # reach the worker before it (and run first): the pool then never idles while it proves
+            if lead and (len(lead) >= WITNESS_LEAD or not chunk) and sum(w == worker for w in self.worker_of.values()) < GROUPS_AHEAD:
+                out.append(self._submit_proofs(lead.popleft(), worker))
         return out
+
+    def _submit_witnesses(self, worker: str, chunk: list[tuple[InputJob, Any]]) -> None:
+        """One witness task for ``chunk``, on ``worker`` (another one if it is gone)."""
+        jobs = [job for job, _ in chunk]
+        name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
+        fut = self.client.submit(
+            compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.n_vars.get(jobs[0].key, 0),
+            jobs[0].keep, self.tag, key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker],
+            allow_other_workers=True, priority=WITNESS_PRIORITY - self.sent,
+        )
+        self.sent += 1
+        self.computing[fut] = chunk
+        self.opened.update(j.name for j in jobs)
+
+    def _submit_proofs(self, chunk: list[tuple[InputJob, Any]], worker: str | None = None) -> tuple[Any, list[tuple[Job, list[Any]]], bool]:
+        """One proof group (streamed on ``worker``, or of witnesses done), with its bookkeeping."""
+        jobs = [j for j, _ in chunk]
+        if worker is None:
+            reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted)
+        else:
+            reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted, worker=worker, stream=True)
+            self.worker_of[self.groups] = worker
+            for job in jobs:
+                self.left[job.key] -= 1
+        self.submitted += len(jobs)
+        self.open_groups[self.groups] = len(jobs)
+        self.group_of.update((j.name, self.groups) for j in jobs)
+        self.groups += 1
+        return reducer, [(j, futures) for j in jobs], writes

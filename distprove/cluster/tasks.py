@@ -15,8 +15,22 @@ from distprove import bn254
 from distprove.errors import one_line
 
 @dataclass(frozen=True)
+class WitnessSource:
+    """Where a proof's witness comes from in an input batch: the circuit's ``wasm`` and the
+    ``input`` file, written to the proof spec's witness path (durably when ``keep``), for the
+    batch ``batch``."""
+
+    wasm: str
+    input: str
+    keep: bool = False
+    batch: str = ""
+
+
+@dataclass(frozen=True)
 class ProofSpec:
-    """One proof to make: where its witness is, which key proves it, where its outputs go."""
+    """One proof to make: where its witness is, which key proves it, where its outputs go;
+    ``source``: in an input batch whose proof tasks stream, what computes the witness (the proof
+    task waits for it: :func:`distprove.cluster.witnesspool.await_witness`)."""
 
     name: str
     witness: str
@@ -24,6 +38,7 @@ class ProofSpec:
     content_hash: str
     proof_path: str
     public_path: str
+    source: WitnessSource | None = None
 
 
 @dataclass(frozen=True)

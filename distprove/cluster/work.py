@@ -35,6 +35,7 @@ from distprove.cluster import state as worker_state
 from distprove.cluster.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
 from distprove.cluster.state import MeteredBackend, ProverState, ResidentKey
 from distprove.cluster.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
+from distprove.cluster.witnesspool import await_witness, claim
 from distprove.errors import FormatError, one_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -195,11 +196,14 @@ def prove_whole(
 
 
 def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any]) -> Any:
-    """``step(state, key)`` for the spec's resident key; a bad witness (FormatError) is counted as a
-    failed proof in the worker's metrics and raised."""
+    """``step(state, key)`` for the spec's resident key, once its witness is written (an input's,
+    computed on this worker: :func:`~distprove.cluster.witnesspool.await_witness`); a bad witness
+    or input (FormatError) is counted as a failed proof in the worker's metrics and raised."""
     st = worker_state.state()
     key = st.key(spec.key_path, spec.content_hash)
     try:
+        if spec.source is not None:
+            await_witness(spec.source, spec.witness, key.n_vars)
         return step(st, key)
     except FormatError:
         metrics.record_proof(key, False)
@@ -282,6 +286,9 @@ def prove_group(
         specs = [sp for sp in specs if not os.path.exists(sp.proof_path)]
     size = _group_size(specs) if assemble else 1
     st = worker_state.state()
+    streamed = [(sp.source, sp.witness) for sp in specs if sp.source is not None]
+    if streamed:  # an input batch's: every witness of the task sent to the pool now, in order
+        claim(streamed, st.key(specs[0].key_path, specs[0].content_hash).n_vars)
     # a backend that assembles on the host does it in the pool, beside the next group's work
     pool = st.check_executor() if size > 1 and not st.backend.device_assembly else None
     if size > 1 and pool is not None:

@@ -1,0 +1,286 @@
+"""On the workers: the process pool that computes an input batch's witnesses, and the witnesses
+each worker process has started for the batch's proof tasks.
+
+:class:`WitnessPool`, a WorkerPlugin, registers a process pool on each worker as
+``worker.executors["wtns"]`` (``distprove.witness.processes`` processes, default the worker's
+share of its host's cores, ``distprove.witness.niceness`` nicer than the worker so that its own
+threads, which feed its GPU, never queue behind witnesses for a core), shut down with the worker
+like its other executors; a worker killed outright shuts nothing down, so each process also exits
+within :data:`PARENT_POLL_S` of its worker's end. A worker process that Dask starts as a daemon
+cannot have child processes; there the pool is a thread pool (wasmtime runs the wasm with the GIL
+released).
+
+Claims (:func:`claim`): the first task of a worker process that needs an input's witness (the
+batch's witness task, or the proof task itself when its witness task ran elsewhere or not yet)
+sends it to the pool, in jobs of consecutive inputs (:func:`job_size`) so that the pool's
+processes finish them about in order; every later task waits on the same job. A proof task that
+streams (:func:`await_witness`) thus proves each witness as soon as it is written, and no task
+waits on one that needs a worker slot to start. Claims are this process's only: a witness file of
+an earlier run never counts as computed, since its input may have changed. A batch's claims are
+dropped at its end (:func:`forget_batch`).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from types import SimpleNamespace
+from typing import Any
+
+from distributed import WorkerPlugin, get_worker, secede
+from distributed.metrics import context_meter
+
+from distprove import config
+from distprove.cluster.state import WITNESS_GEN
+from distprove.cluster.tasks import WitnessSource
+from distprove.errors import FormatError, one_line
+from distprove.priority import nicer
+
+log = logging.getLogger(__name__)
+
+EXECUTOR = "wtns"
+PLUGIN_NAME = "distprove-witness-pool"
+PARENT_POLL_S = 1.0
+"""How often a witness process looks whether its worker process is still there."""
+JOB_VALUES = 1 << 16
+"""Witness values a pool job holds at most (at least one input): an input of 2^16 values (~30 ms)
+is a job of its own, so the processes finish a chunk's inputs about in the order the proofs take
+them; 64 inputs of 1,024 values (~1 ms each) share one, so that a job's dispatch (~0.1 ms) stays
+small against it."""
+
+
+class WitnessFailed(FormatError):
+    """An input whose witness could not be computed: ``reason`` as its calculation gave it (one
+    line naming the input, or the witness file that could not be written)."""
+
+    def __init__(self, reason: str) -> None:
+        path, _, problem = reason.partition(": ")
+        super().__init__(path, problem)
+        self.args = (reason,)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+# --- the pool ----------------------------------------------------------------------------------
+
+
+def processes_for(nthreads: dict[str, int]) -> dict[str, int]:
+    """Witness processes per worker address: ``distprove.witness.processes``, else the worker's
+    share of its host's cores (the host's cores over its workers, at least 1)."""
+    from distributed.comm.addressing import get_address_host
+
+    fixed = config.get("witness.processes", None)
+    if fixed is not None:
+        return {w: max(1, int(fixed)) for w in nthreads}
+    per_host: dict[str, int] = {}
+    for w in nthreads:
+        per_host[get_address_host(w)] = per_host.get(get_address_host(w), 0) + 1
+    cores = os.cpu_count() or 1
+    return {w: max(1, cores // per_host[get_address_host(w)]) for w in nthreads}
+
+
+class WitnessPool(WorkerPlugin):
+    """Registers ``worker.executors["wtns"]``: a process pool for witness calculation (a thread
+    pool in a daemonic worker process, which may not have children)."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self, processes: dict[str, int], niceness: int = 0) -> None:
+        self.processes = processes
+        self.niceness = niceness
+
+    def setup(self, worker: Any) -> None:
+        n = self.processes.get(worker.address, 1)
+        pool: Executor
+        if multiprocessing.current_process().daemon:
+            log.info("daemonic worker process: witnesses in %d threads (distributed.worker.daemon: false for processes)", n)
+            pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns", initializer=nicer,
+                                      initargs=(self.niceness,))
+        else:
+            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
+                                       initargs=(self.niceness, os.getpid()))
+        for _ in range(n):  # start the processes now, not under the batch's first witnesses
+            pool.submit(_warm_up)
+        old = worker.executors.get(EXECUTOR)
+        worker.executors[EXECUTOR] = pool
+        worker.distprove_witness_processes = n
+        if old is not None:
+            old.shutdown(wait=False)
+
+    def teardown(self, worker: Any) -> None:
+        pool = worker.executors.pop(EXECUTOR, None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def ensure_pool(client: Any) -> None:
+    """Register :class:`WitnessPool` on the workers (once per cluster, again when the workers
+    changed)."""
+    procs = processes_for(client.nthreads())
+    have = client.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
+    if not have or not all(have.values()):
+        client.register_plugin(WitnessPool(procs, config.get_int("witness.niceness", 0)), name=PLUGIN_NAME)
+
+
+def _pool_process(niceness: int, worker_pid: int) -> None:
+    """In each witness process as it starts: run ``niceness`` nicer than the worker, and exit
+    once the worker process (``worker_pid``) is gone. A worker killed outright (by its nanny, the
+    OOM killer) never shuts its pool down, and its processes, blocked on the pool's queue, would
+    stay. (``os.getppid`` cannot tell: in a Dask worker's pool it reads 1 from the start.)"""
+    import psutil
+
+    nicer(niceness)
+    try:
+        worker = psutil.Process(worker_pid)  # is_running() also tells a reused pid from it
+    except psutil.NoSuchProcess:
+        os._exit(0)
+
+    def exit_with_parent() -> None:
+        while worker.is_running():
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, name="distprove-wtns-parent", daemon=True).start()
+
+
+def _warm_up() -> None:
+    """In a pool process: import the witness calculator before the first witness."""
+    import distprove.formats.wtns  # noqa: F401
+    import distprove.witnessgen  # noqa: F401
+
+
+def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -> str:
+    """In a pool process: compute and write the witness; "" or the one-line reason it failed.
+    A scratch witness (not ``keep``) is written without fsync: it lives until its proof is read
+    on this host, and a crash loses the batch's progress on it anyway (the rerun computes it
+    again); the two fsyncs cost more than a small circuit's witness."""
+    from distprove.formats.wtns import write_wtns
+    from distprove.witnessgen import calculate
+
+    try:
+        values = calculate(wasm, input_path)
+        os.makedirs(os.path.dirname(wtns), exist_ok=True)
+        write_wtns(wtns, values, durable=keep)
+    except FormatError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{wtns}: cannot write the witness: {exc.strerror or exc}"
+    return ""
+
+
+def _calculate_chunk(wasm: str, items: list[tuple[str, str]], keep: bool = False) -> list[str]:
+    """In a pool process: :func:`_calculate_into` for each (input, wtns) in turn."""
+    return [_calculate_into(wasm, input_path, wtns, keep) for input_path, wtns in items]
+
+
+def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
+    """Raise FormatError(wasm, problem) unless the wasm computes witnesses of the key's size."""
+    from distprove.witnessgen import calculator
+
+    calculator(wasm).check_key(SimpleNamespace(n_vars=n_vars, path=key_path))
+
+
+# --- claims ------------------------------------------------------------------------------------
+
+_claims: dict[str, dict[str, tuple[Future, int] | None]] = {}
+"""Per batch, per witness path: the pool job computing it and its place in the job, or None once
+a proof task took it."""
+_claims_lock = threading.Lock()
+
+
+def job_size(inputs: int, n_vars: int, processes: int) -> int:
+    """Inputs per pool job: at most :data:`JOB_VALUES` values, and no more than an equal share of
+    the ``inputs`` over the ``processes``."""
+    return max(1, min(-(-inputs // max(1, processes)), JOB_VALUES // max(1, n_vars)))
+
+
+def _pool() -> tuple[Executor | None, int]:
+    """This worker's witness pool and its processes (None, 1 off a worker or without one)."""
+    try:
+        worker = get_worker()
+    except ValueError:  # not on a worker
+        return None, 1
+    return worker.executors.get(EXECUTOR), getattr(worker, "distprove_witness_processes", 1)
+
+
+def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = False) -> list[tuple[Future, int] | None]:
+    """Each (source, witness path)'s pool job and place in it, sending the unclaimed ones to this
+    worker's pool in order (in turn here, without one). One a proof task already took is None,
+    or (``again``) claimed anew."""
+    pool, processes = _pool()
+    with _claims_lock:
+        def claimed(src: WitnessSource, wtns: str) -> bool:
+            batch = _claims.get(src.batch, {})
+            return wtns in batch and not (again and batch[wtns] is None)
+
+        todo = [(src, wtns) for src, wtns in sources if not claimed(src, wtns)]
+        step = job_size(len(todo), n_vars, processes)
+        k = 0
+        while k < len(todo):
+            src = todo[k][0]
+            job = [todo[k]]
+            while len(job) < step and k + len(job) < len(todo) and todo[k + len(job)][0].wasm == src.wasm \
+                    and todo[k + len(job)][0].keep == src.keep:
+                job.append(todo[k + len(job)])
+            items = [(s.input, w) for s, w in job]
+            fut: Future
+            if pool is None:
+                fut = Future()
+                fut.set_result(_calculate_chunk(src.wasm, items, src.keep))
+            else:
+                fut = pool.submit(_calculate_chunk, src.wasm, items, src.keep)
+            batch = _claims.setdefault(src.batch, {})
+            for i, (_, wtns) in enumerate(job):
+                batch[wtns] = (fut, i)
+            k += len(job)
+        return [_claims[src.batch][wtns] for src, wtns in sources]
+
+
+def _reason(entry: tuple[Future, int] | None, src: WitnessSource) -> str:
+    """The one-line reason a claimed witness failed, "" once written (waits for its job)."""
+    if entry is None:
+        return ""
+    fut, i = entry
+    try:
+        return fut.result()[i]
+    except Exception as exc:  # the job itself failed (a broken pool)
+        return f"{src.input}: the witness calculation failed: {one_line(exc)}"
+
+
+def compute_witnesses(wasm: str, items: list[tuple[str, str]], n_vars: int = 0, keep: bool = False,
+                      batch: str = "") -> list[str]:
+    """The witness task of a chunk of inputs: each (input, wtns) of ``items`` claimed
+    (:func:`claim`: sent to the worker's pool unless a task of this process already did) and
+    waited for; one "" or the one-line reason it failed per item. Secedes from the worker's
+    thread pool while the pool computes, so the worker's proofs go on."""
+    sources = [(WitnessSource(wasm, inp, keep, batch), wtns) for inp, wtns in items]
+    with context_meter.meter(WITNESS_GEN):
+        entries = claim(sources, n_vars)
+        if _pool()[0] is not None:
+            secede()
+        return [_reason(entry, src) for entry, (src, _) in zip(entries, sources)]
+
+
+def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> None:
+    """In a proof task: wait until the witness at ``wtns`` is written (claimed here if no task of
+    this process has claimed it), and take it; raise :class:`WitnessFailed` when its calculation
+    failed. A witness is taken once: a task that needs it again computes it again."""
+    entry = claim([(src, wtns)], n_vars, again=True)[0]
+    reason = _reason(entry, src)
+    with _claims_lock:
+        batch = _claims.get(src.batch)
+        if batch is not None and wtns in batch:
+            batch[wtns] = None
+    if reason:
+        raise WitnessFailed(reason)
+
+
+def forget_batch(batch: str) -> None:
+    """Drop a batch's claims in this worker process (at the batch's end)."""
+    with _claims_lock:
+        _claims.pop(batch, None)
