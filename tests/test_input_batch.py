@@ -133,7 +133,11 @@ def test_inputs_prove_stream_verify_and_rerun_skips(client, tmp_path: Path) -> N
     assert {r.reason for r in recorded.results} == {"recorded as proved in the state file"}
 
 
-def test_mixed_folder_fails_only_bad_inputs_and_keeps_witnesses(client, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["auto", "split"])
+def test_mixed_folder_fails_only_bad_inputs_and_keeps_witnesses(client, tmp_path: Path, mode: str) -> None:
+    """Data mode (auto here): each proof task computes its group's witnesses as it proves, and
+    reports the inputs that fail; split mode: proofs go out once their witnesses exist, and the
+    feed reports the inputs that fail. The same outcomes either way."""
     root = _folder(tmp_path, "bits_k16", with_inputs=False)
     good = sorted((DATA / "bits_k16" / "inputs").glob("*.json"))[:2]
     for p in good:
@@ -147,7 +151,8 @@ def test_mixed_folder_fails_only_bad_inputs_and_keeps_witnesses(client, tmp_path
     (root / "verification_key.json").write_text("{}")  # a key's companion: not an input
     out = tmp_path / "out"
 
-    report = distprove.batch(root, out_dir=out, client=client, echo=None, keep_witnesses=True)
+    report = distprove.batch(root, out_dir=out, client=client, echo=None, keep_witnesses=True, mode=mode)
+    assert report.mode == ("split" if mode == "split" else "data")
     status = {r.name: r for r in report.results}
     assert sorted(status) == ["assert", "garbage", "input_0", "input_1", "missing"]
     assert [status[n].status for n in ("input_0", "input_1")] == ["proved", "proved"]
@@ -169,7 +174,7 @@ def test_mixed_folder_fails_only_bad_inputs_and_keeps_witnesses(client, tmp_path
     assert not list(out.glob("*.tmp*"))
 
     # a rerun skips the proved inputs (their kept witnesses' public signals match) and fails the bad ones again
-    again = distprove.batch(root, out_dir=out, client=client, echo=None, keep_witnesses=True)
+    again = distprove.batch(root, out_dir=out, client=client, echo=None, keep_witnesses=True, mode=mode)
     assert {r.name: r.status for r in again.results} == {
         "assert": "failed", "garbage": "failed", "input_0": "skipped", "input_1": "skipped", "missing": "failed"
     }
