@@ -20,7 +20,8 @@ start-up (the circuit check, the first witness chunk) from a slower pace. ``--ke
 the last input batch's proofs there (to check one with snarkjs). ``--timeline`` records each
 run's Dask task stream and prints, per worker, where its execution slot went: the seconds to the
 first proof task, in proof tasks, in other tasks (witness tasks until they secede, markers, ...)
-and idle between them, and the tail after the last proof task's slot is given back.
+and idle between them, and the tail after the last proof task's slot is given back, and the
+seconds its proof tasks spent in each metered stage (the span's fine performance metrics).
 """
 
 from __future__ import annotations
@@ -125,6 +126,18 @@ def slot_timeline(stream: list[dict[str, Any]], t0: float, t1: float) -> dict[st
     return out
 
 
+def proof_task_stages(dask_scheduler: Any) -> dict[str, float]:
+    """On the scheduler: the seconds the last batch's proof tasks spent in each activity (the
+    stages their meters record, Dask's thread-cpu and thread-noncpu), from the fine performance
+    metrics of the batch's span (the latest "distprove-batch")."""
+    spans = [sp for sp in dask_scheduler.extensions["spans"].spans.values() if sp.name == ("distprove-batch",)]
+    if not spans:
+        return {}
+    last = max(spans, key=lambda sp: sp.enqueued)
+    return {activity: round(value, 4) for (context, prefix, activity, unit), value in last.cumulative_worker_metrics.items()
+            if context == "execute" and prefix == "prove-whole" and unit == "seconds"}
+
+
 def task_spans(stream: list[dict[str, Any]], t0: float) -> str:
     """Every task's compute span from ``t0``, in start order, as ``prefix:N@start-stop`` (N: the
     proofs or inputs after the first that its name counts, ``name+N``); markers left out."""
@@ -177,6 +190,7 @@ def main() -> None:
                         if args.timeline:
                             print(f"  {kind} slots: {json.dumps(slot_timeline(ts.data, t0, t1))}", flush=True)
                             print(f"  tasks: {task_spans(ts.data, t0)}", flush=True)
+                            print(f"  proof task stages: {json.dumps(client.run_on_scheduler(proof_task_stages))}", flush=True)
             if args.keep:
                 shutil.copytree(inputs / "proofs", args.keep, dirs_exist_ok=True)
             best = {k: max(v) for k, v in rows.items()} if args.reps else {}

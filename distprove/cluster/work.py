@@ -33,7 +33,7 @@ from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.cluster import metrics
 from distprove.cluster import state as worker_state
 from distprove.cluster.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
-from distprove.cluster.state import MeteredBackend, ProverState, ResidentKey
+from distprove.cluster.state import WITNESS_WAIT, MeteredBackend, ProverState, ResidentKey
 from distprove.cluster.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
 from distprove.cluster.witnesspool import await_witness, claim
 from distprove.errors import FormatError, one_line
@@ -203,7 +203,8 @@ def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, Resident
     key = st.key(spec.key_path, spec.content_hash)
     try:
         if spec.source is not None:
-            await_witness(spec.source, spec.witness, key.n_vars)
+            with context_meter.meter(WITNESS_WAIT):
+                await_witness(spec.source, spec.witness, key.n_vars)
         return step(st, key)
     except FormatError:
         metrics.record_proof(key, False)
