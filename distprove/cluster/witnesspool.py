@@ -150,8 +150,10 @@ def _pool_process(niceness: int, worker_pid: int) -> None:
 
 def _warm_up() -> None:
     """In a pool process: import the witness calculator before the first witness."""
-    import distprove.formats.wtns  # noqa: F401
-    import distprove.witnessgen  # noqa: F401
+    from distprove import witnessgen
+    from distprove.formats import wtns
+
+    del witnessgen, wtns  # imported for their import's sake
 
 
 def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -> str:
@@ -199,6 +201,11 @@ def job_size(inputs: int, n_vars: int, processes: int) -> int:
     return max(1, min(-(-inputs // max(1, processes)), JOB_VALUES // max(1, n_vars)))
 
 
+def _same_job(a: WitnessSource, b: WitnessSource) -> bool:
+    """Whether two inputs' witnesses can share a pool job (one wasm, durability and batch)."""
+    return (a.wasm, a.keep, a.batch) == (b.wasm, b.keep, b.batch)
+
+
 def _pool() -> tuple[Executor | None, int]:
     """This worker's witness pool and its processes (None, 1 off a worker or without one)."""
     try:
@@ -224,8 +231,7 @@ def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = F
         while k < len(todo):
             src = todo[k][0]
             job = [todo[k]]
-            while len(job) < step and k + len(job) < len(todo) and todo[k + len(job)][0].wasm == src.wasm \
-                    and todo[k + len(job)][0].keep == src.keep:
+            while len(job) < step and k + len(job) < len(todo) and _same_job(todo[k + len(job)][0], src):
                 job.append(todo[k + len(job)])
             items = [(s.input, w) for s, w in job]
             fut: Future
