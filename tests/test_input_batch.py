@@ -656,3 +656,78 @@ def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(tm
     finally:
         forget_batch("claims-test")
     assert "claims-test" not in witnesspool._claims
+
+
+def test_witnesses_lost_with_a_broken_pool_are_computed_again_each_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool job lost because a pool process died (BrokenProcessPool) leaves each of its
+    witnesses to be computed again alone, in a process of its own, once however many tasks wait
+    for it: a good input's witness is written (snarkjs's bytes), a bad one fails with its own
+    reason, not the pool's."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from distprove.cluster import witnesspool
+    from distprove.cluster.tasks import WitnessSource
+    from distprove.cluster.witnesspool import compute_witnesses, forget_batch
+
+    class BrokenPool:
+        def __init__(self) -> None:
+            self.jobs = 0
+
+        def submit(self, fn: Any, *args: Any) -> Future:
+            self.jobs += 1
+            fut: Future = Future()
+            fut.set_exception(BrokenProcessPool("A process in the process pool was terminated abruptly"))
+            return fut
+
+    broken = BrokenPool()
+    monkeypatch.setattr(witnesspool, "_pool", lambda: (broken, 2))
+    monkeypatch.setattr(witnesspool, "secede", lambda: None)
+    isolated: list[str] = []
+    real = witnesspool._isolated
+    monkeypatch.setattr(witnesspool, "_isolated", lambda src, wtns: (isolated.append(Path(src.input).stem), real(src, wtns))[1])
+    wasm = str(DATA / "mul_chain_1k" / "circuit.wasm")
+    good = str(DATA / "mul_chain_1k" / "inputs" / "input_1.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"x0": "not a number"}')
+    items = [(good, str(tmp_path / "a.wtns")), (str(bad), str(tmp_path / "b.wtns"))]
+    try:
+        reasons = compute_witnesses(wasm, items, 1024, False, "broken-test")
+        assert reasons[0] == "" and reasons[1].startswith(f"{bad}: ") and "pool" not in reasons[1]
+        assert (tmp_path / "a.wtns").read_bytes() == (DATA / "mul_chain_1k" / "witnesses" / "witness_1.wtns").read_bytes()
+        witnesspool.await_witness(WitnessSource(wasm, good, False, "broken-test"), items[0][1], 1024)
+        assert broken.jobs == 2 and isolated == ["input_1", "bad"]  # once each: the proof task took what the first wait wrote
+    finally:
+        forget_batch("broken-test")
+        with witnesspool._isolation_lock:
+            while witnesspool._isolation:
+                witnesspool._isolation.pop().shutdown()
+
+
+def test_a_batch_goes_on_after_a_witness_process_died(client, tmp_path: Path) -> None:
+    """A witness process killed outright (SIGKILL: the OOM killer's way) breaks its worker's pool;
+    the next witnesses go to a new pool on that worker, and every input of the batch is proved."""
+    import os
+    import signal
+
+    from distprove.cluster.inputbatch import ensure_witness_pool
+
+    root = _folder(tmp_path, "mul_chain_1k")
+    ensure_witness_pool(client, discover_inputs(root))
+
+    def pool_pids(dask_worker) -> list[int]:
+        return sorted(p.pid for p in dask_worker.executors[EXECUTOR]._processes.values())
+
+    before = client.run(pool_pids)
+    for pids in before.values():  # one process of every worker's pool
+        os.kill(pids[0], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not all(client.run(lambda dask_worker: bool(dask_worker.executors[EXECUTOR]._broken)).values()):
+        assert time.monotonic() < deadline, "the pools did not notice their processes died"
+        time.sleep(0.05)
+    report = distprove.batch(root, client=client, echo=None)
+    assert report.ok and len(report.proved) == 3, report.summary()
+    vk = DATA / "mul_chain_1k" / "verification_key.json"
+    assert all(distprove.verify(vk, r.public_path, r.proof_path) for r in report.proved)
+    after = client.run(pool_pids)
+    assert any(set(after[w]).isdisjoint(before[w]) for w in before)  # a new pool where witnesses went

@@ -18,6 +18,10 @@ streams (:func:`await_witness`) thus proves each witness as soon as it is writte
 waits on one that needs a worker slot to start. Claims are this process's only: a witness file of
 an earlier run never counts as computed, since its input may have changed. A batch's claims are
 dropped at its end (:func:`forget_batch`).
+
+A process of the pool that dies (a crash, the OOM killer) breaks the whole pool and loses every
+job on it: the next witnesses go to a new pool, and those lost are computed again one at a
+time, each alone in a process of its own, so that an input that ends its process fails alone.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any
 
@@ -116,6 +120,9 @@ class WitnessPool(WorkerPlugin):
         pool = worker.executors.pop(EXECUTOR, None)
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        with _isolation_lock:
+            while _isolation:
+                _isolation.pop().shutdown(wait=False)
 
 
 def ensure_pool(client: Any) -> None:
@@ -172,6 +179,8 @@ def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -
         return str(exc)
     except OSError as exc:
         return f"{wtns}: cannot write the witness: {exc.strerror or exc}"
+    except Exception as exc:  # anything else fails this input alone, not the others of its job
+        return f"{input_path}: the witness calculation failed: {one_line(exc)}"
     return ""
 
 
@@ -193,6 +202,7 @@ _claims: dict[str, dict[str, tuple[Future, int] | None]] = {}
 """Per batch, per witness path: the pool job computing it and its place in the job, or None once
 a proof task took it."""
 _claims_lock = threading.Lock()
+_pool_lock = threading.Lock()
 
 
 def job_size(inputs: int, n_vars: int, processes: int) -> int:
@@ -213,6 +223,35 @@ def _pool() -> tuple[Executor | None, int]:
     except ValueError:  # not on a worker
         return None, 1
     return worker.executors.get(EXECUTOR), getattr(worker, "distprove_witness_processes", 1)
+
+
+def _replace_pool(broken: Executor) -> None:
+    """A new witness pool on this worker in place of ``broken`` (one of its processes died: a
+    crash, the OOM killer), made by the worker's :class:`WitnessPool` plugin; once, however many
+    tasks saw it broken."""
+    worker = get_worker()
+    with _pool_lock:
+        if worker.executors.get(EXECUTOR) is broken:
+            log.warning("witness pool broken (a process died); starting a new one")
+            plugin = worker.plugins.get(PLUGIN_NAME)
+            if plugin is not None:
+                plugin.setup(worker)
+            else:
+                worker.executors.pop(EXECUTOR, None)
+
+
+def _submit(pool: Executor, wasm: str, items: list[tuple[str, str]], keep: bool) -> Future:
+    """``_calculate_chunk`` on ``pool``, or on its replacement when it is broken."""
+    try:
+        return pool.submit(_calculate_chunk, wasm, items, keep)
+    except BrokenExecutor:
+        _replace_pool(pool)
+    fresh = _pool()[0]
+    if fresh is None:
+        fut: Future = Future()
+        fut.set_result(_calculate_chunk(wasm, items, keep))
+        return fut
+    return fresh.submit(_calculate_chunk, wasm, items, keep)
 
 
 def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = False) -> list[tuple[Future, int] | None]:
@@ -239,7 +278,8 @@ def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = F
                 fut = Future()
                 fut.set_result(_calculate_chunk(src.wasm, items, src.keep))
             else:
-                fut = pool.submit(_calculate_chunk, src.wasm, items, src.keep)
+                fut = _submit(pool, src.wasm, items, src.keep)
+                pool = _pool()[0] or pool  # the replacement, if this one was broken
             batch = _claims.setdefault(src.batch, {})
             for i, (_, wtns) in enumerate(job):
                 batch[wtns] = (fut, i)
@@ -247,15 +287,53 @@ def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = F
         return [_claims[src.batch][wtns] for src, wtns in sources]
 
 
-def _reason(entry: tuple[Future, int] | None, src: WitnessSource) -> str:
-    """The one-line reason a claimed witness failed, "" once written (waits for its job)."""
-    if entry is None:
-        return ""
-    fut, i = entry
-    try:
-        return fut.result()[i]
-    except Exception as exc:  # the job itself failed (a broken pool)
-        return f"{src.input}: the witness calculation failed: {one_line(exc)}"
+def _reason(entry: tuple[Future, int] | None, src: WitnessSource, wtns: str) -> str:
+    """The one-line reason a claimed witness failed, "" once written (waits for its job). A job
+    lost with its pool (one of the pool's processes died: a crash, the OOM killer) leaves its
+    witnesses to be computed again one at a time, each alone in a process of its own
+    (:func:`_isolated`), by the first task that waits for each: the input that ends its process
+    fails alone, and the others of the lost jobs are written."""
+    while entry is not None:
+        fut, i = entry
+        try:
+            return fut.result()[i]
+        except BrokenExecutor:
+            with _claims_lock:
+                batch = _claims.setdefault(src.batch, {})
+                entry = batch.get(wtns)
+                mine = entry is not None and entry[0] is fut
+                if mine:
+                    alone: Future = Future()
+                    batch[wtns] = entry = (alone, 0)
+            if mine:
+                try:
+                    alone.set_result([_isolated(src, wtns)])
+                except Exception as exc:  # no process for it: its waiters must not wait forever
+                    alone.set_result([f"{src.input}: the witness calculation failed: {one_line(exc)}"])
+        except Exception as exc:  # the job itself failed otherwise
+            return f"{src.input}: the witness calculation failed: {one_line(exc)}"
+    return ""
+
+
+_isolation: list[ProcessPoolExecutor] = []
+_isolation_lock = threading.Lock()
+
+
+def _isolated(src: WitnessSource, wtns: str) -> str:
+    """One witness computed alone, in a one-process pool of its own (one witness at a time, the
+    pool kept for the next): "" or its one-line reason, the input named as the cause when its
+    process dies. Where a worker may have no child processes (a daemonic one), here in turn."""
+    if multiprocessing.current_process().daemon:
+        return _calculate_chunk(src.wasm, [(src.input, wtns)], src.keep)[0]
+    with _isolation_lock:
+        if not _isolation:
+            _isolation.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
+                                                  initargs=(config.get_int("witness.niceness", 0), os.getpid())))
+        try:
+            return _isolation[0].submit(_calculate_chunk, src.wasm, [(src.input, wtns)], src.keep).result()[0]
+        except BrokenExecutor as exc:
+            _isolation.pop().shutdown(wait=False)
+            return f"{src.input}: the witness calculation ended its process ({one_line(exc)})"
 
 
 def compute_witnesses(wasm: str, items: list[tuple[str, str]], n_vars: int = 0, keep: bool = False,
@@ -269,7 +347,7 @@ def compute_witnesses(wasm: str, items: list[tuple[str, str]], n_vars: int = 0, 
         entries = claim(sources, n_vars)
         if _pool()[0] is not None:
             secede()
-        return [_reason(entry, src) for entry, (src, _) in zip(entries, sources)]
+        return [_reason(entry, src, wtns) for entry, (src, wtns) in zip(entries, sources)]
 
 
 def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> None:
@@ -277,7 +355,7 @@ def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> None:
     this process has claimed it), and take it; raise :class:`WitnessFailed` when its calculation
     failed. A witness is taken once: a task that needs it again computes it again."""
     entry = claim([(src, wtns)], n_vars, again=True)[0]
-    reason = _reason(entry, src)
+    reason = _reason(entry, src, wtns)
     with _claims_lock:
         batch = _claims.get(src.batch)
         if batch is not None and wtns in batch:
