@@ -731,3 +731,41 @@ def test_a_batch_goes_on_after_a_witness_process_died(client, tmp_path: Path) ->
     assert all(distprove.verify(vk, r.public_path, r.proof_path) for r in report.proved)
     after = client.run(pool_pids)
     assert any(set(after[w]).isdisjoint(before[w]) for w in before)  # a new pool where witnesses went
+
+
+def test_a_batch_of_a_streamed_key_and_a_split_one_proves_each_input_once(tmp_path: Path) -> None:
+    """Two keys in one feed, one whose proof tasks stream and one whose proofs wait for their
+    witnesses: every input's proof goes out once, the first key's groups streamed on the worker
+    of their witness task, the second's once their witnesses exist."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from distprove.cluster.inputbatch import InputFeed
+    from distprove.cluster.witnesspool import forget_batch
+
+    jobs, _ = _twenty_inputs(tmp_path)
+    streamed, split = SimpleNamespace(path="A", n_vars=0), SimpleNamespace(path="B", n_vars=0)
+    planned = [(replace(j, key="A"), streamed) for j in jobs[:10]] + [(replace(j, key="B"), split) for j in jobs[10:]]
+    plan = SimpleNamespace(workers=("tcp://127.0.0.1:1",), proofs_per_task=lambda info, n: 4, fuses=lambda info: info.path == "A")
+    client, proofs = _InlineClient(), []
+
+    def submit(chunk_jobs: list, info: Any, i: int, worker: str | None = None, stream: bool = False) -> tuple:
+        assert stream == (info.path == "A") and (worker is not None) == stream
+        assert stream or all(Path(j.wtns).is_file() for j in chunk_jobs)
+        proofs.append((info.path, [j.name for j in chunk_jobs]))
+        return object(), [], True
+
+    with dask.config.set({"distprove.witness.processes": 2}):
+        feed = InputFeed()
+        feed.start(client, planned, plan, submit, lambda *a: pytest.fail(f"nothing fails here: {a}"), "mixed")
+    try:
+        while feed.active:
+            for _, entries, _ in feed.poll():
+                for job, _ in entries:
+                    feed.proof_done(job)
+                    feed.finished(job)
+        assert sorted(n for _, names in proofs for n in names) == sorted(j.name for j in jobs)
+        assert {path for path, _ in proofs} == {"A", "B"}
+        assert [len(names) for path, names in proofs if path == "A"] == [4, 4, 2]
+    finally:
+        forget_batch("mixed")

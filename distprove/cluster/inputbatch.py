@@ -471,16 +471,17 @@ class InputFeed:
         for k in range(len(self.workers)):  # one round a call: the client comes back for the witnesses done meanwhile
             worker = self.workers[(first + k) % len(self.workers)]
             lead = self.lead[worker]
-            chunk = []
+            led = False  # a streamed group's witness task went out now
             if self.queue and len(self.opened) < self.bound and not (self.streams.get(self.queue[-1][0].key) and len(lead) >= WITNESS_LEAD):
                 chunk = self._next_chunk(worker)
                 if chunk:
                     self._submit_witnesses(worker, chunk)
                     if self.streams.get(chunk[0][0].key):
                         lead.append(chunk)
+                        led = True
             # a group's proof task waits for a full lead, so that the next groups' witness tasks
             # reach the worker before it (and run first): the pool then never idles while it proves
-            if lead and (len(lead) >= WITNESS_LEAD or not chunk) and sum(w == worker for w in self.worker_of.values()) < GROUPS_AHEAD:
+            if lead and (len(lead) >= WITNESS_LEAD or not led) and sum(w == worker for w in self.worker_of.values()) < GROUPS_AHEAD:
                 out.append(self._submit_proofs(lead.popleft(), worker))
         return out
 
