@@ -620,6 +620,15 @@ def test_a_streamed_key_sends_each_group_as_a_witness_task_and_a_proof_task_on_o
         forget_batch("t")
 
 
+def _good_and_bad_input(tmp_path: Path) -> tuple[str, str, Path, list[tuple[str, str]]]:
+    """mul_chain_1k's wasm, a good input, a bad one and their (input, wtns) items under tmp_path."""
+    wasm = str(DATA / "mul_chain_1k" / "circuit.wasm")
+    good = str(DATA / "mul_chain_1k" / "inputs" / "input_1.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"x0": "not a number"}')
+    return wasm, good, bad, [(good, str(tmp_path / "a.wtns")), (str(bad), str(tmp_path / "b.wtns"))]
+
+
 def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A witness task's inputs are claimed in this process: a proof task then takes each witness
     without computing it again (a witness task after it neither), one it takes a second time is
@@ -635,11 +644,7 @@ def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(tm
     real = witnesspool._calculate_chunk
     monkeypatch.setattr(witnesspool, "_calculate_chunk",
                         lambda wasm, items, keep=False: (computed.extend(Path(i).stem for i, _ in items), real(wasm, items, keep))[1])
-    wasm = str(DATA / "mul_chain_1k" / "circuit.wasm")
-    good = str(DATA / "mul_chain_1k" / "inputs" / "input_1.json")
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"x0": "not a number"}')
-    items = [(good, str(tmp_path / "a.wtns")), (str(bad), str(tmp_path / "b.wtns"))]
+    wasm, good, bad, items = _good_and_bad_input(tmp_path)
     try:
         reasons = compute_witnesses(wasm, items, 1024, False, "claims-test")
         assert reasons[0] == "" and reasons[1].startswith(f"{bad}: ")
@@ -686,11 +691,7 @@ def test_witnesses_lost_with_a_broken_pool_are_computed_again_each_alone(tmp_pat
     isolated: list[str] = []
     real = witnesspool._isolated
     monkeypatch.setattr(witnesspool, "_isolated", lambda src, wtns: (isolated.append(Path(src.input).stem), real(src, wtns))[1])
-    wasm = str(DATA / "mul_chain_1k" / "circuit.wasm")
-    good = str(DATA / "mul_chain_1k" / "inputs" / "input_1.json")
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"x0": "not a number"}')
-    items = [(good, str(tmp_path / "a.wtns")), (str(bad), str(tmp_path / "b.wtns"))]
+    wasm, good, bad, items = _good_and_bad_input(tmp_path)
     try:
         reasons = compute_witnesses(wasm, items, 1024, False, "broken-test")
         assert reasons[0] == "" and reasons[1].startswith(f"{bad}: ") and "pool" not in reasons[1]

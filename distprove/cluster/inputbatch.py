@@ -506,8 +506,6 @@ class InputFeed:
         else:
             reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted, worker=worker, stream=True)
             self.worker_of[self.groups] = worker
-            for job in jobs:
-                self.left[job.key] -= 1
         self.submitted += len(jobs)
         self.open_groups[self.groups] = len(jobs)
         self.group_of.update((j.name, self.groups) for j in jobs)

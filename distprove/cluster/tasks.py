@@ -14,6 +14,7 @@ import numpy as np
 from distprove import bn254
 from distprove.errors import one_line
 
+
 @dataclass(frozen=True)
 class WitnessSource:
     """Where a proof's witness comes from in an input batch: the circuit's ``wasm`` and the

@@ -240,18 +240,20 @@ def _replace_pool(broken: Executor) -> None:
                 worker.executors.pop(EXECUTOR, None)
 
 
-def _submit(pool: Executor, wasm: str, items: list[tuple[str, str]], keep: bool) -> Future:
-    """``_calculate_chunk`` on ``pool``, or on its replacement when it is broken."""
-    try:
-        return pool.submit(_calculate_chunk, wasm, items, keep)
-    except BrokenExecutor:
-        _replace_pool(pool)
-    fresh = _pool()[0]
-    if fresh is None:
-        fut: Future = Future()
-        fut.set_result(_calculate_chunk(wasm, items, keep))
-        return fut
-    return fresh.submit(_calculate_chunk, wasm, items, keep)
+def _submit(pool: Executor | None, wasm: str, items: list[tuple[str, str]], keep: bool) -> tuple[Future, Executor | None]:
+    """``_calculate_chunk`` on ``pool`` (on its replacement when it is broken; here, in turn,
+    without one): its future and the pool it went to, for the next job."""
+    if pool is not None:
+        try:
+            return pool.submit(_calculate_chunk, wasm, items, keep), pool
+        except BrokenExecutor:
+            _replace_pool(pool)
+            pool = _pool()[0]
+            if pool is not None:
+                return pool.submit(_calculate_chunk, wasm, items, keep), pool
+    fut: Future = Future()
+    fut.set_result(_calculate_chunk(wasm, items, keep))
+    return fut, None
 
 
 def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = False) -> list[tuple[Future, int] | None]:
@@ -272,14 +274,7 @@ def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = F
             job = [todo[k]]
             while len(job) < step and k + len(job) < len(todo) and _same_job(todo[k + len(job)][0], src):
                 job.append(todo[k + len(job)])
-            items = [(s.input, w) for s, w in job]
-            fut: Future
-            if pool is None:
-                fut = Future()
-                fut.set_result(_calculate_chunk(src.wasm, items, src.keep))
-            else:
-                fut = _submit(pool, src.wasm, items, src.keep)
-                pool = _pool()[0] or pool  # the replacement, if this one was broken
+            fut, pool = _submit(pool, src.wasm, [(s.input, w) for s, w in job], src.keep)
             batch = _claims.setdefault(src.batch, {})
             for i, (_, wtns) in enumerate(job):
                 batch[wtns] = (fut, i)
