@@ -453,6 +453,33 @@ def test_streamed_prove_group_computes_its_inputs_and_a_bad_one_fails_alone(st: 
     assert [r.proof.points for r in streamed if isinstance(r, Assembled)] == [r.proof.points for r in files]
 
 
+@pytest.mark.parametrize("group", [1, 2])
+def test_streamed_prove_group_computes_each_witness_once(
+    st: ProverState, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group: int
+) -> None:
+    """A streamed proof task computes each input's witness once, in groups of one (each proof's
+    witness awaited by its prefetch, then proved) as in larger groups."""
+    from distprove.cluster import witnesspool
+    from distprove.cluster.tasks import WitnessSource
+
+    computed: list[str] = []
+    real = witnesspool._calculate_chunk
+    monkeypatch.setattr(witnesspool, "_calculate_chunk",
+                        lambda wasm, items, keep=False: (computed.extend(i for i, _ in items), real(wasm, items, keep))[1])
+    good = spec_for(tmp_path)
+    specs = [ProofSpec(name, str(tmp_path / "scratch" / f"{name}.wtns"), good.key_path, good.content_hash,
+                       str(tmp_path / f"{name}.proof.json"), str(tmp_path / f"{name}.public.json"),
+                       WitnessSource(str(DATA / "mini" / "mini.wasm"), str(DATA / "mini" / "input.json"), False, "once-test"))
+             for name in "abc"]
+    try:
+        with dask.config.set({"distprove.msm.group-proofs": group}):
+            proofs = work.prove_group(specs, work.plan_key(str(MINI_ZKEY)).widths)
+    finally:
+        witnesspool.forget_batch("once-test")
+    assert [type(r).__name__ for r in proofs] == ["Assembled"] * 3
+    assert len(computed) == 3
+
+
 @pytest.fixture
 def pool2() -> "ProcessPoolExecutor":
     """A spawned process pool of 2 (the worker's check pool, which grouped proofs are assembled in)."""

@@ -195,14 +195,15 @@ def prove_whole(
     return _finish_whole(spec, _start_whole(spec, widths)(), assemble, blinding)
 
 
-def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any]) -> Any:
+def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any], waited: bool = False) -> Any:
     """``step(state, key)`` for the spec's resident key, once its witness is written (an input's,
-    computed on this worker: :func:`~distprove.cluster.witnesspool.await_witness`); a bad witness
-    or input (FormatError) is counted as a failed proof in the worker's metrics and raised."""
+    computed on this worker: :func:`~distprove.cluster.witnesspool.await_witness`, unless
+    ``waited``: its prefetch took it already); a bad witness or input (FormatError) is counted as
+    a failed proof in the worker's metrics and raised."""
     st = worker_state.state()
     key = st.key(spec.key_path, spec.content_hash)
     try:
-        if spec.source is not None:
+        if spec.source is not None and not waited:
             with context_meter.meter(WITNESS_WAIT):
                 await_witness(spec.source, spec.witness, key.n_vars)
         return step(st, key)
@@ -213,12 +214,14 @@ def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, Resident
 
 def _start_whole(spec: ProofSpec, widths: Mapping[str, int] | None, witness: Any = None) -> Callable[[], WindowSums]:
     """:func:`prove_whole` up to its MSMs queued on the device; the waiter of their sums.
-    ``witness``: the spec's witness already loaded (:func:`_prefetch`), else read here. A bad
-    witness raises here (and counts as a failed proof in the worker's metrics)."""
+    ``witness``: the spec's witness already loaded (:func:`_prefetch`, which waited for an input's
+    witness and took it: waiting again would compute it again), else read here. A bad witness
+    raises here (and counts as a failed proof in the worker's metrics)."""
     from distprove.prover import start_window_sums
 
     source = spec.witness if witness is None else witness
-    return _counting_bad_witness(spec, lambda st, key: start_window_sums(key, source, MeteredBackend(st.backend), widths=widths))
+    return _counting_bad_witness(spec, lambda st, key: start_window_sums(key, source, MeteredBackend(st.backend), widths=widths),
+                                 waited=witness is not None)
 
 
 def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
