@@ -465,7 +465,7 @@ def test_streamed_prove_group_computes_each_witness_once(
     computed: list[str] = []
     real = witnesspool._calculate_chunk
     monkeypatch.setattr(witnesspool, "_calculate_chunk",
-                        lambda wasm, items, keep=False: (computed.extend(i for i, _ in items), real(wasm, items, keep))[1])
+                        lambda wasm, items, keep=False, ring=None: (computed.extend(i for i, *_ in items), real(wasm, items, keep, ring))[1])
     good = spec_for(tmp_path)
     specs = [ProofSpec(name, str(tmp_path / "scratch" / f"{name}.wtns"), good.key_path, good.content_hash,
                        str(tmp_path / f"{name}.proof.json"), str(tmp_path / f"{name}.public.json"),

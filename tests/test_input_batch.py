@@ -21,6 +21,7 @@ from typing import Any
 from pathlib import Path
 
 import dask
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -32,6 +33,7 @@ from distprove.cluster.inputbatch import SCRATCH_DIR, discover_inputs, holds_inp
 from distprove.cluster.witnesspool import EXECUTOR
 from distprove.cluster.state import WITNESS_GEN
 from distprove.errors import FormatError
+from distprove.formats.wtns import read_wtns
 
 DATA = Path(__file__).parent / "data"
 
@@ -79,12 +81,36 @@ class ScratchWatcher:
         return self.most
 
 
+def _held_witnesses(dask_worker: Any) -> int:
+    """Witness values held in a worker's claims, computed and not yet taken by a proof task."""
+    from distprove.cluster import witnesspool
+
+    with witnesspool._claims_lock:
+        entries = [e for batch in witnesspool._claims.values() for e in batch.values() if e is not None]
+    return sum(1 for e in entries if e.ring is not None and e.job.done() and e.job.exception() is None and e.job.result()[e.index] == "")
+
+
+class HeldWatcher(ScratchWatcher):
+    """Records the most witnesses held in the workers' shared slots at once (polled from a thread)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        super().__init__(Path())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.most = max(self.most, sum(self.client.run(_held_witnesses).values()))
+            time.sleep(0.005)
+
+
 def test_inputs_prove_stream_verify_and_rerun_skips(client, tmp_path: Path) -> None:
+    """An input batch streams: its witnesses come to the proof tasks in the workers' shared slots
+    (no scratch file written), at most the in-flight bound at once."""
     root = _folder(tmp_path, "mul_chain_1k")
     out = root / "proofs"
     assert holds_inputs(root)
     assert all(client.run(lambda dask_worker: EXECUTOR not in dask_worker.executors).values())
-    watcher = ScratchWatcher(out / SCRATCH_DIR)
+    files, watcher = ScratchWatcher(out / SCRATCH_DIR), HeldWatcher(client)
     bar: list[tuple[int, int]] = []  # the "proofs" prefix on /status: (all, done) at each result
 
     def markers(dask_scheduler: Any) -> tuple[int, int]:
@@ -96,9 +122,9 @@ def test_inputs_prove_stream_verify_and_rerun_skips(client, tmp_path: Path) -> N
 
     with dask.config.set({"distprove.witness.in-flight": 2}):
         report = distprove.batch(root, client=client, echo=None, on_result=on_result)
-    most = watcher.stop()
+    most, written = watcher.stop(), files.stop()
     assert report.ok and len(report.proved) == 3, report.summary()
-    assert 1 <= most <= 2
+    assert 1 <= most <= 2 and written == 0
     # the bar grows as witnesses arrive, to every input's proof
     assert [a for a, _ in bar] == sorted(a for a, _ in bar) and bar[-1][0] == 3 and bar[-1][1] >= 1, bar
     assert WITNESS_GEN in report.stage_seconds
@@ -178,6 +204,22 @@ def test_mixed_folder_fails_only_bad_inputs_and_keeps_witnesses(client, tmp_path
     assert {r.name: r.status for r in again.results} == {
         "assert": "failed", "garbage": "failed", "input_0": "skipped", "input_1": "skipped", "missing": "failed"
     }
+
+
+def test_inputs_stream_through_scratch_files(client, tmp_path: Path) -> None:
+    """Without shared slots (``witness.shared-memory`` null) witnesses reach the proof tasks
+    through scratch files, at most the in-flight bound at once, removed by the batch's end."""
+    root = _folder(tmp_path, "mul_chain_1k")
+    out = root / "proofs"
+    watcher = ScratchWatcher(out / SCRATCH_DIR)
+    with dask.config.set({"distprove.witness.in-flight": 2, "distprove.witness.shared-memory": None}):
+        report = distprove.batch(root, client=client, echo=None)
+    most = watcher.stop()
+    assert report.ok and len(report.proved) == 3, report.summary()
+    assert 1 <= most <= 2
+    assert not (out / SCRATCH_DIR).exists() and not list(out.glob("*.wtns"))
+    vk = DATA / "mul_chain_1k" / "verification_key.json"
+    assert all(distprove.verify(vk, out / f"input_{k}.public.json", out / f"input_{k}.proof.json") for k in range(3))
 
 
 def test_wasm_of_another_circuit_is_refused_once_before_any_proof(client, tmp_path: Path) -> None:
@@ -629,11 +671,16 @@ def _good_and_bad_input(tmp_path: Path) -> tuple[str, str, Path, list[tuple[str,
     return wasm, good, bad, [(good, str(tmp_path / "a.wtns")), (str(bad), str(tmp_path / "b.wtns"))]
 
 
-def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("memory", [False, True], ids=["file", "shared"])
+def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory: bool
+) -> None:
     """A witness task's inputs are claimed in this process: a proof task then takes each witness
     without computing it again (a witness task after it neither), one it takes a second time is
     computed again, a failed input raises its one line naming the input, and a batch's claims go
-    at its end. Jobs hold at most JOB_VALUES values and no more than a process's share."""
+    at its end. Jobs hold at most JOB_VALUES values and no more than a process's share. With
+    ``memory`` the proof task takes the values out of a shared slot (freed then) and no file is
+    written; else it finds the witness file written."""
     from distprove.cluster import witnesspool
     from distprove.cluster.tasks import WitnessSource
     from distprove.cluster.witnesspool import JOB_VALUES, WitnessFailed, await_witness, compute_witnesses, forget_batch, job_size
@@ -643,21 +690,38 @@ def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(tm
     computed: list[str] = []
     real = witnesspool._calculate_chunk
     monkeypatch.setattr(witnesspool, "_calculate_chunk",
-                        lambda wasm, items, keep=False: (computed.extend(Path(i).stem for i, _ in items), real(wasm, items, keep))[1])
+                        lambda wasm, items, keep=False, ring=None: (computed.extend(Path(i).stem for i, *_ in items),
+                                                                    real(wasm, items, keep, ring))[1])
     wasm, good, bad, items = _good_and_bad_input(tmp_path)
+    shared, n_vars = (1 << 20 if memory else 0), 1023  # mul_chain_1k's witness size
+    expected = read_wtns(DATA / "mul_chain_1k" / "witnesses" / "witness_1.wtns").values
+
+    def take(inp: str, wtns: str) -> np.ndarray | None:
+        return await_witness(WitnessSource(wasm, inp, False, "claims-test", shared), wtns, n_vars)
+
     try:
-        reasons = compute_witnesses(wasm, items, 1024, False, "claims-test")
+        reasons = compute_witnesses(wasm, items, n_vars, False, "claims-test", shared)
         assert reasons[0] == "" and reasons[1].startswith(f"{bad}: ")
         assert computed == ["input_1", "bad"]
-        await_witness(WitnessSource(wasm, good, False, "claims-test"), items[0][1], 1024)
+        ring = witnesspool._claims["claims-test"][items[0][1]].ring
+        assert (ring is not None) == memory
+        values = take(good, items[0][1])
+        if memory:
+            assert np.array_equal(values, expected) and not (tmp_path / "a.wtns").exists()
+        else:
+            assert values is None and read_wtns(tmp_path / "a.wtns").values.tolist() == expected.tolist()
         with pytest.raises(WitnessFailed) as err:
-            await_witness(WitnessSource(wasm, str(bad), False, "claims-test"), items[1][1], 1024)
+            take(str(bad), items[1][1])
         assert str(err.value) == reasons[1] and isinstance(err.value, FormatError)
+        assert ring is None or ring.idle  # both slots free again: one taken, one failed
         assert computed == ["input_1", "bad"]  # taken, not computed again
-        assert compute_witnesses(wasm, items[:1], 1024, False, "claims-test") == [""] and len(computed) == 2
-        await_witness(WitnessSource(wasm, good, False, "claims-test"), items[0][1], 1024)  # taken twice: again
+        assert compute_witnesses(wasm, items[:1], n_vars, False, "claims-test", shared) == [""] and len(computed) == 2
+        again = take(good, items[0][1])  # taken twice: computed again
         assert computed == ["input_1", "bad", "input_1"]
-        assert (tmp_path / "a.wtns").read_bytes() == (DATA / "mul_chain_1k" / "witnesses" / "witness_1.wtns").read_bytes()
+        assert np.array_equal(again, expected) if memory else again is None
+        assert ring is None or ring.idle
+        if not memory:
+            assert (tmp_path / "a.wtns").read_bytes() == (DATA / "mul_chain_1k" / "witnesses" / "witness_1.wtns").read_bytes()
     finally:
         forget_batch("claims-test")
     assert "claims-test" not in witnesspool._claims
@@ -690,7 +754,7 @@ def test_witnesses_lost_with_a_broken_pool_are_computed_again_each_alone(tmp_pat
     monkeypatch.setattr(witnesspool, "secede", lambda: None)
     isolated: list[str] = []
     real = witnesspool._isolated
-    monkeypatch.setattr(witnesspool, "_isolated", lambda src, wtns: (isolated.append(Path(src.input).stem), real(src, wtns))[1])
+    monkeypatch.setattr(witnesspool, "_isolated", lambda src, wtns, where: (isolated.append(Path(src.input).stem), real(src, wtns, where))[1])
     wasm, good, bad, items = _good_and_bad_input(tmp_path)
     try:
         reasons = compute_witnesses(wasm, items, 1024, False, "broken-test")

@@ -78,7 +78,7 @@ from distprove.cluster.discovery import Job, batch_folders, discover, job_name, 
 from distprove.cluster.inputs import check_witness_entry, has_witness_entries, tree_order
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import Status, WitnessSource, failure_reason
-from distprove.cluster.witnesspool import check_circuit, compute_witnesses, ensure_pool, forget_batch, processes_for
+from distprove.cluster.witnesspool import check_circuit, compute_witnesses, ensure_pool, forget_batch, processes_for, shared_budget
 from distprove.errors import FormatError
 
 log = logging.getLogger(__name__)
@@ -251,9 +251,10 @@ def witness_file(job: Job) -> str:
 
 
 def witness_source(job: Job, batch: str) -> WitnessSource | None:
-    """What computes an input job's witness for a proof task that waits for it (None for a
-    witness job)."""
-    return WitnessSource(job.wasm, job.witness, job.keep, batch) if isinstance(job, InputJob) else None
+    """What computes an input job's witness for a proof task that waits for it, handing it over
+    in its worker's shared slots (:func:`~distprove.cluster.witnesspool.shared_budget`); None for
+    a witness job."""
+    return WitnessSource(job.wasm, job.witness, job.keep, batch, shared_budget()) if isinstance(job, InputJob) else None
 
 
 def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
@@ -489,9 +490,10 @@ class InputFeed:
         """One witness task for ``chunk``, on ``worker`` (another one if it is gone)."""
         jobs = [job for job, _ in chunk]
         name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
+        shared = shared_budget() if self.streams.get(jobs[0].key) else 0  # as witness_source gives its proof task
         fut = self.client.submit(
             compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.n_vars.get(jobs[0].key, 0),
-            jobs[0].keep, self.tag, key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker],
+            jobs[0].keep, self.tag, shared, key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker],
             allow_other_workers=True, priority=WITNESS_PRIORITY - self.sent,
         )
         self.sent += 1

@@ -19,12 +19,15 @@ from distprove.errors import one_line
 class WitnessSource:
     """Where a proof's witness comes from in an input batch: the circuit's ``wasm`` and the
     ``input`` file, written to the proof spec's witness path (durably when ``keep``), for the
-    batch ``batch``."""
+    batch ``batch``; with ``shared`` (bytes), handed to the proof task in a shared-memory slot of
+    its worker instead, the file written only when kept (a ring of at most that many bytes per
+    witness size: :mod:`distprove.cluster.witnessslots`)."""
 
     wasm: str
     input: str
     keep: bool = False
     batch: str = ""
+    shared: int = 0
 
 
 @dataclass(frozen=True)

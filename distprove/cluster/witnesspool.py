@@ -32,15 +32,19 @@ import os
 import threading
 import time
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 from distributed import WorkerPlugin, get_worker, secede
 from distributed.metrics import context_meter
 
 from distprove import config
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import WitnessSource
+from distprove.cluster.witnessslots import Ring, RingRef, ring_for, write_slot
 from distprove.errors import FormatError, one_line
 from distprove.priority import nicer
 
@@ -163,18 +167,33 @@ def _warm_up() -> None:
     del witnessgen, wtns  # imported for their import's sake
 
 
-def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -> str:
-    """In a pool process: compute and write the witness; "" or the one-line reason it failed.
-    A scratch witness (not ``keep``) is written without fsync: it lives until its proof is read
-    on this host, and a crash loses the batch's progress on it anyway (the rerun computes it
-    again); the two fsyncs cost more than a small circuit's witness."""
+IN_FILE = "\x00"
+"""A witness's result when its slot had no room (a full /dev/shm) and it went to its file."""
+
+
+def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False, ring: RingRef | None = None,
+                    slot: int = -1) -> str:
+    """In a pool process: compute the witness and write it to ``wtns``, or into ``slot`` of the
+    worker's ``ring`` (:mod:`~distprove.cluster.witnessslots`; the file too when ``keep``); ""
+    (written as asked), :data:`IN_FILE` (into the file: the slot had no room) or the one-line
+    reason it failed. A scratch witness (not ``keep``) is written without fsync: it
+    lives until its proof is read on this host, and a crash loses the batch's progress on it
+    anyway (the rerun computes it again); the two fsyncs cost more than a small circuit's witness."""
     from distprove.formats.wtns import write_wtns
     from distprove.witnessgen import calculate
 
     try:
         values = calculate(wasm, input_path)
-        os.makedirs(os.path.dirname(wtns), exist_ok=True)
-        write_wtns(wtns, values, durable=keep)
+        asked, written = ring is not None and slot >= 0, False
+        if ring is not None and asked:
+            if values.shape != (ring.n_vars, 8):
+                return f"{input_path}: the circuit gave {values.shape[0]} witness values, the key expects {ring.n_vars}"
+            written = write_slot(ring, slot, values)
+        if keep or not written:
+            os.makedirs(os.path.dirname(wtns), exist_ok=True)
+            write_wtns(wtns, values, durable=keep)
+        if asked and not written:
+            return IN_FILE
     except FormatError as exc:
         return str(exc)
     except OSError as exc:
@@ -184,9 +203,16 @@ def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False) -
     return ""
 
 
-def _calculate_chunk(wasm: str, items: list[tuple[str, str]], keep: bool = False) -> list[str]:
-    """In a pool process: :func:`_calculate_into` for each (input, wtns) in turn."""
-    return [_calculate_into(wasm, input_path, wtns, keep) for input_path, wtns in items]
+def _calculate_chunk(wasm: str, items: list[tuple[str, str, int]], keep: bool = False, ring: RingRef | None = None) -> list[str]:
+    """In a pool process: :func:`_calculate_into` for each (input, wtns, slot) in turn (slot -1:
+    into the file)."""
+    return [_calculate_into(wasm, input_path, wtns, keep, ring, slot) for input_path, wtns, slot in items]
+
+
+def shared_budget() -> int:
+    """``distprove.witness.shared-memory``: the bytes of shared slots a worker may hold per
+    witness size for its streamed proof tasks (0 when null: scratch files only)."""
+    return config.get_bytes("witness.shared-memory") or 0
 
 
 def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
@@ -198,9 +224,19 @@ def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
 
 # --- claims ------------------------------------------------------------------------------------
 
-_claims: dict[str, dict[str, tuple[Future, int] | None]] = {}
-"""Per batch, per witness path: the pool job computing it and its place in the job, or None once
-a proof task took it."""
+@dataclass
+class _Claim:
+    """A witness sent to the pool: its job, its place in the job's results, and the shared slot
+    it is written into (``ring`` None: into its file)."""
+
+    job: Future
+    index: int
+    ring: Ring | None = None
+    slot: int = -1
+
+
+_claims: dict[str, dict[str, _Claim | None]] = {}
+"""Per batch, per witness path: its claim, or None once a proof task took it."""
 _claims_lock = threading.Lock()
 _pool_lock = threading.Lock()
 
@@ -212,8 +248,8 @@ def job_size(inputs: int, n_vars: int, processes: int) -> int:
 
 
 def _same_job(a: WitnessSource, b: WitnessSource) -> bool:
-    """Whether two inputs' witnesses can share a pool job (one wasm, durability and batch)."""
-    return (a.wasm, a.keep, a.batch) == (b.wasm, b.keep, b.batch)
+    """Whether two inputs' witnesses can share a pool job (one wasm, durability, batch and slots)."""
+    return (a.wasm, a.keep, a.batch, a.shared) == (b.wasm, b.keep, b.batch, b.shared)
 
 
 def _pool() -> tuple[Executor | None, int]:
@@ -240,26 +276,30 @@ def _replace_pool(broken: Executor) -> None:
                 worker.executors.pop(EXECUTOR, None)
 
 
-def _submit(pool: Executor | None, wasm: str, items: list[tuple[str, str]], keep: bool) -> tuple[Future, Executor | None]:
-    """``_calculate_chunk`` on ``pool`` (on its replacement when it is broken; here, in turn,
-    without one): its future and the pool it went to, for the next job."""
+def _submit(pool: Executor | None, src: WitnessSource, items: list[tuple[str, str, int]],
+            ring: Ring | None) -> tuple[Future, Executor | None]:
+    """``_calculate_chunk`` of ``items`` (inputs that share ``src``'s job, :func:`_same_job`) on
+    ``pool`` (on its replacement when it is broken; here, in turn, without one): its future and
+    the pool it went to, for the next job."""
+    ref = None if ring is None else ring.ref
     if pool is not None:
         try:
-            return pool.submit(_calculate_chunk, wasm, items, keep), pool
+            return pool.submit(_calculate_chunk, src.wasm, items, src.keep, ref), pool
         except BrokenExecutor:
             _replace_pool(pool)
             pool = _pool()[0]
             if pool is not None:
-                return pool.submit(_calculate_chunk, wasm, items, keep), pool
+                return pool.submit(_calculate_chunk, src.wasm, items, src.keep, ref), pool
     fut: Future = Future()
-    fut.set_result(_calculate_chunk(wasm, items, keep))
+    fut.set_result(_calculate_chunk(src.wasm, items, src.keep, ref))
     return fut, None
 
 
-def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = False) -> list[tuple[Future, int] | None]:
-    """Each (source, witness path)'s pool job and place in it, sending the unclaimed ones to this
-    worker's pool in order (in turn here, without one). One a proof task already took is None,
-    or (``again``) claimed anew."""
+def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = False) -> list[_Claim | None]:
+    """Each (source, witness path)'s claim, sending the unclaimed ones to this worker's pool in
+    order (in turn here, without one), each into a shared slot when its source allows
+    (``WitnessSource.shared``) and one is free. One a proof task already took is None, or
+    (``again``) claimed anew."""
     pool, processes = _pool()
     with _claims_lock:
         def claimed(src: WitnessSource, wtns: str) -> bool:
@@ -274,35 +314,43 @@ def claim(sources: list[tuple[WitnessSource, str]], n_vars: int, again: bool = F
             job = [todo[k]]
             while len(job) < step and k + len(job) < len(todo) and _same_job(todo[k + len(job)][0], src):
                 job.append(todo[k + len(job)])
-            fut, pool = _submit(pool, src.wasm, [(s.input, w) for s, w in job], src.keep)
+            ring = ring_for(n_vars, src.shared, len(todo)) if src.shared else None
+            slots = [-1 if ring is None else _or_file(ring.reserve()) for _ in job]
+            fut, pool = _submit(pool, src, [(s.input, w, slot) for (s, w), slot in zip(job, slots)], ring)
             batch = _claims.setdefault(src.batch, {})
-            for i, (_, wtns) in enumerate(job):
-                batch[wtns] = (fut, i)
+            for i, ((_, wtns), slot) in enumerate(zip(job, slots)):
+                batch[wtns] = _Claim(fut, i, ring if slot >= 0 else None, slot)
             k += len(job)
         return [_claims[src.batch][wtns] for src, wtns in sources]
 
 
-def _reason(entry: tuple[Future, int] | None, src: WitnessSource, wtns: str) -> str:
-    """The one-line reason a claimed witness failed, "" once written (waits for its job). A job
+def _or_file(slot: int | None) -> int:
+    """A reserved slot, or -1 (into the file) when none was free."""
+    return -1 if slot is None else slot
+
+
+def _reason(entry: _Claim | None, src: WitnessSource, wtns: str) -> str:
+    """The one-line reason a claimed witness failed, "" once written as claimed, :data:`IN_FILE`
+    once written to its file instead of its slot (waits for its job). A job
     lost with its pool (one of the pool's processes died: a crash, the OOM killer) leaves its
     witnesses to be computed again one at a time, each alone in a process of its own
     (:func:`_isolated`), by the first task that waits for each: the input that ends its process
     fails alone, and the others of the lost jobs are written."""
     while entry is not None:
-        fut, i = entry
+        fut = entry.job
         try:
-            return fut.result()[i]
+            return fut.result()[entry.index]
         except BrokenExecutor:
             with _claims_lock:
                 batch = _claims.setdefault(src.batch, {})
                 entry = batch.get(wtns)
-                mine = entry is not None and entry[0] is fut
+                mine = entry is not None and entry.job is fut
                 if mine:
                     alone: Future = Future()
-                    batch[wtns] = entry = (alone, 0)
+                    batch[wtns] = entry = _Claim(alone, 0, entry.ring, entry.slot)
             if mine:
                 try:
-                    alone.set_result([_isolated(src, wtns)])
+                    alone.set_result([_isolated(src, wtns, entry)])
                 except Exception as exc:  # no process for it: its waiters must not wait forever
                     alone.set_result([f"{src.input}: the witness calculation failed: {one_line(exc)}"])
         except Exception as exc:  # the job itself failed otherwise
@@ -314,52 +362,80 @@ _isolation: list[ProcessPoolExecutor] = []
 _isolation_lock = threading.Lock()
 
 
-def _isolated(src: WitnessSource, wtns: str) -> str:
-    """One witness computed alone, in a one-process pool of its own (one witness at a time, the
-    pool kept for the next): "" or its one-line reason, the input named as the cause when its
-    process dies. Where a worker may have no child processes (a daemonic one), here in turn."""
+def _isolated(src: WitnessSource, wtns: str, where: _Claim) -> str:
+    """One witness computed alone, into ``where``'s slot or its file, in a one-process pool of
+    its own (one witness at a time, the pool kept for the next): "" or its one-line reason, the
+    input named as the cause when its process dies. Where a worker may have no child processes
+    (a daemonic one), here in turn."""
+    items, ref = [(src.input, wtns, where.slot)], None if where.ring is None else where.ring.ref
     if multiprocessing.current_process().daemon:
-        return _calculate_chunk(src.wasm, [(src.input, wtns)], src.keep)[0]
+        return _calculate_chunk(src.wasm, items, src.keep, ref)[0]
     with _isolation_lock:
         if not _isolation:
             _isolation.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
                                                   initargs=(config.get_int("witness.niceness", 0), os.getpid())))
         try:
-            return _isolation[0].submit(_calculate_chunk, src.wasm, [(src.input, wtns)], src.keep).result()[0]
+            return _isolation[0].submit(_calculate_chunk, src.wasm, items, src.keep, ref).result()[0]
         except BrokenExecutor as exc:
             _isolation.pop().shutdown(wait=False)
             return f"{src.input}: the witness calculation ended its process ({one_line(exc)})"
 
 
 def compute_witnesses(wasm: str, items: list[tuple[str, str]], n_vars: int = 0, keep: bool = False,
-                      batch: str = "") -> list[str]:
+                      batch: str = "", shared: int = 0) -> list[str]:
     """The witness task of a chunk of inputs: each (input, wtns) of ``items`` claimed
-    (:func:`claim`: sent to the worker's pool unless a task of this process already did) and
-    waited for; one "" or the one-line reason it failed per item. Secedes from the worker's
-    thread pool while the pool computes, so the worker's proofs go on."""
-    sources = [(WitnessSource(wasm, inp, keep, batch), wtns) for inp, wtns in items]
+    (:func:`claim`: sent to the worker's pool unless a task of this process already did; into
+    shared slots as ``shared`` allows, see :class:`WitnessSource`) and waited for; one "" or the
+    one-line reason it failed per item. Secedes from the worker's thread pool while the pool
+    computes, so the worker's proofs go on."""
+    sources = [(WitnessSource(wasm, inp, keep, batch, shared), wtns) for inp, wtns in items]
     with context_meter.meter(WITNESS_GEN):
         entries = claim(sources, n_vars)
         if _pool()[0] is not None:
             secede()
-        return [_reason(entry, src, wtns) for entry, (src, wtns) in zip(entries, sources)]
+        return [_reason(entry, src, wtns).replace(IN_FILE, "") for entry, (src, wtns) in zip(entries, sources)]
 
 
-def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> None:
-    """In a proof task: wait until the witness at ``wtns`` is written (claimed here if no task of
-    this process has claimed it), and take it; raise :class:`WitnessFailed` when its calculation
-    failed. A witness is taken once: a task that needs it again computes it again."""
-    entry = claim([(src, wtns)], n_vars, again=True)[0]
-    reason = _reason(entry, src, wtns)
-    with _claims_lock:
-        batch = _claims.get(src.batch)
-        if batch is not None and wtns in batch:
-            batch[wtns] = None
-    if reason:
+def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> np.ndarray | None:
+    """In a proof task: wait until the witness is computed (claimed here if no task of this
+    process has claimed it), and take it: its (n_vars, 8) values copied out of its shared slot,
+    else None once written at ``wtns``; raise :class:`WitnessFailed` when its calculation failed.
+    A witness is taken once: a task that needs it again computes it again."""
+    while True:
+        entry = claim([(src, wtns)], n_vars, again=True)[0]
+        assert entry is not None
+        reason = _reason(entry, src, wtns)
+        with _claims_lock:
+            batch = _claims.get(src.batch, {})
+            current = batch.get(wtns)
+            mine = current is not None and current.ring is entry.ring and current.slot == entry.slot
+            if wtns in batch:
+                batch[wtns] = None
+        if mine or entry.ring is None:
+            break
+        # another task of this process took it (and its slot) meanwhile: computed again for this one
+    if entry.ring is None:
+        values = None
+    elif reason:  # failed, or written to its file (IN_FILE): the slot was not used
+        entry.ring.release(entry.slot)
+        values = None
+    else:
+        values = entry.ring.take(entry.slot)
+    if reason and reason != IN_FILE:
         raise WitnessFailed(reason)
+    return values
 
 
 def forget_batch(batch: str) -> None:
-    """Drop a batch's claims in this worker process (at the batch's end)."""
+    """Drop a batch's claims in this worker process (at the batch's end); the slots of witnesses
+    no task took are freed once their jobs are done."""
     with _claims_lock:
-        _claims.pop(batch, None)
+        claims = _claims.pop(batch, {})
+    for entry in claims.values():
+        if entry is not None and entry.ring is not None:
+            entry.job.add_done_callback(partial(_release, entry.ring, entry.slot))
+
+
+def _release(ring: Ring, slot: int, _job: Future) -> None:
+    """Free ``slot`` of ``ring`` (its job done)."""
+    ring.release(slot)

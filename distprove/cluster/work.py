@@ -66,7 +66,7 @@ def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
     st = worker_state.state()
     key = st.key(spec.key_path, spec.content_hash)
     be = st.backend
-    g = _counting_bad_witness(spec, lambda st, key: load_and_gather(key, spec.witness, MeteredBackend(be)))
+    g = _counting_bad_witness(spec, lambda st, key, witness: load_and_gather(key, witness, MeteredBackend(be)))
     seconds, token = g.timings, uuid.uuid4().hex
     if local_h:
         hs = h_scalars(key, g, MeteredBackend(be))
@@ -195,21 +195,37 @@ def prove_whole(
     return _finish_whole(spec, _start_whole(spec, widths)(), assemble, blinding)
 
 
-def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey], Any], waited: bool = False) -> Any:
-    """``step(state, key)`` for the spec's resident key, once its witness is written (an input's,
-    computed on this worker: :func:`~distprove.cluster.witnesspool.await_witness`, unless
-    ``waited``: its prefetch took it already); a bad witness or input (FormatError) is counted as
-    a failed proof in the worker's metrics and raised."""
+def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, ResidentKey, Any], Any], witness: Any = None) -> Any:
+    """``step(state, key, witness)`` for the spec's resident key and its witness: ``witness``
+    when given (prefetched: an input's was waited for and taken there), else the spec's witness
+    file, or an input's witness computed on this worker
+    (:func:`~distprove.cluster.witnesspool.await_witness`), once written, or its values as they
+    came out of a shared slot (:func:`_taken`); a bad witness or input (FormatError) is counted
+    as a failed proof in the worker's metrics and raised."""
     st = worker_state.state()
     key = st.key(spec.key_path, spec.content_hash)
     try:
-        if spec.source is not None and not waited:
-            with context_meter.meter(WITNESS_WAIT):
-                await_witness(spec.source, spec.witness, key.n_vars)
-        return step(st, key)
+        if witness is None:
+            witness = spec.witness
+            if spec.source is not None:
+                with context_meter.meter(WITNESS_WAIT):
+                    values = await_witness(spec.source, spec.witness, key.n_vars)
+                if values is not None:
+                    witness = _taken(spec.source.input, values)
+        return step(st, key, witness)
     except FormatError:
         metrics.record_proof(key, False)
         raise
+
+
+def _taken(name: str, values: np.ndarray) -> Any:
+    """An input's witness values taken out of a shared slot, as a read witness file comes
+    (``prover.Prefetched``, left for its group's one load and range check); ``name`` (the input)
+    names its errors."""
+    from distprove.backends.base import LoadedWitness
+    from distprove.prover import Prefetched
+
+    return Prefetched(LoadedWitness(values, None), 0.0, name)
 
 
 def _start_whole(spec: ProofSpec, widths: Mapping[str, int] | None, witness: Any = None) -> Callable[[], WindowSums]:
@@ -219,9 +235,8 @@ def _start_whole(spec: ProofSpec, widths: Mapping[str, int] | None, witness: Any
     raises here (and counts as a failed proof in the worker's metrics)."""
     from distprove.prover import start_window_sums
 
-    source = spec.witness if witness is None else witness
-    return _counting_bad_witness(spec, lambda st, key: start_window_sums(key, source, MeteredBackend(st.backend), widths=widths),
-                                 waited=witness is not None)
+    return _counting_bad_witness(
+        spec, lambda st, key, source: start_window_sums(key, source, MeteredBackend(st.backend), widths=widths), witness)
 
 
 def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
@@ -230,7 +245,7 @@ def _prefetch(spec: ProofSpec) -> tuple[ProofSpec, Any]:
     failed proof)."""
     from distprove.prover import prefetch_witness
 
-    return spec, _counting_bad_witness(spec, lambda st, key: prefetch_witness(key, spec.witness, MeteredBackend(st.backend)))
+    return spec, _counting_bad_witness(spec, lambda st, key, witness: prefetch_witness(key, witness, MeteredBackend(st.backend)))
 
 
 def _finish_whole(

@@ -1,0 +1,169 @@
+"""Shared-memory slots through which a worker's witness processes hand witnesses to its proof tasks.
+
+A streamed proof task would otherwise read each witness back from a scratch .wtns, and on a
+worker whose threads contend for the GIL every system call of that read waits to get it back: a
+2^16-value witness cost the taking thread 1.6-3.5 ms beside a thread holding the GIL half the
+time, against 0.3-0.46 ms copied out of a slot (``pipelines/bench_witness_handover.py``). A pool
+job's result is no way around it: its bytes cross the pool's pipe through the worker's one result
+thread, which then bounds the pool (half the witnesses a second at 2^16).
+
+Per witness size, the worker process makes one ring of slots: a sparse file in /dev/shm, mapped
+and unlinked at once: it lives while the worker's descriptor and the mappings do, so a worker
+killed outright leaves nothing behind. The witness processes map the same file through
+``/proc/<worker pid>/fd/<fd>`` (:func:`write_slot`). A witness's claim reserves a slot (none free:
+the witness goes through a scratch file), its witness process allocates the slot's pages
+(``posix_fallocate``, a no-op once done: a full /dev/shm then sends that witness to its file
+instead of killing the process with SIGBUS at its first write, and no process pays for a whole
+ring up front: 0.24 s a GiB here) and writes the values, and the proof task copies them out
+(:meth:`Ring.take`), which frees the slot. Linux only.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import sys
+import tempfile
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+SHM = "/dev/shm"
+RING_CLAIMS = 4
+"""A ring holds up to this many times the slots of the first claim that makes it (a proof task's
+group and the witness tasks ahead of it: three groups), within the budget."""
+MAPPED_RINGS = 2
+"""Rings a witness process keeps mapped (the least recently used one is unmapped beyond that)."""
+
+
+@dataclass(frozen=True)
+class RingRef:
+    """What a witness process needs to write into a ring: its identity, the path that opens its
+    file (``/proc/<pid>/fd/<fd>`` of the worker process) and its shape."""
+
+    ident: str
+    where: str
+    n_vars: int
+    slots: int
+
+
+class Ring:
+    """A worker process's slots for witnesses of ``n_vars`` values (see the module's docstring)."""
+
+    def __init__(self, n_vars: int, slots: int) -> None:
+        size = slots * n_vars * 32
+        fd, path = tempfile.mkstemp(prefix="distprove-witness-slots-", dir=SHM)
+        try:
+            os.unlink(path)
+            os.ftruncate(fd, size)
+            self._map = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.ref = RingRef(uuid.uuid4().hex, f"/proc/{os.getpid()}/fd/{fd}", n_vars, slots)
+        self.values: np.ndarray | None = np.frombuffer(self._map, np.uint32).reshape(slots, n_vars, 8)
+        self._free = list(range(slots - 1, -1, -1))  # a stack: the slots used last are used again, their pages warm
+        self._lock = threading.Lock()
+
+    def reserve(self) -> int | None:
+        """A free slot, or None when every slot is reserved."""
+        with self._lock:
+            return self._free.pop() if self._free else None
+
+    def release(self, slot: int) -> None:
+        """Free ``slot`` (its writer done with it)."""
+        with self._lock:
+            self._free.append(slot)
+
+    @property
+    def idle(self) -> bool:
+        """Whether no slot is reserved."""
+        with self._lock:
+            return len(self._free) == self.ref.slots
+
+    def take(self, slot: int) -> np.ndarray:
+        """The (n_vars, 8) values written into ``slot``, copied out; the slot is freed."""
+        assert self.values is not None
+        out = self.values[slot].copy()
+        self.release(slot)
+        return out
+
+    def close(self) -> None:
+        """Unmap the ring and close its file (witness processes that still map it keep its pages
+        until they unmap it)."""
+        self.values = None
+        self._map.close()
+        os.close(self._fd)
+
+
+_rings: dict[int, Ring | None] = {}
+"""This worker process's ring per witness size, kept for the process's life (None: none could be
+made; files for that size)."""
+_rings_lock = threading.Lock()
+
+
+def ring_for(n_vars: int, budget: int, claims: int) -> Ring | None:
+    """This process's ring for witnesses of ``n_vars`` values, made on first use with
+    :data:`RING_CLAIMS` times ``claims`` slots within ``budget`` bytes (idle rings of other
+    sizes closed first); None where there is none: not Linux, no /dev/shm, a budget under one
+    slot, or no ring could be made (then scratch files, for this size, from then on)."""
+    slot_bytes = n_vars * 32
+    if sys.platform != "linux" or budget < slot_bytes or not os.path.isdir(SHM):
+        return None
+    with _rings_lock:
+        if n_vars in _rings:
+            return _rings[n_vars]
+        for other, ring in list(_rings.items()):
+            if ring is not None and ring.idle:
+                ring.close()
+                del _rings[other]
+        slots = max(1, min(budget // slot_bytes, RING_CLAIMS * max(1, claims)))
+        try:
+            ring: Ring | None = Ring(n_vars, slots)
+        except OSError as exc:
+            log.warning("no shared witness slots (%d x %d bytes in %s: %s); witnesses go through scratch files",
+                        slots, slot_bytes, SHM, exc.strerror or exc)
+            ring = None
+        _rings[n_vars] = ring
+        return ring
+
+
+_mapped: OrderedDict[str, tuple[int, np.ndarray]] = OrderedDict()
+"""In a witness process: the rings mapped here (a descriptor and the view), most recently used last."""
+_mapped_lock = threading.Lock()  # a daemonic worker's pool is threads
+
+
+def write_slot(ref: RingRef, slot: int, values: np.ndarray) -> bool:
+    """In a witness process: write ``values`` into ``slot`` of the ring ``ref`` once its pages are
+    allocated; False (nothing written) when /dev/shm has no room for them. The ring is mapped
+    here on its first witness; beyond :data:`MAPPED_RINGS` rings the least recently used is
+    unmapped."""
+    with _mapped_lock:
+        entry = _mapped.get(ref.ident)
+        if entry is None:
+            fd = os.open(ref.where, os.O_RDWR)
+            try:
+                view = np.frombuffer(mmap.mmap(fd, ref.slots * ref.n_vars * 32), np.uint32).reshape(ref.slots, ref.n_vars, 8)
+            except BaseException:
+                os.close(fd)
+                raise
+            _mapped[ref.ident] = entry = (fd, view)
+            while len(_mapped) > MAPPED_RINGS:
+                old_fd, _ = _mapped.popitem(last=False)[1]  # its map closes with its last view
+                os.close(old_fd)
+        _mapped.move_to_end(ref.ident)
+    fd, view = entry
+    size = ref.n_vars * 32
+    try:
+        os.posix_fallocate(fd, slot * size, size)
+    except OSError:
+        return False
+    view[slot] = values
+    return True
