@@ -13,7 +13,10 @@ input before any timing.
 Each input is copied ``--copies`` times into one folder and its witness as many times into
 another; both batches run on one cluster (non-daemonic workers, so each has its witness process
 pool), alternately ``--reps`` times after one warm-up batch of each, and print proofs/s per run
-and their ratio (inputs over witnesses, best run of each). The input batch computes every
+and their ratio (inputs over witnesses, best run of each; ``run_for_run``: the median of each
+round's inputs over that round's witnesses). ``--also NAME=VALUE`` adds a third batch to each
+round, the inputs again under the setting ``distprove.NAME`` (``null``, an integer or a string:
+e.g. ``witness.shared-memory=null`` for scratch files), an A/B in one cluster. The input batch computes every
 witness on the workers; the witness batch reads them. Each run also gives the seconds to its
 first proof and its proofs/s after that one's group (``steady``), which tell a batch's fixed
 start-up (the circuit check, the first witness chunk) from a slower pace. ``--keep DIR`` keeps
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -161,7 +165,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--keep", type=Path, help="Copy the last input batch's proofs here.")
     ap.add_argument("--timeline", action="store_true", help="Print where each worker's slot went per run.")
+    ap.add_argument("--also", metavar="NAME=VALUE", help="Also run the inputs under distprove.NAME=VALUE each round.")
     args = ap.parse_args()
+    kinds: list[tuple[str, str, dict[str, Any]]] = [("witnesses", "witnesses", {}), ("inputs", "inputs", {})]
+    if args.also:
+        name, _, value = args.also.partition("=")
+        kinds.append((f"inputs {args.also}", "inputs", {f"distprove.{name}": _setting(value)}))
 
     import distprove
     from distributed import Client, LocalCluster, get_task_stream
@@ -170,15 +179,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, dask.config.set({"distributed.worker.daemon": False}):
         inputs, witnesses = _folders(args.circuit, args.copies, Path(tmp))
         with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
-            rows: dict[str, list[float]] = {"inputs": [], "witnesses": []}
-            pace: dict[str, list[tuple[float, float]]] = {"inputs": [], "witnesses": []}
+            rows: dict[str, list[float]] = {kind: [] for kind, _, _ in kinds}
+            pace: dict[str, list[tuple[float, float]]] = {kind: [] for kind, _, _ in kinds}
             for rep in range(args.reps + 1):
-                for kind, folder in (("witnesses", witnesses), ("inputs", inputs)):
+                for kind, source, settings in kinds:
+                    folder = inputs if source == "inputs" else witnesses
                     shutil.rmtree(folder / "proofs", ignore_errors=True)
-                    with get_task_stream(client) as ts:
+                    with get_task_stream(client) as ts, dask.config.set(settings):
                         t0 = time.time()
                         report = distprove.batch(folder, key=key, client=client, backend=args.backend, echo=None,
-                                                 wasm=inputs / "circuit.wasm" if kind == "inputs" else None)
+                                                 wasm=inputs / "circuit.wasm" if source == "inputs" else None)
                         t1 = time.time()
                     if not report.ok or report.skipped:
                         sys.exit(f"{kind} batch: {report.summary()}")
@@ -194,10 +204,23 @@ def main() -> None:
             if args.keep:
                 shutil.copytree(inputs / "proofs", args.keep, dirs_exist_ok=True)
             best = {k: max(v) for k, v in rows.items()} if args.reps else {}
+            ratios = {kind: best[kind] / best["witnesses"] for kind, source, _ in kinds if source == "inputs"} if best else {}
+            run_for_run = {kind: statistics.median(a / b for a, b in zip(rows[kind], rows["witnesses"]))
+                           for kind, source, _ in kinds if source == "inputs"} if best else {}
             print(json.dumps({"circuit": args.circuit.name, "proofs": len(list(inputs.glob("*.json"))),
                               "workers": args.workers, "backend": args.backend, "proofs_per_second": rows,
-                              "first_proof_s_and_steady": pace,
-                              "ratio_best": best["inputs"] / best["witnesses"] if best else None}))
+                              "first_proof_s_and_steady": pace, "ratio_best": ratios.get("inputs"),
+                              "ratios_best": ratios, "run_for_run": run_for_run}))
+
+
+def _setting(value: str) -> Any:
+    """A ``--also`` value: null, an integer, else the string."""
+    if value == "null":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return value
 
 
 if __name__ == "__main__":
