@@ -28,6 +28,9 @@
 #                              sections $PROFILE_SECTIONS and every warp-stall reason -> ncu.txt
 #   batch   BATCH_TIMEOUT=150  pipelines/bench_batch.py, bare loop then 1 (and 2, if present) GPUs, on $BATCH_KEY
 #                              (default chain_k20) with $BATCH_ARGS (e.g. "--proofs 64")
+#   inputs  INPUTS_TIMEOUT=300 only with INPUT_CIRCUITS set (e.g. "tests/data/mul_chain_1k tests/data/poseidon_k4"):
+#                              pipelines/bench_input_batch.py per circuit folder with $INPUT_ARGS (default: one worker,
+#                              1,000 copies, 3 rounds, the inputs also through scratch files, --timeline) -> inputs-NAME.log
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
 # (every JSON and log, re-packed after each step so a run cut short still returns what it made).
 #
@@ -122,5 +125,11 @@ if want batch && [ "$NGPU" -ge 1 ]; then
     # shellcheck disable=SC2086
     step batch "${BATCH_TIMEOUT:-150}" python3 pipelines/bench_batch.py $src --backend gpu --workers $workers \
         ${BATCH_ARGS:-} --json "$RES/bench_batch.json"
+fi
+if [ -n "${INPUT_CIRCUITS:-}" ] && want inputs && [ "$NGPU" -ge 1 ]; then
+    # shellcheck disable=SC2086
+    step inputs "${INPUTS_TIMEOUT:-300}" bash -c "for c in $INPUT_CIRCUITS; do python3 pipelines/bench_input_batch.py \$c --backend gpu \
+        ${INPUT_ARGS:---workers 1 --copies 1000 --reps 3 --also witness.shared-memory=null --timeline} > $RES/inputs-\$(basename \$c).log 2>&1; \
+        tail -1 $RES/inputs-\$(basename \$c).log; done"
 fi
 exit $status
