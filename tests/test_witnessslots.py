@@ -27,7 +27,8 @@ def _values(n: int, seed: int) -> np.ndarray:
 
 def test_a_ring_hands_out_each_slot_once_and_takes_copies() -> None:
     """Slots are reserved once each (None when all are), freed by a take, which copies the values
-    out (the slot may be written again at once); the ring's file has no name from the start."""
+    out (the slot may be written again at once); the ring's file has no name from the start, and
+    its pages go back to /dev/shm on a trim once no slot is reserved."""
     ring = Ring(16, 3)
     try:
         assert os.readlink(f"/proc/self/fd/{ring._fd}").endswith("(deleted)")
@@ -38,9 +39,13 @@ def test_a_ring_hands_out_each_slot_once_and_takes_copies() -> None:
         out = ring.take(slots[1])
         ring.values[slots[1]] = 0
         assert np.array_equal(out, v) and ring.reserve() == slots[1]  # the slot freed is used again first
+        assert os.fstat(ring._fd).st_blocks > 0 and not ring.trim()  # a slot reserved: kept
         for s in slots:
             ring.release(s)
-        assert ring.idle
+        assert ring.idle and ring.trim() and os.fstat(ring._fd).st_blocks == 0  # pages given back
+        again = ring.reserve()
+        ring.values[again] = v  # written after a trim: allocated again
+        assert np.array_equal(ring.take(again), v)
     finally:
         ring.close()
 

@@ -44,7 +44,7 @@ from distributed.metrics import context_meter
 from distprove import config
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import WitnessSource
-from distprove.cluster.witnessslots import Ring, RingRef, ring_for, write_slot
+from distprove.cluster.witnessslots import Ring, RingRef, ring_for, trim_rings, write_slot
 from distprove.errors import FormatError, one_line
 from distprove.priority import nicer
 
@@ -428,12 +428,13 @@ def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> np.ndarray | No
 
 def forget_batch(batch: str) -> None:
     """Drop a batch's claims in this worker process (at the batch's end); the slots of witnesses
-    no task took are freed once their jobs are done."""
+    no task took are freed once their jobs are done, and the shared rings' pages given back."""
     with _claims_lock:
         claims = _claims.pop(batch, {})
     for entry in claims.values():
         if entry is not None and entry.ring is not None:
             entry.job.add_done_callback(partial(_release, entry.ring, entry.slot))
+    trim_rings()
 
 
 def _release(ring: Ring, slot: int, _job: Future) -> None:

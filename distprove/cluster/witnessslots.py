@@ -15,7 +15,8 @@ the witness goes through a scratch file), its witness process allocates the slot
 (``posix_fallocate``, a no-op once done: a full /dev/shm then sends that witness to its file
 instead of killing the process with SIGBUS at its first write, and no process pays for a whole
 ring up front: 0.24 s a GiB here) and writes the values, and the proof task copies them out
-(:meth:`Ring.take`), which frees the slot. Linux only.
+(:meth:`Ring.take`), which frees the slot. A ring lives as long as its worker process; its pages
+go back to /dev/shm at each batch's end (:func:`trim_rings`). Linux only.
 """
 
 from __future__ import annotations
@@ -88,6 +89,15 @@ class Ring:
         with self._lock:
             return len(self._free) == self.ref.slots
 
+    def trim(self) -> bool:
+        """Give the ring's pages back to /dev/shm when no slot is reserved (``MADV_REMOVE``; a
+        slot written later is allocated again by its witness process); whether it did."""
+        with self._lock:
+            if len(self._free) != self.ref.slots:
+                return False
+            self._map.madvise(mmap.MADV_REMOVE)
+            return True
+
     def take(self, slot: int) -> np.ndarray:
         """The (n_vars, 8) values written into ``slot``, copied out; the slot is freed."""
         assert self.values is not None
@@ -107,6 +117,14 @@ _rings: dict[int, Ring | None] = {}
 """This worker process's ring per witness size, kept for the process's life (None: none could be
 made; files for that size)."""
 _rings_lock = threading.Lock()
+
+
+def trim_rings() -> None:
+    """Give back the pages of this process's rings that hold no reserved slot (a batch's end)."""
+    with _rings_lock:
+        for ring in _rings.values():
+            if ring is not None:
+                ring.trim()
 
 
 def ring_for(n_vars: int, budget: int, claims: int) -> Ring | None:
