@@ -15,6 +15,13 @@ A consumer thread, as a worker's proving thread does, waits for each in order an
 a host stack row. Beside it a thread holds the GIL in bursts of ``--busy`` ms every 2 x that (a
 worker's finisher: the check's host part, the proofs' JSON). Printed per way: the consumer's
 milliseconds a witness spent taking it (not waiting for it), and the batch's witnesses/s.
+
+``--circuit DIR`` measures the product's own handover instead: on a one-worker local cluster with
+its witness pool, a task claims ``--witnesses`` copies of DIR's ``inputs/*.json`` for DIR's
+``circuit.wasm`` (:func:`distprove.cluster.witnesspool.claim`) ``--window`` at a time (a proof
+group), waits for them, then takes each in order beside the GIL-holding thread: ``shared`` out of the worker's shared slots
+(``witness.shared-memory``), ``file`` as the scratch .wtns the GPU backend's prefetch reads.
+Printed per way: the milliseconds a take cost and the pool's witnesses/s.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import get_context
+from pathlib import Path
 
 import numpy as np
 
@@ -128,6 +136,69 @@ def run(way: str, args: argparse.Namespace, folder: str) -> tuple[float, float]:
     return taking / args.witnesses * 1e3, args.witnesses / wall
 
 
+def _product_takes(wasm: str, inputs: list[str], scratch: str, shared: int, busy_ms: float, window: int) -> tuple[float, float]:
+    """On a worker, beside a GIL-holding thread: claim the inputs' witnesses ``window`` at a time
+    (a proof group), wait for the window, then take each (the shared slot's values, or the
+    scratch file read as the GPU prefetch reads it), so slots and files are used again as in a
+    batch; (ms a take, witnesses/s through the whole loop)."""
+    import uuid
+
+    from distprove.cluster.tasks import WitnessSource
+    from distprove.cluster.witnesspool import _reason, await_witness, claim, forget_batch
+    from distprove.formats.wtns import read_wtns
+    from distprove.witnessgen import calculator
+
+    n_vars = calculator(wasm).info.witness_size
+    batch = uuid.uuid4().hex
+    sources = [(WitnessSource(wasm, inp, False, batch, shared), os.path.join(scratch, f"w{k}.wtns")) for k, inp in enumerate(inputs)]
+    stop = threading.Event()
+    busy = threading.Thread(target=_busy, args=(stop, busy_ms), daemon=True)
+    taking = 0.0
+    try:
+        if busy_ms > 0:
+            busy.start()
+        t0 = time.perf_counter()
+        for k in range(0, len(sources), window):
+            group = sources[k:k + window]
+            for entry, (src, wtns) in zip(claim(group, n_vars), group):
+                assert not _reason(entry, src, wtns)
+            t = time.perf_counter()
+            for src, wtns in group:
+                values = await_witness(src, wtns, n_vars)
+                if values is None:
+                    values = read_wtns(wtns, check_values=False).values
+                    os.unlink(wtns)
+            taking += time.perf_counter() - t
+        rate = len(inputs) / (time.perf_counter() - t0)
+    finally:
+        stop.set()
+        forget_batch(batch)
+    return taking / len(inputs) * 1e3, rate
+
+
+def product(args: argparse.Namespace, folder: str) -> None:
+    """``--circuit``: the product's handover, shared slots against scratch files."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    from distprove.cluster.batching import ensure_worker_state
+    from distprove.cluster.witnesspool import ensure_pool
+
+    circuit = Path(args.circuit)
+    inputs = sorted(str(p) for p in (circuit / "inputs").glob("*.json"))
+    inputs = [inputs[k % len(inputs)] for k in range(args.witnesses)]
+    with dask.config.set({"distributed.worker.daemon": False, "distprove.witness.processes": args.processes}):
+        with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+            ensure_pool(client)
+            ensure_worker_state(client, "cpu", 2, None)  # as a batch does (its setup tunes the worker's allocator)
+            for rep in range(args.reps + 1):
+                for way, shared in (("file", 0), ("shared", 1 << 30)):
+                    ms, rate = client.submit(_product_takes, str(circuit / "circuit.wasm"), inputs, folder, shared, args.busy,
+                                             args.window, pure=False).result()
+                    if rep:  # the first round starts the pool's processes and compiles the wasm
+                        print(f"rep {rep} {way:6s}: {ms:.3f} ms a witness taking it, {rate:.0f} witnesses/s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--values", type=int, default=1 << 16)
@@ -138,7 +209,12 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=64, help="witnesses asked for and not yet taken, at most")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    ap.add_argument("--circuit", help="a folder with circuit.wasm and inputs/*.json: the product's handover")
     args = ap.parse_args()
+    if args.circuit:
+        with tempfile.TemporaryDirectory(dir=args.dir) as folder:
+            product(args, folder)
+        return
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
         for rep in range(args.reps):
             for way in ("file", "result", "shared"):

@@ -164,7 +164,8 @@ class ProverState(WorkerPlugin):
     The proof cache holds at most ``distprove.proof-cache.count`` proofs (read on the worker,
     default :data:`DEFAULT_RESIDENT_PROOFS`); a proof's reducer drops its entry.
 
-    It also owns the worker's pool for the pre-write check (:meth:`check_executor`), started on
+    Its setup tunes the worker's host allocator (:mod:`distprove.cluster.allocator`,
+    ``distprove.cluster.malloc-*``). It also owns the worker's pool for the pre-write check (:meth:`check_executor`), started on
     first use and shut down in :meth:`teardown`; :meth:`check_device` says where the check's
     Miller loop runs.
     """
@@ -204,8 +205,10 @@ class ProverState(WorkerPlugin):
 
     def setup(self, worker: Any) -> None:
         from distprove.backends.select import get_backend
+        from distprove.cluster.allocator import tune_malloc
 
         install_task_log_filter()
+        tune_malloc(config.get_bytes("cluster.malloc-mmap-threshold"), config.get_bytes("cluster.malloc-trim-threshold"))
         self.backend = get_backend(self.backend_name)
         count = config.get("proof-cache.count", DEFAULT_RESIDENT_PROOFS)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
