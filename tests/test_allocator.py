@@ -64,3 +64,27 @@ def test_worker_state_tunes_the_workers_allocator(tuned: bool) -> None:
             ensure_worker_state(client, "cpu", 2, None)
             faults = list(client.run(_worker_faults).values())[0]
     assert (faults < 100) if tuned else (faults > 400), faults
+
+
+def _pool_faults(dask_worker: object) -> int:
+    from distprove.cluster.witnesspool import EXECUTOR
+
+    return dask_worker.executors[EXECUTOR].submit(_faults_per_block).result()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("tuned", [True, False])
+def test_witness_processes_get_the_workers_allocator_thresholds(tuned: bool) -> None:
+    """A worker's witness processes, which inherit Dask's MALLOC_TRIM_THRESHOLD_, set the
+    worker's thresholds as they start (a 2 MiB block reused), unless the settings are null."""
+    from distributed import Client, LocalCluster
+
+    from distprove.cluster.witnesspool import ensure_pool
+
+    settings = {"distributed.worker.daemon": False, "distprove.witness.processes": 1}
+    if not tuned:
+        settings.update({"distprove.cluster.malloc-mmap-threshold": None, "distprove.cluster.malloc-trim-threshold": None})
+    with dask.config.set(settings):
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+            ensure_pool(client)
+            faults = list(client.run(_pool_faults).values())[0]
+    assert (faults < 100) if tuned else (faults > 400), faults

@@ -111,7 +111,7 @@ class WitnessPool(WorkerPlugin):
                                       initargs=(self.niceness,))
         else:
             pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
-                                       initargs=(self.niceness, os.getpid()))
+                                       initargs=(self.niceness, os.getpid(), _malloc()))
         for _ in range(n):  # start the processes now, not under the batch's first witnesses
             pool.submit(_warm_up)
         old = worker.executors.get(EXECUTOR)
@@ -138,14 +138,25 @@ def ensure_pool(client: Any) -> None:
         client.register_plugin(WitnessPool(procs, config.get_int("witness.niceness", 0)), name=PLUGIN_NAME)
 
 
-def _pool_process(niceness: int, worker_pid: int) -> None:
-    """In each witness process as it starts: run ``niceness`` nicer than the worker, and exit
+def _malloc() -> tuple[int | None, int | None]:
+    """The worker's allocator thresholds (``distprove.cluster.malloc-*``), for its witness
+    processes, which inherit Dask's ``MALLOC_TRIM_THRESHOLD_`` (a 2^16 witness took 5-10% longer
+    with it: its arrays fresh mappings each time)."""
+    return config.get_bytes("cluster.malloc-mmap-threshold"), config.get_bytes("cluster.malloc-trim-threshold")
+
+
+def _pool_process(niceness: int, worker_pid: int, malloc: tuple[int | None, int | None]) -> None:
+    """In each witness process as it starts: run ``niceness`` nicer than the worker, with the
+    worker's allocator thresholds (:func:`distprove.cluster.allocator.tune_malloc`), and exit
     once the worker process (``worker_pid``) is gone. A worker killed outright (by its nanny, the
     OOM killer) never shuts its pool down, and its processes, blocked on the pool's queue, would
     stay. (``os.getppid`` cannot tell: in a Dask worker's pool it reads 1 from the start.)"""
     import psutil
 
+    from distprove.cluster.allocator import tune_malloc
+
     nicer(niceness)
+    tune_malloc(*malloc)
     try:
         worker = psutil.Process(worker_pid)  # is_running() also tells a reused pid from it
     except psutil.NoSuchProcess:
@@ -373,7 +384,7 @@ def _isolated(src: WitnessSource, wtns: str, where: _Claim) -> str:
     with _isolation_lock:
         if not _isolation:
             _isolation.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
-                                                  initargs=(config.get_int("witness.niceness", 0), os.getpid())))
+                                                  initargs=(config.get_int("witness.niceness", 0), os.getpid(), _malloc())))
         try:
             return _isolation[0].submit(_calculate_chunk, src.wasm, items, src.keep, ref).result()[0]
         except BrokenExecutor as exc:
