@@ -15,8 +15,8 @@ another; both batches run on one cluster (non-daemonic workers, so each has its 
 pool), alternately ``--reps`` times after one warm-up batch of each, and print proofs/s per run
 and their ratio (inputs over witnesses, best run of each; ``run_for_run``: the median of each
 round's inputs over that round's witnesses). ``--also NAME=VALUE`` adds a third batch to each
-round, the inputs again under the setting ``distprove.NAME`` (``null``, an integer or a string:
-e.g. ``witness.shared-memory=null`` for scratch files), an A/B in one cluster. The input batch computes every
+round, the inputs again under the setting ``distprove.NAME`` (VALUE read as Dask reads an
+environment variable's: e.g. ``witness.shared-memory=null`` for scratch files), an A/B in one cluster. The input batch computes every
 witness on the workers; the witness batch reads them. Each run also gives the seconds to its
 first proof and its proofs/s after that one's group (``steady``), which tell a batch's fixed
 start-up (the circuit check, the first witness chunk) from a slower pace. ``--keep DIR`` keeps
@@ -170,7 +170,7 @@ def main() -> None:
     kinds: list[tuple[str, str, dict[str, Any]]] = [("witnesses", "witnesses", {}), ("inputs", "inputs", {})]
     if args.also:
         name, _, value = args.also.partition("=")
-        kinds.append((f"inputs {args.also}", "inputs", {f"distprove.{name}": _setting(value)}))
+        kinds.append((f"inputs {args.also}", "inputs", {f"distprove.{name}": dask.config.interpret_value(value)}))
 
     import distprove
     from distributed import Client, LocalCluster, get_task_stream
@@ -211,16 +211,6 @@ def main() -> None:
                               "workers": args.workers, "backend": args.backend, "proofs_per_second": rows,
                               "first_proof_s_and_steady": pace, "ratio_best": ratios.get("inputs"),
                               "ratios_best": ratios, "run_for_run": run_for_run}))
-
-
-def _setting(value: str) -> Any:
-    """A ``--also`` value: null, an integer, else the string."""
-    if value == "null":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return value
 
 
 if __name__ == "__main__":

@@ -144,7 +144,9 @@ def _product_takes(wasm: str, inputs: list[str], scratch: str, shared: int, busy
     import uuid
 
     from distprove.cluster.tasks import WitnessSource
-    from distprove.cluster.witnesspool import _reason, await_witness, claim, forget_batch
+    from concurrent.futures import wait
+
+    from distprove.cluster.witnesspool import await_witness, claim, forget_batch
     from distprove.formats.wtns import read_wtns
     from distprove.witnessgen import calculator
 
@@ -160,8 +162,7 @@ def _product_takes(wasm: str, inputs: list[str], scratch: str, shared: int, busy
         t0 = time.perf_counter()
         for k in range(0, len(sources), window):
             group = sources[k:k + window]
-            for entry, (src, wtns) in zip(claim(group, n_vars), group):
-                assert not _reason(entry, src, wtns)
+            wait([entry.job for entry in claim(group, n_vars) if entry is not None])  # a failed input raises when taken
             t = time.perf_counter()
             for src, wtns in group:
                 values = await_witness(src, wtns, n_vars)

@@ -24,6 +24,14 @@ M_MMAP_THRESHOLD = -3
 """mallopt's parameter numbers (malloc.h)."""
 
 
+def configured() -> tuple[int | None, int | None]:
+    """The thresholds ``distprove.cluster.malloc-mmap-threshold`` and ``-trim-threshold`` (None:
+    leave that one), for :func:`tune_malloc` in a worker and in its witness processes."""
+    from distprove import config
+
+    return config.get_bytes("cluster.malloc-mmap-threshold"), config.get_bytes("cluster.malloc-trim-threshold")
+
+
 def tune_malloc(mmap_threshold: int | None, trim_threshold: int | None) -> bool:
     """Set this process's glibc mmap and trim thresholds (bytes; None leaves one as it is);
     whether every setting given took (glibc on Linux only; elsewhere nothing, False; a value

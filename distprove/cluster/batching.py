@@ -399,6 +399,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     tag = uuid.uuid4().hex[:8]
     results: list[ProofResult] = []
     feed = InputFeed() if any(isinstance(j, InputJob) for j in jobs) else None
+    shared = feed.shared if feed is not None else 0  # what its streamed proof tasks' sources carry
 
     def emit(job: Job, status: Status, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
         res = ProofResult(
@@ -455,7 +456,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 for folder in {os.path.dirname(j.proof_path) for j in chunk}:
                     os.makedirs(folder, exist_ok=True)
                 specs = [ProofSpec(j.name, witness_file(j), info.path, info.content_hash, j.proof_path, j.public_path,
-                                   witness_source(j, tag) if stream else None) for j in chunk]
+                                   witness_source(j, tag, shared) if stream else None) for j in chunk]
                 writes = False
                 if plan.fuses(info):
                     reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i, worker=worker)

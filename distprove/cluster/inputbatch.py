@@ -250,11 +250,11 @@ def witness_file(job: Job) -> str:
     return job.wtns if isinstance(job, InputJob) else job.witness
 
 
-def witness_source(job: Job, batch: str) -> WitnessSource | None:
+def witness_source(job: Job, batch: str, shared: int) -> WitnessSource | None:
     """What computes an input job's witness for a proof task that waits for it, handing it over
-    in its worker's shared slots (:func:`~distprove.cluster.witnesspool.shared_budget`); None for
-    a witness job."""
-    return WitnessSource(job.wasm, job.witness, job.keep, batch, shared_budget()) if isinstance(job, InputJob) else None
+    in its worker's shared slots within ``shared`` bytes (:attr:`InputFeed.shared`); None for a
+    witness job."""
+    return WitnessSource(job.wasm, job.witness, job.keep, batch, shared) if isinstance(job, InputJob) else None
 
 
 def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
@@ -288,6 +288,9 @@ class InputFeed:
     def __init__(self, in_flight: int | None = None, chunk: int | None = None) -> None:
         self.in_flight = in_flight if in_flight is not None else config.get("witness.in-flight", None)
         self.chunk = chunk if chunk is not None else config.get("witness.chunk", None)
+        self.shared = shared_budget()
+        """The bytes of shared witness slots a streamed key's witnesses may use per worker and size
+        (its witness tasks and proof tasks must agree: one read for the batch)."""
         self.opened: set[str] = set()
         """Inputs whose witness task was submitted and whose result is not in yet."""
         self.group_of: dict[str, int] = {}
@@ -490,7 +493,7 @@ class InputFeed:
         """One witness task for ``chunk``, on ``worker`` (another one if it is gone)."""
         jobs = [job for job, _ in chunk]
         name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
-        shared = shared_budget() if self.streams.get(jobs[0].key) else 0  # as witness_source gives its proof task
+        shared = self.shared if self.streams.get(jobs[0].key) else 0
         fut = self.client.submit(
             compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.n_vars.get(jobs[0].key, 0),
             jobs[0].keep, self.tag, shared, key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker],

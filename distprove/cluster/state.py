@@ -205,10 +205,10 @@ class ProverState(WorkerPlugin):
 
     def setup(self, worker: Any) -> None:
         from distprove.backends.select import get_backend
-        from distprove.cluster.allocator import tune_malloc
+        from distprove.cluster.allocator import configured, tune_malloc
 
         install_task_log_filter()
-        tune_malloc(config.get_bytes("cluster.malloc-mmap-threshold"), config.get_bytes("cluster.malloc-trim-threshold"))
+        tune_malloc(*configured())
         self.backend = get_backend(self.backend_name)
         count = config.get("proof-cache.count", DEFAULT_RESIDENT_PROOFS)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:

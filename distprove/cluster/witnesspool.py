@@ -110,8 +110,7 @@ class WitnessPool(WorkerPlugin):
             pool = ThreadPoolExecutor(n, thread_name_prefix="distprove-wtns", initializer=nicer,
                                       initargs=(self.niceness,))
         else:
-            pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
-                                       initargs=(self.niceness, os.getpid(), _malloc()))
+            pool = _process_pool(n, self.niceness)
         for _ in range(n):  # start the processes now, not under the batch's first witnesses
             pool.submit(_warm_up)
         old = worker.executors.get(EXECUTOR)
@@ -138,16 +137,19 @@ def ensure_pool(client: Any) -> None:
         client.register_plugin(WitnessPool(procs, config.get_int("witness.niceness", 0)), name=PLUGIN_NAME)
 
 
-def _malloc() -> tuple[int | None, int | None]:
-    """The worker's allocator thresholds (``distprove.cluster.malloc-*``), for its witness
-    processes, which inherit Dask's ``MALLOC_TRIM_THRESHOLD_`` (a 2^16 witness took 5-10% longer
-    with it: its arrays fresh mappings each time)."""
-    return config.get_bytes("cluster.malloc-mmap-threshold"), config.get_bytes("cluster.malloc-trim-threshold")
+def _process_pool(n: int, niceness: int) -> ProcessPoolExecutor:
+    """``n`` spawned witness processes, each started by :func:`_pool_process` with the worker's
+    allocator thresholds: they inherit Dask's ``MALLOC_TRIM_THRESHOLD_``, with which a 2^16
+    witness took 5-10% longer (its arrays fresh mappings each time)."""
+    from distprove.cluster.allocator import configured
+
+    return ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
+                               initargs=(niceness, os.getpid(), configured()))
 
 
 def _pool_process(niceness: int, worker_pid: int, malloc: tuple[int | None, int | None]) -> None:
     """In each witness process as it starts: run ``niceness`` nicer than the worker, with the
-    worker's allocator thresholds (:func:`distprove.cluster.allocator.tune_malloc`), and exit
+    worker's allocator thresholds ``malloc`` (:func:`distprove.cluster.allocator.tune_malloc`), and exit
     once the worker process (``worker_pid``) is gone. A worker killed outright (by its nanny, the
     OOM killer) never shuts its pool down, and its processes, blocked on the pool's queue, would
     stay. (``os.getppid`` cannot tell: in a Dask worker's pool it reads 1 from the start.)"""
@@ -195,15 +197,15 @@ def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False, r
 
     try:
         values = calculate(wasm, input_path)
-        asked, written = ring is not None and slot >= 0, False
-        if ring is not None and asked:
+        written = False  # into its slot (a slot comes only with a ring)
+        if ring is not None and slot >= 0:
             if values.shape != (ring.n_vars, 8):
                 return f"{input_path}: the circuit gave {values.shape[0]} witness values, the key expects {ring.n_vars}"
             written = write_slot(ring, slot, values)
         if keep or not written:
             os.makedirs(os.path.dirname(wtns), exist_ok=True)
             write_wtns(wtns, values, durable=keep)
-        if asked and not written:
+        if slot >= 0 and not written:
             return IN_FILE
     except FormatError as exc:
         return str(exc)
@@ -383,8 +385,7 @@ def _isolated(src: WitnessSource, wtns: str, where: _Claim) -> str:
         return _calculate_chunk(src.wasm, items, src.keep, ref)[0]
     with _isolation_lock:
         if not _isolation:
-            _isolation.append(ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
-                                                  initargs=(config.get_int("witness.niceness", 0), os.getpid(), _malloc())))
+            _isolation.append(_process_pool(1, config.get_int("witness.niceness", 0)))
         try:
             return _isolation[0].submit(_calculate_chunk, src.wasm, items, src.keep, ref).result()[0]
         except BrokenExecutor as exc:
