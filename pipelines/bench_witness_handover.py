@@ -164,12 +164,15 @@ def _product_takes(wasm: str, inputs: list[str], scratch: str, shared: int, busy
             group = sources[k:k + window]
             wait([entry.job for entry in claim(group, n_vars) if entry is not None])  # a failed input raises when taken
             t = time.perf_counter()
+            read = []
             for src, wtns in group:
                 values = await_witness(src, wtns, n_vars)
                 if values is None:
                     values = read_wtns(wtns, check_values=False).values
-                    os.unlink(wtns)
+                    read.append(wtns)
             taking += time.perf_counter() - t
+            for wtns in read:  # the batch's client removes them, not the proving thread
+                os.unlink(wtns)
         rate = len(inputs) / (time.perf_counter() - t0)
     finally:
         stop.set()
