@@ -25,7 +25,6 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 import dask
-import numpy as np
 import pytest
 from conftest import load_script, local_client
 import zarr
@@ -49,6 +48,8 @@ from distprove.formats import (
     write_container,
     write_json_atomic,
 )
+from distprove.formats import container
+from distprove.formats.wholeread import OpenError
 from distprove.cluster.inputs import safe_witness_paths
 from distprove.keystore import KeyStore, import_key
 
@@ -220,11 +221,10 @@ def test_unreadable_and_odd_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     shutil.copy(MINI_WTNS, locked)
 
     def denied(*args: Any, **kwargs: Any) -> Any:
-        raise PermissionError(errno.EACCES, "Permission denied", str(locked))
+        raise OpenError(errno.EACCES, "Permission denied", str(locked))
 
-    monkeypatch.setattr(np, "memmap", denied)
-    monkeypatch.setattr(np, "fromfile", denied)
-    fails(read_wtns, locked, "cannot read file", "Permission denied")
+    monkeypatch.setattr(container, "read_whole", denied)
+    fails(read_wtns, locked, "cannot open", "Permission denied")
 
 
 def test_witness_of_another_circuit_is_an_nvars_error() -> None:

@@ -1,7 +1,7 @@
 """The @iden3/binfileutils container shared by .zkey, .wtns, .ptau and .r1cs (SNARKJS_FORMATS.md §2).
 
 Layout: 4-byte magic, u32 version, u32 nSections, then nSections × (u32 id, u64 size, data).
-A file of up to :data:`READ_WHOLE_BYTES` is read whole in one call, a larger one memory-mapped;
+A file of up to :data:`READ_WHOLE_BYTES` is read whole (``wholeread``), a larger one memory-mapped;
 the section table is scanned once and indexed by id, so sections may come in any order and
 those of a mapped file are never read whole unless a caller asks for them.
 """
@@ -19,13 +19,15 @@ from distprove.bn254 import Group
 from distprove.errors import FormatError
 
 from .atomic import write_atomic
+from .wholeread import OpenError, read_whole
 
 READ_WHOLE_BYTES = 32 << 20
-"""Files up to this size are read into memory in one call rather than mapped: a small witness read
-whole costs one system call, where a map costs the mapping, its page faults on first touch and,
-for a reader that needs the values in memory anyway, a copy (a 2^12 circuit's .wtns, 128 kB:
-about 0.2 ms mapped and copied on the H200 host). It covers every witness a GPU stacks with its
-group's others (``backends.gpu.backend.DEFER_WITNESS_BYTES``)."""
+"""Files up to this size are read into memory whole rather than mapped (:func:`read_whole`: with
+the GIL held where the bytes are in memory already): a small witness read whole is one copy,
+where a map costs the mapping, its page faults on first touch and, for a reader that needs the
+values in memory anyway, a copy (a 2^12 circuit's .wtns, 128 kB: about 0.2 ms mapped and copied
+on the H200 host). It covers every witness a GPU stacks with its group's others
+(``backends.gpu.backend.DEFER_WITNESS_BYTES``)."""
 
 @dataclass(frozen=True)
 class Reserved:
@@ -126,23 +128,25 @@ def open_container(
     """
     name = os.fspath(path)
     try:
-        size = os.path.getsize(name)
-    except OSError as e:
+        data = read_whole(name, READ_WHOLE_BYTES)
+        size = os.path.getsize(name) if data is None else data.size
+    except OpenError as e:
         raise FormatError(name, f"cannot open: {e.strerror or e}") from e
+    except OSError as e:
+        raise FormatError(name, f"cannot read file: {e}") from e
+    except ValueError as e:
+        raise FormatError(name, str(e)) from e
     if size == 0:
         raise FormatError(name, f"empty file (expected a {magic} file)")
     if size < 12:
         raise FormatError(name, f"truncated header: file has {size} bytes, the header needs 12")
-    try:
-        if size <= READ_WHOLE_BYTES:
-            data = np.fromfile(name, dtype=np.uint8)
-            data.flags.writeable = False
-        else:
+    if data is None:
+        try:
             data = np.memmap(name, dtype=np.uint8, mode="r")
-    except (OSError, ValueError) as e:
-        raise FormatError(name, f"cannot read file: {e}") from e
-    if data.size != size:  # changed since its size was read
-        raise FormatError(name, f"the file changed while it was read ({size} bytes, then {data.size})")
+        except (OSError, ValueError) as e:
+            raise FormatError(name, f"cannot read file: {e}") from e
+        if data.size != size:  # changed since its size was read
+            raise FormatError(name, f"the file changed while it was read ({size} bytes, then {data.size})")
     head = data[:12].tobytes()
     found = head[:4]
     if found != magic.encode():
