@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -62,8 +63,15 @@ def circuit_key(circuit: Path, backend: str) -> Path:
     return store
 
 
+LINK_WITNESS_BYTES = 16 << 20
+"""Witness copies from this size on are hard links to one file: 2^20 values x 150 copies would
+be 4.8 GB of tmpfs, and a file this size is read from memory either way (the cache effects of
+re-reading one small file are what copies avoid)."""
+
+
 def _folders(circuit: Path, copies: int, tmp: Path) -> tuple[Path, Path]:
-    """The input folder (with the wasm) and the witness folder, ``copies`` of each input."""
+    """The input folder (with the wasm) and the witness folder, ``copies`` of each input (large
+    witnesses linked, :data:`LINK_WITNESS_BYTES`)."""
     from distprove.witnessgen import calculate_wtns
 
     wasm = circuit / "circuit.wasm"
@@ -78,9 +86,10 @@ def _folders(circuit: Path, copies: int, tmp: Path) -> tuple[Path, Path]:
     for inp in sources:
         wtns = computed / f"{inp.stem}.wtns"
         calculate_wtns(wasm, inp, wtns)
+        link = wtns.stat().st_size >= LINK_WITNESS_BYTES
         for c in range(copies):
             shutil.copy(inp, inputs / f"{inp.stem}_{c}.json")
-            shutil.copy(wtns, witnesses / f"{inp.stem}_{c}.wtns")
+            (os.link if link else shutil.copy)(wtns, witnesses / f"{inp.stem}_{c}.wtns")
     print(f"{len(sources)} witnesses computed in {time.perf_counter() - t0:.2f} s", flush=True)
     return inputs, witnesses
 
