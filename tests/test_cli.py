@@ -107,7 +107,8 @@ def test_example_command(tmp_path: Path) -> None:
     res = run("example", "--out", tmp_path / "ex", "--backend", "cpu")
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("verified OK") == 3
-    assert len(list((tmp_path / "ex").glob("*.proof.json"))) == 3
+    assert res.stdout.count("as snarkjs computes it") == 3
+    assert sorted(p.name for p in (tmp_path / "ex").glob("*.proof.json")) == [f"input_{i}.proof.json" for i in range(3)]
 
 
 def test_batch_fourstep_option_reaches_the_planner(tmp_path: Path) -> None:
