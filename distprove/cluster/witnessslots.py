@@ -1,12 +1,13 @@
 """Shared-memory slots through which a worker's witness processes hand witnesses to its proof tasks.
 
-A streamed proof task would otherwise read each witness back from a scratch .wtns, and on a
-worker whose threads contend for the GIL every system call of that read waits to get it back: in
-a worker beside a thread holding the GIL half the time, a 2^16-value witness cost the taking
-thread 1.15-1.2 ms from its file against 0.21-0.25 ms copied out of a slot, and the pool made 55
-witnesses a second against 52 (``pipelines/bench_witness_handover.py --circuit``, the 2-core VM). A
-pool job's result is no way around it: its bytes cross the pool's pipe through the worker's one
-result thread, which then bounds the pool (half the witnesses a second at 2^16).
+A streamed proof task would otherwise read each witness back from a scratch .wtns: open, read
+and copy, with the GIL given up where the file is not in memory. In a worker beside a thread
+holding the GIL half the time, a 2^16-value witness cost the taking thread 0.46-0.49 ms from its
+file (on tmpfs, read with the GIL held: ``distprove.formats.wholeread``) against 0.23-0.28 ms
+copied out of a slot, at mul_chain_1k 0.037-0.039 against 0.010-0.014 ms
+(``pipelines/bench_witness_handover.py --circuit``, the 2-core VM). A pool job's result is no way
+around the file: its bytes cross the pool's pipe through the worker's one result thread, which
+then bounds the pool (half the witnesses a second at 2^16).
 
 Per witness size, the worker process makes one ring of slots: a sparse file in /dev/shm, mapped
 and unlinked at once: it lives while the worker's descriptor and the mappings do, so a worker
