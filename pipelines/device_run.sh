@@ -31,6 +31,9 @@
 #   inputs  INPUTS_TIMEOUT=300 only with INPUT_CIRCUITS set (e.g. "tests/data/mul_chain_1k tests/data/poseidon_k4"):
 #                              pipelines/bench_input_batch.py per circuit folder with $INPUT_ARGS (default: one worker,
 #                              1,000 copies, 3 rounds, the inputs also through scratch files, --timeline) -> inputs-NAME.log
+#   wtns    WTNS_TIMEOUT=300   only with WTNS_CIRCUITS set (folders with circuit.wasm and inputs/): pipelines/bench_witnessgen.py,
+#                              distprove against snarkjs when node is carried (.nodecarry, pipelines/pack_node.sh), then
+#                              1, 8 and 16 witness processes at once -> witnessgen.json, witnessgen-processes.json
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
 # (every JSON and log, re-packed after each step so a run cut short still returns what it made).
 #
@@ -55,6 +58,21 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 if compgen -G ".whl/*.whl" > /dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 2; }
+fi
+
+# node and snarkjs, which the image lacks (pipelines/pack_node.sh packs them with wasmtime's wheel)
+if [ -f .nodecarry/node.tar.xz ]; then
+    if compgen -G ".nodecarry/*.whl" > /dev/null; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .nodecarry/*.whl \
+            && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 2; }
+    fi
+    mkdir -p /tmp/node && python3 -c "import tarfile; tarfile.open('.nodecarry/node.tar.xz').extractall('/tmp/node')" \
+        && export PATH=/tmp/node/bin:$PATH && { [ -e node_modules ] || ln -s /tmp/node/node_modules node_modules; }
+fi
+# the benchmarks' circom circuits (pipelines/make_bench_circuit.sh), packed by
+# `tar -C bench/circuits -cJf .kcarry/circuits.txz mul_chain_64k mul_chain_256k mul_chain_1024k`
+if [ -f .kcarry/circuits.txz ]; then
+    mkdir -p bench/circuits && python3 -c "import tarfile; tarfile.open('.kcarry/circuits.txz').extractall('bench/circuits')"
 fi
 
 { date -u; nvidia-smi; nvidia-smi -q -d CLOCK,MEMORY | head -60; } > "$RES/nvidia-smi.txt" 2>&1
@@ -125,6 +143,12 @@ if want batch && [ "$NGPU" -ge 1 ]; then
     # shellcheck disable=SC2086
     step batch "${BATCH_TIMEOUT:-150}" python3 pipelines/bench_batch.py $src --backend gpu --workers $workers \
         ${BATCH_ARGS:-} --json "$RES/bench_batch.json"
+fi
+if [ -n "${WTNS_CIRCUITS:-}" ] && want wtns; then
+    # shellcheck disable=SC2086
+    step wtns "${WTNS_TIMEOUT:-300}" bash -c "python3 pipelines/bench_witnessgen.py $WTNS_CIRCUITS --reps 5 --warm-reps 20 \
+        --json $RES/witnessgen.json; python3 pipelines/bench_witnessgen.py $WTNS_CIRCUITS --processes 1,8,16 --warm-reps 20 \
+        --json $RES/witnessgen-processes.json"
 fi
 if [ -n "${INPUT_CIRCUITS:-}" ] && want inputs && [ "$NGPU" -ge 1 ]; then
     # shellcheck disable=SC2086
