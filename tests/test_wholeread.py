@@ -69,6 +69,12 @@ class _Libc:
         return self._replaced.get(name) or getattr(self._real, name)
 
 
+def _ext4(fd: int, buf: Any) -> int:
+    """fstatfs that answers ext4 (the tests of the page-cache path run where /tmp is tmpfs too)."""
+    ctypes.c_long.from_buffer(buf).value = 0xEF53
+    return 0
+
+
 def _same(path: Path, data: bytes) -> None:
     got = read_whole(path, 1 << 30)
     assert got is not None and got.tobytes() == data
@@ -117,12 +123,12 @@ def test_refused_nowait_reads_released_and_is_remembered(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(wholeread, "_no_nowait", set())
     files = _files(tmp_path)
-    monkeypatch.setattr(wholeread, "_LIBC", _Libc(preadv2=refusing(errno.EAGAIN)))
+    monkeypatch.setattr(wholeread, "_LIBC", _Libc(preadv2=refusing(errno.EAGAIN), fstatfs=_ext4))
     for path, data in files:
         _same(path, data)
     assert len(asked) == len(files) and not wholeread._no_nowait
     asked.clear()
-    monkeypatch.setattr(wholeread, "_LIBC", _Libc(preadv2=refusing(errno.EOPNOTSUPP)))
+    monkeypatch.setattr(wholeread, "_LIBC", _Libc(preadv2=refusing(errno.EOPNOTSUPP), fstatfs=_ext4))
     for path, data in files:
         _same(path, data)
     assert len(asked) == 1 and len(wholeread._no_nowait) == 1
@@ -139,7 +145,7 @@ def test_partial_nowait_read_is_completed(tmp_path: Path, monkeypatch: pytest.Mo
         return real.preadv2(fd, iov, n, offset, flags)
 
     monkeypatch.setattr(wholeread, "_no_nowait", set())
-    monkeypatch.setattr(wholeread, "_LIBC", _Libc(preadv2=half))
+    monkeypatch.setattr(wholeread, "_LIBC", _Libc(preadv2=half, fstatfs=_ext4))
     for path, data in _files(tmp_path):
         _same(path, data)
 
