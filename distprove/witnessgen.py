@@ -23,9 +23,10 @@ circuit's exports: a call from Python into wasm costs 10-25 microseconds in wasm
 against nanoseconds from wasm to wasm, so the helper runs a whole calculation (``init``, every
 input value, the witness readout) in one call, and each input signal's size is asked once per
 name. What is left is the circuit's own code: wasmtime's (Cranelift's) machine code for it runs
-1.4-1.5x as long as node's (V8's) on the multiplication chains and 1.05-1.15x on the Poseidon,
-bit and Merkle circuits, at any Cranelift opt level (``pipelines/bench_witnessgen.py``, its
-``run`` columns); the readout, which node makes word by word from JavaScript, makes up for it.
+1.3x as long as node's (V8's) on the multiplication chains and 0.9-1.2x on the Poseidon, bit and
+Merkle circuits, at any Cranelift opt level (``pipelines/bench_witnessgen.py``, its ``run``
+columns); the readout, which node makes word by word from JavaScript, makes up for it: a whole
+witness takes 0.75-0.95x node's time, 2^10 to 2^20 values.
 
 Input values are read as snarkjs 0.7.6 reads them (``unstringifyBigInts`` then ``BigInt``):
 JSON integers, integer-valued numbers, decimal strings with an optional sign, ``0x``/``0o``/``0b``
