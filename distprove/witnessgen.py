@@ -26,7 +26,7 @@ name. What is left is the circuit's own code: wasmtime's (Cranelift's) machine c
 1.3x as long as node's (V8's) on the multiplication chains and 0.9-1.2x on the Poseidon, bit and
 Merkle circuits, at any Cranelift opt level (``pipelines/bench_witnessgen.py``, its ``run``
 columns); the readout, which node makes word by word from JavaScript, makes up for it: a whole
-witness takes 0.75-0.95x node's time, 2^10 to 2^20 values.
+witness takes 0.75-0.96x node's time, 2^10 to 2^20 values.
 
 Input values are read as snarkjs 0.7.6 reads them (``unstringifyBigInts`` then ``BigInt``):
 JSON integers, integer-valued numbers, decimal strings with an optional sign, ``0x``/``0o``/``0b``
