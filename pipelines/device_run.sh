@@ -34,6 +34,11 @@
 #   wtns    WTNS_TIMEOUT=300   only with WTNS_CIRCUITS set (folders with circuit.wasm and inputs/): pipelines/bench_witnessgen.py,
 #                              distprove against snarkjs when node is carried (.nodecarry, pipelines/pack_node.sh), then
 #                              1, 8 and 16 witness processes at once -> witnessgen.json, witnessgen-processes.json
+#   ab      AB_TIMEOUT=300     only with AB_TREE and AB_CMD: AB_CMD (e.g. "python3 pipelines/bench_batch.py --key
+#                              /tmp/distprove-keys/chain_k12/key.zarr --witnesses /tmp/distprove-keys/chain_k12 --backend gpu
+#                              --workers 1 --proofs 4096") run from this tree's root and from AB_TREE's (another source
+#                              tree carried in the working tree, e.g. `git archive REV | tar -x -C .ab/base`), alternating
+#                              for AB_ROUNDS (3) rounds -> ab-this-N.log, ab-other-N.log
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
 # (every JSON and log, re-packed after each step so a run cut short still returns what it made).
 #
@@ -149,6 +154,16 @@ if [ -n "${WTNS_CIRCUITS:-}" ] && want wtns; then
     step wtns "${WTNS_TIMEOUT:-300}" bash -c "python3 pipelines/bench_witnessgen.py $WTNS_CIRCUITS --reps 5 --warm-reps 20 \
         --json $RES/witnessgen.json; python3 pipelines/bench_witnessgen.py $WTNS_CIRCUITS --processes 1,8,16 --warm-reps 20 \
         --json $RES/witnessgen-processes.json"
+fi
+if [ -n "${AB_TREE:-}" ] && [ -n "${AB_CMD:-}" ] && want ab; then
+    # shellcheck disable=SC2016
+    step ab "${AB_TIMEOUT:-300}" bash -c 'for n in $(seq "${AB_ROUNDS:-3}"); do
+        for side in this other; do
+            dir=$PWD; [ $side = other ] && dir=$(cd "$AB_TREE" && pwd)
+            (cd "$dir" && PYTHONPATH=/tmp/site:$dir eval "$AB_CMD") > "'"$RES"'/ab-$side-$n.log" 2>&1
+            echo "$side $n: $(tail -1 "'"$RES"'/ab-$side-$n.log" | cut -c1-300)"
+        done
+    done'
 fi
 if [ -n "${INPUT_CIRCUITS:-}" ] && want inputs && [ "$NGPU" -ge 1 ]; then
     # shellcheck disable=SC2086
