@@ -31,7 +31,7 @@ from distprove.cli import main
 from distprove.cluster import incremental
 from distprove.cluster.inputbatch import SCRATCH_DIR, discover_inputs, holds_inputs
 from distprove.cluster.witnesspool import EXECUTOR
-from distprove.cluster.state import WITNESS_GEN
+from distprove.cluster.state import WITNESS_GEN, WITNESS_WAIT
 from distprove.errors import FormatError
 from distprove.formats.wtns import read_wtns
 
@@ -128,6 +128,9 @@ def test_inputs_prove_stream_verify_and_rerun_skips(client, tmp_path: Path) -> N
     # the bar grows as witnesses arrive, to every input's proof
     assert [a for a, _ in bar] == sorted(a for a, _ in bar) and bar[-1][0] == 3 and bar[-1][1] >= 1, bar
     assert WITNESS_GEN in report.stage_seconds
+    # each proof's wait for its witness comes back with its stage seconds, and the report sums them
+    assert all(WITNESS_WAIT in r.seconds for r in report.proved), [r.seconds for r in report.proved]
+    assert report.witness_wait_seconds == sum(r.seconds[WITNESS_WAIT] for r in report.proved) >= 0
 
     def activities(dask_scheduler: Any) -> set[str]:
         return {
@@ -834,3 +837,22 @@ def test_a_batch_of_a_streamed_key_and_a_split_one_proves_each_input_once(tmp_pa
         assert [len(names) for path, names in proofs if path == "A"] == [4, 4, 2]
     finally:
         forget_batch("mixed")
+
+
+def test_the_report_says_when_witnesses_bound_a_batch() -> None:
+    """The summary names the witnesses as the bound once the proofs waited for them a fifth of
+    their proof tasks' time or more, and not below."""
+    from distprove.cluster.batching import WITNESS_BOUND, BatchReport, ProofResult
+    from distprove.cluster.tasks import Status
+
+    def report(wait: float, proving: float = 10.0) -> BatchReport:
+        results = [ProofResult(f"in{k}", f"in{k}.json", Status.PROVED, seconds={WITNESS_WAIT: wait, "msm": 1.0}) for k in range(4)]
+        results.append(ProofResult("bad", "bad.json", Status.FAILED, "bad input", seconds={WITNESS_WAIT: 100.0}))
+        return BatchReport(results, 12.0, "data", 1, {"prove-whole": proving})
+
+    bound = report(WITNESS_BOUND * 10.0 / 4)
+    assert bound.witness_wait_seconds == pytest.approx(WITNESS_BOUND * 10.0)
+    assert "witnesses bound this batch: its proof tasks waited 2.00 s of their 10.00 s" in bound.summary()
+    assert "witnesses bound" not in report(0.49).summary()
+    assert "witnesses bound" not in report(1.0, proving=0.0).summary()
+    assert report(0.0).witness_wait_seconds == 0.0

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+WITNESS_BOUND = 0.2
+"""The share of its proof tasks' time that a batch's proofs waited for their witnesses from which
+its report says the witnesses bound it."""
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -80,6 +83,14 @@ class BatchReport:
         return not self.failed
 
     @property
+    def witness_wait_seconds(self) -> float:
+        """Seconds the proofs of a batch from inputs waited, in their proof tasks, for their
+        witnesses (0 for witness files)."""
+        from distprove.cluster.state import WITNESS_WAIT
+
+        return sum(r.seconds.get(WITNESS_WAIT, 0.0) for r in self.proved)
+
+    @property
     def proofs_per_second(self) -> float:
         """Proofs made per second of wall time (skipped witnesses not counted)."""
         return len(self.proved) / self.wall_seconds if self.wall_seconds > 0 else 0.0
@@ -94,6 +105,12 @@ class BatchReport:
         if self.stage_seconds:
             stages = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(self.stage_seconds.items(), key=lambda kv: -kv[1]))
             lines.append(f"worker time by stage: {stages}")
+        waited, proving = self.witness_wait_seconds, self.stage_seconds.get("prove-whole", 0.0)
+        if proving > 0 and waited >= WITNESS_BOUND * proving:
+            lines.append(
+                f"witnesses bound this batch: its proof tasks waited {waited:.2f} s of their {proving:.2f} s for them "
+                f"(computed by each worker's witness processes, distprove.witness.processes: its host's cores)"
+            )
         lines += [f"FAILED {r.name}: {r.reason}" for r in self.failed]
         return "\n".join(lines)
 
@@ -108,6 +125,7 @@ class BatchReport:
             "mode": self.mode,
             "workers": self.workers,
             "stage_seconds": self.stage_seconds,
+            "witness_wait_seconds": self.witness_wait_seconds,
             "results": [r.__dict__ for r in self.results],
         }
 

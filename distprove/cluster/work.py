@@ -208,14 +208,33 @@ def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, Resident
         if witness is None:
             witness = spec.witness
             if spec.source is not None:
+                t0 = time.perf_counter()
                 with context_meter.meter(WITNESS_WAIT):
                     values = await_witness(spec.source, spec.witness, key.n_vars)
+                waits = _waits.get()
+                if waits is not None:
+                    waits[spec.name] = time.perf_counter() - t0
                 if values is not None:
                     witness = _taken(spec.source.input, values)
         return step(st, key, witness)
     except FormatError:
         metrics.record_proof(key, False)
         raise
+
+
+_waits: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar("distprove_witness_waits", default=None)
+"""While a :func:`prove_group` task runs: the seconds each of its proofs waited for its input's
+witness, by proof name (its ``witness-wait`` stage seconds)."""
+
+
+def _with_waits(proofs: Iterator[Any], waits: dict[str, float]) -> Iterator[Any]:
+    """``proofs`` as they come, each assembled one with the seconds it waited for its witness
+    among its stage seconds (``witness-wait``), which the batch report sums."""
+    for item in proofs:
+        waited = waits.pop(item.spec.name, None)
+        if waited is not None and isinstance(item, Assembled):
+            item.seconds[WITNESS_WAIT] = waited
+        yield item
 
 
 def _taken(name: str, values: np.ndarray) -> Any:
@@ -287,7 +306,23 @@ def prove_group(
     worker's process pool) and writes them in one group write, while this thread queues the next
     groups' device work. Nothing is written before its check, a proof that fails it is not
     written, and a group whose check or write raises fails alone.
+
+    A proof of an input batch counts the seconds it waited for its witness among its stage
+    seconds (``witness-wait``): the batch report tells from them when witnesses bound a batch.
     """
+    waits: dict[str, float] = {}
+    token = _waits.set(waits)
+    try:
+        return _prove_group(specs, widths, assemble, write, check, blindings, waits)
+    finally:
+        _waits.reset(token)
+
+
+def _prove_group(
+    specs: Sequence[ProofSpec], widths: Mapping[str, int] | None, assemble: bool, write: bool, check: bool,
+    blindings: Sequence[tuple[int, int]] | None, waits: dict[str, float],
+) -> list[Assembled | Collected | Failed] | list[Outcome]:
+    """:func:`prove_group`'s body; ``waits``: the seconds its proofs wait for their witnesses (:data:`_waits`)."""
     from distprove.prover import pipelined, pipelined_groups
 
     def failed(spec: ProofSpec, exc: Exception) -> Failed:  # one bad witness fails alone
@@ -323,6 +358,8 @@ def prove_group(
         proofs = pipelined(specs, lambda ready: _start_whole(ready[0], widths, ready[1]),
                            lambda spec, ws: _finish_whole(spec, ws, assemble, blind(spec)),
                            failed, _prefetch)
+    if streamed:
+        proofs = _with_waits(proofs, waits)
     if not write:
         return list(proofs)
     finish = _check_write_group if check else _write_group
