@@ -109,7 +109,7 @@ class BatchReport:
         if proving > 0 and waited >= WITNESS_BOUND * proving:
             lines.append(
                 f"witnesses bound this batch: its proof tasks waited {waited:.2f} s of their {proving:.2f} s for them "
-                f"(computed by each worker's witness processes, distprove.witness.processes: its host's cores)"
+                f"(each worker computes them in distprove.witness.processes processes, by default its share of its host's cores)"
             )
         lines += [f"FAILED {r.name}: {r.reason}" for r in self.failed]
         return "\n".join(lines)
