@@ -497,18 +497,36 @@ def wtns_group() -> None:
 
 @wtns_group.command("calculate")
 @click.argument("wasm", type=click.Path(dir_okay=False))
-@click.argument("input_json", type=click.Path(dir_okay=False))
-@click.argument("out_wtns", type=click.Path(dir_okay=False))
+@click.argument("input_json", type=click.Path())
+@click.argument("out_wtns", type=click.Path())
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Processes for a folder of inputs (default: one per core).")
 @_friendly_errors
-def wtns_calculate_cmd(wasm: str, input_json: str, out_wtns: str) -> None:
+def wtns_calculate_cmd(wasm: str, input_json: str, out_wtns: str, jobs: int | None) -> None:
     """Compute the witness of INPUT_JSON with the circuit's WASM (from circom --wasm) into OUT_WTNS,
-    byte for byte what `snarkjs wtns calculate` writes. The circuit's log() lines go to stdout."""
+    byte for byte what `snarkjs wtns calculate` writes. The circuit's log() lines go to stdout.
+
+    INPUT_JSON may be a folder: every *.json in it becomes OUT_WTNS/<name>.wtns, computed in --jobs
+    processes at once; an input that fails is reported on one line and the others are written
+    (exit status 1 if any failed)."""
     import time
 
     from .formats.wtns import write_wtns
-    from .witnessgen import WitnessCalculator
+    from .witnessgen import WitnessCalculator, calculate_folder
 
     t0 = time.perf_counter()
+    if os.path.isdir(input_json):
+        done = calculate_folder(wasm, input_json, out_wtns, jobs)
+        if not done:
+            click.echo(f"error: {input_json}: no *.json inputs in the folder", err=True)
+            sys.exit(1)
+        failed = [reason for _, reason in done if reason]
+        for reason in failed:
+            click.echo(f"error: {reason}", err=True)
+        seconds = time.perf_counter() - t0
+        click.echo(f"wrote {len(done) - len(failed)} of {len(done)} witnesses into {out_wtns} in {seconds:.2f} s "
+                   f"({len(done) / seconds if seconds > 0 else 0:.1f} inputs/s)", err=True)
+        sys.exit(1 if failed else 0)
     values = WitnessCalculator(wasm, log_line=click.echo).calculate_file(input_json)
     write_wtns(out_wtns, values)
     click.echo(f"wrote {out_wtns}: {len(values)} values in {time.perf_counter() - t0:.2f} s", err=True)

@@ -560,3 +560,44 @@ def calculate_wtns(
     values = calculate(wasm_path, input_path)
     write_wtns(out_path, values)
     return values
+
+
+def _calculate_one(wasm_path: str, input_path: str, out_path: str) -> str:
+    """In a worker process of :func:`calculate_folder`: "" once ``out_path`` is written, else
+    the one-line reason (naming the input, or the file that could not be written)."""
+    try:
+        calculate_wtns(wasm_path, input_path, out_path)
+    except FormatError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{out_path}: cannot write the witness: {exc.strerror or exc}"
+    return ""
+
+
+def calculate_folder(
+    wasm_path: str | os.PathLike[str],
+    input_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    processes: int | None = None,
+) -> list[tuple[str, str]]:
+    """The witness of every ``*.json`` in ``input_dir`` (not its subfolders) into ``out_dir`` as
+    ``<name>.wtns``, each as :func:`calculate_wtns` writes it, in ``processes`` processes at once
+    (None: one per core; the wasm compiled once in each). Returns (input path, "" or the one-line
+    reason it failed) per input, in name order: a bad input fails alone. Raises FormatError for a
+    wasm that is not a circom witness calculator, before any input."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    wasm = os.fspath(wasm_path)
+    calculator(wasm)  # a bad wasm is one error, not one per input
+    inputs = sorted(os.path.join(input_dir, e.name) for e in os.scandir(input_dir) if e.is_file() and e.name.endswith(".json"))
+    if not inputs:
+        return []
+    os.makedirs(out_dir, exist_ok=True)
+    outs = [os.path.join(out_dir, os.path.basename(p)[: -len(".json")] + ".wtns") for p in inputs]
+    n = max(1, min(processes or os.cpu_count() or 1, len(inputs)))
+    if n == 1:
+        return [(p, _calculate_one(wasm, p, o)) for p, o in zip(inputs, outs)]
+    with ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:
+        chunk = max(1, len(inputs) // (4 * n))
+        return list(zip(inputs, pool.map(_calculate_one, [wasm] * len(inputs), inputs, outs, chunksize=chunk)))

@@ -8,6 +8,7 @@ for their inputs, and, when snarkjs is installed, fresh random inputs go through
 from __future__ import annotations
 
 import json
+import shutil
 import random
 import subprocess
 import threading
@@ -197,6 +198,46 @@ def test_cli_writes_the_witness_and_reports_bad_input_on_one_line(tmp_path: Path
         f"error: {bad}: the circuit rejects the input: Assert Failed. Error in template Checks_0 line: 9"
     )
     assert not (tmp_path / "b.wtns").exists()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_cli_computes_a_folder_of_inputs_and_a_bad_one_fails_alone(jobs: str, tmp_path: Path) -> None:
+    """A folder of inputs: every good one written as snarkjs writes it, in one process or several,
+    the bad one reported on one line (exit status 1), a subfolder and other files left alone."""
+    inputs, out = tmp_path / "inputs", tmp_path / "out"
+    inputs.mkdir()
+    for inp in (DATA / "poseidon_k4" / "inputs").glob("input_*.json"):
+        shutil.copy(inp, inputs / inp.name)
+    _write(inputs, {"nope": 1}, "input_9.json")
+    (inputs / "notes.txt").write_text("not an input")
+    (inputs / "sub").mkdir()
+    _write(inputs / "sub", {"nope": 1}, "deeper.json")
+    res = CliRunner().invoke(main, ["wtns", "calculate", str(_wasm("poseidon_k4")), str(inputs), str(out), "--jobs", jobs])
+    assert res.exit_code == 1, res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {inputs / 'input_9.json'}: 'nope' is not an input signal of the circuit"], res.output
+    assert "wrote 3 of 4 witnesses" in res.output
+    assert sorted(p.name for p in out.iterdir()) == ["input_0.wtns", "input_1.wtns", "input_2.wtns"]
+    for k in range(3):
+        assert (out / f"input_{k}.wtns").read_bytes() == (DATA / "poseidon_k4" / "witnesses" / f"witness_{k}.wtns").read_bytes()
+
+    (inputs / "input_9.json").unlink()
+    res = CliRunner().invoke(main, ["wtns", "calculate", str(_wasm("poseidon_k4")), str(inputs), str(out), "--jobs", jobs])
+    assert res.exit_code == 0 and "wrote 3 of 3 witnesses" in res.output, res.output
+
+
+def test_cli_folder_without_inputs_and_a_bad_wasm_are_one_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(main, ["wtns", "calculate", str(_wasm("mul_chain_1k")), str(empty), str(tmp_path / "out")])
+    assert res.exit_code == 1 and res.output.strip() == f"error: {empty}: no *.json inputs in the folder", res.output
+    junk = tmp_path / "junk.wasm"
+    junk.write_bytes(b"\0asm" + bytes(range(64)))
+    shutil.copy(DATA / "mul_chain_1k" / "inputs" / "input_0.json", empty / "a.json")
+    res = CliRunner().invoke(main, ["wtns", "calculate", str(junk), str(empty), str(tmp_path / "out")])
+    assert res.exit_code == 1, res.output
+    assert [line.split(" (")[0] for line in res.output.strip().splitlines()] == [f"error: {junk}: not a WebAssembly module"]
+    assert not (tmp_path / "out").exists()
 
 
 def test_proof_from_computed_witness_verifies(tmp_path: Path) -> None:
