@@ -583,17 +583,24 @@ def calculate_folder(
     """The witness of every ``*.json`` in ``input_dir`` (not its subfolders) into ``out_dir`` as
     ``<name>.wtns``, each as :func:`calculate_wtns` writes it, in ``processes`` processes at once
     (None: one per core; the wasm compiled once in each). Returns (input path, "" or the one-line
-    reason it failed) per input, in name order: a bad input fails alone. Raises FormatError for a
-    wasm that is not a circom witness calculator, before any input."""
+    reason it failed) per input, in name order: a bad input fails alone. Raises FormatError, before
+    any input, for a wasm that is not a circom witness calculator, a folder that cannot be listed
+    and an output folder that cannot be made."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
     wasm = os.fspath(wasm_path)
     calculator(wasm)  # a bad wasm is one error, not one per input
-    inputs = sorted(os.path.join(input_dir, e.name) for e in os.scandir(input_dir) if e.is_file() and e.name.endswith(".json"))
+    try:
+        inputs = sorted(os.path.join(input_dir, e.name) for e in os.scandir(input_dir) if e.is_file() and e.name.endswith(".json"))
+    except OSError as exc:
+        raise FormatError(os.fspath(input_dir), f"cannot list the inputs: {exc.strerror or exc}") from None
     if not inputs:
         return []
-    os.makedirs(out_dir, exist_ok=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise FormatError(os.fspath(out_dir), f"cannot make the output folder: {exc.strerror or exc}") from None
     outs = [os.path.join(out_dir, os.path.basename(p)[: -len(".json")] + ".wtns") for p in inputs]
     n = max(1, min(processes or os.cpu_count() or 1, len(inputs)))
     if n == 1:

@@ -238,6 +238,10 @@ def test_cli_folder_without_inputs_and_a_bad_wasm_are_one_error(tmp_path: Path) 
     assert res.exit_code == 1, res.output
     assert [line.split(" (")[0] for line in res.output.strip().splitlines()] == [f"error: {junk}: not a WebAssembly module"]
     assert not (tmp_path / "out").exists()
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    res = CliRunner().invoke(main, ["wtns", "calculate", str(_wasm("mul_chain_1k")), str(empty), str(taken)])
+    assert res.exit_code == 1 and res.output.strip() == f"error: {taken}: cannot make the output folder: File exists", res.output
 
 
 def test_proof_from_computed_witness_verifies(tmp_path: Path) -> None:
