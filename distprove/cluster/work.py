@@ -208,12 +208,11 @@ def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, Resident
         if witness is None:
             witness = spec.witness
             if spec.source is not None:
-                t0 = time.perf_counter()
-                with context_meter.meter(WITNESS_WAIT):
+                with context_meter.meter(WITNESS_WAIT) as waited:
                     values = await_witness(spec.source, spec.witness, key.n_vars)
                 waits = _waits.get()
                 if waits is not None:
-                    waits[spec.name] = time.perf_counter() - t0
+                    waits[spec.name] = waited.delta
                 if values is not None:
                     witness = _taken(spec.source.input, values)
         return step(st, key, witness)
