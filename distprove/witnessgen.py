@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from distprove.bn254 import R
-from distprove.errors import FormatError
+from distprove.errors import FormatError, one_line
 
 if TYPE_CHECKING:
     import wasmtime
@@ -562,15 +562,24 @@ def calculate_wtns(
     return values
 
 
+def failure_line(exc: Exception, input_path: str, out_path: str) -> str:
+    """The one line a witness of ``input_path`` that was to be written at ``out_path`` fails with:
+    the input's own (FormatError), the file that could not be written (OSError), or anything else
+    as a failed calculation of that input."""
+    if isinstance(exc, FormatError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return f"{out_path}: cannot write the witness: {exc.strerror or exc}"
+    return f"{input_path}: the witness calculation failed: {one_line(exc)}"
+
+
 def _calculate_one(wasm_path: str, input_path: str, out_path: str) -> str:
     """In a worker process of :func:`calculate_folder`: "" once ``out_path`` is written, else
-    the one-line reason (naming the input, or the file that could not be written)."""
+    :func:`failure_line`."""
     try:
         calculate_wtns(wasm_path, input_path, out_path)
-    except FormatError as exc:
-        return str(exc)
-    except OSError as exc:
-        return f"{out_path}: cannot write the witness: {exc.strerror or exc}"
+    except Exception as exc:  # fails this input alone
+        return failure_line(exc, input_path, out_path)
     return ""
 
 

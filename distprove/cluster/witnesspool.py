@@ -193,7 +193,7 @@ def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False, r
     lives until its proof is read on this host, and a crash loses the batch's progress on it
     anyway (the rerun computes it again); the two fsyncs cost more than a small circuit's witness."""
     from distprove.formats.wtns import write_wtns
-    from distprove.witnessgen import calculate
+    from distprove.witnessgen import calculate, failure_line
 
     try:
         values = calculate(wasm, input_path)
@@ -207,12 +207,8 @@ def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False, r
             write_wtns(wtns, values, durable=keep)
         if slot >= 0 and not written:
             return IN_FILE
-    except FormatError as exc:
-        return str(exc)
-    except OSError as exc:
-        return f"{wtns}: cannot write the witness: {exc.strerror or exc}"
-    except Exception as exc:  # anything else fails this input alone, not the others of its job
-        return f"{input_path}: the witness calculation failed: {one_line(exc)}"
+    except Exception as exc:  # fails this input alone, not the others of its job
+        return failure_line(exc, input_path, wtns)
     return ""
 
 
@@ -294,17 +290,17 @@ def _submit(pool: Executor | None, src: WitnessSource, items: list[tuple[str, st
     """``_calculate_chunk`` of ``items`` (inputs that share ``src``'s job, :func:`_same_job`) on
     ``pool`` (on its replacement when it is broken; here, in turn, without one): its future and
     the pool it went to, for the next job."""
-    ref = None if ring is None else ring.ref
+    job = partial(_calculate_chunk, src.wasm, items, src.keep, None if ring is None else ring.ref)
     if pool is not None:
         try:
-            return pool.submit(_calculate_chunk, src.wasm, items, src.keep, ref), pool
+            return pool.submit(job), pool
         except BrokenExecutor:
             _replace_pool(pool)
             pool = _pool()[0]
             if pool is not None:
-                return pool.submit(_calculate_chunk, src.wasm, items, src.keep, ref), pool
+                return pool.submit(job), pool
     fut: Future = Future()
-    fut.set_result(_calculate_chunk(src.wasm, items, src.keep, ref))
+    fut.set_result(job())
     return fut, None
 
 
@@ -405,7 +401,8 @@ def compute_witnesses(wasm: str, items: list[tuple[str, str]], n_vars: int = 0, 
         entries = claim(sources, n_vars)
         if _pool()[0] is not None:
             secede()
-        return [_reason(entry, src, wtns).replace(IN_FILE, "") for entry, (src, wtns) in zip(entries, sources)]
+        reasons = [_reason(entry, src, wtns) for entry, (src, wtns) in zip(entries, sources)]
+        return ["" if r == IN_FILE else r for r in reasons]
 
 
 def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> np.ndarray | None:
