@@ -42,7 +42,7 @@
 # SKIP="tests kernels ..." leaves steps out. Results: $OUT/log.txt (the tee) and $OUT/results.tgz
 # (every JSON and log, re-packed after each step so a run cut short still returns what it made).
 #
-# Wheels: when .whl/ exists they are installed first with
+# Wheels: those of .whl/ (or .nodecarry/) are installed first with
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 
 set -o pipefail
@@ -60,17 +60,15 @@ mkdir -p "$DISTPROVE_CACHE_DIR"
 [ -f .kcarry/kcache.tgz ] && tar xzf .kcarry/kcache.tgz -C "$DISTPROVE_CACHE_DIR"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
-if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+# the carried wheels: .whl (pipelines/fetch_wheels.sh), or .nodecarry's wasmtime (pipelines/pack_node.sh)
+mapfile -t wheels < <(compgen -G ".whl/*.whl"; compgen -G ".nodecarry/*.whl")
+if [ ${#wheels[@]} -gt 0 ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${wheels[@]}" \
         && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 2; }
 fi
 
-# node and snarkjs, which the image lacks (pipelines/pack_node.sh packs them with wasmtime's wheel)
+# node and snarkjs, which the image lacks (packed by pipelines/pack_node.sh)
 if [ -f .nodecarry/node.tar.xz ]; then
-    if compgen -G ".nodecarry/*.whl" > /dev/null; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .nodecarry/*.whl \
-            && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 2; }
-    fi
     mkdir -p /tmp/node && python3 -c "import tarfile; tarfile.open('.nodecarry/node.tar.xz').extractall('/tmp/node')" \
         && export PATH=/tmp/node/bin:$PATH && { [ -e node_modules ] || ln -s /tmp/node/node_modules node_modules; }
 fi
