@@ -91,6 +91,64 @@ def test_rings_are_sized_by_claims_and_budget(monkeypatch: pytest.MonkeyPatch) -
             r.close()
 
 
+def test_rings_stay_within_dev_shm_less_its_reserve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no budget of its own (auto), a ring holds RING_CLAIMS times its first claim until
+    /dev/shm's size less its reserve bounds it; a /dev/shm too small for one slot gives no ring."""
+    monkeypatch.setattr(witnessslots, "_rings", {})
+    monkeypatch.setattr(witnessslots, "_shm_bytes", lambda: 1 << 30)
+    big = ring_for(100, witnessslots.UNCAPPED, 8)
+    assert big is not None and big.ref.slots == witnessslots.RING_CLAIMS * 8
+    slot = 2000 * 32
+    monkeypatch.setattr(witnessslots, "_shm_bytes", lambda: 16 * slot)  # 14 slots under the reserve of 2
+    capped = ring_for(2000, witnessslots.UNCAPPED, 8)
+    assert capped is not None and capped.ref.slots == int(16 * slot * (1 - witnessslots.SHM_RESERVE)) // slot == 14
+    monkeypatch.setattr(witnessslots, "_shm_bytes", lambda: slot)
+    assert ring_for(2001, witnessslots.UNCAPPED, 8) is None
+    for r in (big, capped):
+        if r.values is not None:  # an idle ring of another size is closed as the next is made
+            r.close()
+
+
+def test_a_slot_that_would_eat_the_reserve_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A witness whose slot would leave /dev/shm less than SHM_RESERVE free is not written (its
+    file instead); with room it is."""
+    ring = Ring(1000, 2)
+    slot = 1000 * 32
+    real = os.fstatvfs
+
+    def shm_with(free: int) -> object:
+        def fake(fd: int) -> os.statvfs_result:
+            st = real(fd)
+            return os.statvfs_result((st.f_bsize, 1, 100 * slot, free, free, *tuple(st)[5:]))
+        return fake
+
+    try:
+        reserve = int(100 * slot * witnessslots.SHM_RESERVE)
+        with monkeypatch.context() as m:
+            m.setattr(os, "fstatvfs", shm_with(reserve + slot - 1))
+            assert write_slot(ring.ref, 0, _values(1000, 1)) is False
+        assert not ring.values[0].any()
+        with monkeypatch.context() as m:
+            m.setattr(os, "fstatvfs", shm_with(reserve + slot))
+            assert write_slot(ring.ref, 1, _values(1000, 2)) is True
+        assert np.array_equal(ring.take(1), _values(1000, 2))
+    finally:
+        ring.close()
+
+
+def test_the_shared_memory_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``witness.shared-memory``: auto by default (no cap of its own), a size caps, null is files only."""
+    import dask
+
+    from distprove.cluster.witnesspool import shared_budget
+
+    assert shared_budget() == witnessslots.UNCAPPED
+    with dask.config.set({"distprove.witness.shared-memory": "64 MiB"}):
+        assert shared_budget() == 64 << 20
+    with dask.config.set({"distprove.witness.shared-memory": None}):
+        assert shared_budget() == 0
+
+
 def test_claims_fall_back_to_files_when_no_slot_is_free(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With one slot for two witnesses, the first goes through the slot and the second through
     its file; both are taken with the fixture's values, and the slot is free again."""

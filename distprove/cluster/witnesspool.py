@@ -44,7 +44,7 @@ from distributed.metrics import context_meter
 from distprove import config
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import WitnessSource
-from distprove.cluster.witnessslots import Ring, RingRef, ring_for, trim_rings, write_slot
+from distprove.cluster.witnessslots import UNCAPPED, Ring, RingRef, ring_for, trim_rings, write_slot
 from distprove.errors import FormatError, one_line
 from distprove.priority import nicer
 
@@ -220,7 +220,11 @@ def _calculate_chunk(wasm: str, items: list[tuple[str, str, int]], keep: bool = 
 
 def shared_budget() -> int:
     """``distprove.witness.shared-memory``: the bytes of shared slots a worker may hold per
-    witness size for its streamed proof tasks (0 when null: scratch files only)."""
+    witness size for its streamed proof tasks: :data:`~distprove.cluster.witnessslots.UNCAPPED`
+    for auto (a slot per witness in flight, within /dev/shm's size on the worker's host), 0 when
+    null (scratch files only)."""
+    if config.get("witness.shared-memory") == "auto":
+        return UNCAPPED
     return config.get_bytes("witness.shared-memory") or 0
 
 

@@ -40,7 +40,15 @@ log = logging.getLogger(__name__)
 SHM = "/dev/shm"
 RING_CLAIMS = 4
 """A ring holds up to this many times the slots of the first claim that makes it (a proof task's
-group and the witness tasks ahead of it: three groups), within the budget."""
+group and the witness tasks ahead of it: the four groups an input batch keeps in flight per
+worker), within the budget."""
+SHM_RESERVE = 1 / 8
+"""The share of /dev/shm a slot's allocation leaves free (else that witness goes through a file):
+other processes of the host (NCCL, other workers' rings) need room there too. No ring is made
+larger than the rest."""
+UNCAPPED = 1 << 62
+"""A budget with no cap of its own (``shared-memory: auto``): the ring's slots are bounded by its
+first claim and /dev/shm's size."""
 MAPPED_RINGS = 2
 """Rings a witness process keeps mapped (the least recently used one is unmapped beyond that)."""
 
@@ -131,11 +139,15 @@ def trim_rings() -> None:
 
 def ring_for(n_vars: int, budget: int, claims: int) -> Ring | None:
     """This process's ring for witnesses of ``n_vars`` values, made on first use with
-    :data:`RING_CLAIMS` times ``claims`` slots within ``budget`` bytes (idle rings of other
-    sizes closed first); None where there is none: not Linux, no /dev/shm, a budget under one
-    slot, or no ring could be made (then scratch files, for this size, from then on)."""
+    :data:`RING_CLAIMS` times ``claims`` slots within ``budget`` bytes and /dev/shm's size less
+    its :data:`SHM_RESERVE` (idle rings of other sizes closed first); None where there is none:
+    not Linux, no /dev/shm, room for less than one slot, or no ring could be made (then scratch
+    files, for this size, from then on)."""
     slot_bytes = n_vars * 32
-    if sys.platform != "linux" or budget < slot_bytes or not os.path.isdir(SHM):
+    if sys.platform != "linux" or not os.path.isdir(SHM):
+        return None
+    budget = min(budget, int(_shm_bytes() * (1 - SHM_RESERVE)))
+    if budget < slot_bytes:
         return None
     with _rings_lock:
         if n_vars in _rings:
@@ -155,6 +167,22 @@ def ring_for(n_vars: int, budget: int, claims: int) -> Ring | None:
         return ring
 
 
+def _shm_bytes() -> int:
+    """The size of /dev/shm (0 where it cannot be read)."""
+    try:
+        st = os.statvfs(SHM)
+    except OSError:
+        return 0
+    return st.f_blocks * st.f_frsize
+
+
+def _room(fd: int, size: int) -> bool:
+    """Whether ``size`` more bytes of the filesystem of ``fd`` (/dev/shm) leave it
+    :data:`SHM_RESERVE` free."""
+    st = os.fstatvfs(fd)
+    return (st.f_bavail * st.f_frsize - size) >= SHM_RESERVE * st.f_blocks * st.f_frsize
+
+
 _mapped: OrderedDict[str, tuple[int, np.ndarray]] = OrderedDict()
 """In a witness process: the rings mapped here (a descriptor and the view), most recently used last."""
 _mapped_lock = threading.Lock()  # a daemonic worker's pool is threads
@@ -162,7 +190,8 @@ _mapped_lock = threading.Lock()  # a daemonic worker's pool is threads
 
 def write_slot(ref: RingRef, slot: int, values: np.ndarray) -> bool:
     """In a witness process: write ``values`` into ``slot`` of the ring ``ref`` once its pages are
-    allocated; False (nothing written) when /dev/shm has no room for them. The ring is mapped
+    allocated; False (nothing written) when /dev/shm has no room for them, or would be left with
+    less than :data:`SHM_RESERVE` of its size free (an allocated slot counts as new here). The ring is mapped
     here on its first witness; beyond :data:`MAPPED_RINGS` rings the least recently used is
     unmapped."""
     with _mapped_lock:
@@ -182,6 +211,8 @@ def write_slot(ref: RingRef, slot: int, values: np.ndarray) -> bool:
     fd, view = entry
     size = ref.n_vars * 32
     try:
+        if not _room(fd, size):
+            return False
         os.posix_fallocate(fd, slot * size, size)
     except OSError:
         return False
