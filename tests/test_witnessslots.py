@@ -67,6 +67,36 @@ def test_a_witness_process_writes_into_the_workers_slots() -> None:
         ring.close()
 
 
+def test_pages_go_back_after_the_batch_unless_another_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's end does not wait for its rings' pages to go back: they go TRIM_AFTER_S later,
+    and not while another batch has a witness waiting for its proof task in the process."""
+    import time
+    from concurrent.futures import Future
+
+    from distprove.cluster import witnesspool
+
+    ring = Ring(1000, 2)
+    monkeypatch.setattr(witnessslots, "_rings", {1000: ring})
+    monkeypatch.setattr(witnesspool, "TRIM_AFTER_S", 0.2)
+    try:
+        ring.values[0] = _values(1000, 1)
+        with monkeypatch.context() as m:
+            waiting = witnesspool._Claim(Future(), 0, ring, 1)
+            m.setattr(witnesspool, "_claims", {"other-batch": {"w.wtns": waiting, "taken.wtns": None}})
+            witnesspool.forget_batch("this-batch")
+            time.sleep(0.5)
+            assert os.fstat(ring._fd).st_blocks > 0  # another batch is on: kept
+        monkeypatch.setattr(witnesspool, "_claims", {"done-batch": {"taken.wtns": None}})
+        witnesspool.forget_batch("this-batch")
+        assert os.fstat(ring._fd).st_blocks > 0  # not at once
+        deadline = time.monotonic() + 5
+        while os.fstat(ring._fd).st_blocks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.fstat(ring._fd).st_blocks == 0
+    finally:
+        ring.close()
+
+
 def test_rings_are_sized_by_claims_and_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker process's ring for a size holds RING_CLAIMS times its first claim within the
     budget, and is the same ring afterwards; no ring under one slot of budget, and none (files,

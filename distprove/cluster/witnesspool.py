@@ -439,14 +439,33 @@ def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> np.ndarray | No
     return values
 
 
+TRIM_AFTER_S = 5.0
+"""The shared rings' pages go back to /dev/shm this long after a batch's end, unless another batch
+of this process is on by then: giving back a GiB takes ~0.16 s, which the batch's end would
+otherwise wait for, and a batch right after it reuses the pages instead of allocating them again."""
+
+
 def forget_batch(batch: str) -> None:
     """Drop a batch's claims in this worker process (at the batch's end); the slots of witnesses
-    no task took are freed once their jobs are done, and the shared rings' pages given back."""
+    no task took are freed once their jobs are done, and the shared rings' pages given back
+    :data:`TRIM_AFTER_S` later (:func:`_trim_when_quiet`)."""
     with _claims_lock:
         claims = _claims.pop(batch, {})
     for entry in claims.values():
         if entry is not None and entry.ring is not None:
             entry.job.add_done_callback(partial(_release, entry.ring, entry.slot))
+    timer = threading.Timer(TRIM_AFTER_S, _trim_when_quiet)
+    timer.daemon = True
+    timer.start()
+
+
+def _trim_when_quiet() -> None:
+    """Give back the pages of this process's rings unless a batch's witness still waits here for
+    its proof task (that batch is on and uses them); a ring with a reserved slot keeps its pages
+    in any case (:meth:`Ring.trim`)."""
+    with _claims_lock:
+        if any(entry is not None for claims in _claims.values() for entry in claims.values()):
+            return
     trim_rings()
 
 

@@ -18,7 +18,7 @@ the witness goes through a scratch file), its witness process allocates the slot
 instead of killing the process with SIGBUS at its first write, and no process pays for a whole
 ring up front: 0.24 s a GiB here) and writes the values, and the proof task copies them out
 (:meth:`Ring.take`), which frees the slot. A ring lives as long as its worker process; its pages
-go back to /dev/shm at each batch's end (:func:`trim_rings`). Linux only.
+go back to /dev/shm a few seconds after each batch's end (:func:`trim_rings`). Linux only.
 """
 
 from __future__ import annotations
