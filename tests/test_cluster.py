@@ -418,9 +418,13 @@ def _gpu_worker_containers(cluster_spec: dict) -> list[dict]:
 
 def _check_cluster_spec(spec: dict, name: str) -> None:
     assert spec["worker"]["replicas"] >= 1
+    volumes = {v["name"]: v for v in spec["worker"]["spec"].get("volumes", [])}
     for c in _gpu_worker_containers(spec):
         assert "distprove" in c["image"]
         assert c["args"][:3] == ["dask", "cuda", "worker"]
+        # the witness slots of input batches live in /dev/shm: an in-memory volume, not the pod's 64 MB
+        (shm,) = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+        assert volumes[shm["name"]]["emptyDir"]["medium"] == "Memory"
     scheduler = spec["scheduler"]
     assert scheduler["spec"]["containers"][0]["args"][:2] == ["dask", "scheduler"]
     service = scheduler["service"]
