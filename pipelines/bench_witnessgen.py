@@ -67,8 +67,11 @@ const { utils } = require("ffjavascript");
 
 
 def _wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    """Seconds one command takes; its stderr is shown when it fails."""
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=REPO)
+    done = subprocess.run(cmd, capture_output=True, env=env, cwd=REPO)
+    if done.returncode:
+        sys.exit(f"{' '.join(cmd)}: exit {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")
     return time.perf_counter() - t0
 
 
@@ -78,7 +81,7 @@ def bench(fixture: Path, reps: int, warm_reps: int, snarkjs: str) -> dict[str, f
 
     wasm = fixture / "circuit.wasm"
     inputs = sorted((fixture / "inputs").glob("*.json"))
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     rows: dict[str, list[float]] = {"snarkjs cli": [], "distprove cli": []}
     with tempfile.TemporaryDirectory() as tmp:
         ours, theirs = Path(tmp) / "ours.wtns", Path(tmp) / "theirs.wtns"
