@@ -171,12 +171,15 @@ def test_the_shared_memory_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     import dask
 
     from distprove.cluster.witnesspool import shared_budget
+    from distprove.errors import FormatError
 
     assert shared_budget() == witnessslots.UNCAPPED
     with dask.config.set({"distprove.witness.shared-memory": "64 MiB"}):
         assert shared_budget() == 64 << 20
     with dask.config.set({"distprove.witness.shared-memory": None}):
         assert shared_budget() == 0
+    with dask.config.set({"distprove.witness.shared-memory": "lots"}), pytest.raises(FormatError, match="must be auto, a size"):
+        shared_budget()
 
 
 def test_claims_fall_back_to_files_when_no_slot_is_free(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -223,9 +223,14 @@ def shared_budget() -> int:
     witness size for its streamed proof tasks: :data:`~distprove.cluster.witnessslots.UNCAPPED`
     for auto (a slot per witness in flight, within /dev/shm's size on the worker's host), 0 when
     null (scratch files only)."""
-    if config.get("witness.shared-memory") == "auto":
+    value = config.get("witness.shared-memory")
+    if value == "auto":
         return UNCAPPED
-    return config.get_bytes("witness.shared-memory") or 0
+    try:
+        return config.get_bytes("witness.shared-memory") or 0
+    except FormatError:
+        raise FormatError(f"{config.NAMESPACE}.witness.shared-memory",
+                          f"must be auto, a size like '8 GiB', or null (got {value!r})") from None
 
 
 def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
