@@ -191,9 +191,9 @@ _mapped_lock = threading.Lock()  # a daemonic worker's pool is threads
 def write_slot(ref: RingRef, slot: int, values: np.ndarray) -> bool:
     """In a witness process: write ``values`` into ``slot`` of the ring ``ref`` once its pages are
     allocated; False (nothing written) when /dev/shm has no room for them, or would be left with
-    less than :data:`SHM_RESERVE` of its size free (an allocated slot counts as new here). The ring is mapped
-    here on its first witness; beyond :data:`MAPPED_RINGS` rings the least recently used is
-    unmapped."""
+    less than :data:`SHM_RESERVE` of its size free (an allocated slot counts as new here). The
+    ring is mapped here on its first witness; beyond :data:`MAPPED_RINGS` rings the least
+    recently used is unmapped."""
     with _mapped_lock:
         entry = _mapped.get(ref.ident)
         if entry is None:
