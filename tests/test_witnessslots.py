@@ -4,6 +4,7 @@ into one, the rings a worker process makes, and the claims that fall back to fil
 from __future__ import annotations
 
 import errno
+import logging
 import multiprocessing
 import os
 import sys
@@ -121,20 +122,25 @@ def test_rings_are_sized_by_claims_and_budget(monkeypatch: pytest.MonkeyPatch) -
             r.close()
 
 
-def test_rings_stay_within_dev_shm_less_its_reserve(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rings_stay_within_dev_shm_less_its_reserve(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """With no budget of its own (auto), a ring holds RING_CLAIMS times its first claim until
     /dev/shm's size less its reserve bounds it; a /dev/shm too small for one slot gives no ring."""
     monkeypatch.setattr(witnessslots, "_rings", {})
     monkeypatch.setattr(witnessslots, "_shm_bytes", lambda: 1 << 30)
-    big = ring_for(100, witnessslots.UNCAPPED, 8)
-    assert big is not None and big.ref.slots == witnessslots.RING_CLAIMS * 8
+    with caplog.at_level(logging.WARNING, logger=witnessslots.__name__):
+        big = ring_for(100, witnessslots.UNCAPPED, 8)
+        small = ring_for(101, 5 * 101 * 32, 8)  # capped by its budget, not by /dev/shm: no warning
+    assert big is not None and big.ref.slots == witnessslots.RING_CLAIMS * 8 and small is not None
+    assert "/dev/shm" not in caplog.text
     slot = 2000 * 32
     monkeypatch.setattr(witnessslots, "_shm_bytes", lambda: 16 * slot)  # 14 slots under the reserve of 2
-    capped = ring_for(2000, witnessslots.UNCAPPED, 8)
+    with caplog.at_level(logging.WARNING, logger=witnessslots.__name__):
+        capped = ring_for(2000, witnessslots.UNCAPPED, 8)
     assert capped is not None and capped.ref.slots == int(16 * slot * (1 - witnessslots.SHM_RESERVE)) // slot == 14
+    assert "/dev/shm holds 14 of the 32 witnesses" in caplog.text and "--shm-size" in caplog.text
     monkeypatch.setattr(witnessslots, "_shm_bytes", lambda: slot)
     assert ring_for(2001, witnessslots.UNCAPPED, 8) is None
-    for r in (big, capped):
+    for r in (big, small, capped):
         if r.values is not None:  # an idle ring of another size is closed as the next is made
             r.close()
 

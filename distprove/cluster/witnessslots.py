@@ -146,8 +146,8 @@ def ring_for(n_vars: int, budget: int, claims: int) -> Ring | None:
     slot_bytes = n_vars * 32
     if sys.platform != "linux" or not os.path.isdir(SHM):
         return None
-    budget = min(budget, int(_shm_bytes() * (1 - SHM_RESERVE)))
-    if budget < slot_bytes:
+    room = int(_shm_bytes() * (1 - SHM_RESERVE))
+    if min(budget, room) < slot_bytes:
         return None
     with _rings_lock:
         if n_vars in _rings:
@@ -156,7 +156,12 @@ def ring_for(n_vars: int, budget: int, claims: int) -> Ring | None:
             if ring is not None and ring.idle:
                 ring.close()
                 del _rings[other]
-        slots = max(1, min(budget // slot_bytes, RING_CLAIMS * max(1, claims)))
+        want = RING_CLAIMS * max(1, claims)
+        slots = max(1, min(min(budget, room) // slot_bytes, want))
+        if room < min(budget, want * slot_bytes):
+            log.warning("/dev/shm holds %d of the %d witnesses of %d values in flight; the rest go through "
+                        "scratch files beside the proofs (slower; give the worker a larger /dev/shm, e.g. "
+                        "docker run --shm-size)", slots, want, n_vars)
         try:
             ring: Ring | None = Ring(n_vars, slots)
         except OSError as exc:
