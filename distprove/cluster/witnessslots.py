@@ -144,21 +144,21 @@ def ring_for(n_vars: int, budget: int, claims: int) -> Ring | None:
     not Linux, no /dev/shm, room for less than one slot, or no ring could be made (then scratch
     files, for this size, from then on)."""
     slot_bytes = n_vars * 32
-    if sys.platform != "linux" or not os.path.isdir(SHM):
-        return None
-    room = int(_shm_bytes() * (1 - SHM_RESERVE))
-    if min(budget, room) < slot_bytes:
+    if sys.platform != "linux" or budget < slot_bytes or not os.path.isdir(SHM):
         return None
     with _rings_lock:
         if n_vars in _rings:
             return _rings[n_vars]
+        room = int(_shm_bytes() * (1 - SHM_RESERVE))
+        if room < slot_bytes:
+            return None
         for other, ring in list(_rings.items()):
             if ring is not None and ring.idle:
                 ring.close()
                 del _rings[other]
-        want = RING_CLAIMS * max(1, claims)
-        slots = max(1, min(min(budget, room) // slot_bytes, want))
-        if room < min(budget, want * slot_bytes):
+        want, cap = RING_CLAIMS * max(1, claims), min(budget, room)
+        slots = max(1, min(cap // slot_bytes, want))
+        if room < min(budget, want * slot_bytes):  # /dev/shm, not the budget, holds the ring back
             log.warning("/dev/shm holds %d of the %d witnesses of %d values in flight; the rest go through "
                         "scratch files beside the proofs (slower; give the worker a larger /dev/shm, e.g. "
                         "docker run --shm-size)", slots, want, n_vars)

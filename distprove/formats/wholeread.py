@@ -19,7 +19,6 @@ import errno
 import os
 import stat
 import sys
-import threading
 from typing import Any
 
 import numpy as np
@@ -60,8 +59,7 @@ def _libc() -> Any:
 
 _LIBC = _libc()
 _no_nowait: set[int] = set()
-"""File system types whose reads refused ``RWF_NOWAIT`` in this process."""
-_lock = threading.Lock()
+"""File system types whose reads refused ``RWF_NOWAIT`` in this process (added with the GIL held)."""
 
 
 class OpenError(OSError):
@@ -145,8 +143,7 @@ def read_whole(path: str | os.PathLike[str], limit: int) -> np.ndarray | None:
                 if got > 0:
                     done = got
                 elif got < 0 and ctypes.get_errno() in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-                    with _lock:
-                        _no_nowait.add(fs_type)
+                    _no_nowait.add(fs_type)
                 elif got < 0 and ctypes.get_errno() != errno.EAGAIN:
                     raise _fail(name)
             done = _read_released(fd, out, done)
