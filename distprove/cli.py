@@ -19,26 +19,30 @@ BACKEND_CHOICE = click.Choice(BACKEND_NAMES)
 BACKEND_HELP = "Where the proving runs: cpu (the reference, no GPU needed), gpu, or auto (the GPU when CuPy sees one)."
 
 
-def config_default(name: str, words: tuple[str, str] = ("on", "off")) -> str:
+def config_default(name: str, words: tuple[str, str] = ("on", "off"), template: str = "{}") -> str:
     """The default of an option that falls back to ``distprove.<name>`` in the dask configuration:
     the value in effect and where it is set, e.g. "auto (distprove.backend in the dask config;
-    env DASK_DISTPROVE__BACKEND)". A boolean reads as ``words`` (true, false)."""
+    env DASK_DISTPROVE__BACKEND)". A boolean reads as ``words`` (true, false); ``template``
+    places the value in what the default means (e.g. "INPUTS/{}" for a folder inside INPUTS)."""
     from . import config
 
     value = config.get(name, None)
     env = "DASK_DISTPROVE__" + name.upper().replace(".", "__").replace("-", "_")
     if isinstance(value, bool):
         value = words[0] if value else words[1]
+    value = template.format(value)
     if env in os.environ:
         return f"{value} (from env {env})"
     return f"{value} (distprove.{name} in the dask config; env {env})"
 
 
 class ConfigOption(click.Option):
-    """An option whose default is a ``distprove`` dask-config setting; help shows its value and source."""
+    """An option whose default is a ``distprove`` dask-config setting; help shows its value and
+    source (``template``: as :func:`config_default`)."""
 
-    def __init__(self, *args: Any, config_name: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, config_name: str, template: str = "{}", **kwargs: Any) -> None:
         self.config_name = config_name
+        self.template = template
         super().__init__(*args, **kwargs)
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
@@ -48,7 +52,7 @@ class ConfigOption(click.Option):
         if self.secondary_opts:  # a --x/--no-x pair: the default reads as the flag it equals
             default = config_default(self.config_name, (self.opts[0].lstrip("-"), self.secondary_opts[0].lstrip("-")))
         else:
-            default = config_default(self.config_name)
+            default = config_default(self.config_name, template=self.template)
         return record[0], f"{record[1]}  [default: {default}]"
 
 
@@ -69,7 +73,11 @@ def _friendly_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-@click.group()
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+"""Every command's help: -h or --help (subcommands inherit the group's context settings)."""
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="distprove")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def main(verbose: int) -> None:
@@ -93,11 +101,14 @@ def main(verbose: int) -> None:
               help="Where the point checks run (auto: the GPU when there is one).")
 @_friendly_errors
 def import_key_cmd(zkey: str, store: str, overwrite: bool, backend: str) -> None:
-    """Import a snarkjs Groth16 ZKEY into a zarr key STORE (every point and record checked)."""
+    """Import a snarkjs Groth16 ZKEY into a zarr key STORE (every point and record checked).
+
+    ZKEY: the .zkey file (snarkjs groth16 setup / zkey contribute). STORE: the key store folder
+    to write. Prints the circuit's constraints, signals, public signals and domain."""
     from .keystore import import_key
 
     key = import_key(zkey, store, overwrite=overwrite, device=backend)
-    click.echo(f"imported {zkey} -> {store}: {key.n_vars} signals, {key.n_public} public, domain 2^{key.power}")
+    click.echo(f"imported {zkey} -> {store}: {key.shape}")
 
 
 @main.command("export-vk")
@@ -105,7 +116,9 @@ def import_key_cmd(zkey: str, store: str, overwrite: bool, backend: str) -> None
 @click.argument("vk_json", type=click.Path(dir_okay=False))
 @_friendly_errors
 def export_vk_cmd(key: str, vk_json: str) -> None:
-    """Write the verification key of KEY (store or .zkey) as snarkjs's verification_key.json."""
+    """Write the verification key of KEY as snarkjs's verification_key.json.
+
+    KEY: a key store (import-key) or a .zkey. VK_JSON: the file to write (replaced if it exists)."""
     from .formats.jsonio import write_json_atomic
     from .keystore import open_key
 
@@ -116,23 +129,26 @@ def export_vk_cmd(key: str, vk_json: str) -> None:
 @main.command("prove")
 @click.argument("key", type=click.Path())
 @click.argument("witness", type=click.Path(dir_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", show_default=True,
-              help="Folder for <name>.proof.json and <name>.public.json.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".",
+              help="Folder for <name>.proof.json and <name>.public.json.  [default: the current folder]")
 @click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True, help=BACKEND_HELP)
-@click.option("--verify/--no-verify", "check", default=True, show_default=True,
-              help="Check the proof with a pairing before writing it.")
+@click.option("--verify/--no-verify", "check", default=None, cls=ConfigOption, config_name="verify",
+              help="Check the proof with a pairing before writing it (--no-verify: written unchecked, with a warning).")
 @click.option("--constant-work/--variable-work", "constant_work", default=None, cls=ConfigOption,
               config_name="msm.constant-work",
               help="MSM mode: every scalar in every window (same proof, slower; NOT constant-time, "
                    "see docs/CONSTANT_WORK.md); --variable-work skips zero digits")
 @_friendly_errors
-def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool, constant_work: bool | None) -> None:
-    """Prove one WITNESS (.wtns) with KEY (a key store or a .zkey)."""
+def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool | None, constant_work: bool | None) -> None:
+    """Prove one WITNESS (.wtns) with KEY (a key store or a .zkey) into OUT."""
+    from . import config
     from .errors import InvalidProofError
     from .keystore import open_key
     from .prover import prove
     from .verifier import verify
 
+    if check is None:
+        check = config.settings().verify
     k = open_key(key, device=backend)  # a .zkey's point checks run where the proof will
     proof = prove(k, witness, backend=backend, constant_work=constant_work)
     if check and not verify(k.vk_json(), proof.public_json(), proof.to_json()):
@@ -142,6 +158,9 @@ def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool, c
     stem = Path(witness).name.removesuffix(".wtns")
     proof.write(out / f"{stem}.proof.json", out / f"{stem}.public.json")
     click.echo(f"{witness}: proof written to {out / (stem + '.proof.json')} in {proof.timings['total']:.2f} s")
+    if not check:
+        click.echo(f"warning: {out / (stem + '.proof.json')}: verify off: written without the pairing check (a "
+                   "witness that does not satisfy its circuit gives a proof that does not verify)", err=True)
 
 
 @main.command("verify")
@@ -150,7 +169,10 @@ def prove_cmd(key: str, witness: str, out_dir: str, backend: str, check: bool, c
 @click.argument("proof_json", type=click.Path(dir_okay=False))
 @_friendly_errors
 def verify_cmd(vk_json: str, public_json: str, proof_json: str) -> None:
-    """Check a proof; exit status 0 only when it is valid."""
+    """Check a proof; exit status 0 only when it is valid.
+
+    VK_JSON: the verification key (export-vk, or snarkjs zkey export verificationkey).
+    PUBLIC_JSON: the public signals (<name>.public.json). PROOF_JSON: the proof (<name>.proof.json)."""
     from .verifier import verify
 
     if verify(vk_json, public_json, proof_json):
@@ -161,8 +183,9 @@ def verify_cmd(vk_json: str, public_json: str, proof_json: str) -> None:
 
 
 @main.command("example")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="example-proofs", show_default=True,
-              help="Folder for the imported key (key.zarr), verification_key.json and the proofs.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="example-proofs",
+              help="Folder for the imported key (key.zarr), verification_key.json and the proofs.  "
+                   "[default: example-proofs in the current folder]")
 @click.option("--backend", type=BACKEND_CHOICE, default="auto", show_default=True, help=BACKEND_HELP)
 @_friendly_errors
 def example_cmd(out_dir: str, backend: str) -> None:
@@ -228,8 +251,7 @@ def setup_cmd(dev: bool, circuit: str, store: str, zkey: str | None, vk: str | N
         raise click.UsageError("only the insecure --dev setup is implemented; real keys come from a snarkjs ceremony")
     t0 = time.perf_counter()
     key = dev_setup(circuit, store, zkey=zkey, vk=vk, seed=seed, device=backend, workers=workers, overwrite=overwrite)
-    click.echo(f"dev key {store}: {key.n_vars} signals, {key.n_public} public, domain 2^{key.power} "
-               f"in {time.perf_counter() - t0:.1f} s (INSECURE: testing only)")
+    click.echo(f"dev key {store}: {key.shape} in {time.perf_counter() - t0:.1f} s (INSECURE: testing only)")
 
 
 @main.command("compile")
@@ -312,13 +334,27 @@ def _worker_report(dask_worker: Any) -> dict[str, Any]:
 
 
 @main.command("info")
+@click.argument("key", type=click.Path(), required=False)
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Scheduler to ask (default: DASK_SCHEDULER_ADDRESS / dask's scheduler-address; none: this machine only).")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the scheduler.")
 @_friendly_errors
-def info_cmd(scheduler: str | None, timeout: float) -> None:
-    """Show the versions here and, with a scheduler, its workers: GPU, backend, resident keys, versions."""
+def info_cmd(key: str | None, scheduler: str | None, timeout: float) -> None:
+    """Show KEY's circuit or, without KEY, the versions here and, with a scheduler, its workers:
+    GPU, backend, resident keys, versions.
+
+    KEY: a key store or .zkey; shows its circuit's R1CS constraints (the circuit's own, as
+    circom counts them: the nPublic + 1 rows the setup adds for the public signals left out),
+    signals, public signals and domain size, reading no point."""
     import dask.config
+
+    if key is not None:
+        if scheduler is not None:
+            raise click.UsageError("KEY is read here: it excludes --scheduler")
+        from .keystore import key_shape
+
+        click.echo(f"{key}: {key_shape(key)}")
+        return
 
     versions = _package_versions()
     click.echo("here: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + f"; GPU: {_gpu_summary()}")
@@ -350,9 +386,10 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
 
 @main.command("batch")
 @click.argument("key", type=click.Path())
-@click.argument("witness_dir", type=click.Path(file_okay=False))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Folder for <name>.proof.json and <name>.public.json  [default: WITNESS_DIR/proofs]")
+@click.argument("inputs", type=click.Path(file_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, cls=ConfigOption,
+              config_name="output.dir", template="INPUTS/{}",
+              help="Folder for <name>.proof.json and <name>.public.json (subfolders of INPUTS kept).")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Dask scheduler address (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")
 @click.option("--backend", type=BACKEND_CHOICE, default=None, cls=ConfigOption, config_name="backend",
@@ -372,6 +409,9 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
                    "2 when every key of the batch has fewer than 2^14 domain points, else 1.")
 @click.option("--report", "report_json", type=click.Path(dir_okay=False), default=None,
               help="Also write the report as JSON here.")
+@click.option("--verify/--no-verify", "check", default=None, cls=ConfigOption, config_name="verify",
+              help="Check each proof with a pairing before writing it (--no-verify: written unchecked, said once "
+                   "in the summary).")
 @click.option("--incremental/--no-incremental", default=None, cls=ConfigOption, config_name="incremental.enabled",
               help="Scheduled runs: prove only witnesses without a verified proof, keep a state file.")
 @click.option("--retry-failed", is_flag=True, help="With --incremental: try witnesses that failed before again.")
@@ -383,18 +423,23 @@ def info_cmd(scheduler: str | None, timeout: float) -> None:
               help="Split mode: compute H as four-step NTT blocks across the workers for domains of at least this "
                    "size  [default: 65536 on CPU workers, never on GPU workers]")
 @click.option("--wasm", type=click.Path(dir_okay=False), default=None,
-              help="Inputs: the circuit's witness calculator (circom --wasm); WITNESS_DIR's *.json inputs become "
-                   "witnesses on the workers' CPU cores  [default: the .wasm beside KEY, for a folder of *.json]")
+              help="Inputs: the circuit's witness calculator (circom --wasm), checked against KEY before the "
+                   "cluster starts; INPUTS' *.json inputs become witnesses on the workers' CPU cores  "
+                   "[default: the .wasm beside KEY, for a folder of *.json]")
 @click.option("--keep-witnesses", is_flag=True, help="Inputs: keep each computed witness as <name>.wtns beside its proof.")
 @_friendly_errors
 def batch_cmd(
-    key: str, witness_dir: str, out_dir: str | None, scheduler: str | None, backend: str | None,
+    key: str, inputs: str, out_dir: str | None, scheduler: str | None, backend: str | None,
     mode: str | None, n_workers: int | None, workers_per_gpu: int | None, report_json: str | None,
-    incremental: bool | None, retry_failed: bool,
+    check: bool | None, incremental: bool | None, retry_failed: bool,
     verify_in: str | None, fourstep_min_domain: int | None, wasm: str | None, keep_witnesses: bool,
 ) -> None:
-    """Prove every .wtns under WITNESS_DIR with KEY on a Dask cluster (or every *.json input, its
-    witness computed on the workers first); exit 1 if any failed."""
+    """Prove every witness under INPUTS with KEY on a Dask cluster; exit status 1 if any failed.
+
+    KEY: a key store or .zkey. INPUTS: a folder (searched recursively) of .wtns witnesses, or of
+    circom input .json files whose witnesses the workers compute first with the circuit's wasm
+    (--wasm). Proofs go to --out, by default INPUTS/proofs (distprove.output.dir). The progress
+    bar counts the failed items; the summary at the end names each with its reason."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -414,27 +459,30 @@ def batch_cmd(
         extra["retry_failed"] = retry_failed
 
     progress = Progress(
-        TextColumn("proving"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True)
+        TextColumn("proving"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
+        TimeElapsedColumn(), console=Console(stderr=True),
     )
-    task = progress.add_task("batch", total=None)
+    task = progress.add_task("batch", total=None, failed=0)
+    failed = 0
 
     def on_start(n: int) -> None:  # the bar appears once the witnesses and the cluster are there
         progress.update(task, total=n)
         progress.start()
 
-    def on_result(res: Any) -> None:
-        if res.status == Status.FAILED:
-            progress.console.print(f"failed {res.name}: {res.reason}", markup=False, highlight=False)
-        progress.advance(task)
+    def on_result(res: Any) -> None:  # failures are counted here and named once, in the summary
+        nonlocal failed
+        failed += res.status == Status.FAILED
+        progress.update(task, advance=1, failed=failed)
 
     try:
         report = run(
-            witness_dir, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
-            workers_per_gpu=workers_per_gpu, verify_in=verify_in, fourstep_min_domain=fourstep_min_domain, wasm=wasm, keep_witnesses=keep_witnesses,
-            on_start=on_start, on_result=on_result, echo=None, **extra,
+            inputs, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
+            workers_per_gpu=workers_per_gpu, verify=check, verify_in=verify_in, fourstep_min_domain=fourstep_min_domain,
+            wasm=wasm, keep_witnesses=keep_witnesses, on_start=on_start, on_result=on_result, echo=None, **extra,
         )
     finally:
-        progress.stop()
+        if progress.live.is_started:  # stopping a bar never shown would print an empty line
+            progress.stop()
     click.echo(report.summary())
     if report_json:
         write_json_atomic(report_json, report.to_json())

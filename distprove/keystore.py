@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,38 @@ def _point_from_decimal(g: bn254.Group, v: Any) -> bn254.Affine:
     return ((_coordinate(v[0][0]), _coordinate(v[0][1])), (_coordinate(v[1][0]), _coordinate(v[1][1])))
 
 
+@dataclass(frozen=True)
+class KeyShape:
+    """A key's circuit in numbers: its R1CS constraints (the circuit's own, without the rows the
+    setup adds for the public signals), signals (nVars, the constant one included), public
+    signals (outputs and public inputs) and domain size."""
+
+    n_constraints: int
+    n_vars: int
+    n_public: int
+    domain_size: int
+
+    def __str__(self) -> str:
+        return (f"{self.n_constraints} constraints, {self.n_vars} signals, {self.n_public} public, "
+                f"domain 2^{self.domain_size.bit_length() - 1}")
+
+
+def circuit_constraints(path: str, last_row: int, tail: np.ndarray, n_public: int) -> int:
+    """The circuit's R1CS constraint count from a key's A matrix. snarkjs's setup (and
+    :mod:`distprove.devsetup`) append to the circuit's nConstraints rows one A row per public
+    signal and the constant one: row nConstraints + s holds signal s alone (s = 0 .. nPublic), so
+    nConstraints is the last A row with terms minus nPublic. ``last_row``: that row (-1 when A is
+    empty); ``tail``: the signals of the A terms of rows ``last_row - n_public`` .. ``last_row``,
+    in row order, which must be 0 .. nPublic. Raises FormatError(path, problem) otherwise."""
+    n = last_row - n_public
+    if n < 0 or not np.array_equal(tail, np.arange(n_public + 1)):
+        raise FormatError(
+            path, f"the A matrix does not end with the {n_public + 1} rows of the public signals 0..{n_public} "
+            "(one term each) that a Groth16 setup appends: cannot tell the circuit's constraints"
+        )
+    return n
+
+
 class _KeyBase:
     """What both key kinds share: header values, the prover's points and the vk."""
 
@@ -138,6 +171,16 @@ class _KeyBase:
     @property
     def power(self) -> int:
         return self.domain_size.bit_length() - 1
+
+    @property
+    def n_constraints(self) -> int:
+        """The circuit's R1CS constraints (:func:`circuit_constraints`)."""
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> KeyShape:
+        """Constraints, signals, public signals and domain (:class:`KeyShape`)."""
+        return KeyShape(self.n_constraints, self.n_vars, self.n_public, self.domain_size)
 
     @property
     def points(self) -> dict[str, bn254.Affine]:
@@ -299,6 +342,16 @@ class KeyStore(_KeyBase):
             self.__dict__[name] = arr
             return arr
         raise AttributeError(name)
+
+    @cached_property
+    def n_constraints(self) -> int:  # type: ignore[override]
+        """The circuit's R1CS constraints, from ``a_row_ptr`` and the last rows' ``a_signal``."""
+        row_ptr = self.a_row_ptr[:].astype(np.int64)
+        filled = np.flatnonzero(np.diff(row_ptr))
+        last = int(filled[-1]) if filled.size else -1
+        first = max(0, last - self.n_public)
+        tail = self.a_signal[int(row_ptr[first]) : int(row_ptr[last + 1])] if filled.size else np.zeros(0)
+        return circuit_constraints(self.path, last, tail, self.n_public)
 
     @cached_property
     def points(self) -> dict[str, bn254.Affine]:
@@ -474,6 +527,11 @@ class ZkeyKey(_KeyBase):
     b_row_ptr = property(lambda self: self._csr("b")[0])
     b_signal = property(lambda self: self._csr("b")[1])
     b_value = property(lambda self: self._csr("b")[2])
+
+    @cached_property
+    def n_constraints(self) -> int:  # type: ignore[override]
+        """The circuit's R1CS constraints (:func:`zkey_constraints`)."""
+        return zkey_constraints(self.zkey)
 
     @cached_property
     def content_hash(self) -> str:  # type: ignore[override]
@@ -748,17 +806,51 @@ def _write_chunk(stage: str, path: Path, block: np.ndarray, nbytes: int) -> None
             f.write(int(crc).to_bytes(4, "little"))
 
 
-def key_domain_size(path: str | os.PathLike[str]) -> int:
-    """The domain size a key's header states, reading no arrays: a key store's attributes, a
-    ``.zkey``'s header (:func:`~distprove.formats.zkey.open_zkey`). FormatError as :func:`open_key`."""
+def zkey_constraints(z: Any) -> int:
+    """The circuit's R1CS constraints of a mapped .zkey (a
+    :class:`~distprove.formats.zkey.ZKey`), from the rows of its A coefficient records
+    (:func:`circuit_constraints`)."""
+    in_a = z.coef_matrix == 0
+    rows, signals = z.coef_row[in_a].astype(np.int64), z.coef_signal[in_a]
+    last = int(rows.max()) if rows.size else -1
+    at_end = rows >= last - z.n_public
+    order = np.argsort(rows[at_end], kind="stable")
+    return circuit_constraints(z.path, last, signals[at_end][order], z.n_public)
+
+
+def key_shape(path: str | os.PathLike[str]) -> KeyShape:
+    """A key's :class:`KeyShape`, reading its header and coefficients but no point
+    (:func:`open_header` with ``coefficients``). FormatError as :func:`open_key`."""
+    key = open_header(path, coefficients=True)
+    if isinstance(key, KeyStore):
+        return key.shape
+    return KeyShape(zkey_constraints(key), key.n_vars, key.n_public, key.domain_size)
+
+
+def open_header(path: str | os.PathLike[str], *, coefficients: bool = False) -> Any:
+    """A key opened reading no arrays, for its ``n_vars``, ``n_public`` and ``domain_size``: a
+    :class:`KeyStore` with its attributes checked, a ``.zkey``'s
+    :class:`~distprove.formats.zkey.ZKey` with its header checked
+    (:func:`~distprove.formats.zkey.open_zkey`). With ``coefficients`` the coefficient arrays
+    are checked too (a store's open-time array checks, a .zkey's
+    :func:`~distprove.formats.zkey.check_coefficients`), before one reads them. FormatError as
+    :func:`open_key`."""
     p = Path(path)
     if not p.exists():
         raise FormatError(p, "no such key store or .zkey file")
     if p.is_dir():
-        return KeyStore(p, check_arrays=False).domain_size
-    from .formats.zkey import open_zkey
+        return KeyStore(p, check_arrays=coefficients)
+    from .formats.zkey import check_coefficients, open_zkey
 
-    return open_zkey(p).domain_size
+    z = open_zkey(p)
+    if coefficients:
+        check_coefficients(z)
+    return z
+
+
+def key_domain_size(path: str | os.PathLike[str]) -> int:
+    """The domain size a key's header states (:func:`open_header`)."""
+    return int(open_header(path).domain_size)
 
 
 def open_key(path: str | os.PathLike[str], device: str = "cpu") -> KeyStore | ZkeyKey:

@@ -471,6 +471,7 @@ def test_unchecked_fused_proofs_are_written_by_their_own_tasks(client, tmp_path,
         report = distprove.batch(tmp_path, key=MINI_ZKEY, client=client, backend="cpu", verify=False, echo=None)
     assert set(report.stage_seconds) - {"check-outputs", "plan-key"} == {"prove-whole"}
     assert sorted(r.name for r in report.proved) == [f"m{i}" for i in range(6)]
+    assert not report.checked and report.summary().count("verify off: no proof was checked") == 1
     (failed,) = report.failed
     assert failed.name == "m3t" and failed.reason.startswith(str(tmp_path / "m3t.wtns") + ": ") and "\n" not in failed.reason
     assert sorted(len(g) for g in groups) == ([1, 2, 2, 2] if graph == "grouped" else [1] * 7)  # 7 // 3 workers

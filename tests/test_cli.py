@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import click
 import dask
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -237,8 +239,126 @@ def test_example_with_an_unusable_backend_writes_nothing(tmp_path: Path) -> None
 def test_empty_witness_folder_is_an_error_before_any_progress_bar(tmp_path: Path) -> None:
     (tmp_path / "w").mkdir()
     res = run("batch", MINI_KEY, tmp_path / "w", "--backend", "cpu", "--workers", "1")
-    assert_one_line_error(res, tmp_path / "w", "no *.wtns files")
-    assert "proving" not in res.stdout + res.stderr
+    assert_one_line_error(res, tmp_path / "w", "no *.wtns witnesses or *.json inputs found")
+    assert "proving" not in res.stdout + res.stderr and not res.stdout
+
+
+def test_h_is_help_everywhere_and_every_argument_is_described() -> None:
+    """-h works as --help on the group and every command; each command's help (beyond its usage
+    line) names each of its arguments."""
+    from distprove.cli import main
+
+    for args in ([], ["ptau"], ["wtns"]):
+        res = CliRunner().invoke(main, [*args, "-h"])
+        assert res.exit_code == 0 and "Show this message and exit" in res.output, (args, res.output)
+    for name, cmd in _commands().items():
+        res = CliRunner().invoke(main, [*name.split(), "-h"])
+        assert res.exit_code == 0 and res.output.startswith("Usage:"), (name, res.output)
+        text = res.output.split("\n", 1)[1]
+        for p in cmd.params:
+            if isinstance(p, click.Argument):
+                assert p.human_readable_name in text, f"{name}: {p.human_readable_name} is not described"
+    assert "-h" in run("-h").stdout and run("batch", "-h").returncode == 0
+
+
+def test_each_command_states_its_default_output_folder() -> None:
+    assert "[default: the current folder]" in _help("prove")
+    assert "[default: example-proofs in the current folder]" in _help("example")
+    with dask.config.set({"distprove.output.dir": "made"}):
+        assert "[default: INPUTS/made (distprove.output.dir in the dask config" in _help("batch")
+    text = _help("batch")
+    assert "INPUTS: a folder (searched recursively) of .wtns witnesses, or of circom input .json files" in text
+    assert "WITNESS_DIR" not in text and "[default: INPUTS/proofs (" in text
+
+
+def test_batch_verify_option_reads_the_config() -> None:
+    """batch and prove take --verify/--no-verify, defaulting to distprove.verify."""
+    for cmd in ("batch", "prove"):
+        text = _help(cmd)
+        assert "--verify / --no-verify" in text
+        assert "[default: verify (distprove.verify in the dask config; env DASK_DISTPROVE__VERIFY)]" in text
+        with dask.config.set({"distprove.verify": False}):
+            assert "[default: no-verify (distprove.verify" in _help(cmd)
+
+
+def test_prove_unchecked_says_so_on_one_line(tmp_path: Path) -> None:
+    """--no-verify writes the proof of an unsatisfied witness (it does not verify) and says once,
+    on stderr, that it was not checked; a checked proof says nothing of the kind."""
+    vk = DATA / "mini" / "verification_key.json"
+    res = run("prove", MINI_KEY, BAD / "unsatisfied.wtns", "--out", tmp_path, "--backend", "cpu", "--no-verify")
+    assert res.returncode == 0, res.stderr
+    proof = tmp_path / "unsatisfied.proof.json"
+    assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
+        f"warning: {proof}: verify off: written without the pairing check (a witness that does not satisfy its "
+        "circuit gives a proof that does not verify)"]
+    assert run("verify", vk, tmp_path / "unsatisfied.public.json", proof).returncode == 1
+    res = run("prove", MINI_KEY, MINI_WTNS, "--out", tmp_path, "--backend", "cpu")
+    assert res.returncode == 0 and not res.stderr.strip(), res.stderr
+
+
+def test_batch_names_each_failure_once_unwrapped_and_says_when_unchecked(tmp_path: Path) -> None:
+    """A failed item is one line of the summary (stdout), named nowhere else, whatever its length;
+    with --no-verify the summary says once that the proofs were not checked."""
+    wdir = tmp_path / ("w" * 90)  # every reason names the witness path: longer than a terminal line
+    wdir.mkdir()
+    shutil.copy(MINI_WTNS, wdir / "good.wtns")
+    shutil.copy(BAD / "truncated.wtns", wdir / "broken.wtns")
+    shutil.copy(BAD / "unsatisfied.wtns", wdir / "unsat.wtns")
+    res = run("batch", MINI_KEY, wdir, "--out", tmp_path / "p", "--backend", "cpu", "--workers", "1")
+    assert res.returncode == 1, res.stderr
+    both = res.stdout + res.stderr
+    assert "proved 1, failed 2, skipped 0" in res.stdout and "verify off" not in both
+    for name in ("broken", "unsat"):
+        lines = [ln for ln in both.splitlines() if name in ln]
+        assert len(lines) == 1 and lines[0].startswith(f"FAILED {name}: ") and lines[0] in res.stdout.splitlines(), both
+    assert f"FAILED broken: {wdir / 'broken.wtns'}: truncated" in res.stdout  # one line, longer than 100 columns
+    assert "does not verify" in both and "truncated" in both
+    res = run("batch", MINI_KEY, wdir, "--out", tmp_path / "q", "--backend", "cpu", "--workers", "1", "--no-verify")
+    assert res.returncode == 1, res.stderr
+    assert "proved 2, failed 1, skipped 0" in res.stdout and (tmp_path / "q" / "unsat.proof.json").exists()
+    assert res.stdout.count("verify off: no proof was checked before it was written") == 1, res.stdout
+
+
+def _r1cs_counts(path: Path) -> tuple[int, int, int]:
+    """(nConstraints, nWires, nPubOut + nPubIn) of an .r1cs header."""
+    from distprove.formats.r1cs import read_r1cs
+
+    r = read_r1cs(path)
+    return r.n_constraints, r.n_wires, r.n_pub_out + r.n_pub_in
+
+
+def test_info_key_shows_the_circuits_constraints_as_its_r1cs_header(tmp_path: Path) -> None:
+    """`info KEY` and import-key's summary give the circuit's own R1CS constraints (not the
+    nPublic + 1 more rows of the key), its signals and public signals as the .r1cs header has
+    them, for a .zkey, its imported store and a dev key of a synthetic circuit."""
+    for zkey, r1cs in ((MINI_KEY, DATA / "mini" / "mini.r1cs"),
+                       (DATA / "mul_chain_1k" / "circuit_final.zkey", DATA / "mul_chain_1k" / "circuit.r1cs")):
+        n, wires, public = _r1cs_counts(r1cs)
+        power = (n + public).bit_length()
+        want = f"{n} constraints, {wires} signals, {public} public, domain 2^{power}"
+        store = tmp_path / f"{zkey.stem}.zarr"
+        res = run("import-key", zkey, store)
+        assert res.returncode == 0 and res.stdout.strip().endswith(f": {want}"), res.stdout
+        for key in (zkey, store):
+            res = run("info", key)
+            assert res.returncode == 0 and res.stdout.strip() == f"{key}: {want}", res.stdout
+    assert "1021 constraints" in run("info", DATA / "mul_chain_1k" / "circuit_final.zkey").stdout  # circuits/mul_chain_1k.circom: N = 1021
+    assert run("synth", "chain", "-n", "100", "-k", "3", "--out", tmp_path / "syn").returncode == 0
+    res = run("setup", "--dev", tmp_path / "syn" / "circuit.r1cs", tmp_path / "syn.zarr", "--seed", "1", "--backend", "cpu")
+    n, wires, public = _r1cs_counts(tmp_path / "syn" / "circuit.r1cs")
+    assert n == 100 and f": {n} constraints, {wires} signals, {public} public, domain 2^7 in " in res.stdout, res.stdout
+    assert run("info", tmp_path / "syn.zarr").stdout.strip().endswith(f": {n} constraints, {wires} signals, {public} public, domain 2^7")
+    res = run("info", BAD / "truncated_half.zkey")
+    assert_one_line_error(res, BAD / "truncated_half.zkey", "truncated")
+
+
+def test_a_key_without_the_public_rows_has_no_constraint_count() -> None:
+    from distprove.keystore import circuit_constraints
+
+    assert circuit_constraints("k", 12, np.arange(3), 2) == 10
+    for last, tail in ((1, np.arange(3)), (12, np.array([0, 2, 1])), (12, np.arange(2)), (-1, np.zeros(0))):
+        with pytest.raises(distprove.FormatError, match="k: the A matrix does not end with the 3 rows"):
+            circuit_constraints("k", last, tail, 2)
 
 
 def test_overwrite_is_said_in_the_words_of_the_caller(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ time, the dashboard's proofs bar reaches every input's proof and the witness com
 metered as the witness-gen stage, every proof verifies (distprove, and snarkjs when present),
 the scratch witnesses are gone and a rerun (plain or incremental) skips them; a mixed bits_k16 folder fails only its bad inputs,
 each with one line naming the input, and keeps byte-identical witnesses of the good ones; a wasm
-of another circuit is refused once, before any witness or proof.
+of another circuit, a missing one or a file that is no wasm is one line before any cluster starts.
 """
 
 from __future__ import annotations
@@ -225,22 +225,38 @@ def test_inputs_stream_through_scratch_files(client, tmp_path: Path) -> None:
     assert all(distprove.verify(vk, out / f"input_{k}.public.json", out / f"input_{k}.proof.json") for k in range(3))
 
 
-def test_wasm_of_another_circuit_is_refused_once_before_any_proof(client, tmp_path: Path) -> None:
+def test_a_wasm_that_cannot_serve_the_key_is_one_line_before_any_cluster(tmp_path: Path) -> None:
+    """--wasm of another circuit, a file that is no wasm, a missing one: one line naming the wasm
+    and exit status 1, from the client (the scheduler address reaches nothing: no cluster is
+    contacted), no report and no output."""
     root = _folder(tmp_path, "mul_chain_1k")
-    other = DATA / "poseidon_k4" / "circuit.wasm"
-    address = client.scheduler.address
-    res = CliRunner().invoke(
-        main, ["batch", str(root / "circuit_final.zkey"), str(root), "--wasm", str(other), "--out", str(tmp_path / "out"),
-               "--scheduler", address, "--report", str(tmp_path / "report.json")],
-    )
-    assert res.exit_code == 1, res.output
-    report = json.loads((tmp_path / "report.json").read_text())
-    reasons = {r["reason"] for r in report["results"]}
-    assert len(reasons) == 1 and report["failed"] == 3
-    reason = reasons.pop()
-    assert reason.startswith(f"{other}: the circuit has ") and "a wasm of another circuit" in reason
-    assert set(report["stage_seconds"]) <= {"check-circuit", "plan-key", "check-outputs"}
-    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.json"))
+    (tmp_path / "notwasm.wasm").write_text("hello\n")
+    for wasm, words in ((DATA / "poseidon_k4" / "circuit.wasm", "a wasm of another circuit"),
+                        (tmp_path / "notwasm.wasm", "not a WebAssembly module"),
+                        (tmp_path / "missing.wasm", "no such circuit .wasm file")):
+        res = CliRunner().invoke(
+            main, ["batch", str(root / "circuit_final.zkey"), str(root), "--wasm", str(wasm), "--out", str(tmp_path / "out"),
+                   "--scheduler", "tcp://127.0.0.1:1", "--report", str(tmp_path / "report.json")],
+        )
+        assert res.exit_code == 1, res.output
+        lines = res.output.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {wasm}: ") and words in lines[0], res.output
+        assert not (tmp_path / "report.json").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_bad_wasm_beside_one_key_fails_only_that_keys_inputs(tmp_path: Path) -> None:
+    """Discovery checks each (wasm, key) pair once: the inputs of a key whose wasm is of another
+    circuit fail with its reason, the others stay to be proved."""
+    root = _folder(tmp_path, "mul_chain_1k")
+    other = _folder(root, "poseidon_k4")
+    shutil.copy(DATA / "mini" / "mini.wasm", other / "circuit.wasm")
+    jobs = discover_inputs(root)
+    mine = {j.error for j in jobs if not j.name.startswith("poseidon_k4/")}
+    theirs = {j.error for j in jobs if j.name.startswith("poseidon_k4/")}
+    assert mine == {""} and len(theirs) == 1
+    reason = theirs.pop()
+    assert reason.startswith(f"{other / 'circuit.wasm'}: the circuit has 6 witness values but the key circuit_final.zkey "
+                             "expects 1054 (nVars)"), reason
 
 
 def test_discovery_wasm_beside_the_key_and_bad_entries(tmp_path: Path) -> None:
@@ -303,8 +319,6 @@ class _InlineClient:
 
     def submit(self, fn: Any, *args: Any, key: tuple, **kwargs: Any) -> _Done:
         self.keys.append(key)
-        if key[0] == "check-circuit":
-            return _Done(lambda: None, ())
         fut = _Done(fn, args, held=self.hold)
         if key[0] == WITNESS_GEN:
             self.witness_tasks.append((args[1], kwargs, fut))

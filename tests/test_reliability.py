@@ -505,7 +505,7 @@ def test_batch_refuses_a_witness_link_leaving_the_folder(tmp_path: Path) -> None
 def test_batch_refuses_an_empty_folder_before_starting_a_cluster(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as e:
         distprove.batch(tmp_path, key=MINI_ZKEY, echo=None)
-    one_line(e.value, tmp_path, "no *.wtns files found")
+    one_line(e.value, tmp_path, "no *.wtns witnesses or *.json inputs found")
 
 
 # --- batches on a CPU LocalCluster ----------------------------------------------------------------
@@ -555,7 +555,7 @@ def test_cli_batch_with_bad_items(client, tmp_path: Path) -> None:
     assert set(reasons) == set(bad)
     for name, (_, words) in bad.items():
         line = reasons[name]
-        assert "\n" not in line and f"FAILED {name}: {line}" in res.output
+        assert "\n" not in line and res.output.count(f"FAILED {name}: {line}") == 1 and res.output.count(line) == 1
         assert name == "unsatisfied" or line.startswith(str(wdir / f"{name}.wtns") + ": "), line
         for w in words:
             assert w in line, (w, line)

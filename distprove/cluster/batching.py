@@ -61,6 +61,8 @@ class BatchReport:
     workers: int = 0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     """Compute seconds per task kind over all workers (the dashboard's groups: prove-prepare, msm-windows, ...)."""
+    checked: bool = True
+    """Whether each proof was checked with a pairing before it was written (``verify``)."""
 
     def _with(self, status: Status) -> list[ProofResult]:
         return [r for r in self.results if r.status == status]
@@ -96,7 +98,8 @@ class BatchReport:
         return len(self.proved) / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
     def summary(self) -> str:
-        """A few lines: counts, throughput, stage times, then one line per failure."""
+        """A few lines: counts, throughput, stage times, whether the proofs went unchecked, then one
+        line per failure (the one place a failure is named)."""
         lines = [
             f"proved {len(self.proved)}, failed {len(self.failed)}, skipped {len(self.skipped)} "
             f"in {self.wall_seconds:.2f} s ({self.proofs_per_second:.2f} proofs/s; mode {self.mode or '-'}, "
@@ -111,6 +114,9 @@ class BatchReport:
                 f"witnesses bound this batch: its proof tasks waited {waited:.2f} s of their {proving:.2f} s for them "
                 f"(each worker computes them in distprove.witness.processes processes, by default its share of its host's cores)"
             )
+        if not self.checked and self.proved:
+            lines.append("verify off: no proof was checked before it was written (a witness that does not satisfy "
+                         "its circuit gives a proof that does not verify)")
         lines += [f"FAILED {r.name}: {r.reason}" for r in self.failed]
         return "\n".join(lines)
 
@@ -125,6 +131,7 @@ class BatchReport:
             "mode": self.mode,
             "workers": self.workers,
             "stage_seconds": self.stage_seconds,
+            "checked": self.checked,
             "witness_wait_seconds": self.witness_wait_seconds,
             "results": [r.__dict__ for r in self.results],
         }
@@ -513,7 +520,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 stage_seconds[k] = stage_seconds.get(k, 0.0) + ss["stop"] - ss["start"]
     order = {j.name: i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order[r.name])
-    return BatchReport(results, time.perf_counter() - t0, mode, len(workers), stage_seconds)
+    return BatchReport(results, time.perf_counter() - t0, mode, len(workers), stage_seconds, check)
 
 
 def batch(

@@ -112,7 +112,7 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
     root, out, chosen = batch_folders(witness_dir, key, out_dir, "witnesses")
     witnesses, rejected = safe_witness_paths(root, exclude=[out])
     if not witnesses and not rejected:
-        raise FormatError(witness_dir, "no *.wtns files found")
+        raise FormatError(witness_dir, "no *.wtns witnesses or *.json inputs found")
     cache: dict[Path, list[Path]] = {}
     searched: list[Path] = []
     chosen_key = str(Path(chosen).resolve()) if chosen is not None else None

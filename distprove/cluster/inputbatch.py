@@ -53,10 +53,12 @@ default :data:`GROUPS_IN_FLIGHT` proof groups per worker), each proof group with
 markers (so the dashboard's proofs bar grows as inputs are fed): the witnesses never all exist
 at once, in memory or on disk.
 
-Before any witness task, each (wasm, key) pair is checked once on a worker: a wasm whose
-witness size is not the key's nVars (a wasm of another circuit) fails all of that key's inputs
-with one reason naming the wasm. (A calculator exists only for BN254's prime, the prime of every
-key, so the prime is checked when it is opened.)
+Before the cluster starts, discovery checks each (wasm, key) pair once in the client
+(:func:`check_circuits`): a wasm that does not compile, is not a circom witness calculator, or
+whose witness size is not the key's nVars (a wasm of another circuit) fails all of that key's
+inputs with one reason naming the wasm, and is the batch's one error when no input is left. (A
+calculator exists only for BN254's prime, the prime of every key, so the prime is checked when
+it is opened.)
 
 A rerun skips an input whose proof and public files exist and verify (and, with a kept witness,
 carry its public signals); an input replaced under the same name is proved again with
@@ -69,12 +71,12 @@ import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from distprove import config
-from distprove.cluster.discovery import Job, batch_folders, discover, job_name, key_beside, key_label, listing
+from distprove.cluster.discovery import Job, batch_folders, discover, job_name, key_beside, listing
 from distprove.cluster.inputs import check_witness_entry, has_witness_entries, tree_order
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import Status, WitnessSource, failure_reason
@@ -220,7 +222,41 @@ def discover_inputs(
             f"no key store or .zkey found for any input (searched {listing(searched)}); "
             "put the key in the input folder or its parent, or pass key=",
         )
-    return sorted(jobs, key=lambda j: j.name)
+    return sorted(check_circuits(jobs), key=lambda j: j.name)
+
+
+def check_circuits(jobs: list[InputJob]) -> list[InputJob]:
+    """Check each (wasm, key) pair of ``jobs`` once, in this process, before any cluster: the
+    wasm compiles and computes witnesses of the key's nVars
+    (:func:`~distprove.cluster.witnesspool.check_circuit`). The inputs of a refused pair get its
+    one-line reason as their error; when that leaves no input to prove, the first refusal is
+    raised instead. A key whose header cannot be read is left to the batch, which reports it."""
+    from distprove.errors import DistproveError
+    from distprove.keystore import open_header
+
+    refused: dict[tuple[str, str], str] = {}
+    first: FormatError | None = None
+    out = []
+    for job in jobs:
+        if not job.error and job.key:
+            pair = (job.wasm, job.key)
+            if pair not in refused:
+                refused[pair] = ""
+                try:
+                    n_vars = open_header(job.key).n_vars
+                except DistproveError:  # the key's own problem: the batch reports it
+                    n_vars = None
+                if n_vars is not None:
+                    try:
+                        check_circuit(job.wasm, n_vars, job.key)
+                    except FormatError as exc:
+                        refused[pair], first = str(exc), first or exc
+            if refused[pair]:
+                job = replace(job, key=None, error=refused[pair])
+        out.append(job)
+    if first is not None and not any(j.key and not j.error for j in out):
+        raise FormatError(first.path, first.problem)
+    return out
 
 
 def discover_any(
@@ -302,43 +338,21 @@ class InputFeed:
         self, client: Any, planned: list[tuple[Job, Any]], plan: Any, submit: Callable[..., Any],
         emit: Callable[..., None], tag: str,
     ) -> None:
-        """Check each (wasm, key) pair once, then hold the jobs to stream. ``submit(jobs, info, i,
-        worker=None, stream=False)`` submits one proof group (``stream``: its task waits for the
-        witnesses, on ``worker``)."""
+        """Hold the jobs to stream (their wasm checked by discovery: :func:`check_circuits`).
+        ``submit(jobs, info, i, worker=None, stream=False)`` submits one proof group (``stream``:
+        its task waits for the witnesses, on ``worker``)."""
         self.client, self.plan, self.submit, self.emit, self.tag = client, plan, submit, emit, tag
         self.workers = list(plan.workers) or sorted(client.nthreads())
         counts: dict[str, int] = {}
         infos: dict[Any, Any] = {}  # a job's key -> its KeyInfo
-        pairs: dict[tuple[str, str], Any] = {}  # (wasm, key path) -> the key's KeyInfo, once each
         for job, info in planned:
             counts[info.path] = counts.get(info.path, 0) + 1
             infos[job.key] = info
-            if isinstance(job, InputJob):
-                pairs.setdefault((job.wasm, info.path), info)
         self.sizes = {k: plan.proofs_per_task(info, counts[info.path]) for k, info in infos.items()}
         self.streams = {k: plan.fuses(info) for k, info in infos.items()}
         """Per key, whether its proof tasks stream (one task per group: :func:`graph.submit_group`)."""
         self.n_vars = {k: info.n_vars for k, info in infos.items()}
-        checks = {
-            (wasm, path): client.submit(
-                check_circuit, wasm, info.n_vars, path, key=("check-circuit", key_label(wasm), key_label(path), tag), pure=False,
-            )
-            for (wasm, path), info in pairs.items()
-        }
-        refused: dict[tuple[str, str], str] = {}
-        for pair, fut in checks.items():
-            try:
-                fut.result()
-            except Exception as exc:  # one reason for all of that key's inputs, before any proof
-                refused[pair] = failure_reason(exc)
-        self.queue: list[tuple[InputJob, Any]] = []
-        for job, info in planned:
-            reason = refused.get((job.wasm, info.path)) if isinstance(job, InputJob) else None
-            if reason:
-                emit(job, Status.FAILED, reason)
-            else:
-                self.queue.append((job, info))  # type: ignore[arg-type]
-        self.queue.reverse()  # popped from the end: the planned order
+        self.queue: list[tuple[InputJob, Any]] = list(reversed(planned))  # type: ignore[arg-type]  # popped from the end: the planned order
         self.scratch = {job.wtns for job, _ in self.queue if isinstance(job, InputJob) and not job.keep}
         """The batch's scratch witness paths."""
         self.left = {}
