@@ -512,7 +512,7 @@ def wtns_calculate_cmd(wasm: str, input_json: str, out_wtns: str, jobs: int | No
     import time
 
     from .formats.wtns import write_wtns
-    from .witnessgen import WitnessCalculator, calculate_folder
+    from .witness.wasm import WitnessCalculator, calculate_folder
 
     t0 = time.perf_counter()
     if os.path.isdir(input_json):

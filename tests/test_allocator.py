@@ -67,7 +67,7 @@ def test_worker_state_tunes_the_workers_allocator(tuned: bool) -> None:
 
 
 def _pool_faults(dask_worker: object) -> int:
-    from distprove.cluster.witnesspool import EXECUTOR
+    from distprove.witness.pool import EXECUTOR
 
     return dask_worker.executors[EXECUTOR].submit(_faults_per_block).result()  # type: ignore[attr-defined]
 
@@ -78,7 +78,7 @@ def test_witness_processes_get_the_workers_allocator_thresholds(tuned: bool) -> 
     worker's thresholds as they start (a 2 MiB block reused), unless the settings are null."""
     from distributed import Client, LocalCluster
 
-    from distprove.cluster.witnesspool import ensure_pool
+    from distprove.witness.pool import ensure_pool
 
     settings = {"distributed.worker.daemon": False, "distprove.witness.processes": 1}
     if not tuned:

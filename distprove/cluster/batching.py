@@ -4,7 +4,7 @@ Outputs (``<name>.proof.json`` and ``<name>.public.json``, suffixes from the con
 written by the workers as each proof finishes, exactly once even when a task reruns after a
 worker dies, and only after the proof verified. A rerun skips witnesses whose outputs exist and
 verify. One bad witness fails alone; the :class:`BatchReport` names it with the reason. Which
-witnesses and keys: :mod:`distprove.cluster.discovery`.
+witnesses and keys: :mod:`distprove.witness.discovery`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from distprove import config
-from distprove.cluster.discovery import Job, key_label
+from distprove.witness.discovery import Job, key_label
 from distprove.cluster.tasks import Status, failure_reason
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ class RunLocked(DistproveError):
 
 @dataclass(frozen=True)
 class Item:
-    """One witness and the output files of its proof (``distprove.cluster.discovery.Job`` has the same fields)."""
+    """One witness and the output files of its proof (``distprove.witness.discovery.Job`` has the same fields)."""
 
     name: str
     witness: str
@@ -301,7 +301,7 @@ def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_fai
 
 
 def pending(witness_dir: PathLike, key: PathLike | None = None, out_dir: PathLike | None = None, *, retry_failed: bool = False) -> list[Any]:
-    """The ``distprove.cluster.discovery.Job`` s that :func:`batch` would send to the cluster (rules 1 and 3
+    """The ``distprove.witness.discovery.Job`` s that :func:`batch` would send to the cluster (rules 1 and 3
     only: a proof the state does not know is still listed), e.g. to skip starting GPU jobs."""
     from distprove.cluster.inputbatch import discover_any
 

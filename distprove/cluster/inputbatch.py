@@ -9,8 +9,8 @@ to the input folder's parent; no key for any input is one error), and to the cir
 ``*.json`` and no ``*.wtns`` is an input folder (:func:`discover_any`).
 
 Where witnesses are computed: in each worker's witness pool
-(:mod:`distprove.cluster.witnesspool`: one process per core of the worker's share, nicer than
-the worker). A witness task (:func:`~distprove.cluster.witnesspool.compute_witnesses`,
+(:mod:`distprove.witness.pool`: one process per core of the worker's share, nicer than
+the worker). A witness task (:func:`~distprove.witness.pool.compute_witnesses`,
 ``("witness-gen", name, tag)``, metered as the ``witness-gen`` stage) sends a chunk of inputs to
 its worker's pool and secedes from the worker's thread pool while the pool computes: a task
 running under ``dask.annotate(executor="wtns")`` would still hold one of the worker's
@@ -23,7 +23,7 @@ How proofs stream (every key in data mode, whose proof groups are one task each)
 group of the key's size (the planner's, as a witness folder's proofs are grouped) is one witness
 task and one proof task, both on the same worker. The proof task (its specs carry the input, a
 :class:`~distprove.cluster.tasks.WitnessSource`) waits for each witness in turn as the pool
-writes it (:func:`~distprove.cluster.witnesspool.await_witness`) and proves it, so a batch has as
+writes it (:func:`~distprove.witness.pool.await_witness`) and proves it, so a batch has as
 many proof tasks as the same batch from witness files, and its first proofs start after about
 one witness calculation. An input that fails fails its proof alone, with its one-line reason.
 The client keeps :data:`WITNESS_LEAD` witness tasks per worker ahead of the proof tasks, and
@@ -74,11 +74,11 @@ from pathlib import Path
 from typing import Any
 
 from distprove import config
-from distprove.cluster.discovery import Job, batch_folders, discover, job_name, key_beside, key_label, listing
+from distprove.witness.discovery import Job, batch_folders, discover, job_name, key_beside, key_label, listing
 from distprove.cluster.inputs import check_witness_entry, has_witness_entries, tree_order
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import Status, WitnessSource, failure_reason
-from distprove.cluster.witnesspool import check_circuit, compute_witnesses, ensure_pool, forget_batch, processes_for, shared_budget
+from distprove.witness.pool import check_circuit, compute_witnesses, ensure_pool, forget_batch, processes_for, shared_budget
 from distprove.errors import FormatError
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ NOT_INPUTS = ("verification_key.json",)
 
 @dataclass(frozen=True)
 class InputJob(Job):
-    """A :class:`~distprove.cluster.discovery.Job` whose ``witness`` is an input file: its circuit's
+    """A :class:`~distprove.witness.discovery.Job` whose ``witness`` is an input file: its circuit's
     ``wasm`` and ``wtns``, the path its computed witness is written to."""
 
     wasm: str = ""
@@ -231,7 +231,7 @@ def discover_any(
     keep_witnesses: bool = False,
 ) -> list[Job]:
     """:func:`discover_inputs` for an input folder (or whenever ``wasm`` is given), else the
-    witness folder's jobs (:func:`~distprove.cluster.discovery.discover`)."""
+    witness folder's jobs (:func:`~distprove.witness.discovery.discover`)."""
     if wasm is not None or holds_inputs(folder, out_dir):
         return list(discover_inputs(folder, key, out_dir, wasm, keep_witnesses))
     return discover(folder, key, out_dir)
@@ -258,7 +258,7 @@ def witness_source(job: Job, batch: str, shared: int) -> WitnessSource | None:
 
 
 def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
-    """The workers' witness pools (:func:`~distprove.cluster.witnesspool.ensure_pool`) when the
+    """The workers' witness pools (:func:`~distprove.witness.pool.ensure_pool`) when the
     batch has inputs."""
     if any(isinstance(j, InputJob) for j in jobs):
         ensure_pool(client)

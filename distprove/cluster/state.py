@@ -55,11 +55,11 @@ wait for them), the assembly (Horner and blinding), the pairing check, writing t
 
 WITNESS_GEN = "witness-gen"
 """The stage of a batch from inputs before the prover's: computing a witness from its input
-(``distprove/cluster/witnesspool.py``; the witness task's wait for its worker's witness pool). Not
+(``distprove/witness/pool.py``; the witness task's wait for its worker's witness pool). Not
 in :data:`STAGES`, which every batch meters."""
 WITNESS_WAIT = "witness-wait"
 """A streamed proof task's wait for each witness its worker's pool is computing
-(``witnesspool.await_witness``): the seconds its proofs were held back by their witnesses."""
+(``distprove.witness.pool.await_witness``): the seconds its proofs were held back by their witnesses."""
 
 
 

@@ -21,7 +21,7 @@ class WitnessSource:
     ``input`` file, written to the proof spec's witness path (durably when ``keep``), for the
     batch ``batch``; with ``shared`` (bytes), handed to the proof task in a shared-memory slot of
     its worker instead, the file written only when kept (a ring of at most that many bytes per
-    witness size: :mod:`distprove.cluster.witnessslots`)."""
+    witness size: :mod:`distprove.witness.slots`)."""
 
     wasm: str
     input: str
@@ -34,7 +34,7 @@ class WitnessSource:
 class ProofSpec:
     """One proof to make: where its witness is, which key proves it, where its outputs go;
     ``source``: in an input batch whose proof tasks stream, what computes the witness (the proof
-    task waits for it: :func:`distprove.cluster.witnesspool.await_witness`)."""
+    task waits for it: :func:`distprove.witness.pool.await_witness`)."""
 
     name: str
     witness: str

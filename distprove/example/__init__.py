@@ -32,7 +32,7 @@ def run_example(out_dir: Path, backend: str = "auto", echo: Callable[[str], None
     from ..keystore import import_key
     from ..prover import prove
     from ..verifier import verify
-    from ..witnessgen import calculator
+    from ..witness.wasm import calculator
 
     get_backend(backend)  # BackendUnavailable (e.g. gpu without a GPU) before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -44,7 +44,7 @@ from distributed.metrics import context_meter
 from distprove import config
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import WitnessSource
-from distprove.cluster.witnessslots import UNCAPPED, Ring, RingRef, ring_for, trim_rings, write_slot
+from distprove.witness.slots import UNCAPPED, Ring, RingRef, ring_for, trim_rings, write_slot
 from distprove.errors import FormatError, one_line
 from distprove.priority import nicer
 
@@ -174,10 +174,10 @@ def _pool_process(niceness: int, worker_pid: int, malloc: tuple[int | None, int 
 
 def _warm_up() -> None:
     """In a pool process: import the witness calculator before the first witness."""
-    from distprove import witnessgen
     from distprove.formats import wtns
+    from distprove.witness import wasm
 
-    del witnessgen, wtns  # imported for their import's sake
+    del wasm, wtns  # imported for their import's sake
 
 
 IN_FILE = "\x00"
@@ -187,13 +187,13 @@ IN_FILE = "\x00"
 def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False, ring: RingRef | None = None,
                     slot: int = -1) -> str:
     """In a pool process: compute the witness and write it to ``wtns``, or into ``slot`` of the
-    worker's ``ring`` (:mod:`~distprove.cluster.witnessslots`; the file too when ``keep``); ""
+    worker's ``ring`` (:mod:`~distprove.witness.slots`; the file too when ``keep``); ""
     (written as asked), :data:`IN_FILE` (into the file: the slot had no room) or the one-line
     reason it failed. A scratch witness (not ``keep``) is written without fsync: it
     lives until its proof is read on this host, and a crash loses the batch's progress on it
     anyway (the rerun computes it again); the two fsyncs cost more than a small circuit's witness."""
     from distprove.formats.wtns import write_wtns
-    from distprove.witnessgen import calculate, failure_line
+    from distprove.witness.wasm import calculate, failure_line
 
     try:
         values = calculate(wasm, input_path)
@@ -220,7 +220,7 @@ def _calculate_chunk(wasm: str, items: list[tuple[str, str, int]], keep: bool = 
 
 def shared_budget() -> int:
     """``distprove.witness.shared-memory``: the bytes of shared slots a worker may hold per
-    witness size for its streamed proof tasks: :data:`~distprove.cluster.witnessslots.UNCAPPED`
+    witness size for its streamed proof tasks: :data:`~distprove.witness.slots.UNCAPPED`
     for auto (a slot per witness in flight, within /dev/shm's size on the worker's host), 0 when
     null (scratch files only)."""
     value = config.get("witness.shared-memory")
@@ -235,7 +235,7 @@ def shared_budget() -> int:
 
 def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
     """Raise FormatError(wasm, problem) unless the wasm computes witnesses of the key's size."""
-    from distprove.witnessgen import calculator
+    from distprove.witness.wasm import calculator
 
     calculator(wasm).check_key(SimpleNamespace(n_vars=n_vars, path=key_path))
 
