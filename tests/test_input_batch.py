@@ -29,7 +29,7 @@ import distprove
 from conftest import find_snarkjs, snarkjs_verify
 from distprove.cli import main
 from distprove.cluster import incremental
-from distprove.cluster.inputbatch import SCRATCH_DIR, discover_inputs, holds_inputs
+from distprove.witness.discovery import SCRATCH_DIR, discover_inputs, holds_inputs
 from distprove.witness.pool import EXECUTOR
 from distprove.cluster.state import WITNESS_GEN, WITNESS_WAIT
 from distprove.errors import FormatError

@@ -50,7 +50,7 @@ from distprove.formats import (
 )
 from distprove.formats import container
 from distprove.formats.wholeread import OpenError
-from distprove.cluster.inputs import safe_witness_paths
+from distprove.witness.discovery import safe_witness_paths
 from distprove.keystore import KeyStore, import_key
 
 DATA = Path(__file__).parent / "data"

@@ -177,7 +177,7 @@ class BatchOptions:
     announce: Callable[[str], Any] | None = print
     """Where the dashboard's address is printed when the batch starts (None: nowhere)."""
     wasm: str | None = None
-    """An input folder's circuit ``.wasm`` (default: the one beside the key; :mod:`distprove.cluster.inputbatch`)."""
+    """An input folder's circuit ``.wasm`` (default: the one beside the key; :mod:`distprove.witness.discovery`)."""
     keep_witnesses: bool = False
     """Keep each witness computed from an input as ``<name>.wtns`` beside its proof."""
 
@@ -354,7 +354,7 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
     """Check existing outputs on the workers (one batched pairing check per key) and report the
     witnesses whose outputs verify as skipped; delete outputs that do not (they are proved again).
     Returns the names of the witnesses dealt with (skipped, or failed because the check could not run)."""
-    from distprove.cluster.inputbatch import check_witness_path
+    from distprove.witness.discovery import check_witness_path
     from distprove.cluster.output import check_existing
 
     checks = {}
@@ -409,7 +409,8 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from distributed import get_task_stream, span
 
     from distprove.cluster import dashboard, graph, planner
-    from distprove.cluster.inputbatch import InputFeed, InputJob, witness_file, witness_source
+    from distprove.cluster.inputbatch import InputFeed, witness_source
+    from distprove.witness.discovery import InputJob, witness_file
     from distprove.cluster.tasks import ProofSpec
 
     settings = config.settings()
@@ -538,7 +539,8 @@ def batch(
     keep_witnesses.
     """
     from distprove.cluster.client import connect
-    from distprove.cluster.inputbatch import discover_any, ensure_witness_pool
+    from distprove.cluster.inputbatch import ensure_witness_pool
+    from distprove.witness.discovery import discover_any
 
     opts = BatchOptions(**options)
     settings = config.settings()

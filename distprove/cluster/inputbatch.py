@@ -1,12 +1,7 @@
 """Batches from inputs: every ``*.json`` of a folder becomes a witness on the workers' CPU cores,
 then a proof on their GPUs (or CPUs), streamed.
 
-Finding the inputs (:func:`discover_inputs`): the ``*.json`` files under the folder (recursively;
-hidden entries, the output folder, key stores and ``verification_key.json`` left out), each
-matched to its key as a witness folder's ``.wtns`` files are (the nearest folder with a key, up
-to the input folder's parent; no key for any input is one error), and to the circuit's
-``.wasm``: ``wasm=`` (``--wasm``), else the one ``*.wasm`` beside the key. A folder holding
-``*.json`` and no ``*.wtns`` is an input folder (:func:`discover_any`).
+The inputs, their keys and circuits are found by :func:`distprove.witness.discovery.discover_inputs`.
 
 Where witnesses are computed: in each worker's witness pool
 (:mod:`distprove.witness.pool`: one process per core of the worker's share, nicer than
@@ -68,23 +63,17 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from distprove import config
-from distprove.witness.discovery import Job, batch_folders, discover, job_name, key_beside, key_label, listing
-from distprove.cluster.inputs import check_witness_entry, has_witness_entries, tree_order
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import Status, WitnessSource, failure_reason
+from distprove.witness.discovery import InputJob, Job, key_label
 from distprove.witness.pool import check_circuit, compute_witnesses, ensure_pool, forget_batch, processes_for, shared_budget
-from distprove.errors import FormatError
 
 log = logging.getLogger(__name__)
 
-INPUT_SUFFIX = ".json"
-SCRATCH_DIR = ".witnesses"
 GROUPS_IN_FLIGHT = 4
 """Proof groups per worker the default ``distprove.witness.in-flight`` leaves room for."""
 GROUPS_AHEAD = 2
@@ -97,157 +86,6 @@ starts a witness task before its queued proofs, so the pool computes the next gr
 while a group proves."""
 WITNESS_PRIORITY = 1 << 20
 """The first witness task's priority; each later one's is one less, all above the proofs'."""
-NOT_INPUTS = ("verification_key.json",)
-"""File names never taken as inputs (a key's companion that often sits beside it)."""
-
-
-# --- discovery ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InputJob(Job):
-    """A :class:`~distprove.witness.discovery.Job` whose ``witness`` is an input file: its circuit's
-    ``wasm`` and ``wtns``, the path its computed witness is written to."""
-
-    wasm: str = ""
-    wtns: str = ""
-    keep: bool = False
-
-
-def _skipped_dir(path: Path, skip: set[Path]) -> bool:
-    return path.name.startswith(".") or path.resolve() in skip or (path / "zarr.json").is_file()
-
-
-def _input_entries(input_dir: Path, skip: set[Path]) -> Iterator[str]:
-    """The ``*.json`` entries under ``input_dir`` that may be inputs, in walk order."""
-    settings = config.settings()
-    outputs = (settings.proof_suffix, settings.public_suffix)
-    for dirpath, dirnames, filenames in os.walk(input_dir, followlinks=False):
-        for n in filenames:
-            if n.endswith(INPUT_SUFFIX) and not n.startswith(".") and n not in NOT_INPUTS and not n.endswith(outputs):
-                yield os.path.join(dirpath, n)
-        dirnames[:] = sorted(d for d in dirnames if not _skipped_dir(Path(dirpath, d), skip))
-
-
-def input_paths(input_dir: Path, exclude: list[Path]) -> tuple[list[Path], list[FormatError]]:
-    """The ``*.json`` entries under ``input_dir`` (sorted), split into readable files and the
-    refused ones (links out of the folder, FIFOs, ...: ``inputs.check_witness_entry``)."""
-    skip = {p.resolve() for p in exclude}
-    ok: list[Path] = []
-    bad: list[FormatError] = []
-    for p in sorted(_input_entries(input_dir, skip), key=tree_order):
-        reason = check_witness_entry(p, input_dir)
-        (ok.append(Path(p)) if reason is None else bad.append(FormatError(p, reason)))  # type: ignore[func-returns-value]
-    return ok, bad
-
-
-def holds_inputs(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> bool:
-    """Whether ``folder`` is an input folder: ``*.json`` inputs and no ``*.wtns`` witness (each
-    looked for until the first one)."""
-    root = Path(folder).resolve()
-    if not root.is_dir():
-        return False
-    out = Path(out_dir).resolve() if out_dir is not None else root / config.settings().out_dir
-    if has_witness_entries(root, exclude=[out]):
-        return False
-    return next(_input_entries(root, {out.resolve()}), None) is not None
-
-
-def wasm_beside(key_path: str) -> tuple[str, str]:
-    """(the one ``*.wasm`` in the key's folder, "") or ("", why there is none)."""
-    folder = Path(key_path).parent
-    found = sorted(p for p in folder.glob("*.wasm") if p.is_file())
-    if len(found) == 1:
-        return str(found[0]), ""
-    if found:
-        return "", f"{len(found)} .wasm files beside the key in {folder}; pass --wasm"
-    return "", f"no circuit .wasm beside the key in {folder}; pass --wasm"
-
-
-def discover_inputs(
-    input_dir: str | os.PathLike[str],
-    key: str | os.PathLike[str] | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
-    wasm: str | os.PathLike[str] | None = None,
-    keep_witnesses: bool = False,
-) -> list[InputJob]:
-    """The ``*.json`` inputs under ``input_dir``, each with its key, wasm and output paths (a job
-    that cannot run has ``error`` set and is reported as failed)."""
-    settings = config.settings()
-    root, out, chosen = batch_folders(input_dir, key, out_dir, "inputs")
-    if wasm is not None and not Path(wasm).is_file():
-        raise FormatError(wasm, "no such circuit .wasm file")
-    inputs, rejected = input_paths(root, [out])
-    if not inputs and not rejected:
-        raise FormatError(input_dir, "no *.json inputs found")
-    cache: dict[Path, list[Path]] = {}
-    searched: list[Path] = []
-    keyed = False  # some readable input has a key
-    chosen_key = str(Path(chosen).resolve()) if chosen is not None else None
-    circuit_given = str(Path(wasm).resolve()) if wasm is not None else ""
-    jobs = []
-    root_s, out_s = str(root), str(out)
-    beside: dict[str, tuple[str, str]] = {}  # key path -> wasm_beside(key path)
-    for p, error in [(p, "") for p in inputs] + [(Path(e.path), e.problem) for e in rejected]:
-        rel = str(p)[len(root_s) + 1 :]  # found under the folder: its path there
-        rel_dir, stem = os.path.dirname(rel), os.path.basename(rel).removesuffix(INPUT_SUFFIX)
-        name = job_name(rel, INPUT_SUFFIX)
-        where = os.path.join(out_s, rel_dir)
-        key_path: str | None = None
-        if not error:
-            if chosen_key is not None:
-                key_path = chosen_key
-            else:
-                key_path, folders = key_beside(p.parent, root, cache)
-                searched += folders
-                if key_path is None:
-                    error = f"no key store or .zkey found beside it (searched {listing(folders)}); pass key="
-            keyed = keyed or key_path is not None
-        circuit = circuit_given
-        if key_path is not None and not circuit:
-            if key_path not in beside:
-                beside[key_path] = wasm_beside(key_path)
-            circuit, why = beside[key_path]
-            error = error or why
-        wtns = os.path.join(where if keep_witnesses else os.path.join(out_s, SCRATCH_DIR, rel_dir), f"{stem}.wtns")
-        jobs.append(InputJob(
-            name, str(p), key_path if not error else None, os.path.join(where, f"{stem}{settings.proof_suffix}"),
-            os.path.join(where, f"{stem}{settings.public_suffix}"), error, circuit, wtns, keep_witnesses,
-        ))
-    if inputs and not keyed:
-        raise FormatError(
-            input_dir,
-            f"no key store or .zkey found for any input (searched {listing(searched)}); "
-            "put the key in the input folder or its parent, or pass key=",
-        )
-    return sorted(jobs, key=lambda j: j.name)
-
-
-def discover_any(
-    folder: str | os.PathLike[str],
-    key: str | os.PathLike[str] | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
-    wasm: str | os.PathLike[str] | None = None,
-    keep_witnesses: bool = False,
-) -> list[Job]:
-    """:func:`discover_inputs` for an input folder (or whenever ``wasm`` is given), else the
-    witness folder's jobs (:func:`~distprove.witness.discovery.discover`)."""
-    if wasm is not None or holds_inputs(folder, out_dir):
-        return list(discover_inputs(folder, key, out_dir, wasm, keep_witnesses))
-    return discover(folder, key, out_dir)
-
-
-def check_witness_path(job: Job) -> str:
-    """The witness a rerun compares existing public signals with: a witness job's file, an input
-    job's kept witness when it exists, else "" (the proof is checked against its public file)."""
-    if isinstance(job, InputJob):
-        return job.wtns if job.keep and os.path.isfile(job.wtns) else ""
-    return job.witness
-
-
-def witness_file(job: Job) -> str:
-    """The .wtns a job's proof tasks read."""
-    return job.wtns if isinstance(job, InputJob) else job.witness
 
 
 def witness_source(job: Job, batch: str, shared: int) -> WitnessSource | None:

@@ -1,28 +1,151 @@
-"""Finding a batch's witnesses and their keys.
+"""Finding a batch's witnesses and inputs, their keys and circuits, and which files it may read.
 
-Keys: ``key=``, else ``distprove.key`` in the dask configuration, else the key found beside the
+Witness folders (:func:`discover`): the ``*.wtns`` files under the folder, recursively. Keys:
+``key=``, else ``distprove.key`` in the dask configuration, else the key found beside the
 witnesses: the nearest folder holding a key store or ``.zkey``, from the witness's own up to
 the batch folder and then its parent (the layout ``project/circuit.zkey``,
 ``project/witnesses/*.wtns``), provides it. A key store wins over ``.zkey`` files; two of a kind
 in one folder is an error for the whole batch, and so is finding no key for any witness (the
 error names the folders searched). So a mixed batch is one subfolder per key. Outputs go to
 ``out_dir`` (default: the configured ``output.dir``, ``proofs``, inside the batch folder),
-keeping the witnesses' subfolders. Batches from inputs find theirs the same way
-(:mod:`distprove.cluster.inputbatch`).
+keeping the witnesses' subfolders.
+
+Input folders (:func:`discover_inputs`): the ``*.json`` files under the folder (recursively;
+hidden entries, the output folder, key stores and ``verification_key.json`` left out), each
+matched to its key as a witness is, and to the circuit's ``.wasm``: ``wasm=`` (``--wasm``),
+else the one ``*.wasm`` beside the key. A folder holding ``*.json`` and no ``*.wtns`` is an
+input folder (:func:`discover_any`).
+
+Which files a batch may read: a batch reads whatever ``*.wtns`` (or ``*.json`` input) it finds
+under the folder it is given, on workers that may run with more rights than the person who
+filled the folder. :func:`check_witness_entry` (and :func:`safe_witness_paths`, for a witness
+folder) therefore refuses, each with a one-line reason, entries that are
+
+* symbolic links whose target lies outside the witness folder (or that point nowhere),
+* not regular files (FIFOs, sockets, devices, folders named ``*.wtns``): reading a FIFO would
+  block a worker forever,
+* not openable for reading (permission denied, I/O errors).
+
+Links whose target stays inside the folder are accepted. Symbolic links to folders are not
+descended into, and hidden entries (a path part starting with ``.``) are ignored, as are the
+folders given in ``exclude`` (the output folder). A refused entry does not stop the others.
+
+The check runs where the batch is planned; a file swapped for a link after that moment is not
+caught here (the threat is a careless or hostile folder, not a race with its owner).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from distprove import config
-from distprove.cluster.inputs import safe_witness_paths
 from distprove.errors import FormatError
+
+WITNESS_SUFFIX = ".wtns"
+INPUT_SUFFIX = ".json"
+SCRATCH_DIR = ".witnesses"
+"""The folder, inside the output folder, of an input batch's scratch witnesses."""
+NOT_INPUTS = ("verification_key.json",)
+"""File names never taken as inputs (a key's companion that often sits beside it)."""
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def _inside(target: Path, root: Path) -> bool:
+    return target == root or root in target.parents
+
+
+def check_witness_entry(path: str | Path, root: Path) -> str | None:
+    """Why ``path`` (an entry under the resolved folder ``root``) must not be read, or None when it may."""
+    try:
+        lst = os.lstat(path)
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror or exc}"
+    if stat.S_ISLNK(lst.st_mode):
+        target = Path(os.path.realpath(path))
+        if not _inside(target, root):
+            return f"symlink to {target}, outside the witness folder {root}; not followed"
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ELOOP):
+                return f"dangling symlink (its target {os.readlink(path)} does not exist)"
+            return f"cannot stat its target: {exc.strerror or exc}"
+    else:
+        st = lst
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {_kind(st.st_mode)}, not a witness file; not read"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        return f"cannot open for reading: {exc.strerror or exc}"
+    os.close(fd)
+    return None
+
+
+def tree_order(path: str) -> list[str]:
+    """A sort key putting paths in the order of their parts (a folder's files together, as
+    :class:`~pathlib.Path` sorts them), at a fraction of the cost of comparing Paths."""
+    return path.split(os.sep)
+
+
+def _witness_entries(root: Path, skip: set[Path]) -> Iterator[str]:
+    """The ``*.wtns`` entries under ``root`` in walk order (entries named so among the folders too:
+    a folder, or a link to one, is refused by :func:`check_witness_entry`), hidden entries and the
+    folders in ``skip`` left out."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for n in (*filenames, *dirnames):
+            if n.endswith(WITNESS_SUFFIX) and not n.startswith("."):
+                yield os.path.join(dirpath, n)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and Path(dirpath, d).resolve() not in skip)
+
+
+def has_witness_entries(witness_dir: str | os.PathLike[str], exclude: Iterable[str | os.PathLike[str]] = ()) -> bool:
+    """Whether :func:`safe_witness_paths` would find any entry (accepted or refused), without
+    checking them: one folder listing when the folder holds witnesses."""
+    skip = {Path(e).resolve() for e in exclude}
+    return next(_witness_entries(Path(witness_dir).resolve(), skip), None) is not None
+
+
+def safe_witness_paths(
+    witness_dir: str | os.PathLike[str], exclude: Iterable[str | os.PathLike[str]] = ()
+) -> tuple[list[Path], list[FormatError]]:
+    """The ``*.wtns`` entries under ``witness_dir`` (recursively, sorted) split into those a batch
+    may read and those it must not (each a :class:`FormatError` naming the entry and why).
+
+    Accepted paths are returned as found (under the resolved ``witness_dir``), not resolved.
+    Raises FormatError when ``witness_dir`` is not a folder.
+    """
+    root = Path(witness_dir).resolve()
+    if not root.is_dir():
+        raise FormatError(witness_dir, "not a folder of witnesses")
+    skip = {Path(e).resolve() for e in exclude}
+    paths: list[Path] = []
+    rejected: list[FormatError] = []
+    for p in sorted(_witness_entries(root, skip), key=tree_order):
+        reason = check_witness_entry(p, root)
+        if reason is None:
+            paths.append(Path(p))
+        else:
+            rejected.append(FormatError(p, reason))
+    return paths, rejected
 
 
 @dataclass(frozen=True)
@@ -140,6 +263,152 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
         proof, public = settings.output_paths(w, os.path.join(out_s, os.path.dirname(rel)))
         jobs.append(Job(job_name(rel), str(w), None, str(proof), str(public), err.problem))
     return sorted(jobs, key=lambda j: j.name)
+
+
+@dataclass(frozen=True)
+class InputJob(Job):
+    """A :class:`Job` whose ``witness`` is an input file: its circuit's
+    ``wasm`` and ``wtns``, the path its computed witness is written to."""
+
+    wasm: str = ""
+    wtns: str = ""
+    keep: bool = False
+
+
+def _skipped_dir(path: Path, skip: set[Path]) -> bool:
+    return path.name.startswith(".") or path.resolve() in skip or (path / "zarr.json").is_file()
+
+
+def _input_entries(input_dir: Path, skip: set[Path]) -> Iterator[str]:
+    """The ``*.json`` entries under ``input_dir`` that may be inputs, in walk order."""
+    settings = config.settings()
+    outputs = (settings.proof_suffix, settings.public_suffix)
+    for dirpath, dirnames, filenames in os.walk(input_dir, followlinks=False):
+        for n in filenames:
+            if n.endswith(INPUT_SUFFIX) and not n.startswith(".") and n not in NOT_INPUTS and not n.endswith(outputs):
+                yield os.path.join(dirpath, n)
+        dirnames[:] = sorted(d for d in dirnames if not _skipped_dir(Path(dirpath, d), skip))
+
+
+def input_paths(input_dir: Path, exclude: list[Path]) -> tuple[list[Path], list[FormatError]]:
+    """The ``*.json`` entries under ``input_dir`` (sorted), split into readable files and the
+    refused ones (links out of the folder, FIFOs, ...: :func:`check_witness_entry`)."""
+    skip = {p.resolve() for p in exclude}
+    ok: list[Path] = []
+    bad: list[FormatError] = []
+    for p in sorted(_input_entries(input_dir, skip), key=tree_order):
+        reason = check_witness_entry(p, input_dir)
+        (ok.append(Path(p)) if reason is None else bad.append(FormatError(p, reason)))  # type: ignore[func-returns-value]
+    return ok, bad
+
+
+def holds_inputs(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``folder`` is an input folder: ``*.json`` inputs and no ``*.wtns`` witness (each
+    looked for until the first one)."""
+    root = Path(folder).resolve()
+    if not root.is_dir():
+        return False
+    out = Path(out_dir).resolve() if out_dir is not None else root / config.settings().out_dir
+    if has_witness_entries(root, exclude=[out]):
+        return False
+    return next(_input_entries(root, {out.resolve()}), None) is not None
+
+
+def wasm_beside(key_path: str) -> tuple[str, str]:
+    """(the one ``*.wasm`` in the key's folder, "") or ("", why there is none)."""
+    folder = Path(key_path).parent
+    found = sorted(p for p in folder.glob("*.wasm") if p.is_file())
+    if len(found) == 1:
+        return str(found[0]), ""
+    if found:
+        return "", f"{len(found)} .wasm files beside the key in {folder}; pass --wasm"
+    return "", f"no circuit .wasm beside the key in {folder}; pass --wasm"
+
+
+def discover_inputs(
+    input_dir: str | os.PathLike[str],
+    key: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    wasm: str | os.PathLike[str] | None = None,
+    keep_witnesses: bool = False,
+) -> list[InputJob]:
+    """The ``*.json`` inputs under ``input_dir``, each with its key, wasm and output paths (a job
+    that cannot run has ``error`` set and is reported as failed)."""
+    settings = config.settings()
+    root, out, chosen = batch_folders(input_dir, key, out_dir, "inputs")
+    if wasm is not None and not Path(wasm).is_file():
+        raise FormatError(wasm, "no such circuit .wasm file")
+    inputs, rejected = input_paths(root, [out])
+    if not inputs and not rejected:
+        raise FormatError(input_dir, "no *.json inputs found")
+    cache: dict[Path, list[Path]] = {}
+    searched: list[Path] = []
+    keyed = False  # some readable input has a key
+    chosen_key = str(Path(chosen).resolve()) if chosen is not None else None
+    circuit_given = str(Path(wasm).resolve()) if wasm is not None else ""
+    jobs = []
+    root_s, out_s = str(root), str(out)
+    beside: dict[str, tuple[str, str]] = {}  # key path -> wasm_beside(key path)
+    for p, error in [(p, "") for p in inputs] + [(Path(e.path), e.problem) for e in rejected]:
+        rel = str(p)[len(root_s) + 1 :]  # found under the folder: its path there
+        rel_dir, stem = os.path.dirname(rel), os.path.basename(rel).removesuffix(INPUT_SUFFIX)
+        name = job_name(rel, INPUT_SUFFIX)
+        where = os.path.join(out_s, rel_dir)
+        key_path: str | None = None
+        if not error:
+            if chosen_key is not None:
+                key_path = chosen_key
+            else:
+                key_path, folders = key_beside(p.parent, root, cache)
+                searched += folders
+                if key_path is None:
+                    error = f"no key store or .zkey found beside it (searched {listing(folders)}); pass key="
+            keyed = keyed or key_path is not None
+        circuit = circuit_given
+        if key_path is not None and not circuit:
+            if key_path not in beside:
+                beside[key_path] = wasm_beside(key_path)
+            circuit, why = beside[key_path]
+            error = error or why
+        wtns = os.path.join(where if keep_witnesses else os.path.join(out_s, SCRATCH_DIR, rel_dir), f"{stem}.wtns")
+        jobs.append(InputJob(
+            name, str(p), key_path if not error else None, os.path.join(where, f"{stem}{settings.proof_suffix}"),
+            os.path.join(where, f"{stem}{settings.public_suffix}"), error, circuit, wtns, keep_witnesses,
+        ))
+    if inputs and not keyed:
+        raise FormatError(
+            input_dir,
+            f"no key store or .zkey found for any input (searched {listing(searched)}); "
+            "put the key in the input folder or its parent, or pass key=",
+        )
+    return sorted(jobs, key=lambda j: j.name)
+
+
+def discover_any(
+    folder: str | os.PathLike[str],
+    key: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    wasm: str | os.PathLike[str] | None = None,
+    keep_witnesses: bool = False,
+) -> list[Job]:
+    """:func:`discover_inputs` for an input folder (or whenever ``wasm`` is given), else the
+    witness folder's jobs (:func:`discover`)."""
+    if wasm is not None or holds_inputs(folder, out_dir):
+        return list(discover_inputs(folder, key, out_dir, wasm, keep_witnesses))
+    return discover(folder, key, out_dir)
+
+
+def check_witness_path(job: Job) -> str:
+    """The witness a rerun compares existing public signals with: a witness job's file, an input
+    job's kept witness when it exists, else "" (the proof is checked against its public file)."""
+    if isinstance(job, InputJob):
+        return job.wtns if job.keep and os.path.isfile(job.wtns) else ""
+    return job.witness
+
+
+def witness_file(job: Job) -> str:
+    """The .wtns a job's proof tasks read."""
+    return job.wtns if isinstance(job, InputJob) else job.witness
 
 
 def job_name(rel: str, suffix: str = ".wtns") -> str:
