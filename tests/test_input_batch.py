@@ -249,11 +249,11 @@ def test_discovery_wasm_beside_the_key_and_bad_entries(tmp_path: Path) -> None:
     (root / "sub" / "x.json").symlink_to("/etc/hostname")
     jobs = {j.name: j for j in discover_inputs(root)}
     assert sorted(jobs) == ["input_0", "input_1", "input_2", "sub/x"]
-    assert jobs["input_0"].wasm == str(root / "circuit.wasm") and jobs["input_0"].key == str(root / "circuit_final.zkey")
+    assert jobs["input_0"].generator == str(root / "circuit.wasm") and jobs["input_0"].key == str(root / "circuit_final.zkey")
     assert jobs["input_0"].wtns == str(root / "proofs" / SCRATCH_DIR / "input_0.wtns")
     assert "outside the witness folder" in jobs["sub/x"].error
     (root / "circuit.wasm").unlink()
-    assert {j.error for j in discover_inputs(root) if j.name != "sub/x"} == {f"no circuit .wasm beside the key in {root}; pass --wasm"}
+    assert {j.error for j in discover_inputs(root) if j.name != "sub/x"} == {f"no witness generator beside the key in {root} (a .wasm, a <name>_cpp folder written by circom --c, or its binary); pass --witness-gen"}
 
 
 def test_discovery_key_in_the_parent_and_no_key_is_one_error(tmp_path: Path) -> None:
@@ -261,7 +261,7 @@ def test_discovery_key_in_the_parent_and_no_key_is_one_error(tmp_path: Path) -> 
     inputs = project / "inputs"
     shutil.copytree(DATA / "mul_chain_1k" / "inputs", inputs)
     jobs = discover_inputs(inputs)
-    assert {(j.key, j.wasm, j.error) for j in jobs} == {(str(project / "circuit_final.zkey"), str(project / "circuit.wasm"), "")}
+    assert {(j.key, j.generator, j.error) for j in jobs} == {(str(project / "circuit_final.zkey"), str(project / "circuit.wasm"), "")}
     (project / "circuit_final.zkey").unlink()
     with pytest.raises(FormatError, match="no key store or .zkey found for any input") as err:
         discover_inputs(inputs)

@@ -26,7 +26,8 @@ from distprove.errors import FormatError
 from distprove.formats.wtns import read_wtns
 from distprove.prover import prove
 from distprove.verifier import verify
-from distprove.witness.wasm import WitnessCalculator, _compile, calculate, calculate_wtns, calculator, fnv1a64
+from distprove.witness.generators import calculate, calculate_wtns
+from distprove.witness.wasm import WitnessCalculator, _compile, calculator, fnv1a64
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ["mul_chain_1k", "poseidon_k4", "bits_k16", "merkle_d20"]

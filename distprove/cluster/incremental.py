@@ -337,7 +337,7 @@ def batch(
     t0 = time.perf_counter()
     settings = config.settings()
     opts = BatchOptions(**options)
-    jobs = discover_any(witness_dir, key, out_dir, opts.wasm, opts.keep_witnesses)  # an input job's fingerprint is its input's
+    jobs = discover_any(witness_dir, key, out_dir, opts.witness_gen, opts.keep_witnesses)  # an input job's fingerprint is its input's
     with run_lock(_out_dir(witness_dir, out_dir)):
         state = State(_out_dir(witness_dir, out_dir))
         key_ids = {kp: state.key_id(kp) for kp in sorted({j.key for j in jobs if j.key})}

@@ -48,10 +48,10 @@ default :data:`GROUPS_IN_FLIGHT` proof groups per worker), each proof group with
 markers (so the dashboard's proofs bar grows as inputs are fed): the witnesses never all exist
 at once, in memory or on disk.
 
-Before any witness task, each (wasm, key) pair is checked once on a worker: a wasm whose
-witness size is not the key's nVars (a wasm of another circuit) fails all of that key's inputs
-with one reason naming the wasm. (A calculator exists only for BN254's prime, the prime of every
-key, so the prime is checked when it is opened.)
+Before any witness task, each (generator, key) pair is checked once on a worker
+(:meth:`~distprove.witness.generators.Generator.check_key`: the key's witness size and prime): a
+generator of another circuit fails all of that key's inputs with one reason naming the
+generator. (A path that is no generator at all is refused earlier, by discovery, on the client.)
 
 A rerun skips an input whose proof and public files exist and verify (and, with a kept witness,
 carry its public signals); an input replaced under the same name is proved again with
@@ -92,7 +92,7 @@ def witness_source(job: Job, batch: str, shared: int) -> WitnessSource | None:
     """What computes an input job's witness for a proof task that waits for it, handing it over
     in its worker's shared slots within ``shared`` bytes (:attr:`InputFeed.shared`); None for a
     witness job."""
-    return WitnessSource(job.wasm, job.witness, job.keep, batch, shared) if isinstance(job, InputJob) else None
+    return WitnessSource(job.generator, job.witness, job.keep, batch, shared) if isinstance(job, InputJob) else None
 
 
 def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
@@ -140,28 +140,28 @@ class InputFeed:
         self, client: Any, planned: list[tuple[Job, Any]], plan: Any, submit: Callable[..., Any],
         emit: Callable[..., None], tag: str,
     ) -> None:
-        """Check each (wasm, key) pair once, then hold the jobs to stream. ``submit(jobs, info, i,
+        """Check each (generator, key) pair once, then hold the jobs to stream. ``submit(jobs, info, i,
         worker=None, stream=False)`` submits one proof group (``stream``: its task waits for the
         witnesses, on ``worker``)."""
         self.client, self.plan, self.submit, self.emit, self.tag = client, plan, submit, emit, tag
         self.workers = list(plan.workers) or sorted(client.nthreads())
         counts: dict[str, int] = {}
         infos: dict[Any, Any] = {}  # a job's key -> its KeyInfo
-        pairs: dict[tuple[str, str], Any] = {}  # (wasm, key path) -> the key's KeyInfo, once each
+        pairs: dict[tuple[str, str], Any] = {}  # (generator, key path) -> the key's KeyInfo, once each
         for job, info in planned:
             counts[info.path] = counts.get(info.path, 0) + 1
             infos[job.key] = info
             if isinstance(job, InputJob):
-                pairs.setdefault((job.wasm, info.path), info)
+                pairs.setdefault((job.generator, info.path), info)
         self.sizes = {k: plan.proofs_per_task(info, counts[info.path]) for k, info in infos.items()}
         self.streams = {k: plan.fuses(info) for k, info in infos.items()}
         """Per key, whether its proof tasks stream (one task per group: :func:`graph.submit_group`)."""
         self.n_vars = {k: info.n_vars for k, info in infos.items()}
         checks = {
-            (wasm, path): client.submit(
-                check_circuit, wasm, info.n_vars, path, key=("check-circuit", key_label(wasm), key_label(path), tag), pure=False,
+            (gen, path): client.submit(
+                check_circuit, gen, info.n_vars, path, key=("check-circuit", key_label(gen), key_label(path), tag), pure=False,
             )
-            for (wasm, path), info in pairs.items()
+            for (gen, path), info in pairs.items()
         }
         refused: dict[tuple[str, str], str] = {}
         for pair, fut in checks.items():
@@ -171,7 +171,7 @@ class InputFeed:
                 refused[pair] = failure_reason(exc)
         self.queue: list[tuple[InputJob, Any]] = []
         for job, info in planned:
-            reason = refused.get((job.wasm, info.path)) if isinstance(job, InputJob) else None
+            reason = refused.get((job.generator, info.path)) if isinstance(job, InputJob) else None
             if reason:
                 emit(job, Status.FAILED, reason)
             else:
@@ -203,7 +203,7 @@ class InputFeed:
 
     def _next_chunk(self, worker: str) -> list[tuple[InputJob, Any]]:
         """The next witness task's inputs, for ``worker``: consecutive queued inputs of one key and
-        wasm, none until the room left holds them all (a chunk cut to the room left would be one
+        generator, none until the room left holds them all (a chunk cut to the room left would be one
         more witness task, whose start on a GPU worker waits for a gap between its proof tasks and
         holds the next one back). A streamed key's: one proof group of the key's size. Others':
         up to ``distprove.witness.chunk`` (default: the key's proof group size, smaller as the
@@ -219,7 +219,7 @@ class InputFeed:
             size = ramp_size(self.sent, self.procs.get(worker, 1), len(self.workers), full)
         want, n = min(size, self.bound), 0
         for queued, _ in reversed(self.queue):  # the queue is taken from its end
-            if n == want or (queued.key, queued.wasm) != (job.key, job.wasm):
+            if n == want or (queued.key, queued.generator) != (job.key, job.generator):
                 break
             n += 1
         if n > self.bound - len(self.opened):
@@ -333,7 +333,7 @@ class InputFeed:
         name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
         shared = self.shared if self.streams.get(jobs[0].key) else 0
         fut = self.client.submit(
-            compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.n_vars.get(jobs[0].key, 0),
+            compute_witnesses, jobs[0].generator, [(j.witness, j.wtns) for j in jobs], self.n_vars.get(jobs[0].key, 0),
             jobs[0].keep, self.tag, shared, key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker],
             allow_other_workers=True, priority=WITNESS_PRIORITY - self.sent,
         )

@@ -17,13 +17,13 @@ from distprove.errors import one_line
 
 @dataclass(frozen=True)
 class WitnessSource:
-    """Where a proof's witness comes from in an input batch: the circuit's ``wasm`` and the
-    ``input`` file, written to the proof spec's witness path (durably when ``keep``), for the
-    batch ``batch``; with ``shared`` (bytes), handed to the proof task in a shared-memory slot of
-    its worker instead, the file written only when kept (a ring of at most that many bytes per
-    witness size: :mod:`distprove.witness.slots`)."""
+    """Where a proof's witness comes from in an input batch: the circuit's witness ``generator``
+    (its path: :mod:`distprove.witness.generators`) and the ``input`` file, written to the proof
+    spec's witness path (durably when ``keep``), for the batch ``batch``; with ``shared`` (bytes),
+    handed to the proof task in a shared-memory slot of its worker instead, the file written only
+    when kept (a ring of at most that many bytes per witness size: :mod:`distprove.witness.slots`)."""
 
-    wasm: str
+    generator: str
     input: str
     keep: bool = False
     batch: str = ""

@@ -35,8 +35,8 @@ from distprove.cluster import state as worker_state
 from distprove.cluster.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
 from distprove.cluster.state import WITNESS_WAIT, MeteredBackend, ProverState, ResidentKey
 from distprove.cluster.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
-from distprove.witness.pool import await_witness, claim
 from distprove.errors import FormatError, one_line
+from distprove.witness.pool import await_witness, claim
 
 if TYPE_CHECKING:  # pragma: no cover
     from distprove.prover import WindowSums

@@ -12,9 +12,10 @@ keeping the witnesses' subfolders.
 
 Input folders (:func:`discover_inputs`): the ``*.json`` files under the folder (recursively;
 hidden entries, the output folder, key stores and ``verification_key.json`` left out), each
-matched to its key as a witness is, and to the circuit's ``.wasm``: ``wasm=`` (``--wasm``),
-else the one ``*.wasm`` beside the key. A folder holding ``*.json`` and no ``*.wtns`` is an
-input folder (:func:`discover_any`).
+matched to its key as a witness is, and to the circuit's witness generator: ``generator=``
+(``--witness-gen``), else the one beside the key, a native one before a ``.wasm``
+(:func:`generator_beside`). A folder holding ``*.json`` and no ``*.wtns`` is an input folder
+(:func:`discover_any`).
 
 Which files a batch may read: a batch reads whatever ``*.wtns`` (or ``*.json`` input) it finds
 under the folder it is given, on workers that may run with more rights than the person who
@@ -267,10 +268,10 @@ def discover(witness_dir: str | os.PathLike[str], key: str | os.PathLike[str] | 
 
 @dataclass(frozen=True)
 class InputJob(Job):
-    """A :class:`Job` whose ``witness`` is an input file: its circuit's
-    ``wasm`` and ``wtns``, the path its computed witness is written to."""
+    """A :class:`Job` whose ``witness`` is an input file: its circuit's witness ``generator``
+    (:mod:`distprove.witness.generators`) and ``wtns``, the path its computed witness is written to."""
 
-    wasm: str = ""
+    generator: str = ""
     wtns: str = ""
     keep: bool = False
 
@@ -314,30 +315,49 @@ def holds_inputs(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str]
     return next(_input_entries(root, {out.resolve()}), None) is not None
 
 
-def wasm_beside(key_path: str) -> tuple[str, str]:
-    """(the one ``*.wasm`` in the key's folder, "") or ("", why there is none)."""
+def generator_beside(key_path: str) -> tuple[str, str]:
+    """(the circuit's witness generator in the key's folder, "") or ("", why there is none). A
+    native one is preferred to a ``.wasm`` when both are there: a built binary
+    (an executable with ``<binary>.dat`` beside it) first, then a ``<name>_cpp/`` folder written
+    by ``circom --c``, then a ``*.wasm``; two of the kind chosen is an error."""
+    from distprove.witness.generators import is_circom_c_folder, is_native_binary
+
     folder = Path(key_path).parent
-    found = sorted(p for p in folder.glob("*.wasm") if p.is_file())
-    if len(found) == 1:
-        return str(found[0]), ""
-    if found:
-        return "", f"{len(found)} .wasm files beside the key in {folder}; pass --wasm"
-    return "", f"no circuit .wasm beside the key in {folder}; pass --wasm"
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        return "", f"cannot list the key's folder {folder}: {exc.strerror or exc}"
+    kinds = (
+        ([p for p in entries if p.suffix != ".wasm" and is_native_binary(p)], "generator binaries (with a .dat)"),
+        ([p for p in entries if p.name.endswith("_cpp") and is_circom_c_folder(p)], "folders written by circom --c"),
+        ([p for p in entries if p.suffix == ".wasm" and p.is_file()], ".wasm files"),
+    )
+    for found, what in kinds:
+        if len(found) == 1:
+            return str(found[0]), ""
+        if found:
+            return "", f"{len(found)} {what} beside the key in {folder}; pass --witness-gen"
+    return "", (f"no witness generator beside the key in {folder} (a .wasm, a <name>_cpp folder written by "
+                "circom --c, or its binary); pass --witness-gen")
 
 
 def discover_inputs(
     input_dir: str | os.PathLike[str],
     key: str | os.PathLike[str] | None = None,
     out_dir: str | os.PathLike[str] | None = None,
-    wasm: str | os.PathLike[str] | None = None,
+    generator: str | os.PathLike[str] | None = None,
     keep_witnesses: bool = False,
 ) -> list[InputJob]:
-    """The ``*.json`` inputs under ``input_dir``, each with its key, wasm and output paths (a job
-    that cannot run has ``error`` set and is reported as failed)."""
+    """The ``*.json`` inputs under ``input_dir``, each with its key, witness generator
+    (``generator``, else the one beside its key: :func:`generator_beside`) and output paths (a
+    job that cannot run has ``error`` set and is reported as failed). Raises FormatError for a
+    ``generator`` that is no witness generator."""
+    from distprove.witness.generators import kind
+
     settings = config.settings()
     root, out, chosen = batch_folders(input_dir, key, out_dir, "inputs")
-    if wasm is not None and not Path(wasm).is_file():
-        raise FormatError(wasm, "no such circuit .wasm file")
+    if generator is not None:
+        kind(generator)
     inputs, rejected = input_paths(root, [out])
     if not inputs and not rejected:
         raise FormatError(input_dir, "no *.json inputs found")
@@ -345,10 +365,10 @@ def discover_inputs(
     searched: list[Path] = []
     keyed = False  # some readable input has a key
     chosen_key = str(Path(chosen).resolve()) if chosen is not None else None
-    circuit_given = str(Path(wasm).resolve()) if wasm is not None else ""
+    circuit_given = str(Path(generator).resolve()) if generator is not None else ""
     jobs = []
     root_s, out_s = str(root), str(out)
-    beside: dict[str, tuple[str, str]] = {}  # key path -> wasm_beside(key path)
+    beside: dict[str, tuple[str, str]] = {}  # key path -> generator_beside(key path)
     for p, error in [(p, "") for p in inputs] + [(Path(e.path), e.problem) for e in rejected]:
         rel = str(p)[len(root_s) + 1 :]  # found under the folder: its path there
         rel_dir, stem = os.path.dirname(rel), os.path.basename(rel).removesuffix(INPUT_SUFFIX)
@@ -367,7 +387,7 @@ def discover_inputs(
         circuit = circuit_given
         if key_path is not None and not circuit:
             if key_path not in beside:
-                beside[key_path] = wasm_beside(key_path)
+                beside[key_path] = generator_beside(key_path)
             circuit, why = beside[key_path]
             error = error or why
         wtns = os.path.join(where if keep_witnesses else os.path.join(out_s, SCRATCH_DIR, rel_dir), f"{stem}.wtns")
@@ -388,13 +408,13 @@ def discover_any(
     folder: str | os.PathLike[str],
     key: str | os.PathLike[str] | None = None,
     out_dir: str | os.PathLike[str] | None = None,
-    wasm: str | os.PathLike[str] | None = None,
+    generator: str | os.PathLike[str] | None = None,
     keep_witnesses: bool = False,
 ) -> list[Job]:
-    """:func:`discover_inputs` for an input folder (or whenever ``wasm`` is given), else the
+    """:func:`discover_inputs` for an input folder (or whenever ``generator`` is given), else the
     witness folder's jobs (:func:`discover`)."""
-    if wasm is not None or holds_inputs(folder, out_dir):
-        return list(discover_inputs(folder, key, out_dir, wasm, keep_witnesses))
+    if generator is not None or holds_inputs(folder, out_dir):
+        return list(discover_inputs(folder, key, out_dir, generator, keep_witnesses))
     return discover(folder, key, out_dir)
 
 
@@ -418,5 +438,5 @@ def job_name(rel: str, suffix: str = ".wtns") -> str:
 
 
 def key_label(key_path: str) -> str:
-    """A key's (or wasm's) name in task keys and messages: its file or folder name."""
+    """A key's (or witness generator's) name in task keys and messages: its file or folder name."""
     return os.path.basename(os.path.normpath(key_path))
