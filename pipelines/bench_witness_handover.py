@@ -143,11 +143,10 @@ def _product_takes(wasm: str, inputs: list[str], scratch: str, shared: int, busy
     batch; (ms a take, witnesses/s through the whole loop)."""
     import uuid
 
-    from distprove.cluster.tasks import WitnessSource
     from concurrent.futures import wait
 
-    from distprove.witness.pool import await_witness, claim, forget_batch
     from distprove.formats.wtns import read_wtns
+    from distprove.witness.pool import WitnessSource, await_witness, claim, forget_batch
     from distprove.witness.wasm import calculator
 
     n_vars = calculator(wasm).info.witness_size

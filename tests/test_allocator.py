@@ -1,4 +1,4 @@
-"""The workers' host allocator (distprove.cluster.allocator): glibc's thresholds set by the worker
+"""The workers' host allocator (distprove.allocator): glibc's thresholds set by the worker
 state's setup, so that a worker's large blocks come from its heap instead of fresh mappings."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 import dask
 import pytest
 
-from distprove.cluster.allocator import tune_malloc
+from distprove.allocator import tune_malloc
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
 

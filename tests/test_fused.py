@@ -427,8 +427,8 @@ def test_streamed_prove_group_computes_its_inputs_and_a_bad_one_fails_alone(st: 
     pool off a worker) computes each input's witness itself, byte for byte the fixture's, and
     proves it: the same proofs as from the fixture witness with the same blindings; an input the
     circuit refuses fails alone with its one line naming the input."""
-    from distprove.cluster.tasks import Failed, WitnessSource
-    from distprove.witness.pool import forget_batch
+    from distprove.cluster.tasks import Failed
+    from distprove.witness.pool import WitnessSource, forget_batch
 
     good = spec_for(tmp_path)
     bad_input = tmp_path / "bad.json"
@@ -460,7 +460,7 @@ def test_streamed_prove_group_computes_each_witness_once(
     """A streamed proof task computes each input's witness once, in groups of one (each proof's
     witness awaited by its prefetch, then proved) as in larger groups."""
     from distprove.witness import pool
-    from distprove.cluster.tasks import WitnessSource
+    from distprove.witness.pool import WitnessSource
 
     computed: list[str] = []
     real = pool._calculate_chunk

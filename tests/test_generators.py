@@ -192,7 +192,8 @@ def test_batch_options_wasm_is_witness_gen_for_a_wasm(tmp_path: Path) -> None:
 
 def test_the_witness_pool_computes_with_the_generator_named(tmp_path: Path, native: type[StandIn]) -> None:
     """Off a worker the pool's task computes in turn here, through the same dispatch as its processes."""
-    from distprove.witness.pool import check_circuit, compute_witnesses, forget_batch
+    from distprove.cluster.inputbatch import compute_witnesses
+    from distprove.witness.pool import check_circuit, forget_batch
 
     folder = _cpp_folder(tmp_path)
     out = tmp_path / "scratch" / "a.wtns"

@@ -29,11 +29,11 @@ import distprove
 from conftest import find_snarkjs, snarkjs_verify
 from distprove.cli import main
 from distprove.cluster import incremental
-from distprove.witness.discovery import SCRATCH_DIR, discover_inputs, holds_inputs
-from distprove.witness.pool import EXECUTOR
 from distprove.cluster.state import WITNESS_GEN, WITNESS_WAIT
 from distprove.errors import FormatError
 from distprove.formats.wtns import read_wtns
+from distprove.witness.discovery import SCRATCH_DIR, discover_inputs, holds_inputs
+from distprove.witness.pool import EXECUTOR
 
 DATA = Path(__file__).parent / "data"
 
@@ -401,7 +401,7 @@ def test_scratch_witnesses_are_written_without_fsync(tmp_path: Path, monkeypatch
     one has them; both are snarkjs's bytes."""
     import os
 
-    from distprove.witness.pool import compute_witnesses
+    from distprove.cluster.inputbatch import compute_witnesses
 
     synced: list[int] = []
     real = os.fsync
@@ -423,8 +423,8 @@ def test_witness_processes_run_nicer_than_their_worker(client) -> None:
     import os
 
     from distprove import config
-    from distprove.witness.pool import PLUGIN_NAME, WitnessPool
     from distprove.priority import nicer
+    from distprove.witness.pool import PLUGIN_NAME, WitnessPool
 
     def pool_and_worker_nice(dask_worker) -> tuple[int, int]:
         pool = dask_worker.executors[EXECUTOR]
@@ -684,9 +684,9 @@ def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(
     at its end. Jobs hold at most JOB_VALUES values and no more than a process's share. With
     ``memory`` the proof task takes the values out of a shared slot (freed then) and no file is
     written; else it finds the witness file written."""
+    from distprove.cluster.inputbatch import compute_witnesses
     from distprove.witness import pool
-    from distprove.cluster.tasks import WitnessSource
-    from distprove.witness.pool import JOB_VALUES, WitnessFailed, await_witness, compute_witnesses, forget_batch, job_size
+    from distprove.witness.pool import JOB_VALUES, WitnessFailed, WitnessSource, await_witness, forget_batch, job_size
 
     assert job_size(150, 1 << 16, 16) == 1 and job_size(3000, 1024, 16) == JOB_VALUES // 1024
     assert job_size(40, 1024, 16) == 3 and job_size(0, 10, 4) == 1
@@ -738,9 +738,10 @@ def test_witnesses_lost_with_a_broken_pool_are_computed_again_each_alone(tmp_pat
     from concurrent.futures import Future
     from concurrent.futures.process import BrokenProcessPool
 
+    from distprove.cluster import inputbatch
+    from distprove.cluster.inputbatch import compute_witnesses
     from distprove.witness import pool
-    from distprove.cluster.tasks import WitnessSource
-    from distprove.witness.pool import compute_witnesses, forget_batch
+    from distprove.witness.pool import WitnessSource, forget_batch
 
     class BrokenPool:
         def __init__(self) -> None:
@@ -754,7 +755,7 @@ def test_witnesses_lost_with_a_broken_pool_are_computed_again_each_alone(tmp_pat
 
     broken = BrokenPool()
     monkeypatch.setattr(pool, "_pool", lambda: (broken, 2))
-    monkeypatch.setattr(pool, "secede", lambda: None)
+    monkeypatch.setattr(inputbatch, "secede", lambda: None)
     isolated: list[str] = []
     real = pool._isolated
     monkeypatch.setattr(pool, "_isolated", lambda src, wtns, where: (isolated.append(Path(src.input).stem), real(src, wtns, where))[1])

@@ -176,8 +176,8 @@ def test_the_shared_memory_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """``witness.shared-memory``: auto by default (no cap of its own), a size caps, null is files only."""
     import dask
 
-    from distprove.witness.pool import shared_budget
     from distprove.errors import FormatError
+    from distprove.witness.pool import shared_budget
 
     assert shared_budget() == slots.UNCAPPED
     with dask.config.set({"distprove.witness.shared-memory": "64 MiB"}):
@@ -191,10 +191,10 @@ def test_the_shared_memory_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_claims_fall_back_to_files_when_no_slot_is_free(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With one slot for two witnesses, the first goes through the slot and the second through
     its file; both are taken with the fixture's values, and the slot is free again."""
-    from distprove.witness import pool
-    from distprove.cluster.tasks import WitnessSource
-    from distprove.witness.pool import await_witness, compute_witnesses, forget_batch
+    from distprove.cluster.inputbatch import compute_witnesses
     from distprove.formats.wtns import read_wtns
+    from distprove.witness import pool
+    from distprove.witness.pool import WitnessSource, await_witness, forget_batch
 
     ring = Ring(1023, 1)
     monkeypatch.setattr(pool, "ring_for", lambda n_vars, budget, claims: ring)
@@ -216,10 +216,10 @@ def test_claims_fall_back_to_files_when_no_slot_is_free(tmp_path: Path, monkeypa
 def test_a_slot_without_room_sends_its_witness_to_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A witness whose slot's pages cannot be allocated (a full /dev/shm) is not written there
     (no SIGBUS later), and its claim's witness goes to its file: taken as a file, slot freed."""
-    from distprove.witness import pool
-    from distprove.cluster.tasks import WitnessSource
-    from distprove.witness.pool import await_witness, compute_witnesses, forget_batch
+    from distprove.cluster.inputbatch import compute_witnesses
     from distprove.formats.wtns import read_wtns
+    from distprove.witness import pool
+    from distprove.witness.pool import WitnessSource, await_witness, forget_batch
 
     ring = Ring(1023, 2)
 

@@ -5,7 +5,7 @@ The inputs, their keys and circuits are found by :func:`distprove.witness.discov
 
 Where witnesses are computed: in each worker's witness pool
 (:mod:`distprove.witness.pool`: one process per core of the worker's share, nicer than
-the worker). A witness task (:func:`~distprove.witness.pool.compute_witnesses`,
+the worker). A witness task (:func:`compute_witnesses`,
 ``("witness-gen", name, tag)``, metered as the ``witness-gen`` stage) sends a chunk of inputs to
 its worker's pool and secedes from the worker's thread pool while the pool computes: a task
 running under ``dask.annotate(executor="wtns")`` would still hold one of the worker's
@@ -66,11 +66,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from distributed import secede
+from distributed.metrics import context_meter
+
 from distprove import config
 from distprove.cluster.state import WITNESS_GEN
-from distprove.cluster.tasks import Status, WitnessSource, failure_reason
+from distprove.cluster.tasks import Status, failure_reason
 from distprove.witness.discovery import InputJob, Job, key_label
-from distprove.witness.pool import check_circuit, compute_witnesses, ensure_pool, forget_batch, processes_for, shared_budget
+from distprove.witness.pool import WitnessSource, check_circuit, compute, ensure_pool, forget_batch, processes_for, shared_budget
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,19 @@ def witness_source(job: Job, batch: str, shared: int) -> WitnessSource | None:
     in its worker's shared slots within ``shared`` bytes (:attr:`InputFeed.shared`); None for a
     witness job."""
     return WitnessSource(job.generator, job.witness, job.keep, batch, shared) if isinstance(job, InputJob) else None
+
+
+def compute_witnesses(gen: str, items: list[tuple[str, str]], n_vars: int = 0, keep: bool = False,
+                      batch: str = "", shared: int = 0) -> list[str]:
+    """The witness task of a chunk of inputs, on a worker: each (input, wtns) of ``items``
+    computed by the generator ``gen`` in the worker's witness pool
+    (:func:`~distprove.witness.pool.compute`; into shared slots as ``shared`` allows, see
+    :class:`~distprove.witness.pool.WitnessSource`); one "" or the one-line reason it failed per
+    item. Metered as the ``witness-gen`` stage; secedes from the worker's thread pool while the
+    pool computes, so the worker's proofs go on."""
+    sources = [(WitnessSource(gen, inp, keep, batch, shared), wtns) for inp, wtns in items]
+    with context_meter.meter(WITNESS_GEN):
+        return compute(sources, n_vars, secede)
 
 
 def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:

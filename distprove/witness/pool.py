@@ -32,6 +32,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -39,12 +40,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from distributed import WorkerPlugin, get_worker, secede
-from distributed.metrics import context_meter
+from distributed import WorkerPlugin, get_worker
 
 from distprove import config
-from distprove.cluster.state import WITNESS_GEN
-from distprove.cluster.tasks import WitnessSource
 from distprove.errors import FormatError, one_line
 from distprove.priority import nicer
 from distprove.witness.slots import UNCAPPED, Ring, RingRef, ring_for, trim_rings, write_slot
@@ -73,6 +71,21 @@ class WitnessFailed(FormatError):
 
     def __str__(self) -> str:
         return self.args[0]
+
+
+@dataclass(frozen=True)
+class WitnessSource:
+    """Where a proof's witness comes from in an input batch: the circuit's witness ``generator``
+    (its path: :mod:`distprove.witness.generators`) and the ``input`` file, written to the proof
+    spec's witness path (durably when ``keep``), for the batch ``batch``; with ``shared`` (bytes),
+    handed to the proof task in a shared-memory slot of its worker instead, the file written only
+    when kept (a ring of at most that many bytes per witness size: :mod:`distprove.witness.slots`)."""
+
+    generator: str
+    input: str
+    keep: bool = False
+    batch: str = ""
+    shared: int = 0
 
 
 # --- the pool ----------------------------------------------------------------------------------
@@ -142,7 +155,7 @@ def _process_pool(n: int, niceness: int) -> ProcessPoolExecutor:
     """``n`` spawned witness processes, each started by :func:`_pool_process` with the worker's
     allocator thresholds: they inherit Dask's ``MALLOC_TRIM_THRESHOLD_``, with which a 2^16
     witness took 5-10% longer (its arrays fresh mappings each time)."""
-    from distprove.cluster.allocator import configured
+    from distprove.allocator import configured
 
     return ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
                                initargs=(niceness, os.getpid(), configured()))
@@ -150,13 +163,13 @@ def _process_pool(n: int, niceness: int) -> ProcessPoolExecutor:
 
 def _pool_process(niceness: int, worker_pid: int, malloc: tuple[int | None, int | None]) -> None:
     """In each witness process as it starts: run ``niceness`` nicer than the worker, with the
-    worker's allocator thresholds ``malloc`` (:func:`distprove.cluster.allocator.tune_malloc`), and exit
+    worker's allocator thresholds ``malloc`` (:func:`distprove.allocator.tune_malloc`), and exit
     once the worker process (``worker_pid``) is gone. A worker killed outright (by its nanny, the
     OOM killer) never shuts its pool down, and its processes, blocked on the pool's queue, would
     stay. (``os.getppid`` cannot tell: in a Dask worker's pool it reads 1 from the start.)"""
     import psutil
 
-    from distprove.cluster.allocator import tune_malloc
+    from distprove.allocator import tune_malloc
 
     nicer(niceness)
     tune_malloc(*malloc)
@@ -400,20 +413,16 @@ def _isolated(src: WitnessSource, wtns: str, where: _Claim) -> str:
             return f"{src.input}: the witness calculation ended its process ({one_line(exc)})"
 
 
-def compute_witnesses(gen: str, items: list[tuple[str, str]], n_vars: int = 0, keep: bool = False,
-                      batch: str = "", shared: int = 0) -> list[str]:
-    """The witness task of a chunk of inputs: each (input, wtns) of ``items`` claimed
-    (:func:`claim`: sent to the worker's pool unless a task of this process already did; into
-    shared slots as ``shared`` allows, see :class:`WitnessSource`) and waited for; one "" or the
-    one-line reason it failed per item. Secedes from the worker's thread pool while the pool
-    computes, so the worker's proofs go on."""
-    sources = [(WitnessSource(gen, inp, keep, batch, shared), wtns) for inp, wtns in items]
-    with context_meter.meter(WITNESS_GEN):
-        entries = claim(sources, n_vars)
-        if _pool()[0] is not None:
-            secede()
-        reasons = [_reason(entry, src, wtns) for entry, (src, wtns) in zip(entries, sources)]
-        return ["" if r == IN_FILE else r for r in reasons]
+def compute(sources: list[tuple[WitnessSource, str]], n_vars: int, pooled: Callable[[], Any] = lambda: None) -> list[str]:
+    """Each (source, witness path) claimed (:func:`claim`: sent to the worker's pool unless a task
+    of this process already did; into shared slots as its source allows) and waited for; one ""
+    or the one-line reason it failed per item. ``pooled`` is called once they are in the pool,
+    before the wait (the witness task secedes from its worker's thread pool there)."""
+    entries = claim(sources, n_vars)
+    if _pool()[0] is not None:
+        pooled()
+    reasons = [_reason(entry, src, wtns) for entry, (src, wtns) in zip(entries, sources)]
+    return ["" if r == IN_FILE else r for r in reasons]
 
 
 def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> np.ndarray | None:
