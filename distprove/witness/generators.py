@@ -107,15 +107,16 @@ def generator(path: str | os.PathLike[str]) -> Generator:
     """This thread's generator of ``path``, made on first use and reused (a wasm's per file
     version: :func:`distprove.witness.wasm.calculator`)."""
     p = os.fspath(path)
+    cache: dict[str, Generator] = getattr(_local, "generators", None) or {}
+    _local.generators = cache
+    gen = cache.get(p)  # a native one, made before
+    if gen is not None:
+        return gen
     if kind(p) == WASM:
         from distprove.witness.wasm import calculator
 
         return calculator(p)
-    cache: dict[str, Generator] = getattr(_local, "generators", None) or {}
-    _local.generators = cache
-    gen = cache.get(p)
-    if gen is None:
-        gen = cache[p] = open_generator(p)
+    gen = cache[p] = open_generator(p)
     return gen
 
 
