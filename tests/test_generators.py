@@ -207,3 +207,13 @@ def test_the_witness_pool_computes_with_the_generator_named(tmp_path: Path, nati
     check_circuit(str(folder), n_vars, "k.zkey")
     with pytest.raises(FormatError, match=f"{folder}: the circuit has {n_vars} witness values but the key k.zkey expects"):
         check_circuit(str(folder), n_vars + 1, "k.zkey")
+
+
+def test_a_batch_with_no_generator_is_one_line_before_any_cluster(tmp_path: Path) -> None:
+    shutil.copy(DATA / "mul_chain_1k" / "circuit_final.zkey", tmp_path)
+    shutil.copy(INPUT, tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a circuit")
+    res = CliRunner().invoke(main, ["batch", str(tmp_path / "circuit_final.zkey"), str(tmp_path), "--witness-gen", str(notes)])
+    assert res.exit_code == 1 and res.output.strip() == f"error: {notes}: {NOT_A_GENERATOR}"
+    assert not (tmp_path / "proofs").exists()
