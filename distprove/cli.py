@@ -422,23 +422,26 @@ def info_cmd(key: str | None, scheduler: str | None, timeout: float) -> None:
 @click.option("--fourstep-min-domain", type=click.IntRange(min=4), default=None,
               help="Split mode: compute H as four-step NTT blocks across the workers for domains of at least this "
                    "size  [default: 65536 on CPU workers, never on GPU workers]")
+@click.option("--witness-gen", type=click.Path(), default=None,
+              help="Inputs: the circuit's witness generator: a .wasm (circom --wasm), a folder written by circom --c "
+                   "or the binary built from it; INPUTS' *.json inputs become witnesses on the workers' CPU cores  "
+                   "[default: the one beside KEY, a <name>_cpp folder or its binary before a .wasm, for a folder of *.json]")
 @click.option("--wasm", type=click.Path(dir_okay=False), default=None,
-              help="Inputs: the circuit's witness calculator (circom --wasm), checked against KEY before the "
-                   "cluster starts; INPUTS' *.json inputs become witnesses on the workers' CPU cores  "
-                   "[default: the .wasm beside KEY, for a folder of *.json]")
+              help="Inputs: the same as --witness-gen, for a circuit's .wasm.")
 @click.option("--keep-witnesses", is_flag=True, help="Inputs: keep each computed witness as <name>.wtns beside its proof.")
 @_friendly_errors
 def batch_cmd(
     key: str, inputs: str, out_dir: str | None, scheduler: str | None, backend: str | None,
     mode: str | None, n_workers: int | None, workers_per_gpu: int | None, report_json: str | None,
     check: bool | None, incremental: bool | None, retry_failed: bool,
-    verify_in: str | None, fourstep_min_domain: int | None, wasm: str | None, keep_witnesses: bool,
+    verify_in: str | None, fourstep_min_domain: int | None, witness_gen: str | None, wasm: str | None,
+    keep_witnesses: bool,
 ) -> None:
     """Prove every witness under INPUTS with KEY on a Dask cluster; exit status 1 if any failed.
 
     KEY: a key store or .zkey. INPUTS: a folder (searched recursively) of .wtns witnesses, or of
     circom input .json files whose witnesses the workers compute first with the circuit's wasm
-    (--wasm). Proofs go to --out, by default INPUTS/proofs (distprove.output.dir). The progress
+    (--witness-gen: a .wasm, a circom --c folder or its binary). Proofs go to --out, by default INPUTS/proofs (distprove.output.dir). The progress
     bar counts the failed items; the summary at the end names each with its reason."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -448,6 +451,8 @@ def batch_cmd(
 
     if scheduler and (n_workers or workers_per_gpu):
         raise click.UsageError("--scheduler excludes --workers and --workers-per-gpu (they shape a local cluster)")
+    if witness_gen and wasm:
+        raise click.UsageError("--wasm is --witness-gen for a .wasm: pass one of them")
     from .cluster.tasks import Status
     from .formats.jsonio import write_json_atomic
 
@@ -478,7 +483,8 @@ def batch_cmd(
         report = run(
             inputs, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
             workers_per_gpu=workers_per_gpu, verify=check, verify_in=verify_in, fourstep_min_domain=fourstep_min_domain,
-            wasm=wasm, keep_witnesses=keep_witnesses, on_start=on_start, on_result=on_result, echo=None, **extra,
+            witness_gen=witness_gen, wasm=wasm, keep_witnesses=keep_witnesses,
+            on_start=on_start, on_result=on_result, echo=None, **extra,
         )
     finally:
         if progress.live.is_started:  # stopping a bar never shown would print an empty line
@@ -535,7 +541,7 @@ def ptau_new_cmd(dev: bool, power: int, out_ptau: str, seed: int | None, backend
     click.echo(f"wrote {out_ptau}: power {power} (INSECURE: for tests and benchmarks only)")
 
 
-# ---- wtns: witnesses from a circuit's wasm and inputs -------------------------------------------
+# ---- wtns: witnesses from a circuit's witness generator and inputs ------------------------------
 
 
 @main.group("wtns")
@@ -544,15 +550,17 @@ def wtns_group() -> None:
 
 
 @wtns_group.command("calculate")
-@click.argument("wasm", type=click.Path(dir_okay=False))
+@click.argument("gen", type=click.Path())
 @click.argument("input_json", type=click.Path())
 @click.argument("out_wtns", type=click.Path())
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Processes for a folder of inputs (default: one per core).")
 @_friendly_errors
-def wtns_calculate_cmd(wasm: str, input_json: str, out_wtns: str, jobs: int | None) -> None:
-    """Compute the witness of INPUT_JSON with the circuit's WASM (from circom --wasm) into OUT_WTNS,
-    byte for byte what `snarkjs wtns calculate` writes. The circuit's log() lines go to stdout.
+def wtns_calculate_cmd(gen: str, input_json: str, out_wtns: str, jobs: int | None) -> None:
+    """Compute the witness of INPUT_JSON with the circuit's witness generator GEN into OUT_WTNS,
+    byte for byte what `snarkjs wtns calculate` writes. GEN is a .wasm (circom --wasm), a folder
+    written by circom --c (<name>_cpp/) or the binary built from it. The circuit's log() lines go
+    to stdout.
 
     INPUT_JSON may be a folder: every *.json in it becomes OUT_WTNS/<name>.wtns, computed in --jobs
     processes at once; an input that fails is reported on one line and the others are written
@@ -560,11 +568,11 @@ def wtns_calculate_cmd(wasm: str, input_json: str, out_wtns: str, jobs: int | No
     import time
 
     from .formats.wtns import write_wtns
-    from .witnessgen import WitnessCalculator, calculate_folder
+    from .witness.generators import calculate_folder, open_generator
 
     t0 = time.perf_counter()
     if os.path.isdir(input_json):
-        done = calculate_folder(wasm, input_json, out_wtns, jobs)
+        done = calculate_folder(gen, input_json, out_wtns, jobs)
         if not done:
             click.echo(f"error: {input_json}: no *.json inputs in the folder", err=True)
             sys.exit(1)
@@ -575,7 +583,11 @@ def wtns_calculate_cmd(wasm: str, input_json: str, out_wtns: str, jobs: int | No
         click.echo(f"wrote {len(done) - len(failed)} of {len(done)} witnesses into {out_wtns} in {seconds:.2f} s "
                    f"({len(done) / seconds if seconds > 0 else 0:.1f} inputs/s)", err=True)
         sys.exit(1 if failed else 0)
-    values = WitnessCalculator(wasm, log_line=click.echo).calculate_file(input_json)
+    generator = open_generator(gen, log_line=click.echo)
+    try:
+        values = generator.calculate_file(input_json)
+    finally:
+        generator.close()
     write_wtns(out_wtns, values)
     click.echo(f"wrote {out_wtns}: {len(values)} values in {time.perf_counter() - t0:.2f} s", err=True)
 

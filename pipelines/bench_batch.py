@@ -100,7 +100,7 @@ def prove_loop(key: Any, backend: Any, vks: dict[str, Any], wdir: Path, check: b
     verify and write).
     """
     from distprove.cluster.batching import BatchOptions
-    from distprove.cluster.discovery import discover
+    from distprove.witness.discovery import discover
     from distprove.prover import prove, prove_many
     from distprove.cluster.output import check_and_write
     from distprove.cluster.tasks import Assembled, ProofSpec, Status

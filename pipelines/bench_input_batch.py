@@ -7,7 +7,7 @@ CIRCUIT_DIR holds the circuit's ``circuit.wasm`` (``circom --wasm``), its inputs
 insecure dev key ``dev/circuit.zarr``, which is made from ``circuit.r1cs`` when it is missing
 (``devsetup.dev_setup``: fixed-base multiplications on the GPU when CuPy sees one; it also
 writes ``dev/verification_key.json`` for ``snarkjs groth16 verify``). The precomputed witnesses
-are distprove's own (``witnessgen.calculate_wtns``, byte for byte snarkjs's), computed once per
+are distprove's own (``distprove.witness.generators.calculate_wtns``, byte for byte snarkjs's), computed once per
 input before any timing.
 
 Each input is copied ``--copies`` times into one folder and its witness as many times into
@@ -72,7 +72,7 @@ re-reading one small file are what copies avoid)."""
 def _folders(circuit: Path, copies: int, tmp: Path) -> tuple[Path, Path]:
     """The input folder (with the wasm) and the witness folder, ``copies`` of each input (large
     witnesses linked, :data:`LINK_WITNESS_BYTES`)."""
-    from distprove.witnessgen import calculate_wtns
+    from distprove.witness.generators import calculate_wtns
 
     wasm = circuit / "circuit.wasm"
     inputs, witnesses, computed = tmp / "inputs", tmp / "witnesses", tmp / "computed"

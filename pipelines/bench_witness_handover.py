@@ -18,7 +18,7 @@ milliseconds a witness spent taking it (not waiting for it), and the batch's wit
 
 ``--circuit DIR`` measures the product's own handover instead: on a one-worker local cluster with
 its witness pool, a task claims ``--witnesses`` copies of DIR's ``inputs/*.json`` for DIR's
-``circuit.wasm`` (:func:`distprove.cluster.witnesspool.claim`) ``--window`` at a time (a proof
+``circuit.wasm`` (:func:`distprove.witness.pool.claim`) ``--window`` at a time (a proof
 group), waits for them, then takes each in order beside the GIL-holding thread: ``shared`` out of the worker's shared slots
 (``witness.shared-memory``), ``file`` as the scratch .wtns the GPU backend's prefetch reads.
 Printed per way: the milliseconds a take cost and the pool's witnesses/s.
@@ -143,12 +143,11 @@ def _product_takes(wasm: str, inputs: list[str], scratch: str, shared: int, busy
     batch; (ms a take, witnesses/s through the whole loop)."""
     import uuid
 
-    from distprove.cluster.tasks import WitnessSource
     from concurrent.futures import wait
 
-    from distprove.cluster.witnesspool import await_witness, claim, forget_batch
     from distprove.formats.wtns import read_wtns
-    from distprove.witnessgen import calculator
+    from distprove.witness.pool import WitnessSource, await_witness, claim, forget_batch
+    from distprove.witness.wasm import calculator
 
     n_vars = calculator(wasm).info.witness_size
     batch = uuid.uuid4().hex
@@ -186,7 +185,7 @@ def product(args: argparse.Namespace, folder: str) -> None:
     from distributed import Client, LocalCluster
 
     from distprove.cluster.batching import ensure_worker_state
-    from distprove.cluster.witnesspool import ensure_pool
+    from distprove.witness.pool import ensure_pool
 
     circuit = Path(args.circuit)
     inputs = sorted(str(p) for p in (circuit / "inputs").glob("*.json"))

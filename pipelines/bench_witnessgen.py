@@ -10,7 +10,7 @@ median over ``--reps`` runs (``--warm-reps`` for the in-process ones) cycling th
   wasmtime's code cache);
 * ``snarkjs warm``: circom_runtime's calculator built once in one node process, then
   ``calculateWTNSBin`` per input (what a long-lived node worker would pay);
-* ``distprove warm``: :func:`distprove.witnessgen.calculate` per input after the first (what a
+* ``distprove warm``: :func:`distprove.witness.wasm.calculate` per input after the first (what a
   Dask worker pays), the .wtns write excluded as in the node number;
 
 and two that split the warm numbers, to tell the engines' machine code from what is around it:
@@ -77,7 +77,8 @@ def _wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
 
 def bench(fixture: Path, reps: int, warm_reps: int, snarkjs: str) -> dict[str, float | int | str]:
     """Median seconds per input of the four ways (see the module docstring) for one fixture."""
-    from distprove.witnessgen import calculate, calculator, read_input
+    from distprove.witness.generators import calculate
+    from distprove.witness.wasm import calculator, read_input
 
     wasm = fixture / "circuit.wasm"
     inputs = sorted((fixture / "inputs").glob("*.json"))
@@ -117,13 +118,13 @@ def bench(fixture: Path, reps: int, warm_reps: int, snarkjs: str) -> dict[str, f
 
 
 def _pool_init(wasm: str, first: str) -> None:
-    from distprove.witnessgen import calculate
+    from distprove.witness.generators import calculate
 
     calculate(wasm, first)
 
 
 def _pool_run(wasm: str, inputs: list[str], reps: int, out: str) -> float:
-    from distprove.witnessgen import calculate_wtns
+    from distprove.witness.generators import calculate_wtns
 
     t0 = time.perf_counter()
     for r in range(reps):

@@ -50,7 +50,7 @@ def local_group_runner(key_path: Path, backend_name: str) -> Any:
     from distprove.cluster import work
     from distprove.cluster.tasks import ProofSpec, Status
     from distprove.groth16 import MSM_NAMES, msm_group
-    from distprove.cluster.discovery import discover
+    from distprove.witness.discovery import discover
     from distprove.config import settings
 
     st = dist_state.ProverState(backend_name)

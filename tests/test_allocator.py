@@ -1,4 +1,4 @@
-"""The workers' host allocator (distprove.cluster.allocator): glibc's thresholds set by the worker
+"""The workers' host allocator (distprove.allocator): glibc's thresholds set by the worker
 state's setup, so that a worker's large blocks come from its heap instead of fresh mappings."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 import dask
 import pytest
 
-from distprove.cluster.allocator import tune_malloc
+from distprove.allocator import tune_malloc
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
 
@@ -67,7 +67,7 @@ def test_worker_state_tunes_the_workers_allocator(tuned: bool) -> None:
 
 
 def _pool_faults(dask_worker: object) -> int:
-    from distprove.cluster.witnesspool import EXECUTOR
+    from distprove.witness.pool import EXECUTOR
 
     return dask_worker.executors[EXECUTOR].submit(_faults_per_block).result()  # type: ignore[attr-defined]
 
@@ -78,7 +78,7 @@ def test_witness_processes_get_the_workers_allocator_thresholds(tuned: bool) -> 
     worker's thresholds as they start (a 2 MiB block reused), unless the settings are null."""
     from distributed import Client, LocalCluster
 
-    from distprove.cluster.witnesspool import ensure_pool
+    from distprove.witness.pool import ensure_pool
 
     settings = {"distributed.worker.daemon": False, "distprove.witness.processes": 1}
     if not tuned:

@@ -29,7 +29,7 @@ import distprove
 import distprove.cluster.graph
 import distprove.cluster.planner
 from conftest import local_client, snarkjs_verify
-from distprove.cluster.discovery import discover
+from distprove.witness.discovery import discover
 from distprove.keystore import import_key
 from distprove.verifier import verify_many
 from distprove.cluster.output import write_once

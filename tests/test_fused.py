@@ -427,8 +427,8 @@ def test_streamed_prove_group_computes_its_inputs_and_a_bad_one_fails_alone(st: 
     pool off a worker) computes each input's witness itself, byte for byte the fixture's, and
     proves it: the same proofs as from the fixture witness with the same blindings; an input the
     circuit refuses fails alone with its one line naming the input."""
-    from distprove.cluster.tasks import Failed, WitnessSource
-    from distprove.cluster.witnesspool import forget_batch
+    from distprove.cluster.tasks import Failed
+    from distprove.witness.pool import WitnessSource, forget_batch
 
     good = spec_for(tmp_path)
     bad_input = tmp_path / "bad.json"
@@ -459,12 +459,12 @@ def test_streamed_prove_group_computes_each_witness_once(
 ) -> None:
     """A streamed proof task computes each input's witness once, in groups of one (each proof's
     witness awaited by its prefetch, then proved) as in larger groups."""
-    from distprove.cluster import witnesspool
-    from distprove.cluster.tasks import WitnessSource
+    from distprove.witness import pool
+    from distprove.witness.pool import WitnessSource
 
     computed: list[str] = []
-    real = witnesspool._calculate_chunk
-    monkeypatch.setattr(witnesspool, "_calculate_chunk",
+    real = pool._calculate_chunk
+    monkeypatch.setattr(pool, "_calculate_chunk",
                         lambda wasm, items, keep=False, ring=None: (computed.extend(i for i, *_ in items), real(wasm, items, keep, ring))[1])
     good = spec_for(tmp_path)
     specs = [ProofSpec(name, str(tmp_path / "scratch" / f"{name}.wtns"), good.key_path, good.content_hash,
@@ -475,7 +475,7 @@ def test_streamed_prove_group_computes_each_witness_once(
         with dask.config.set({"distprove.msm.group-proofs": group}):
             proofs = work.prove_group(specs, work.plan_key(str(MINI_ZKEY)).widths)
     finally:
-        witnesspool.forget_batch("once-test")
+        pool.forget_batch("once-test")
     assert [type(r).__name__ for r in proofs] == ["Assembled"] * 3
     assert len(computed) == 3
 

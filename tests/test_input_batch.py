@@ -29,11 +29,11 @@ import distprove
 from conftest import find_snarkjs, snarkjs_verify
 from distprove.cli import main
 from distprove.cluster import incremental
-from distprove.cluster.inputbatch import SCRATCH_DIR, discover_inputs, holds_inputs
-from distprove.cluster.witnesspool import EXECUTOR
 from distprove.cluster.state import WITNESS_GEN, WITNESS_WAIT
 from distprove.errors import FormatError
 from distprove.formats.wtns import read_wtns
+from distprove.witness.discovery import SCRATCH_DIR, discover_inputs, holds_inputs
+from distprove.witness.pool import EXECUTOR
 
 DATA = Path(__file__).parent / "data"
 
@@ -83,10 +83,10 @@ class ScratchWatcher:
 
 def _held_witnesses(dask_worker: Any) -> int:
     """Witness values held in a worker's claims, computed and not yet taken by a proof task."""
-    from distprove.cluster import witnesspool
+    from distprove.witness import pool
 
-    with witnesspool._claims_lock:
-        entries = [e for batch in witnesspool._claims.values() for e in batch.values() if e is not None]
+    with pool._claims_lock:
+        entries = [e for batch in pool._claims.values() for e in batch.values() if e is not None]
     return sum(1 for e in entries if e.ring is not None and e.job.done() and e.job.exception() is None and e.job.result()[e.index] == "")
 
 
@@ -233,7 +233,7 @@ def test_a_wasm_that_cannot_serve_the_key_is_one_line_before_any_cluster(tmp_pat
     (tmp_path / "notwasm.wasm").write_text("hello\n")
     for wasm, words in ((DATA / "poseidon_k4" / "circuit.wasm", "a wasm of another circuit"),
                         (tmp_path / "notwasm.wasm", "not a WebAssembly module"),
-                        (tmp_path / "missing.wasm", "no such circuit .wasm file")):
+                        (tmp_path / "missing.wasm", "no such witness generator")):
         res = CliRunner().invoke(
             main, ["batch", str(root / "circuit_final.zkey"), str(root), "--wasm", str(wasm), "--out", str(tmp_path / "out"),
                    "--scheduler", "tcp://127.0.0.1:1", "--report", str(tmp_path / "report.json")],
@@ -265,11 +265,11 @@ def test_discovery_wasm_beside_the_key_and_bad_entries(tmp_path: Path) -> None:
     (root / "sub" / "x.json").symlink_to("/etc/hostname")
     jobs = {j.name: j for j in discover_inputs(root)}
     assert sorted(jobs) == ["input_0", "input_1", "input_2", "sub/x"]
-    assert jobs["input_0"].wasm == str(root / "circuit.wasm") and jobs["input_0"].key == str(root / "circuit_final.zkey")
+    assert jobs["input_0"].generator == str(root / "circuit.wasm") and jobs["input_0"].key == str(root / "circuit_final.zkey")
     assert jobs["input_0"].wtns == str(root / "proofs" / SCRATCH_DIR / "input_0.wtns")
     assert "outside the witness folder" in jobs["sub/x"].error
     (root / "circuit.wasm").unlink()
-    assert {j.error for j in discover_inputs(root) if j.name != "sub/x"} == {f"no circuit .wasm beside the key in {root}; pass --wasm"}
+    assert {j.error for j in discover_inputs(root) if j.name != "sub/x"} == {f"no witness generator beside the key in {root} (a .wasm, a <name>_cpp folder written by circom --c, or its binary); pass --witness-gen"}
 
 
 def test_discovery_key_in_the_parent_and_no_key_is_one_error(tmp_path: Path) -> None:
@@ -277,7 +277,7 @@ def test_discovery_key_in_the_parent_and_no_key_is_one_error(tmp_path: Path) -> 
     inputs = project / "inputs"
     shutil.copytree(DATA / "mul_chain_1k" / "inputs", inputs)
     jobs = discover_inputs(inputs)
-    assert {(j.key, j.wasm, j.error) for j in jobs} == {(str(project / "circuit_final.zkey"), str(project / "circuit.wasm"), "")}
+    assert {(j.key, j.generator, j.error) for j in jobs} == {(str(project / "circuit_final.zkey"), str(project / "circuit.wasm"), "")}
     (project / "circuit_final.zkey").unlink()
     with pytest.raises(FormatError, match="no key store or .zkey found for any input") as err:
         discover_inputs(inputs)
@@ -415,7 +415,7 @@ def test_scratch_witnesses_are_written_without_fsync(tmp_path: Path, monkeypatch
     one has them; both are snarkjs's bytes."""
     import os
 
-    from distprove.cluster.witnesspool import compute_witnesses
+    from distprove.cluster.inputbatch import compute_witnesses
 
     synced: list[int] = []
     real = os.fsync
@@ -437,8 +437,8 @@ def test_witness_processes_run_nicer_than_their_worker(client) -> None:
     import os
 
     from distprove import config
-    from distprove.cluster.witnesspool import PLUGIN_NAME, WitnessPool
     from distprove.priority import nicer
+    from distprove.witness.pool import PLUGIN_NAME, WitnessPool
 
     def pool_and_worker_nice(dask_worker) -> tuple[int, int]:
         pool = dask_worker.executors[EXECUTOR]
@@ -469,7 +469,7 @@ def test_witness_processes_exit_when_their_worker_is_killed(client) -> None:
     import psutil
 
     from distprove.cluster.inputbatch import ensure_witness_pool
-    from distprove.cluster.witnesspool import PARENT_POLL_S
+    from distprove.witness.pool import PARENT_POLL_S
 
     def pool_pids(dask_worker) -> tuple[int, list[int]]:
         return os.getpid(), [p.pid for p in dask_worker.executors[EXECUTOR]._processes.values()]
@@ -674,7 +674,7 @@ def test_a_streamed_key_sends_each_group_as_a_witness_task_and_a_proof_task_on_o
         assert [n for names, _, _ in proofs for n in names] == [j.name for j in jobs]
         assert failed == [] and not feed.active
     finally:
-        from distprove.cluster.witnesspool import forget_batch
+        from distprove.witness.pool import forget_batch
 
         forget_batch("t")
 
@@ -698,15 +698,15 @@ def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(
     at its end. Jobs hold at most JOB_VALUES values and no more than a process's share. With
     ``memory`` the proof task takes the values out of a shared slot (freed then) and no file is
     written; else it finds the witness file written."""
-    from distprove.cluster import witnesspool
-    from distprove.cluster.tasks import WitnessSource
-    from distprove.cluster.witnesspool import JOB_VALUES, WitnessFailed, await_witness, compute_witnesses, forget_batch, job_size
+    from distprove.cluster.inputbatch import compute_witnesses
+    from distprove.witness import pool
+    from distprove.witness.pool import JOB_VALUES, WitnessFailed, WitnessSource, await_witness, forget_batch, job_size
 
     assert job_size(150, 1 << 16, 16) == 1 and job_size(3000, 1024, 16) == JOB_VALUES // 1024
     assert job_size(40, 1024, 16) == 3 and job_size(0, 10, 4) == 1
     computed: list[str] = []
-    real = witnesspool._calculate_chunk
-    monkeypatch.setattr(witnesspool, "_calculate_chunk",
+    real = pool._calculate_chunk
+    monkeypatch.setattr(pool, "_calculate_chunk",
                         lambda wasm, items, keep=False, ring=None: (computed.extend(Path(i).stem for i, *_ in items),
                                                                     real(wasm, items, keep, ring))[1])
     wasm, good, bad, items = _good_and_bad_input(tmp_path)
@@ -720,7 +720,7 @@ def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(
         reasons = compute_witnesses(wasm, items, n_vars, False, "claims-test", shared)
         assert reasons[0] == "" and reasons[1].startswith(f"{bad}: ")
         assert computed == ["input_1", "bad"]
-        ring = witnesspool._claims["claims-test"][items[0][1]].ring
+        ring = pool._claims["claims-test"][items[0][1]].ring
         assert (ring is not None) == memory
         values = take(good, items[0][1])
         if memory:
@@ -741,7 +741,7 @@ def test_witness_claims_compute_each_input_once_and_a_failure_names_the_input(
             assert (tmp_path / "a.wtns").read_bytes() == (DATA / "mul_chain_1k" / "witnesses" / "witness_1.wtns").read_bytes()
     finally:
         forget_batch("claims-test")
-    assert "claims-test" not in witnesspool._claims
+    assert "claims-test" not in pool._claims
 
 
 def test_witnesses_lost_with_a_broken_pool_are_computed_again_each_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -752,9 +752,10 @@ def test_witnesses_lost_with_a_broken_pool_are_computed_again_each_alone(tmp_pat
     from concurrent.futures import Future
     from concurrent.futures.process import BrokenProcessPool
 
-    from distprove.cluster import witnesspool
-    from distprove.cluster.tasks import WitnessSource
-    from distprove.cluster.witnesspool import compute_witnesses, forget_batch
+    from distprove.cluster import inputbatch
+    from distprove.cluster.inputbatch import compute_witnesses
+    from distprove.witness import pool
+    from distprove.witness.pool import WitnessSource, forget_batch
 
     class BrokenPool:
         def __init__(self) -> None:
@@ -767,23 +768,23 @@ def test_witnesses_lost_with_a_broken_pool_are_computed_again_each_alone(tmp_pat
             return fut
 
     broken = BrokenPool()
-    monkeypatch.setattr(witnesspool, "_pool", lambda: (broken, 2))
-    monkeypatch.setattr(witnesspool, "secede", lambda: None)
+    monkeypatch.setattr(pool, "_pool", lambda: (broken, 2))
+    monkeypatch.setattr(inputbatch, "secede", lambda: None)
     isolated: list[str] = []
-    real = witnesspool._isolated
-    monkeypatch.setattr(witnesspool, "_isolated", lambda src, wtns, where: (isolated.append(Path(src.input).stem), real(src, wtns, where))[1])
+    real = pool._isolated
+    monkeypatch.setattr(pool, "_isolated", lambda src, wtns, where: (isolated.append(Path(src.input).stem), real(src, wtns, where))[1])
     wasm, good, bad, items = _good_and_bad_input(tmp_path)
     try:
         reasons = compute_witnesses(wasm, items, 1024, False, "broken-test")
         assert reasons[0] == "" and reasons[1].startswith(f"{bad}: ") and "pool" not in reasons[1]
         assert (tmp_path / "a.wtns").read_bytes() == (DATA / "mul_chain_1k" / "witnesses" / "witness_1.wtns").read_bytes()
-        witnesspool.await_witness(WitnessSource(wasm, good, False, "broken-test"), items[0][1], 1024)
+        pool.await_witness(WitnessSource(wasm, good, False, "broken-test"), items[0][1], 1024)
         assert broken.jobs == 2 and isolated == ["input_1", "bad"]  # once each: the proof task took what the first wait wrote
     finally:
         forget_batch("broken-test")
-        with witnesspool._isolation_lock:
-            while witnesspool._isolation:
-                witnesspool._isolation.pop().shutdown()
+        with pool._isolation_lock:
+            while pool._isolation:
+                pool._isolation.pop().shutdown()
 
 
 def test_a_batch_goes_on_after_a_witness_process_died(client, tmp_path: Path) -> None:
@@ -823,7 +824,7 @@ def test_a_batch_of_a_streamed_key_and_a_split_one_proves_each_input_once(tmp_pa
     from types import SimpleNamespace
 
     from distprove.cluster.inputbatch import InputFeed
-    from distprove.cluster.witnesspool import forget_batch
+    from distprove.witness.pool import forget_batch
 
     jobs, _ = _twenty_inputs(tmp_path)
     streamed, split = SimpleNamespace(path="A", n_vars=0), SimpleNamespace(path="B", n_vars=0)

@@ -50,7 +50,7 @@ from distprove.formats import (
 )
 from distprove.formats import container
 from distprove.formats.wholeread import OpenError
-from distprove.cluster.inputs import safe_witness_paths
+from distprove.witness.discovery import safe_witness_paths
 from distprove.keystore import KeyStore, import_key
 
 DATA = Path(__file__).parent / "data"
@@ -487,7 +487,7 @@ def test_safe_witness_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_batch_refuses_a_witness_link_leaving_the_folder(tmp_path: Path) -> None:
     """discover() must turn a link leaving the witness folder, and a FIFO, into failed jobs with the reason."""
-    from distprove.cluster.discovery import discover
+    from distprove.witness.discovery import discover
     wdir, outside = tmp_path / "w", tmp_path / "outside"
     wdir.mkdir()
     outside.mkdir()

@@ -1,4 +1,4 @@
-"""Witness calculation from a circuit's wasm and an input.json (distprove.witnessgen).
+"""Witness calculation from a circuit's wasm and an input.json (distprove.witness.wasm).
 
 The oracle is snarkjs 0.7.6: the fixtures' witnesses are what ``snarkjs wtns calculate`` wrote
 for their inputs, and, when snarkjs is installed, fresh random inputs go through both.
@@ -20,13 +20,14 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import SNARKJS_TIMEOUT_S
-from distprove import bn254, witnessgen
+from distprove import bn254
 from distprove.cli import main
 from distprove.errors import FormatError
 from distprove.formats.wtns import read_wtns
 from distprove.prover import prove
 from distprove.verifier import verify
-from distprove.witnessgen import WitnessCalculator, calculate, calculate_wtns, calculator, fnv1a64
+from distprove.witness.generators import calculate, calculate_wtns
+from distprove.witness.wasm import WitnessCalculator, _compile, calculator, fnv1a64
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = ["mul_chain_1k", "poseidon_k4", "bits_k16", "merkle_d20"]
@@ -285,4 +286,4 @@ def test_module_is_compiled_once_per_process() -> None:
     wasm = _wasm("mini")
     a, b = WitnessCalculator(wasm), WitnessCalculator(wasm)
     assert a._module is b._module and a._store is not b._store
-    assert witnessgen._compile(str(wasm))[0] is a._module
+    assert _compile(str(wasm))[0] is a._module

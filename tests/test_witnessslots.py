@@ -1,4 +1,4 @@
-"""Shared witness slots (distprove.cluster.witnessslots): a ring's slots, a witness process writing
+"""Shared witness slots (distprove.witness.slots): a ring's slots, a witness process writing
 into one, the rings a worker process makes, and the claims that fall back to files when none is free."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distprove.cluster import witnessslots
-from distprove.cluster.witnessslots import Ring, ring_for, write_slot
+from distprove.witness import slots
+from distprove.witness.slots import Ring, ring_for, write_slot
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or not os.path.isdir("/dev/shm"), reason="shared slots are Linux's /dev/shm")
 
@@ -51,7 +51,7 @@ def test_a_ring_hands_out_each_slot_once_and_takes_copies() -> None:
         ring.close()
 
 
-def _write(ref: witnessslots.RingRef, slot: int, seed: int) -> int:
+def _write(ref: slots.RingRef, slot: int, seed: int) -> int:
     write_slot(ref, slot, _values(ref.n_vars, seed))
     return os.getpid()
 
@@ -74,21 +74,21 @@ def test_pages_go_back_after_the_batch_unless_another_is_on(monkeypatch: pytest.
     import time
     from concurrent.futures import Future
 
-    from distprove.cluster import witnesspool
+    from distprove.witness import pool
 
     ring = Ring(1000, 2)
-    monkeypatch.setattr(witnessslots, "_rings", {1000: ring})
-    monkeypatch.setattr(witnesspool, "TRIM_AFTER_S", 0.2)
+    monkeypatch.setattr(slots, "_rings", {1000: ring})
+    monkeypatch.setattr(pool, "TRIM_AFTER_S", 0.2)
     try:
         ring.values[0] = _values(1000, 1)
         with monkeypatch.context() as m:
-            waiting = witnesspool._Claim(Future(), 0, ring, 1)
-            m.setattr(witnesspool, "_claims", {"other-batch": {"w.wtns": waiting, "taken.wtns": None}})
-            witnesspool.forget_batch("this-batch")
+            waiting = pool._Claim(Future(), 0, ring, 1)
+            m.setattr(pool, "_claims", {"other-batch": {"w.wtns": waiting, "taken.wtns": None}})
+            pool.forget_batch("this-batch")
             time.sleep(0.5)
             assert os.fstat(ring._fd).st_blocks > 0  # another batch is on: kept
-        monkeypatch.setattr(witnesspool, "_claims", {"done-batch": {"taken.wtns": None}})
-        witnesspool.forget_batch("this-batch")
+        monkeypatch.setattr(pool, "_claims", {"done-batch": {"taken.wtns": None}})
+        pool.forget_batch("this-batch")
         assert os.fstat(ring._fd).st_blocks > 0  # not at once
         deadline = time.monotonic() + 5
         while os.fstat(ring._fd).st_blocks and time.monotonic() < deadline:
@@ -102,10 +102,10 @@ def test_rings_are_sized_by_claims_and_budget(monkeypatch: pytest.MonkeyPatch) -
     """A worker process's ring for a size holds RING_CLAIMS times its first claim within the
     budget, and is the same ring afterwards; no ring under one slot of budget, and none (files,
     from then on for that size) when its file cannot be made."""
-    monkeypatch.setattr(witnessslots, "_rings", {})
+    monkeypatch.setattr(slots, "_rings", {})
     assert ring_for(100, 100 * 32 - 1, 8) is None
     ring = ring_for(100, 1 << 20, 8)
-    assert ring is not None and ring.ref.slots == witnessslots.RING_CLAIMS * 8
+    assert ring is not None and ring.ref.slots == slots.RING_CLAIMS * 8
     assert ring_for(100, 1 << 20, 500) is ring
     small = ring_for(101, 5 * 101 * 32, 8)
     assert small is not None and small.ref.slots == 5
@@ -114,9 +114,9 @@ def test_rings_are_sized_by_claims_and_budget(monkeypatch: pytest.MonkeyPatch) -
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     with monkeypatch.context() as m:
-        m.setattr(witnessslots.tempfile, "mkstemp", no_room)
+        m.setattr(slots.tempfile, "mkstemp", no_room)
         assert ring_for(102, 1 << 20, 8) is None
-    assert witnessslots._rings.get(102, "none") is None and ring_for(102, 1 << 20, 8) is None  # refused once: files for that size
+    assert slots._rings.get(102, "none") is None and ring_for(102, 1 << 20, 8) is None  # refused once: files for that size
     for r in (ring, small):
         if r is not None and r.values is not None:
             r.close()
@@ -125,21 +125,21 @@ def test_rings_are_sized_by_claims_and_budget(monkeypatch: pytest.MonkeyPatch) -
 def test_rings_stay_within_dev_shm_less_its_reserve(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """With no budget of its own (auto), a ring holds RING_CLAIMS times its first claim until
     /dev/shm's size less its reserve bounds it; a /dev/shm too small for one slot gives no ring."""
-    monkeypatch.setattr(witnessslots, "_rings", {})
-    monkeypatch.setattr(witnessslots, "_shm_bytes", lambda: 1 << 30)
-    with caplog.at_level(logging.WARNING, logger=witnessslots.__name__):
-        big = ring_for(100, witnessslots.UNCAPPED, 8)
+    monkeypatch.setattr(slots, "_rings", {})
+    monkeypatch.setattr(slots, "_shm_bytes", lambda: 1 << 30)
+    with caplog.at_level(logging.WARNING, logger=slots.__name__):
+        big = ring_for(100, slots.UNCAPPED, 8)
         small = ring_for(101, 5 * 101 * 32, 8)  # capped by its budget, not by /dev/shm: no warning
-    assert big is not None and big.ref.slots == witnessslots.RING_CLAIMS * 8 and small is not None
+    assert big is not None and big.ref.slots == slots.RING_CLAIMS * 8 and small is not None
     assert "/dev/shm" not in caplog.text
     slot = 2000 * 32
-    monkeypatch.setattr(witnessslots, "_shm_bytes", lambda: 16 * slot)  # 14 slots under the reserve of 2
-    with caplog.at_level(logging.WARNING, logger=witnessslots.__name__):
-        capped = ring_for(2000, witnessslots.UNCAPPED, 8)
-    assert capped is not None and capped.ref.slots == int(16 * slot * (1 - witnessslots.SHM_RESERVE)) // slot == 14
+    monkeypatch.setattr(slots, "_shm_bytes", lambda: 16 * slot)  # 14 slots under the reserve of 2
+    with caplog.at_level(logging.WARNING, logger=slots.__name__):
+        capped = ring_for(2000, slots.UNCAPPED, 8)
+    assert capped is not None and capped.ref.slots == int(16 * slot * (1 - slots.SHM_RESERVE)) // slot == 14
     assert "/dev/shm holds 14 of the 32 witnesses" in caplog.text and "--shm-size" in caplog.text
-    monkeypatch.setattr(witnessslots, "_shm_bytes", lambda: slot)
-    assert ring_for(2001, witnessslots.UNCAPPED, 8) is None
+    monkeypatch.setattr(slots, "_shm_bytes", lambda: slot)
+    assert ring_for(2001, slots.UNCAPPED, 8) is None
     for r in (big, small, capped):
         if r.values is not None:  # an idle ring of another size is closed as the next is made
             r.close()
@@ -159,7 +159,7 @@ def test_a_slot_that_would_eat_the_reserve_is_refused(monkeypatch: pytest.Monkey
         return fake
 
     try:
-        reserve = int(100 * slot * witnessslots.SHM_RESERVE)
+        reserve = int(100 * slot * slots.SHM_RESERVE)
         with monkeypatch.context() as m:
             m.setattr(os, "fstatvfs", shm_with(reserve + slot - 1))
             assert write_slot(ring.ref, 0, _values(1000, 1)) is False
@@ -176,10 +176,10 @@ def test_the_shared_memory_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """``witness.shared-memory``: auto by default (no cap of its own), a size caps, null is files only."""
     import dask
 
-    from distprove.cluster.witnesspool import shared_budget
     from distprove.errors import FormatError
+    from distprove.witness.pool import shared_budget
 
-    assert shared_budget() == witnessslots.UNCAPPED
+    assert shared_budget() == slots.UNCAPPED
     with dask.config.set({"distprove.witness.shared-memory": "64 MiB"}):
         assert shared_budget() == 64 << 20
     with dask.config.set({"distprove.witness.shared-memory": None}):
@@ -191,13 +191,13 @@ def test_the_shared_memory_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_claims_fall_back_to_files_when_no_slot_is_free(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With one slot for two witnesses, the first goes through the slot and the second through
     its file; both are taken with the fixture's values, and the slot is free again."""
-    from distprove.cluster import witnesspool
-    from distprove.cluster.tasks import WitnessSource
-    from distprove.cluster.witnesspool import await_witness, compute_witnesses, forget_batch
+    from distprove.cluster.inputbatch import compute_witnesses
     from distprove.formats.wtns import read_wtns
+    from distprove.witness import pool
+    from distprove.witness.pool import WitnessSource, await_witness, forget_batch
 
     ring = Ring(1023, 1)
-    monkeypatch.setattr(witnesspool, "ring_for", lambda n_vars, budget, claims: ring)
+    monkeypatch.setattr(pool, "ring_for", lambda n_vars, budget, claims: ring)
     wasm = str(DATA / "mul_chain_1k" / "circuit.wasm")
     inputs = [str(DATA / "mul_chain_1k" / "inputs" / f"input_{k}.json") for k in (1, 2)]
     items = [(inputs[0], str(tmp_path / "a.wtns")), (inputs[1], str(tmp_path / "b.wtns"))]
@@ -216,10 +216,10 @@ def test_claims_fall_back_to_files_when_no_slot_is_free(tmp_path: Path, monkeypa
 def test_a_slot_without_room_sends_its_witness_to_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A witness whose slot's pages cannot be allocated (a full /dev/shm) is not written there
     (no SIGBUS later), and its claim's witness goes to its file: taken as a file, slot freed."""
-    from distprove.cluster import witnesspool
-    from distprove.cluster.tasks import WitnessSource
-    from distprove.cluster.witnesspool import await_witness, compute_witnesses, forget_batch
+    from distprove.cluster.inputbatch import compute_witnesses
     from distprove.formats.wtns import read_wtns
+    from distprove.witness import pool
+    from distprove.witness.pool import WitnessSource, await_witness, forget_batch
 
     ring = Ring(1023, 2)
 
@@ -231,8 +231,8 @@ def test_a_slot_without_room_sends_its_witness_to_its_file(tmp_path: Path, monke
             m.setattr(os, "posix_fallocate", full)
             assert write_slot(ring.ref, 0, _values(1023, 3)) is False
         assert not ring.values[0].any()
-        monkeypatch.setattr(witnesspool, "ring_for", lambda n_vars, budget, claims: ring)
-        monkeypatch.setattr(witnesspool, "write_slot", lambda ref, slot, values: False)
+        monkeypatch.setattr(pool, "ring_for", lambda n_vars, budget, claims: ring)
+        monkeypatch.setattr(pool, "write_slot", lambda ref, slot, values: False)
         wasm = str(DATA / "mul_chain_1k" / "circuit.wasm")
         inp, wtns = str(DATA / "mul_chain_1k" / "inputs" / "input_1.json"), str(tmp_path / "a.wtns")
         assert compute_witnesses(wasm, [(inp, wtns)], 1023, False, "room-test", 1 << 20) == [""]

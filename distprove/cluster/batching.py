@@ -4,7 +4,7 @@ Outputs (``<name>.proof.json`` and ``<name>.public.json``, suffixes from the con
 written by the workers as each proof finishes, exactly once even when a task reruns after a
 worker dies, and only after the proof verified. A rerun skips witnesses whose outputs exist and
 verify. One bad witness fails alone; the :class:`BatchReport` names it with the reason. Which
-witnesses and keys: :mod:`distprove.cluster.discovery`.
+witnesses and keys: :mod:`distprove.witness.discovery`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from distprove import config
-from distprove.cluster.discovery import Job, key_label
 from distprove.cluster.tasks import Status, failure_reason
+from distprove.errors import FormatError
+from distprove.witness.discovery import Job, key_label
 
 if TYPE_CHECKING:
     from distprove.cluster.planner import VerifyGrouping
@@ -183,13 +184,24 @@ class BatchOptions:
     the report, and ``print(report)`` shows the summary)."""
     announce: Callable[[str], Any] | None = print
     """Where the dashboard's address is printed when the batch starts (None: nowhere)."""
+    witness_gen: str | None = None
+    """An input folder's witness generator: a ``.wasm``, a folder written by ``circom --c`` or the
+    binary built from one (default: the one beside the key, a native one before a ``.wasm``:
+    :func:`distprove.witness.discovery.generator_beside`)."""
     wasm: str | None = None
-    """An input folder's circuit ``.wasm`` (default: the one beside the key; :mod:`distprove.cluster.inputbatch`)."""
+    """``witness_gen`` given as a circuit ``.wasm`` (``--wasm``)."""
     keep_witnesses: bool = False
     """Keep each witness computed from an input as ``<name>.wtns`` beside its proof."""
 
     def __post_init__(self) -> None:
         import dask
+
+        if self.wasm is not None:
+            if self.witness_gen is not None and self.witness_gen != self.wasm:
+                raise ValueError("wasm and witness_gen name one generator: pass one of them")
+            if not os.fspath(self.wasm).endswith(".wasm"):
+                raise FormatError(self.wasm, "not a .wasm file; pass a circom --c folder or its binary as the witness generator")
+            self.witness_gen = self.wasm
 
         if self.verify_in is None:
             self.verify_in = dask.config.get("distprove.verify-in", "workers")
@@ -361,7 +373,7 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
     """Check existing outputs on the workers (one batched pairing check per key) and report the
     witnesses whose outputs verify as skipped; delete outputs that do not (they are proved again).
     Returns the names of the witnesses dealt with (skipped, or failed because the check could not run)."""
-    from distprove.cluster.inputbatch import check_witness_path
+    from distprove.witness.discovery import check_witness_path
     from distprove.cluster.output import check_existing
 
     checks = {}
@@ -416,7 +428,8 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from distributed import get_task_stream, span
 
     from distprove.cluster import dashboard, graph, planner
-    from distprove.cluster.inputbatch import InputFeed, InputJob, witness_file, witness_source
+    from distprove.cluster.inputbatch import InputFeed, witness_source
+    from distprove.witness.discovery import InputJob, witness_file
     from distprove.cluster.tasks import ProofSpec
 
     settings = config.settings()
@@ -541,15 +554,16 @@ def batch(
     run a calling script again: a script needs ``if __name__ == "__main__":`` around the call). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
     mode (auto|data|split), n_workers, workers_per_gpu, fourstep_min_domain, windows_per_task, verify, max_keys,
     verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
-    on_result, on_start, echo, announce (the dashboard's link when the batch starts), wasm,
-    keep_witnesses.
+    on_result, on_start, echo, announce (the dashboard's link when the batch starts), witness_gen
+    (or wasm, for a .wasm), keep_witnesses.
     """
     from distprove.cluster.client import connect
-    from distprove.cluster.inputbatch import discover_any, ensure_witness_pool
+    from distprove.cluster.inputbatch import ensure_witness_pool
+    from distprove.witness.discovery import discover_any
 
     opts = BatchOptions(**options)
     settings = config.settings()
-    jobs = discover_any(witness_dir, key, out_dir, opts.wasm, opts.keep_witnesses)
+    jobs = discover_any(witness_dir, key, out_dir, opts.witness_gen, opts.keep_witnesses)
     backend = opts.backend or settings.backend
     with connect(
         client,

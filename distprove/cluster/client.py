@@ -8,7 +8,7 @@ processes for the CPU backend. Local schedulers and
 dashboards bind to 127.0.0.1 unless ``host`` says otherwise.
 
 The workers of a local cluster are not daemonic processes (:func:`worker_config`), so each may
-start child processes: its witness pool (``distprove/cluster/inputbatch.py``) and its pre-write check pool
+start child processes: its witness pool (``distprove/witness/pool.py``) and its pre-write check pool
 (:meth:`distprove.cluster.state.ProverState.check_executor`). Workers of a cluster joined by address
 decide that themselves (``DASK_DISTRIBUTED__WORKER__DAEMON=False``); daemonic ones do both in
 threads instead.

@@ -54,7 +54,7 @@ class RunLocked(DistproveError):
 
 @dataclass(frozen=True)
 class Item:
-    """One witness and the output files of its proof (``distprove.cluster.discovery.Job`` has the same fields)."""
+    """One witness and the output files of its proof (``distprove.witness.discovery.Job`` has the same fields)."""
 
     name: str
     witness: str
@@ -301,9 +301,9 @@ def _split(jobs: Sequence[Any], state: State, key_ids: dict[str, str], retry_fai
 
 
 def pending(witness_dir: PathLike, key: PathLike | None = None, out_dir: PathLike | None = None, *, retry_failed: bool = False) -> list[Any]:
-    """The ``distprove.cluster.discovery.Job`` s that :func:`batch` would send to the cluster (rules 1 and 3
+    """The ``distprove.witness.discovery.Job`` s that :func:`batch` would send to the cluster (rules 1 and 3
     only: a proof the state does not know is still listed), e.g. to skip starting GPU jobs."""
-    from distprove.cluster.inputbatch import discover_any
+    from distprove.witness.discovery import discover_any
 
     jobs = discover_any(witness_dir, key, out_dir)
     state = State(_out_dir(witness_dir, out_dir))
@@ -330,13 +330,14 @@ def batch(
     """
     from distprove.cluster.batching import BatchOptions, BatchReport, ensure_worker_state, run_jobs
     from distprove.cluster.client import connect
-    from distprove.cluster.inputbatch import discover_any, ensure_witness_pool
+    from distprove.cluster.inputbatch import ensure_witness_pool
+    from distprove.witness.discovery import discover_any
     from distprove.cluster.tasks import Status
 
     t0 = time.perf_counter()
     settings = config.settings()
     opts = BatchOptions(**options)
-    jobs = discover_any(witness_dir, key, out_dir, opts.wasm, opts.keep_witnesses)  # an input job's fingerprint is its input's
+    jobs = discover_any(witness_dir, key, out_dir, opts.witness_gen, opts.keep_witnesses)  # an input job's fingerprint is its input's
     with run_lock(_out_dir(witness_dir, out_dir)):
         state = State(_out_dir(witness_dir, out_dir))
         key_ids = {kp: state.key_id(kp) for kp in sorted({j.key for j in jobs if j.key})}

@@ -1,16 +1,11 @@
 """Batches from inputs: every ``*.json`` of a folder becomes a witness on the workers' CPU cores,
 then a proof on their GPUs (or CPUs), streamed.
 
-Finding the inputs (:func:`discover_inputs`): the ``*.json`` files under the folder (recursively;
-hidden entries, the output folder, key stores and ``verification_key.json`` left out), each
-matched to its key as a witness folder's ``.wtns`` files are (the nearest folder with a key, up
-to the input folder's parent; no key for any input is one error), and to the circuit's
-``.wasm``: ``wasm=`` (``--wasm``), else the one ``*.wasm`` beside the key. A folder holding
-``*.json`` and no ``*.wtns`` is an input folder (:func:`discover_any`).
+The inputs, their keys and circuits are found by :func:`distprove.witness.discovery.discover_inputs`.
 
 Where witnesses are computed: in each worker's witness pool
-(:mod:`distprove.cluster.witnesspool`: one process per core of the worker's share, nicer than
-the worker). A witness task (:func:`~distprove.cluster.witnesspool.compute_witnesses`,
+(:mod:`distprove.witness.pool`: one process per core of the worker's share, nicer than
+the worker). A witness task (:func:`compute_witnesses`,
 ``("witness-gen", name, tag)``, metered as the ``witness-gen`` stage) sends a chunk of inputs to
 its worker's pool and secedes from the worker's thread pool while the pool computes: a task
 running under ``dask.annotate(executor="wtns")`` would still hold one of the worker's
@@ -23,7 +18,7 @@ How proofs stream (every key in data mode, whose proof groups are one task each)
 group of the key's size (the planner's, as a witness folder's proofs are grouped) is one witness
 task and one proof task, both on the same worker. The proof task (its specs carry the input, a
 :class:`~distprove.cluster.tasks.WitnessSource`) waits for each witness in turn as the pool
-writes it (:func:`~distprove.cluster.witnesspool.await_witness`) and proves it, so a batch has as
+writes it (:func:`~distprove.witness.pool.await_witness`) and proves it, so a batch has as
 many proof tasks as the same batch from witness files, and its first proofs start after about
 one witness calculation. An input that fails fails its proof alone, with its one-line reason.
 The client keeps :data:`WITNESS_LEAD` witness tasks per worker ahead of the proof tasks, and
@@ -53,12 +48,11 @@ default :data:`GROUPS_IN_FLIGHT` proof groups per worker), each proof group with
 markers (so the dashboard's proofs bar grows as inputs are fed): the witnesses never all exist
 at once, in memory or on disk.
 
-Before the cluster starts, discovery checks each (wasm, key) pair once in the client
-(:func:`check_circuits`): a wasm that does not compile, is not a circom witness calculator, or
-whose witness size is not the key's nVars (a wasm of another circuit) fails all of that key's
-inputs with one reason naming the wasm, and is the batch's one error when no input is left. (A
-calculator exists only for BN254's prime, the prime of every key, so the prime is checked when
-it is opened.)
+Before the cluster starts, discovery checks each (generator, key) pair once in the client
+(:func:`~distprove.witness.discovery.check_generators`): a generator that does not open, or
+whose witnesses are not of the key's size and prime (a generator of another circuit), fails all
+of that key's inputs with one reason naming it, and is the batch's one error when no input is
+left.
 
 A rerun skips an input whose proof and public files exist and verify (and, with a kept witness,
 carry its public signals); an input replaced under the same name is proved again with
@@ -70,23 +64,20 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from distributed import secede
+from distributed.metrics import context_meter
+
 from distprove import config
-from distprove.cluster.discovery import Job, batch_folders, discover, job_name, key_beside, listing
-from distprove.cluster.inputs import check_witness_entry, has_witness_entries, tree_order
 from distprove.cluster.state import WITNESS_GEN
-from distprove.cluster.tasks import Status, WitnessSource, failure_reason
-from distprove.cluster.witnesspool import check_circuit, compute_witnesses, ensure_pool, forget_batch, processes_for, shared_budget
-from distprove.errors import FormatError
+from distprove.cluster.tasks import Status, failure_reason
+from distprove.witness.discovery import InputJob, Job
+from distprove.witness.pool import WitnessSource, compute, ensure_pool, forget_batch, processes_for, shared_budget
 
 log = logging.getLogger(__name__)
 
-INPUT_SUFFIX = ".json"
-SCRATCH_DIR = ".witnesses"
 GROUPS_IN_FLIGHT = 4
 """Proof groups per worker the default ``distprove.witness.in-flight`` leaves room for."""
 GROUPS_AHEAD = 2
@@ -99,202 +90,30 @@ starts a witness task before its queued proofs, so the pool computes the next gr
 while a group proves."""
 WITNESS_PRIORITY = 1 << 20
 """The first witness task's priority; each later one's is one less, all above the proofs'."""
-NOT_INPUTS = ("verification_key.json",)
-"""File names never taken as inputs (a key's companion that often sits beside it)."""
-
-
-# --- discovery ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InputJob(Job):
-    """A :class:`~distprove.cluster.discovery.Job` whose ``witness`` is an input file: its circuit's
-    ``wasm`` and ``wtns``, the path its computed witness is written to."""
-
-    wasm: str = ""
-    wtns: str = ""
-    keep: bool = False
-
-
-def _skipped_dir(path: Path, skip: set[Path]) -> bool:
-    return path.name.startswith(".") or path.resolve() in skip or (path / "zarr.json").is_file()
-
-
-def _input_entries(input_dir: Path, skip: set[Path]) -> Iterator[str]:
-    """The ``*.json`` entries under ``input_dir`` that may be inputs, in walk order."""
-    settings = config.settings()
-    outputs = (settings.proof_suffix, settings.public_suffix)
-    for dirpath, dirnames, filenames in os.walk(input_dir, followlinks=False):
-        for n in filenames:
-            if n.endswith(INPUT_SUFFIX) and not n.startswith(".") and n not in NOT_INPUTS and not n.endswith(outputs):
-                yield os.path.join(dirpath, n)
-        dirnames[:] = sorted(d for d in dirnames if not _skipped_dir(Path(dirpath, d), skip))
-
-
-def input_paths(input_dir: Path, exclude: list[Path]) -> tuple[list[Path], list[FormatError]]:
-    """The ``*.json`` entries under ``input_dir`` (sorted), split into readable files and the
-    refused ones (links out of the folder, FIFOs, ...: ``inputs.check_witness_entry``)."""
-    skip = {p.resolve() for p in exclude}
-    ok: list[Path] = []
-    bad: list[FormatError] = []
-    for p in sorted(_input_entries(input_dir, skip), key=tree_order):
-        reason = check_witness_entry(p, input_dir)
-        (ok.append(Path(p)) if reason is None else bad.append(FormatError(p, reason)))  # type: ignore[func-returns-value]
-    return ok, bad
-
-
-def holds_inputs(folder: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> bool:
-    """Whether ``folder`` is an input folder: ``*.json`` inputs and no ``*.wtns`` witness (each
-    looked for until the first one)."""
-    root = Path(folder).resolve()
-    if not root.is_dir():
-        return False
-    out = Path(out_dir).resolve() if out_dir is not None else root / config.settings().out_dir
-    if has_witness_entries(root, exclude=[out]):
-        return False
-    return next(_input_entries(root, {out.resolve()}), None) is not None
-
-
-def wasm_beside(key_path: str) -> tuple[str, str]:
-    """(the one ``*.wasm`` in the key's folder, "") or ("", why there is none)."""
-    folder = Path(key_path).parent
-    found = sorted(p for p in folder.glob("*.wasm") if p.is_file())
-    if len(found) == 1:
-        return str(found[0]), ""
-    if found:
-        return "", f"{len(found)} .wasm files beside the key in {folder}; pass --wasm"
-    return "", f"no circuit .wasm beside the key in {folder}; pass --wasm"
-
-
-def discover_inputs(
-    input_dir: str | os.PathLike[str],
-    key: str | os.PathLike[str] | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
-    wasm: str | os.PathLike[str] | None = None,
-    keep_witnesses: bool = False,
-) -> list[InputJob]:
-    """The ``*.json`` inputs under ``input_dir``, each with its key, wasm and output paths (a job
-    that cannot run has ``error`` set and is reported as failed)."""
-    settings = config.settings()
-    root, out, chosen = batch_folders(input_dir, key, out_dir, "inputs")
-    if wasm is not None and not Path(wasm).is_file():
-        raise FormatError(wasm, "no such circuit .wasm file")
-    inputs, rejected = input_paths(root, [out])
-    if not inputs and not rejected:
-        raise FormatError(input_dir, "no *.json inputs found")
-    cache: dict[Path, list[Path]] = {}
-    searched: list[Path] = []
-    keyed = False  # some readable input has a key
-    chosen_key = str(Path(chosen).resolve()) if chosen is not None else None
-    circuit_given = str(Path(wasm).resolve()) if wasm is not None else ""
-    jobs = []
-    root_s, out_s = str(root), str(out)
-    beside: dict[str, tuple[str, str]] = {}  # key path -> wasm_beside(key path)
-    for p, error in [(p, "") for p in inputs] + [(Path(e.path), e.problem) for e in rejected]:
-        rel = str(p)[len(root_s) + 1 :]  # found under the folder: its path there
-        rel_dir, stem = os.path.dirname(rel), os.path.basename(rel).removesuffix(INPUT_SUFFIX)
-        name = job_name(rel, INPUT_SUFFIX)
-        where = os.path.join(out_s, rel_dir)
-        key_path: str | None = None
-        if not error:
-            if chosen_key is not None:
-                key_path = chosen_key
-            else:
-                key_path, folders = key_beside(p.parent, root, cache)
-                searched += folders
-                if key_path is None:
-                    error = f"no key store or .zkey found beside it (searched {listing(folders)}); pass key="
-            keyed = keyed or key_path is not None
-        circuit = circuit_given
-        if key_path is not None and not circuit:
-            if key_path not in beside:
-                beside[key_path] = wasm_beside(key_path)
-            circuit, why = beside[key_path]
-            error = error or why
-        wtns = os.path.join(where if keep_witnesses else os.path.join(out_s, SCRATCH_DIR, rel_dir), f"{stem}.wtns")
-        jobs.append(InputJob(
-            name, str(p), key_path if not error else None, os.path.join(where, f"{stem}{settings.proof_suffix}"),
-            os.path.join(where, f"{stem}{settings.public_suffix}"), error, circuit, wtns, keep_witnesses,
-        ))
-    if inputs and not keyed:
-        raise FormatError(
-            input_dir,
-            f"no key store or .zkey found for any input (searched {listing(searched)}); "
-            "put the key in the input folder or its parent, or pass key=",
-        )
-    return sorted(check_circuits(jobs), key=lambda j: j.name)
-
-
-def check_circuits(jobs: list[InputJob]) -> list[InputJob]:
-    """Check each (wasm, key) pair of ``jobs`` once, in this process, before any cluster: the
-    wasm compiles and computes witnesses of the key's nVars
-    (:func:`~distprove.cluster.witnesspool.check_circuit`). The inputs of a refused pair get its
-    one-line reason as their error; when that leaves no input to prove, the first refusal is
-    raised instead. A key whose header cannot be read is left to the batch, which reports it."""
-    from distprove.errors import DistproveError
-    from distprove.keystore import open_header
-
-    refused: dict[tuple[str, str], str] = {}
-    first: FormatError | None = None
-    out = []
-    for job in jobs:
-        if not job.error and job.key:
-            pair = (job.wasm, job.key)
-            if pair not in refused:
-                refused[pair] = ""
-                try:
-                    n_vars = open_header(job.key).n_vars
-                except DistproveError:  # the key's own problem: the batch reports it
-                    n_vars = None
-                if n_vars is not None:
-                    try:
-                        check_circuit(job.wasm, n_vars, job.key)
-                    except FormatError as exc:
-                        refused[pair], first = str(exc), first or exc
-            if refused[pair]:
-                job = replace(job, key=None, error=refused[pair])
-        out.append(job)
-    if first is not None and not any(j.key and not j.error for j in out):
-        raise FormatError(first.path, first.problem)
-    return out
-
-
-def discover_any(
-    folder: str | os.PathLike[str],
-    key: str | os.PathLike[str] | None = None,
-    out_dir: str | os.PathLike[str] | None = None,
-    wasm: str | os.PathLike[str] | None = None,
-    keep_witnesses: bool = False,
-) -> list[Job]:
-    """:func:`discover_inputs` for an input folder (or whenever ``wasm`` is given), else the
-    witness folder's jobs (:func:`~distprove.cluster.discovery.discover`)."""
-    if wasm is not None or holds_inputs(folder, out_dir):
-        return list(discover_inputs(folder, key, out_dir, wasm, keep_witnesses))
-    return discover(folder, key, out_dir)
-
-
-def check_witness_path(job: Job) -> str:
-    """The witness a rerun compares existing public signals with: a witness job's file, an input
-    job's kept witness when it exists, else "" (the proof is checked against its public file)."""
-    if isinstance(job, InputJob):
-        return job.wtns if job.keep and os.path.isfile(job.wtns) else ""
-    return job.witness
-
-
-def witness_file(job: Job) -> str:
-    """The .wtns a job's proof tasks read."""
-    return job.wtns if isinstance(job, InputJob) else job.witness
 
 
 def witness_source(job: Job, batch: str, shared: int) -> WitnessSource | None:
     """What computes an input job's witness for a proof task that waits for it, handing it over
     in its worker's shared slots within ``shared`` bytes (:attr:`InputFeed.shared`); None for a
     witness job."""
-    return WitnessSource(job.wasm, job.witness, job.keep, batch, shared) if isinstance(job, InputJob) else None
+    return WitnessSource(job.generator, job.witness, job.keep, batch, shared) if isinstance(job, InputJob) else None
+
+
+def compute_witnesses(gen: str, items: list[tuple[str, str]], n_vars: int = 0, keep: bool = False,
+                      batch: str = "", shared: int = 0) -> list[str]:
+    """The witness task of a chunk of inputs, on a worker: each (input, wtns) of ``items``
+    computed by the generator ``gen`` in the worker's witness pool
+    (:func:`~distprove.witness.pool.compute`; into shared slots as ``shared`` allows, see
+    :class:`~distprove.witness.pool.WitnessSource`); one "" or the one-line reason it failed per
+    item. Metered as the ``witness-gen`` stage; secedes from the worker's thread pool while the
+    pool computes, so the worker's proofs go on."""
+    sources = [(WitnessSource(gen, inp, keep, batch, shared), wtns) for inp, wtns in items]
+    with context_meter.meter(WITNESS_GEN):
+        return compute(sources, n_vars, secede)
 
 
 def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
-    """The workers' witness pools (:func:`~distprove.cluster.witnesspool.ensure_pool`) when the
+    """The workers' witness pools (:func:`~distprove.witness.pool.ensure_pool`) when the
     batch has inputs."""
     if any(isinstance(j, InputJob) for j in jobs):
         ensure_pool(client)
@@ -338,9 +157,10 @@ class InputFeed:
         self, client: Any, planned: list[tuple[Job, Any]], plan: Any, submit: Callable[..., Any],
         emit: Callable[..., None], tag: str,
     ) -> None:
-        """Hold the jobs to stream (their wasm checked by discovery: :func:`check_circuits`).
-        ``submit(jobs, info, i, worker=None, stream=False)`` submits one proof group (``stream``:
-        its task waits for the witnesses, on ``worker``)."""
+        """Hold the jobs to stream (each generator checked against its key by discovery:
+        :func:`~distprove.witness.discovery.check_generators`). ``submit(jobs, info, i, worker=None,
+        stream=False)`` submits one proof group (``stream``: its task waits for the witnesses, on
+        ``worker``)."""
         self.client, self.plan, self.submit, self.emit, self.tag = client, plan, submit, emit, tag
         self.workers = list(plan.workers) or sorted(client.nthreads())
         counts: dict[str, int] = {}
@@ -379,7 +199,7 @@ class InputFeed:
 
     def _next_chunk(self, worker: str) -> list[tuple[InputJob, Any]]:
         """The next witness task's inputs, for ``worker``: consecutive queued inputs of one key and
-        wasm, none until the room left holds them all (a chunk cut to the room left would be one
+        generator, none until the room left holds them all (a chunk cut to the room left would be one
         more witness task, whose start on a GPU worker waits for a gap between its proof tasks and
         holds the next one back). A streamed key's: one proof group of the key's size. Others':
         up to ``distprove.witness.chunk`` (default: the key's proof group size, smaller as the
@@ -395,7 +215,7 @@ class InputFeed:
             size = ramp_size(self.sent, self.procs.get(worker, 1), len(self.workers), full)
         want, n = min(size, self.bound), 0
         for queued, _ in reversed(self.queue):  # the queue is taken from its end
-            if n == want or (queued.key, queued.wasm) != (job.key, job.wasm):
+            if n == want or (queued.key, queued.generator) != (job.key, job.generator):
                 break
             n += 1
         if n > self.bound - len(self.opened):
@@ -509,7 +329,7 @@ class InputFeed:
         name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
         shared = self.shared if self.streams.get(jobs[0].key) else 0
         fut = self.client.submit(
-            compute_witnesses, jobs[0].wasm, [(j.witness, j.wtns) for j in jobs], self.n_vars.get(jobs[0].key, 0),
+            compute_witnesses, jobs[0].generator, [(j.witness, j.wtns) for j in jobs], self.n_vars.get(jobs[0].key, 0),
             jobs[0].keep, self.tag, shared, key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker],
             allow_other_workers=True, priority=WITNESS_PRIORITY - self.sent,
         )

@@ -55,11 +55,11 @@ wait for them), the assembly (Horner and blinding), the pairing check, writing t
 
 WITNESS_GEN = "witness-gen"
 """The stage of a batch from inputs before the prover's: computing a witness from its input
-(``distprove/cluster/witnesspool.py``; the witness task's wait for its worker's witness pool). Not
+(``distprove/witness/pool.py``; the witness task's wait for its worker's witness pool). Not
 in :data:`STAGES`, which every batch meters."""
 WITNESS_WAIT = "witness-wait"
 """A streamed proof task's wait for each witness its worker's pool is computing
-(``witnesspool.await_witness``): the seconds its proofs were held back by their witnesses."""
+(``distprove.witness.pool.await_witness``): the seconds its proofs were held back by their witnesses."""
 
 
 
@@ -164,7 +164,7 @@ class ProverState(WorkerPlugin):
     The proof cache holds at most ``distprove.proof-cache.count`` proofs (read on the worker,
     default :data:`DEFAULT_RESIDENT_PROOFS`); a proof's reducer drops its entry.
 
-    Its setup tunes the worker's host allocator (:mod:`distprove.cluster.allocator`,
+    Its setup tunes the worker's host allocator (:mod:`distprove.allocator`,
     ``distprove.cluster.malloc-*``). It also owns the worker's pool for the pre-write check (:meth:`check_executor`), started on
     first use and shut down in :meth:`teardown`; :meth:`check_device` says where the check's
     Miller loop runs.
@@ -205,7 +205,7 @@ class ProverState(WorkerPlugin):
 
     def setup(self, worker: Any) -> None:
         from distprove.backends.select import get_backend
-        from distprove.cluster.allocator import configured, tune_malloc
+        from distprove.allocator import configured, tune_malloc
 
         install_task_log_filter()
         tune_malloc(*configured())

@@ -7,34 +7,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from distprove import bn254
 from distprove.errors import one_line
 
-
-@dataclass(frozen=True)
-class WitnessSource:
-    """Where a proof's witness comes from in an input batch: the circuit's ``wasm`` and the
-    ``input`` file, written to the proof spec's witness path (durably when ``keep``), for the
-    batch ``batch``; with ``shared`` (bytes), handed to the proof task in a shared-memory slot of
-    its worker instead, the file written only when kept (a ring of at most that many bytes per
-    witness size: :mod:`distprove.cluster.witnessslots`)."""
-
-    wasm: str
-    input: str
-    keep: bool = False
-    batch: str = ""
-    shared: int = 0
+if TYPE_CHECKING:
+    from distprove.witness.pool import WitnessSource
 
 
 @dataclass(frozen=True)
 class ProofSpec:
     """One proof to make: where its witness is, which key proves it, where its outputs go;
     ``source``: in an input batch whose proof tasks stream, what computes the witness (the proof
-    task waits for it: :func:`distprove.cluster.witnesspool.await_witness`)."""
+    task waits for it: :class:`~distprove.witness.pool.WitnessSource`, :func:`~distprove.witness.pool.await_witness`)."""
 
     name: str
     witness: str

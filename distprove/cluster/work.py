@@ -35,8 +35,8 @@ from distprove.cluster import state as worker_state
 from distprove.cluster.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
 from distprove.cluster.state import WITNESS_WAIT, MeteredBackend, ProverState, ResidentKey
 from distprove.cluster.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
-from distprove.cluster.witnesspool import await_witness, claim
 from distprove.errors import FormatError, one_line
+from distprove.witness.pool import await_witness, claim
 
 if TYPE_CHECKING:  # pragma: no cover
     from distprove.prover import WindowSums
@@ -199,7 +199,7 @@ def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, Resident
     """``step(state, key, witness)`` for the spec's resident key and its witness: ``witness``
     when given (prefetched: an input's was waited for and taken there), else the spec's witness
     file, or an input's witness computed on this worker
-    (:func:`~distprove.cluster.witnesspool.await_witness`), once written, or its values as they
+    (:func:`~distprove.witness.pool.await_witness`), once written, or its values as they
     came out of a shared slot (:func:`_taken`); a bad witness or input (FormatError) is counted
     as a failed proof in the worker's metrics and raised."""
     st = worker_state.state()

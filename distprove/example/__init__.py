@@ -32,7 +32,7 @@ def run_example(out_dir: Path, backend: str = "auto", echo: Callable[[str], None
     from ..keystore import import_key
     from ..prover import prove
     from ..verifier import verify
-    from ..witnessgen import calculator
+    from ..witness.generators import generator
 
     get_backend(backend)  # BackendUnavailable (e.g. gpu without a GPU) before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -40,7 +40,7 @@ def run_example(out_dir: Path, backend: str = "auto", echo: Callable[[str], None
     vk = key.vk_json()
     write_json_atomic(out_dir / "verification_key.json", vk)
     echo(f"key: {ZKEY.name} -> {out_dir / 'key.zarr'} ({key.n_vars} signals, domain 2^{key.power})")
-    wc = calculator(WASM)
+    wc = generator(WASM)
     wc.check_key(key)
     ok = True
     for wtns in sorted(WITNESS_DIR.glob("*.wtns")):

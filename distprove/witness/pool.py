@@ -1,5 +1,6 @@
-"""On the workers: the process pool that computes an input batch's witnesses, and the witnesses
-each worker process has started for the batch's proof tasks.
+"""On the workers: the process pool that computes an input batch's witnesses (each process
+through :func:`distprove.witness.generators.generator`, whatever the generator), and the
+witnesses each worker process has started for the batch's proof tasks.
 
 :class:`WitnessPool`, a WorkerPlugin, registers a process pool on each worker as
 ``worker.executors["wtns"]`` (``distprove.witness.processes`` processes, default the worker's
@@ -7,8 +8,8 @@ share of its host's cores, ``distprove.witness.niceness`` nicer than the worker 
 threads, which feed its GPU, never queue behind witnesses for a core), shut down with the worker
 like its other executors; a worker killed outright shuts nothing down, so each process also exits
 within :data:`PARENT_POLL_S` of its worker's end. A worker process that Dask starts as a daemon
-cannot have child processes; there the pool is a thread pool (wasmtime runs the wasm with the GIL
-released).
+cannot have child processes; there the pool is a thread pool (a generator runs with the GIL
+released: wasmtime's wasm, a native binary's own process).
 
 Claims (:func:`claim`): the first task of a worker process that needs an input's witness (the
 batch's witness task, or the proof task itself when its witness task ran elsewhere or not yet)
@@ -31,6 +32,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -38,15 +40,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from distributed import WorkerPlugin, get_worker, secede
-from distributed.metrics import context_meter
+from distributed import WorkerPlugin, get_worker
 
 from distprove import config
-from distprove.cluster.state import WITNESS_GEN
-from distprove.cluster.tasks import WitnessSource
-from distprove.cluster.witnessslots import UNCAPPED, Ring, RingRef, ring_for, trim_rings, write_slot
 from distprove.errors import FormatError, one_line
 from distprove.priority import nicer
+from distprove.witness.slots import UNCAPPED, Ring, RingRef, ring_for, trim_rings, write_slot
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +71,21 @@ class WitnessFailed(FormatError):
 
     def __str__(self) -> str:
         return self.args[0]
+
+
+@dataclass(frozen=True)
+class WitnessSource:
+    """Where a proof's witness comes from in an input batch: the circuit's witness ``generator``
+    (its path: :mod:`distprove.witness.generators`) and the ``input`` file, written to the proof
+    spec's witness path (durably when ``keep``), for the batch ``batch``; with ``shared`` (bytes),
+    handed to the proof task in a shared-memory slot of its worker instead, the file written only
+    when kept (a ring of at most that many bytes per witness size: :mod:`distprove.witness.slots`)."""
+
+    generator: str
+    input: str
+    keep: bool = False
+    batch: str = ""
+    shared: int = 0
 
 
 # --- the pool ----------------------------------------------------------------------------------
@@ -141,7 +155,7 @@ def _process_pool(n: int, niceness: int) -> ProcessPoolExecutor:
     """``n`` spawned witness processes, each started by :func:`_pool_process` with the worker's
     allocator thresholds: they inherit Dask's ``MALLOC_TRIM_THRESHOLD_``, with which a 2^16
     witness took 5-10% longer (its arrays fresh mappings each time)."""
-    from distprove.cluster.allocator import configured
+    from distprove.allocator import configured
 
     return ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"), initializer=_pool_process,
                                initargs=(niceness, os.getpid(), configured()))
@@ -149,13 +163,13 @@ def _process_pool(n: int, niceness: int) -> ProcessPoolExecutor:
 
 def _pool_process(niceness: int, worker_pid: int, malloc: tuple[int | None, int | None]) -> None:
     """In each witness process as it starts: run ``niceness`` nicer than the worker, with the
-    worker's allocator thresholds ``malloc`` (:func:`distprove.cluster.allocator.tune_malloc`), and exit
+    worker's allocator thresholds ``malloc`` (:func:`distprove.allocator.tune_malloc`), and exit
     once the worker process (``worker_pid``) is gone. A worker killed outright (by its nanny, the
     OOM killer) never shuts its pool down, and its processes, blocked on the pool's queue, would
     stay. (``os.getppid`` cannot tell: in a Dask worker's pool it reads 1 from the start.)"""
     import psutil
 
-    from distprove.cluster.allocator import tune_malloc
+    from distprove.allocator import tune_malloc
 
     nicer(niceness)
     tune_malloc(*malloc)
@@ -174,29 +188,29 @@ def _pool_process(niceness: int, worker_pid: int, malloc: tuple[int | None, int 
 
 def _warm_up() -> None:
     """In a pool process: import the witness calculator before the first witness."""
-    from distprove import witnessgen
     from distprove.formats import wtns
+    from distprove.witness import generators, wasm
 
-    del witnessgen, wtns  # imported for their import's sake
+    del generators, wasm, wtns  # imported for their import's sake
 
 
 IN_FILE = "\x00"
 """A witness's result when its slot had no room (a full /dev/shm) and it went to its file."""
 
 
-def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False, ring: RingRef | None = None,
+def _calculate_into(gen: str, input_path: str, wtns: str, keep: bool = False, ring: RingRef | None = None,
                     slot: int = -1) -> str:
-    """In a pool process: compute the witness and write it to ``wtns``, or into ``slot`` of the
-    worker's ``ring`` (:mod:`~distprove.cluster.witnessslots`; the file too when ``keep``); ""
+    """In a pool process: compute the witness by the generator ``gen`` and write it to ``wtns``, or into ``slot`` of the
+    worker's ``ring`` (:mod:`~distprove.witness.slots`; the file too when ``keep``); ""
     (written as asked), :data:`IN_FILE` (into the file: the slot had no room) or the one-line
     reason it failed. A scratch witness (not ``keep``) is written without fsync: it
     lives until its proof is read on this host, and a crash loses the batch's progress on it
     anyway (the rerun computes it again); the two fsyncs cost more than a small circuit's witness."""
     from distprove.formats.wtns import write_wtns
-    from distprove.witnessgen import calculate, failure_line
+    from distprove.witness.generators import calculate, failure_line
 
     try:
-        values = calculate(wasm, input_path)
+        values = calculate(gen, input_path)
         written = False  # into its slot (a slot comes only with a ring)
         if ring is not None and slot >= 0:
             if values.shape != (ring.n_vars, 8):
@@ -212,15 +226,15 @@ def _calculate_into(wasm: str, input_path: str, wtns: str, keep: bool = False, r
     return ""
 
 
-def _calculate_chunk(wasm: str, items: list[tuple[str, str, int]], keep: bool = False, ring: RingRef | None = None) -> list[str]:
+def _calculate_chunk(gen: str, items: list[tuple[str, str, int]], keep: bool = False, ring: RingRef | None = None) -> list[str]:
     """In a pool process: :func:`_calculate_into` for each (input, wtns, slot) in turn (slot -1:
     into the file)."""
-    return [_calculate_into(wasm, input_path, wtns, keep, ring, slot) for input_path, wtns, slot in items]
+    return [_calculate_into(gen, input_path, wtns, keep, ring, slot) for input_path, wtns, slot in items]
 
 
 def shared_budget() -> int:
     """``distprove.witness.shared-memory``: the bytes of shared slots a worker may hold per
-    witness size for its streamed proof tasks: :data:`~distprove.cluster.witnessslots.UNCAPPED`
+    witness size for its streamed proof tasks: :data:`~distprove.witness.slots.UNCAPPED`
     for auto (a slot per witness in flight, within /dev/shm's size on the worker's host), 0 when
     null (scratch files only)."""
     value = config.get("witness.shared-memory")
@@ -233,11 +247,12 @@ def shared_budget() -> int:
                           f"must be auto, a size like '8 GiB', or null (got {value!r})") from None
 
 
-def check_circuit(wasm: str, n_vars: int, key_path: str) -> None:
-    """Raise FormatError(wasm, problem) unless the wasm computes witnesses of the key's size."""
-    from distprove.witnessgen import calculator
+def check_circuit(gen: str, n_vars: int, key_path: str) -> None:
+    """Raise FormatError(generator path, problem) unless the generator ``gen`` computes witnesses
+    of the key's size (and prime: :meth:`~distprove.witness.generators.Generator.check_key`)."""
+    from distprove.witness.generators import generator
 
-    calculator(wasm).check_key(SimpleNamespace(n_vars=n_vars, path=key_path))
+    generator(gen).check_key(SimpleNamespace(n_vars=n_vars, path=key_path))
 
 
 # --- claims ------------------------------------------------------------------------------------
@@ -266,8 +281,8 @@ def job_size(inputs: int, n_vars: int, processes: int) -> int:
 
 
 def _same_job(a: WitnessSource, b: WitnessSource) -> bool:
-    """Whether two inputs' witnesses can share a pool job (one wasm, durability, batch and slots)."""
-    return (a.wasm, a.keep, a.batch, a.shared) == (b.wasm, b.keep, b.batch, b.shared)
+    """Whether two inputs' witnesses can share a pool job (one generator, durability, batch and slots)."""
+    return (a.generator, a.keep, a.batch, a.shared) == (b.generator, b.keep, b.batch, b.shared)
 
 
 def _pool() -> tuple[Executor | None, int]:
@@ -299,7 +314,7 @@ def _submit(pool: Executor | None, src: WitnessSource, items: list[tuple[str, st
     """``_calculate_chunk`` of ``items`` (inputs that share ``src``'s job, :func:`_same_job`) on
     ``pool`` (on its replacement when it is broken; here, in turn, without one): its future and
     the pool it went to, for the next job."""
-    job = partial(_calculate_chunk, src.wasm, items, src.keep, None if ring is None else ring.ref)
+    job = partial(_calculate_chunk, src.generator, items, src.keep, None if ring is None else ring.ref)
     if pool is not None:
         try:
             return pool.submit(job), pool
@@ -387,31 +402,27 @@ def _isolated(src: WitnessSource, wtns: str, where: _Claim) -> str:
     (a daemonic one), here in turn."""
     items, ref = [(src.input, wtns, where.slot)], None if where.ring is None else where.ring.ref
     if multiprocessing.current_process().daemon:
-        return _calculate_chunk(src.wasm, items, src.keep, ref)[0]
+        return _calculate_chunk(src.generator, items, src.keep, ref)[0]
     with _isolation_lock:
         if not _isolation:
             _isolation.append(_process_pool(1, config.get_int("witness.niceness", 0)))
         try:
-            return _isolation[0].submit(_calculate_chunk, src.wasm, items, src.keep, ref).result()[0]
+            return _isolation[0].submit(_calculate_chunk, src.generator, items, src.keep, ref).result()[0]
         except BrokenExecutor as exc:
             _isolation.pop().shutdown(wait=False)
             return f"{src.input}: the witness calculation ended its process ({one_line(exc)})"
 
 
-def compute_witnesses(wasm: str, items: list[tuple[str, str]], n_vars: int = 0, keep: bool = False,
-                      batch: str = "", shared: int = 0) -> list[str]:
-    """The witness task of a chunk of inputs: each (input, wtns) of ``items`` claimed
-    (:func:`claim`: sent to the worker's pool unless a task of this process already did; into
-    shared slots as ``shared`` allows, see :class:`WitnessSource`) and waited for; one "" or the
-    one-line reason it failed per item. Secedes from the worker's thread pool while the pool
-    computes, so the worker's proofs go on."""
-    sources = [(WitnessSource(wasm, inp, keep, batch, shared), wtns) for inp, wtns in items]
-    with context_meter.meter(WITNESS_GEN):
-        entries = claim(sources, n_vars)
-        if _pool()[0] is not None:
-            secede()
-        reasons = [_reason(entry, src, wtns) for entry, (src, wtns) in zip(entries, sources)]
-        return ["" if r == IN_FILE else r for r in reasons]
+def compute(sources: list[tuple[WitnessSource, str]], n_vars: int, pooled: Callable[[], Any] = lambda: None) -> list[str]:
+    """Each (source, witness path) claimed (:func:`claim`: sent to the worker's pool unless a task
+    of this process already did; into shared slots as its source allows) and waited for; one ""
+    or the one-line reason it failed per item. ``pooled`` is called once they are in the pool,
+    before the wait (the witness task secedes from its worker's thread pool there)."""
+    entries = claim(sources, n_vars)
+    if _pool()[0] is not None:
+        pooled()
+    reasons = [_reason(entry, src, wtns) for entry, (src, wtns) in zip(entries, sources)]
+    return ["" if r == IN_FILE else r for r in reasons]
 
 
 def await_witness(src: WitnessSource, wtns: str, n_vars: int) -> np.ndarray | None:

@@ -36,8 +36,8 @@ they are almost surely mistakes: an empty string (snarkjs reads 0) and a JSON nu
 (JavaScript rounds it to a double first; write it as a string).
 
 One process compiles a wasm once (wasmtime's on-disk cache keeps the machine code between
-processes) and each thread keeps its own instance, reused for every input: :func:`calculate`
-is the entry point for callers that compute many witnesses.
+processes) and each thread keeps its own instance, reused for every input (:func:`calculator`).
+Callers name a generator, wasm or native, through :mod:`distprove.witness.generators`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from distprove.bn254 import R
-from distprove.errors import FormatError, one_line
+from distprove.errors import FormatError
 
 if TYPE_CHECKING:
     import wasmtime
@@ -528,6 +528,9 @@ class WitnessCalculator:
         """:meth:`calculate` on the input file at ``input_path`` (errors name that file)."""
         return self.calculate(read_input(input_path), os.fspath(input_path))
 
+    def close(self) -> None:
+        """Nothing to free: the instance goes with the object (the generator interface's close)."""
+
 
 def calculator(wasm_path: str | os.PathLike[str]) -> WitnessCalculator:
     """This thread's :class:`WitnessCalculator` of ``wasm_path``, made on first use (per file version)."""
@@ -538,82 +541,3 @@ def calculator(wasm_path: str | os.PathLike[str]) -> WitnessCalculator:
     if wc is None or wc._module is not _compile(path)[0]:
         wc = cache[path] = WitnessCalculator(path)
     return wc
-
-
-def calculate(wasm_path: str | os.PathLike[str], input_path: str | os.PathLike[str]) -> np.ndarray:
-    """The witness of the input file at ``input_path`` by the circuit's ``wasm_path``: an
-    (n_witness, 8) uint32 array of standard-form limbs, as :class:`distprove.formats.Wtns` holds
-    them. Cheap to call many times in one process (the wasm is compiled and instantiated once per
-    thread). Raises FormatError naming the file at fault."""
-    return calculator(wasm_path).calculate_file(input_path)
-
-
-def calculate_wtns(
-    wasm_path: str | os.PathLike[str],
-    input_path: str | os.PathLike[str],
-    out_path: str | os.PathLike[str],
-) -> np.ndarray:
-    """Compute the witness of ``input_path`` and write it as a .wtns to ``out_path`` (byte for byte
-    what ``snarkjs wtns calculate`` writes); returns the values."""
-    from distprove.formats.wtns import write_wtns
-
-    values = calculate(wasm_path, input_path)
-    write_wtns(out_path, values)
-    return values
-
-
-def failure_line(exc: Exception, input_path: str, out_path: str) -> str:
-    """The one line a witness of ``input_path`` that was to be written at ``out_path`` fails with:
-    the input's own (FormatError), the file that could not be written (OSError), or anything else
-    as a failed calculation of that input."""
-    if isinstance(exc, FormatError):
-        return str(exc)
-    if isinstance(exc, OSError):
-        return f"{out_path}: cannot write the witness: {exc.strerror or exc}"
-    return f"{input_path}: the witness calculation failed: {one_line(exc)}"
-
-
-def _calculate_one(wasm_path: str, input_path: str, out_path: str) -> str:
-    """In a worker process of :func:`calculate_folder`: "" once ``out_path`` is written, else
-    :func:`failure_line`."""
-    try:
-        calculate_wtns(wasm_path, input_path, out_path)
-    except Exception as exc:  # fails this input alone
-        return failure_line(exc, input_path, out_path)
-    return ""
-
-
-def calculate_folder(
-    wasm_path: str | os.PathLike[str],
-    input_dir: str | os.PathLike[str],
-    out_dir: str | os.PathLike[str],
-    processes: int | None = None,
-) -> list[tuple[str, str]]:
-    """The witness of every ``*.json`` in ``input_dir`` (not its subfolders) into ``out_dir`` as
-    ``<name>.wtns``, each as :func:`calculate_wtns` writes it, in ``processes`` processes at once
-    (None: one per core; the wasm compiled once in each). Returns (input path, "" or the one-line
-    reason it failed) per input, in name order: a bad input fails alone. Raises FormatError, before
-    any input, for a wasm that is not a circom witness calculator, a folder that cannot be listed
-    and an output folder that cannot be made."""
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
-    wasm = os.fspath(wasm_path)
-    calculator(wasm)  # a bad wasm is one error, not one per input
-    try:
-        inputs = sorted(os.path.join(input_dir, e.name) for e in os.scandir(input_dir) if e.is_file() and e.name.endswith(".json"))
-    except OSError as exc:
-        raise FormatError(os.fspath(input_dir), f"cannot list the inputs: {exc.strerror or exc}") from None
-    if not inputs:
-        return []
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as exc:
-        raise FormatError(os.fspath(out_dir), f"cannot make the output folder: {exc.strerror or exc}") from None
-    outs = [os.path.join(out_dir, os.path.basename(p)[: -len(".json")] + ".wtns") for p in inputs]
-    n = max(1, min(processes or os.cpu_count() or 1, len(inputs)))
-    if n == 1:
-        return [(p, _calculate_one(wasm, p, o)) for p, o in zip(inputs, outs)]
-    with ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:
-        chunk = max(1, len(inputs) // (4 * n))
-        return list(zip(inputs, pool.map(_calculate_one, [wasm] * len(inputs), inputs, outs, chunksize=chunk)))
