@@ -214,13 +214,13 @@ def test_worker_metrics_pages(dask_cluster: LocalDaskCluster, chain_key: Path, d
     label = chain_key.name
     pages = [metrics_page(p) for p in dask_cluster.worker_ports]
     before = sum(sample(t, "distprove_proofs_total", key=label) for t in pages)
-    verify_before = sum(sample(t, "distprove_stage_seconds_count", stage="verify") for t in pages)
+    check_before = sum(sample(t, "distprove_stage_seconds_count", stage="check") for t in pages)
     wdir = chain_witnesses(data_dir, tmp_path / "w", ["witness_0", "witness_2"])
     res = run_cli("batch", str(chain_key), str(wdir), "--out", str(tmp_path / "out"), "--scheduler", dask_cluster.address)
     assert res.returncode == 0, res.stderr
     pages = [metrics_page(p) for p in dask_cluster.worker_ports]
     assert sum(sample(t, "distprove_proofs_total", key=label) for t in pages) == before + 2
-    assert sum(sample(t, "distprove_stage_seconds_count", stage="verify") for t in pages) == verify_before + 2
+    assert sum(sample(t, "distprove_stage_seconds_count", stage="check") for t in pages) == check_before + 2
     joined = "\n".join(pages)
     for name in ("distprove_proofs_total", "distprove_stage_seconds_bucket", "distprove_resident_key_bytes"):
         assert name in joined

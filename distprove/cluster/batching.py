@@ -48,7 +48,7 @@ class ProofResult:
     """Seconds from the start of the batch until this result arrived."""
     worker: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
-    """Per-stage seconds of this proof (msm_A ... msm_H summed over window ranges, assemble, verify, write)."""
+    """Per-stage seconds of this proof (msm_A ... msm_H summed over window ranges, assemble, check, write)."""
 
 
 @dataclass(repr=False)
