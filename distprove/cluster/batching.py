@@ -410,6 +410,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
 
     from distprove.cluster import dashboard, graph, planner
     from distprove.cluster.inputbatch import InputFeed, InputJob, witness_file, witness_source
+    from distprove.cluster.progress import ClientProgress
     from distprove.cluster.tasks import ProofSpec
 
     settings = config.settings()
@@ -424,6 +425,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             job.name, job.witness, status, reason, job.proof_path, job.public_path, time.perf_counter() - t0, worker, seconds or {}
         )
         results.append(res)
+        counts.result(status)
         if feed is not None:
             feed.finished(job)
         log.info("%s: %s %s", job.name, status, reason)
@@ -438,7 +440,8 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
         opts.on_start(len(jobs))
     workers = tuple(sorted(client.nthreads()))
     mode = ""
-    with get_task_stream(client) as stream, span("distprove-batch"):
+    # counts: the scheduler's tally of this batch (the distprove page, the distprove_batch_* metrics)
+    with get_task_stream(client) as stream, span("distprove-batch"), ClientProgress(client, tag, len(jobs)) as counts:
         todo = []
         for job in jobs:
             if job.error:
@@ -463,12 +466,11 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             )
             mode = plan.mode
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
-            markers: list[Any] = []  # the dashboard's "proofs" bar, held until the batch ends
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
 
             def submit(chunk: list[Job], info: Any, i: int, worker: str | None = None, stream: bool = False) -> tuple[Any, list[Any], bool]:
                 """One group of proofs of a key; ``i``: the planned index of its first proof (its
-                priority and split-mode placement), with its proofs' markers. ``stream``: an input
+                priority and split-mode placement). ``stream``: an input
                 group whose task waits for its witnesses, on ``worker`` (fused keys). Returns
                 (reducer, futures, writes its proofs)."""
                 for folder in {os.path.dirname(j.proof_path) for j in chunk}:
@@ -481,7 +483,6 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                     futures, writes = [reducer], plan.writes_in_task
                 else:
                     reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
-                markers.extend(graph.submit_markers(client, [j.name for j in chunk], reducer, plan))
                 return reducer, futures, writes
 
             if feed is not None:  # inputs: proofs are submitted as their witnesses arrive
@@ -501,14 +502,12 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             else:
                 grouping = planner.VerifyGrouping.for_batch(plan, opts.verify_group, opts.verify_wait)
                 _collect(client, plan, pending, emit, grouping, written=written, feed=feed)
-            for m in markers:  # the last few may still be on their way: nothing waits for them
-                m.release()
             if feed is not None:
                 feed.close()
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):
-            if ss.get("action") == "compute" and key_split(rec["key"]) != graph.MARKER:
+            if ss.get("action") == "compute":
                 k = key_split(rec["key"])
                 stage_seconds[k] = stage_seconds.get(k, 0.0) + ss["stop"] - ss["start"]
     order = {j.name: i for i, j in enumerate(jobs)}
