@@ -499,6 +499,11 @@ def test_checks_in_the_client_pool(client, tmp_path, graph: str) -> None:
     assert outputs(out) == {f"m{i}.{k}.json" for i in range(4) for k in ("proof", "public")}
     assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(4)]) == [True] * 4
     assert all({"msm", "assemble", "check", "write"} <= set(r.seconds) for r in report.proved)
+    # the scheduler's tally (the distprove page): the pool's groups, by its processes
+    page = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["distprove-dashboard"].snapshot())
+    assert (page["total"], page["done"], page["failed"], page["running"]) == (5, 4, 1, False)
+    pooled = {w["worker"]: w["proofs"] for w in page["workers"] if w["worker"].startswith("client pid ")}
+    assert sum(pooled.values()) == 4 and {"assemble", "check", "write"} <= set(page["stages"]), page
     # The pool stays for the next batch (no second start-up); the configuration picks the place.
     from distprove.cluster.batching import verification_pool
 

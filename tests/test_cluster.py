@@ -227,6 +227,10 @@ def test_worker_metrics_pages(dask_cluster: LocalDaskCluster, chain_key: Path, d
     scheduler = metrics_page(dask_cluster.dashboard_port)
     assert sample(scheduler, "distprove_batch_proofs_done") == sample(scheduler, "distprove_batch_proofs_total") == 2
     assert sample(scheduler, "distprove_cluster_proofs_total") == cluster_before + 2
+    with urllib.request.urlopen(f"http://127.0.0.1:{dask_cluster.dashboard_port}/distprove/json", timeout=10) as r:
+        page = json.loads(r.read())
+    assert (page["total"], page["done"], page["failed"], page["running"]) == (2, 2, 0, False)
+    assert sum(w["proofs"] for w in page["workers"]) == 2 and {w["worker"] for w in page["workers"]} <= set(dask_cluster.workers)
     joined = "\n".join(pages)
     for name in ("distprove_proofs_total", "distprove_stage_seconds_bucket", "distprove_resident_key_bytes"):
         assert name in joined

@@ -167,3 +167,18 @@ def test_tally_rates_over_the_window() -> None:
         tally.add({"worker": "w", "proved": n}, now=100.0 + t)
     assert [d for _, d in tally.history] == [2, 4, 8, 12, 26]
     assert tally.rates() == pytest.approx([2 / 1, 4 / 2, 8 / 3, (12 - 8) / RATE_WINDOW, (26 - 12) / RATE_WINDOW])
+
+
+def test_tally_worker_rates_over_the_last_window() -> None:
+    from distprove.cluster.progress import RATE_WINDOW, BatchTally
+
+    tally = BatchTally("t", started=0.0)
+    for t, w, n in [(1.0, "a", 3), (2.0, "b", 1), (10.0, "a", 4), (10.0 + RATE_WINDOW / 2, "a", 6)]:
+        tally.add({"worker": w, "proved": n}, now=t)
+    now = 10.0 + RATE_WINDOW / 2
+    assert tally.worker_rate("a", now) == pytest.approx((4 + 6) / RATE_WINDOW)  # the 3 of t=1 are older
+    assert tally.worker_rate("b", now) == 0.0 and tally.worker_rate("c", now) == 0.0
+    assert len(tally.recent["a"]) <= 3
+    early = BatchTally("u", started=0.0)
+    early.add({"worker": "a", "proved": 3}, now=1.0)
+    assert early.worker_rate("a", 2.0) == pytest.approx(3 / 2.0)  # the batch's first seconds

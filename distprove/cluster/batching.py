@@ -247,6 +247,7 @@ def _collect(
     keys: dict[str, Any] | None = None,
     written: set[Any] = frozenset(),
     feed: Any = None,
+    counts: Any = None,
 ) -> None:
     """Gather the proofs as their reducers finish and check-and-write them in groups; the
     futures in ``written`` wrote their proofs themselves and return the outcomes.
@@ -256,6 +257,8 @@ def _collect(
     verify-write task on the cluster, or, with ``pool`` (a process pool of the client), the
     fetched window sums are assembled, checked and written there (``keys``: KeyInfo by hash).
     ``feed`` (an :class:`distprove.cluster.inputbatch.InputFeed`) adds proofs while it is active.
+    ``counts`` (a :class:`distprove.cluster.progress.ClientProgress`) hears of each group the
+    pool wrote (the workers report their own).
     """
     from distributed import as_completed
 
@@ -300,6 +303,8 @@ def _collect(
             return
         for r in group:
             del pending[r]
+        if pool is not None and handle not in written and counts is not None:
+            counts.pool_group(outcomes)
         for out in outcomes:
             finish(*by_name[out.name], out.status, out.reason, out.worker, out.seconds)
 
@@ -498,7 +503,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 keys = {info.content_hash: info for _, info in planned}
                 pool = verification_pool(procs)
                 grouping = planner.VerifyGrouping.for_batch(plan, opts.verify_group, opts.verify_wait, procs)
-                _collect(client, plan, pending, emit, grouping, pool, keys, written, feed)
+                _collect(client, plan, pending, emit, grouping, pool, keys, written, feed, counts)
             else:
                 grouping = planner.VerifyGrouping.for_batch(plan, opts.verify_group, opts.verify_wait)
                 _collect(client, plan, pending, emit, grouping, written=written, feed=feed)

@@ -10,8 +10,9 @@ Two senders, one Dask event topic (:data:`TOPIC`, ``log_event``; the scheduler p
   once it is on disk, not when its task ends (a prove-whole task streams many groups).
 * the client (:class:`ClientProgress`): the batch's total when it starts, its own counts of
   proved, failed and skipped proofs as results arrive (at most every :data:`CLIENT_EVERY`
-  seconds; they also cover what no worker reports: proofs written by the client's pool, tasks
-  that raised, skipped outputs) and its final counts when it ends.
+  seconds; they also cover what no worker reports: tasks that raised, skipped outputs) and its
+  final counts when it ends; and each group its own pool checks and writes (``verify-in:
+  client``), as a worker reports its groups.
 
 :class:`BatchTally` takes, during the batch, the larger of the two counts, and at the end the
 client's, which are exact. Nothing here runs a Dask task or holds a worker's slot.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -75,6 +77,15 @@ def report_outcomes(outcomes: Iterable[Outcome]) -> None:
         worker = get_worker()
     except ValueError:  # not on a worker (the client's pool, a test)
         return
+    msg = group_message(_batch.get() or task_batch(), worker.address, outcomes)
+    if msg is not None:
+        worker.log_event(TOPIC, msg)
+
+
+def group_message(batch: str, where: str, outcomes: Iterable[Outcome]) -> dict[str, Any] | None:
+    """The message of a group written at ``where`` (a worker's address, a process of the client's
+    pool): its proofs written and failed, their stage seconds summed; None when it holds
+    neither (every proof written before)."""
     proved = failed = 0
     seconds: dict[str, float] = {}
     for o in outcomes:
@@ -86,9 +97,9 @@ def report_outcomes(outcomes: Iterable[Outcome]) -> None:
                 seconds[stage] = seconds.get(stage, 0.0) + s
         elif o.status == Status.FAILED:
             failed += 1
-    if proved or failed:
-        worker.log_event(TOPIC, {"batch": _batch.get() or task_batch(), "worker": worker.address,
-                                 "proved": proved, "failed": failed, "seconds": seconds})
+    if not (proved or failed):
+        return None
+    return {"batch": batch, "worker": where, "proved": proved, "failed": failed, "seconds": seconds}
 
 
 class ClientProgress:
@@ -116,12 +127,20 @@ class ClientProgress:
         if time.monotonic() - self._sent >= CLIENT_EVERY:
             self._send(final=False)
 
+    def pool_group(self, outcomes: list[Outcome]) -> None:
+        """A group the client's own pool checked and wrote: reported as a worker reports its
+        groups (:func:`group_message`), by the pool's process, which no worker does."""
+        msg = group_message(self.batch, outcomes[0].worker if outcomes else "", outcomes)
+        if msg is not None:
+            self._log(msg)
+
     def _send(self, final: bool) -> None:
+        self._sent = time.monotonic()
+        self._log({"batch": self.batch, "total": self.total, "final": final, **{str(s): n for s, n in self.counts.items()}})
+
+    def _log(self, msg: dict[str, Any]) -> None:
         if self._broken:
             return
-        self._sent = time.monotonic()
-        msg = {"batch": self.batch, "total": self.total, "final": final,
-               **{str(s): n for s, n in self.counts.items()}}
         try:
             self.client.log_event(TOPIC, msg)
         except Exception as exc:  # the scheduler is gone or refuses: the batch goes on without it
@@ -142,6 +161,8 @@ class BatchTally:
     live_failed: int = 0
     workers: dict[str, int] = field(default_factory=dict)
     """Proofs written per worker (as the workers report them)."""
+    recent: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
+    """Per worker, (time, its proofs written) at its reports of about the last :data:`RATE_WINDOW` seconds."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Stage seconds of the written proofs, summed (as the workers report them)."""
     final: bool = False
@@ -179,6 +200,10 @@ class BatchTally:
             self.live_failed += int(msg.get("failed", 0))
             w = str(msg["worker"])
             self.workers[w] = self.workers.get(w, 0) + int(msg.get("proved", 0))
+            points = self.recent.setdefault(w, deque())
+            points.append((now, self.workers[w]))
+            while len(points) > 1 and points[1][0] <= now - RATE_WINDOW:
+                points.popleft()
             for stage, s in dict(msg.get("seconds", {})).items():
                 self.seconds[stage] = self.seconds.get(stage, 0.0) + float(s)
         else:
@@ -191,6 +216,18 @@ class BatchTally:
             self.history.append((t, done))
             if len(self.history) > HISTORY_POINTS:
                 self.history = self.history[:1] + self.history[1:-1:2] + self.history[-1:]
+
+    def worker_rate(self, worker: str, now: float | None = None) -> float:
+        """``worker``'s proofs per second over the last :data:`RATE_WINDOW` seconds of the batch
+        (up to its end once it ended)."""
+        now = self.ended if self.ended is not None else (time.time() if now is None else now)
+        since = now - RATE_WINDOW
+        before = 0
+        for t, n in self.recent.get(worker, ()):
+            if t <= since:
+                before = n
+        window = min(RATE_WINDOW, now - self.started)
+        return (self.workers.get(worker, 0) - before) / window if window > 0 else 0.0
 
     def rates(self) -> list[float]:
         """Proofs per second at each history point: the proofs done in the :data:`RATE_WINDOW`

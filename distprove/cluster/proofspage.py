@@ -21,7 +21,7 @@ from typing import Any
 
 from tornado import web
 
-from distprove.cluster.progress import BatchTally
+from distprove.cluster.progress import RATE_WINDOW, BatchTally
 
 PAGE = "distprove"
 """The page's path on the scheduler's dashboard (and its name in the dashboard's menu)."""
@@ -29,8 +29,9 @@ PAGE = "distprove"
 
 def snapshot(tally: BatchTally | None, workers: Mapping[str, Any] | None = None, cluster: Mapping[str, int] | None = None) -> dict[str, Any]:
     """One batch's figures as JSON-ready data: its counts, elapsed seconds and proofs per
-    second, per worker (proofs, proofs per second, GPU utilization from the worker's heartbeat
-    when it has a GPU), stage seconds, the history of proofs done and their rate, and
+    second, per worker (proofs, proofs per second over the batch and over its last
+    :data:`~distprove.cluster.progress.RATE_WINDOW` seconds, GPU utilization from the worker's
+    heartbeat when it has a GPU), stage seconds, the history of proofs done and their rate, and
     ``columns``: the same shaped for the page's sources. ``workers``: the scheduler's
     WorkerStates by address; ``cluster``: the cluster-wide counts."""
     workers = workers or {}
@@ -44,7 +45,7 @@ def snapshot(tally: BatchTally | None, workers: Mapping[str, Any] | None = None,
         gpu = getattr(ws, "metrics", {}).get("gpu_utilization") if ws is not None else None
         n = tally.workers.get(w, 0)
         per_worker.append({"worker": w, "proofs": n, "proofs_per_second": n / elapsed if elapsed > 0 else 0.0,
-                           "gpu_utilization": gpu})
+                           "recent_proofs_per_second": tally.worker_rate(w), "gpu_utilization": gpu})
     busy = sum(tally.seconds.values())
     stages = sorted(tally.seconds.items(), key=lambda kv: -kv[1])
     rates = tally.rates()
@@ -76,6 +77,7 @@ def snapshot(tally: BatchTally | None, workers: Mapping[str, Any] | None = None,
             "worker": [w["worker"] for w in per_worker],
             "proofs": [w["proofs"] for w in per_worker],
             "rate": [round(w["proofs_per_second"], 3) for w in per_worker],
+            "recent": [round(w["recent_proofs_per_second"], 3) for w in per_worker],
             "gpu": ["-" if w["gpu_utilization"] is None else f"{w['gpu_utilization']}%" for w in per_worker],
         },
         "stages": {
@@ -105,7 +107,7 @@ def page_html() -> str:
         return DataTable(source=source(part), columns=[TableColumn(field=f, title=t) for f, t in names],
                          width=width, height=height, index_position=None)
 
-    bar = figure(title="proofs: done, failed, skipped, left", y_range=["proofs"], height=110, width=900,
+    bar = figure(title="proofs: done, failed, skipped, left", y_range=["proofs"], height=150, width=900,
                  toolbar_location=None)
     bar.hbar_stack(["done", "failed", "skipped", "left"], y="y", height=0.6, source=source("progress"),
                    color=["#2ca02c", "#d62728", "#7f7f7f", "#e0e0e0"], legend_label=["done", "failed", "skipped", "left"])
@@ -115,14 +117,16 @@ def page_html() -> str:
     rate.line("t", "rate", source=hist, line_width=2)
     done = figure(title="proofs done", height=260, width=450, x_axis_label="seconds", toolbar_location=None)
     done.line("t", "done", source=hist, line_width=2, color="#2ca02c")
+    workers = table("workers", [("worker", "worker"), ("proofs", "proofs done"), ("rate", "proofs/s"),
+                                ("recent", f"proofs/s, last {RATE_WINDOW:g} s"), ("gpu", "GPU busy")], 900, 200)
     layout = column(
         Div(text='<h2>distprove</h2><p><a href="status">dashboard</a> · <a href="distprove/json">JSON</a> · '
                  'the latest batch (proofs counted as they are written)</p>'),
         table("summary", [("what", ""), ("value", "")], 300, 300),
         bar,
         row(rate, done),
-        row(table("workers", [("worker", "worker"), ("proofs", "proofs done"), ("rate", "proofs/s"), ("gpu", "GPU busy")], 450, 220),
-            table("stages", [("stage", "stage"), ("seconds", "seconds"), ("share", "share")], 450, 220)),
+        workers,
+        table("stages", [("stage", "stage (seconds of the written proofs)"), ("seconds", "seconds"), ("share", "share")], 600, 300),
     )
     return file_html(layout, Resources(mode="server", root_url="./"), title="distprove")
 
