@@ -182,3 +182,22 @@ def test_tally_worker_rates_over_the_last_window() -> None:
     early = BatchTally("u", started=0.0)
     early.add({"worker": "a", "proved": 3}, now=1.0)
     assert early.worker_rate("a", 2.0) == pytest.approx(3 / 2.0)  # the batch's first seconds
+
+
+def test_group_message_counts_once_in_plain_types() -> None:
+    """A group's message counts what this attempt wrote or failed (not what an earlier one wrote),
+    its stage seconds summed as plain floats (msgpack, which carries Dask events, packs no numpy)."""
+    import msgpack
+    import numpy as np
+
+    from distprove.cluster.progress import group_message
+    from distprove.cluster.tasks import Outcome, Status
+
+    outs = [Outcome("a", Status.PROVED, "", {"msm": np.float32(0.5), "check": 0.25}),
+            Outcome("b", Status.PROVED, "", {"msm": 1.0}),
+            Outcome("c", Status.PROVED, "", {"msm": 9.0}, written_before=True),
+            Outcome("d", Status.FAILED, "bad", {})]
+    msg = group_message("tag", "tcp://w", outs)
+    assert msg == {"batch": "tag", "worker": "tcp://w", "proved": 2, "failed": 1, "seconds": {"msm": 1.5, "check": 0.25}}
+    assert msgpack.unpackb(msgpack.packb(msg)) == msg
+    assert group_message("tag", "tcp://w", outs[2:3]) is None

@@ -79,7 +79,10 @@ def report_outcomes(outcomes: Iterable[Outcome]) -> None:
         return
     msg = group_message(_batch.get() or task_batch(), worker.address, outcomes)
     if msg is not None:
-        worker.log_event(TOPIC, msg)
+        try:
+            worker.log_event(TOPIC, msg)
+        except Exception as exc:  # the proofs are written: a lost count must not fail them
+            log.warning("progress of a group not sent to the scheduler: %s", exc)
 
 
 def group_message(batch: str, where: str, outcomes: Iterable[Outcome]) -> dict[str, Any] | None:
@@ -94,7 +97,7 @@ def group_message(batch: str, where: str, outcomes: Iterable[Outcome]) -> dict[s
         if o.status == Status.PROVED:
             proved += 1
             for stage, s in o.seconds.items():
-                seconds[stage] = seconds.get(stage, 0.0) + s
+                seconds[str(stage)] = seconds.get(str(stage), 0.0) + float(s)  # plain floats: msgpack packs them
         elif o.status == Status.FAILED:
             failed += 1
     if not (proved or failed):
