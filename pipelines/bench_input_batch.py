@@ -22,7 +22,7 @@ first proof and its proofs/s after that one's group (``steady``), which tell a b
 start-up (the circuit check, the first witness chunk) from a slower pace. ``--keep DIR`` keeps
 the last input batch's proofs there (to check one with snarkjs). ``--timeline`` records each
 run's Dask task stream and prints, per worker, where its execution slot went: the seconds to the
-first proof task, in proof tasks, in other tasks (witness tasks until they secede, markers, ...)
+first proof task, in proof tasks, in other tasks (witness tasks until they secede, ...)
 and idle between them, and the tail after the last proof task's slot is given back, and the
 seconds its proof tasks spent in each metered stage (the span's fine performance metrics).
 """
@@ -153,11 +153,11 @@ def proof_task_stages(dask_scheduler: Any) -> dict[str, float]:
 
 def task_spans(stream: list[dict[str, Any]], t0: float) -> str:
     """Every task's compute span from ``t0``, in start order, as ``prefix:N@start-stop`` (N: the
-    proofs or inputs after the first that its name counts, ``name+N``); markers left out."""
+    proofs or inputs after the first that its name counts, ``name+N``)."""
     spans = []
     for rec in stream:
         key = rec["key"]
-        if not isinstance(key, tuple) or key[0] == "proofs":
+        if not isinstance(key, tuple):
             continue
         more = key[1].rsplit("+", 1)[-1] if "+" in str(key[1]) else "0"
         spans += [(ss["start"], f"{key[0]}:{more}@{ss['start'] - t0:.3f}-{ss['stop'] - t0:.3f}")
