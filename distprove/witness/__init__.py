@@ -1,0 +1,1 @@
+"""Witness generators: circom's native C++ generators (:mod:`~distprove.witness.native`)."""
