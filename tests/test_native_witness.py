@@ -28,7 +28,7 @@ import pytest
 
 import distprove.config  # noqa: F401  (registers the defaults before any dask.config.set below)
 from distprove.errors import FormatError
-from distprove.formats.wtns import read_wtns, write_wtns
+from distprove.formats.wtns import write_wtns
 from distprove.formats.zkey import open_zkey
 from distprove.witness import native
 from distprove.witness.native import NativeGenerator
@@ -297,6 +297,21 @@ def test_second_open_builds_nothing(session_cache: Path, unpacked: Path, monkeyp
     assert not list((unpacked / "checks_cpp").glob("*.o")), "built in the user's folder"
 
 
+def test_built_cache_runs_without_compilers(session_cache: Path, unpacked: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache filled on one host serves a host with no compiler, gmp or make (PATH empty here)."""
+    NativeGenerator(unpacked / "checks_cpp").close()
+    carried = tmp_path / "carried"
+    shutil.copytree(session_cache / "witness", carried / "witness")
+    monkeypatch.setenv("DISTPROVE_CACHE_DIR", str(carried))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    g = NativeGenerator(unpacked / "checks_cpp")
+    try:
+        assert g.calculate_file(write_input(tmp_path / "in.json", {"a": [[1, 2], [3, 4]], "b": 1}))[1, 0] == 5
+    finally:
+        g.close()
+
+
 def test_content_change_rebuilds(session_cache: Path, unpacked: Path, tmp_path: Path) -> None:
     folder = tmp_path / "checks_cpp"
     shutil.copytree(unpacked / "checks_cpp", folder)
@@ -378,6 +393,14 @@ def test_a_fake_folder_fails_to_build_in_one_line(session_cache: Path, tmp_path:
     with pytest.raises(FormatError) as err:
         NativeGenerator(folder)
     assert one_line(err).startswith(f"{folder}: cannot build the native witness generator: fake.cpp:1:1: error: ")
+
+
+def test_build_command(session_cache: Path, unpacked: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m distprove.witness.native``: each folder's build folder, or its one line."""
+    assert native.main([str(unpacked / "checks_cpp")]) == 0
+    assert capsys.readouterr().out == f"{native.built_driver(unpacked / 'checks_cpp')}\n"
+    assert native.main([str(tmp_path)]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
 
 
 def test_not_a_generator(tmp_path: Path) -> None:

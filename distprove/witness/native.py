@@ -12,9 +12,12 @@ rules), and sent as values; the driver checks the names and sizes against the ci
 
 The driver is linked statically (``-static ... -lgmp``, libgmp.a comes with libgmp-dev), so the
 built cache runs on hosts that have neither gmp nor a compiler, GPU workers for instance: build
-once where the tools are, carry ``$DISTPROVE_CACHE_DIR`` (its ``witness/`` folder) there, with
-the same ``_cpp`` folder, whose content picks the build. Where no static libc or gmp exists the
-driver is linked dynamically, and says so in the log.
+once where the tools are (``python -m distprove.witness.native FOLDER...`` prints each build's
+folder), carry the cache's ``witness/`` folder there into ``$DISTPROVE_CACHE_DIR/witness/``, with
+the same ``_cpp`` folder: the build is found by the hash of that folder's sources, of this
+distprove's driver source and of ``distprove.witness.build-flags``, so all three must be the same
+on both hosts. Where no static libc or gmp exists the driver is linked dynamically, and says so
+in the log.
 
 A plain binary (the user built the folder themselves; ``<binary>.dat`` beside it) runs once per
 input: ``BIN input.json out.wtns``, the input rewritten with the values as read here, the output
@@ -202,6 +205,7 @@ def built_driver(folder: str | os.PathLike[str]) -> Path:
         try:
             log.info("%s: building the native witness generator into %s", path, final)
             _compile_into(path, name, work, cflags)
+            work.chmod(0o755)  # mkdtemp's 0700 would keep a shared or carried cache from other users
             os.rename(work, final)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -211,28 +215,11 @@ def built_driver(folder: str | os.PathLike[str]) -> Path:
 # ---- inputs ------------------------------------------------------------------------------------
 
 
-def encode_input(inputs: dict[str, Any], source: str) -> tuple[list[str], bytes]:
-    """An input's signal names and the driver's request for it (records of hash, count and values
-    reduced modulo r), the values read as snarkjs reads them. Raises FormatError(source, ...)."""
-    names = list(inputs)
-    parts = [struct.pack("<I", len(names))]
-    for name, value in inputs.items():
-        flat: list[Any] = []
-        where: list[str] = []
-        _flatten(value, flat, where)
-        parts.append(struct.pack("<QI", fnv1a64(name), len(flat)))
-        for v, at in zip(flat, where):
-            x = _to_int(v)
-            if isinstance(x, str):
-                raise FormatError(source, f"input {name}{at}: {_describe(v)} {x}")
-            parts.append((x % R).to_bytes(_N8, "little"))
-    return names, b"".join(parts)
-
-
-def _normalised_input(inputs: dict[str, Any], source: str) -> dict[str, list[str]]:
-    """An input as decimal strings reduced modulo r, one flat list per signal (what a plain
-    binary's own JSON reader takes the same way snarkjs reads the original)."""
-    out: dict[str, list[str]] = {}
+def field_values(inputs: dict[str, Any], source: str) -> dict[str, list[int]]:
+    """Each input signal's values, flattened in order and reduced modulo r, read as snarkjs reads
+    them (:mod:`distprove.witnessgen`'s rules). Raises FormatError(source, ...) for a value that is
+    not an integer."""
+    out: dict[str, list[int]] = {}
     for name, value in inputs.items():
         flat: list[Any] = []
         where: list[str] = []
@@ -242,8 +229,17 @@ def _normalised_input(inputs: dict[str, Any], source: str) -> dict[str, list[str
             x = _to_int(v)
             if isinstance(x, str):
                 raise FormatError(source, f"input {name}{at}: {_describe(v)} {x}")
-            out[name].append(str(x % R))
+            out[name].append(x % R)
     return out
+
+
+def encode_request(values: dict[str, list[int]]) -> bytes:
+    """The driver's request for one input: per signal its name's hash, its count and its values."""
+    parts = [struct.pack("<I", len(values))]
+    for name, vals in values.items():
+        parts.append(struct.pack("<QI", fnv1a64(name), len(vals)))
+        parts.extend(x.to_bytes(_N8, "little") for x in vals)
+    return b"".join(parts)
 
 
 # ---- failures ----------------------------------------------------------------------------------
@@ -338,6 +334,8 @@ class NativeGenerator:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: _Stderr | None = None
         self._finalizer: weakref.finalize | None = None
+        self._key_size: int | None = None
+        self._key_name = ""
         p = Path(self.path)
         if p.is_dir():
             built = built_driver(p)
@@ -433,7 +431,9 @@ class NativeGenerator:
 
     def _drive(self, inputs: dict[str, Any], source: str) -> np.ndarray:
         """One input through the long-lived driver."""
-        names, request = encode_input(inputs, source)
+        values = field_values(inputs, source)
+        names = list(values)
+        request = encode_request(values)
         if self._proc is None:
             self._start()
         assert self._proc is not None and self._proc.stdin is not None and self._stderr is not None
@@ -467,7 +467,7 @@ class NativeGenerator:
         if status == _ANSWER_UNKNOWN:
             raise FormatError(source, f"{names[a]!r} is not an input signal of the circuit")
         if status == _ANSWER_SIZE:
-            count = len(_flat(inputs[names[a]]))
+            count = len(values[names[a]])
             raise FormatError(source, f"input {names[a]} has {count} value{'s' * (count != 1)}, the circuit's signal has {b}")
         raise FormatError(source, f"missing input signals: {a} of the circuit's {b} input values are given")
 
@@ -478,7 +478,7 @@ class NativeGenerator:
         from distprove.formats.wtns import read_wtns
 
         assert self._binary is not None
-        normal = _normalised_input(inputs, source)
+        normal = {name: [str(x) for x in vals] for name, vals in field_values(inputs, source).items()}
         with tempfile.TemporaryDirectory(prefix="distprove-wtns-", dir=_tmpfs()) as tmp:
             in_path, out_path = os.path.join(tmp, "input.json"), os.path.join(tmp, "witness.wtns")
             with open(in_path, "w", encoding="utf-8") as f:
@@ -528,9 +528,6 @@ class NativeGenerator:
         """:meth:`calculate` on the input file at ``input_path`` (errors name that file)."""
         return self.calculate(read_input(input_path), os.fspath(input_path))
 
-    _key_size: int | None = None
-    _key_name: str = ""
-
     def _check_size(self, witness_size: int) -> None:
         if self._key_size is not None and witness_size != self._key_size:
             raise FormatError(
@@ -553,11 +550,25 @@ class NativeGenerator:
         self._discard()
 
 
-def _flat(value: Any) -> list[Any]:
-    out: list[Any] = []
-    _flatten(value, out, [])
-    return out
-
-
 def _now() -> float:
     return time.monotonic()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m distprove.witness.native FOLDER...``: build each ``circom --c`` folder into the
+    cache (as a first use would) and print its build folder, e.g. to fill a cache on a host with
+    the compilers and carry it to hosts without them."""
+    import sys
+
+    status = 0
+    for folder in sys.argv[1:] if argv is None else argv:
+        try:
+            print(built_driver(folder))
+        except FormatError as exc:
+            print(exc, file=sys.stderr)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
