@@ -438,7 +438,9 @@ class NativeGenerator:
             self._start()
         assert self._proc is not None and self._proc.stdin is not None and self._stderr is not None
         try:
-            self._proc.stdin.write(request)
+            view = memoryview(request)
+            while view:  # a pipe may take a large request in parts
+                view = view[os.write(self._proc.stdin.fileno(), view):]
             status = struct.unpack("<I", self._read(4))[0]
             if status == _ANSWER_OK:
                 out = np.empty((self.witness_size, 8), "<u4")
