@@ -312,6 +312,23 @@ def test_built_cache_runs_without_compilers(session_cache: Path, unpacked: Path,
         g.close()
 
 
+def test_driver_that_cannot_start(session_cache: Path, unpacked: Path, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build whose .dat was cut short: the driver's own error, one line naming the generator."""
+    built = native.built_driver(unpacked / "checks_cpp")
+    cache = tmp_path / "cache"
+    shutil.copytree(built, cache / "witness" / built.name)
+    dat = cache / "witness" / built.name / "checks.dat"
+    dat.write_bytes(dat.read_bytes()[:100])
+    monkeypatch.setenv("DISTPROVE_CACHE_DIR", str(cache))
+    with pytest.raises(FormatError) as err:
+        NativeGenerator(unpacked / "checks_cpp")
+    assert one_line(err) == (
+        f"{unpacked / 'checks_cpp'}: the native witness generator exited with status 2: "
+        f"distprove driver: {dat}: the .dat is shorter than the circuit's tables"
+    )
+
+
 def test_content_change_rebuilds(session_cache: Path, unpacked: Path, tmp_path: Path) -> None:
     folder = tmp_path / "checks_cpp"
     shutil.copytree(unpacked / "checks_cpp", folder)

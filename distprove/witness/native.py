@@ -245,12 +245,13 @@ def encode_request(values: dict[str, list[int]]) -> bytes:
 # ---- failures ----------------------------------------------------------------------------------
 
 _ASSERT_LINE = re.compile(r"Failed assert in template/function (\S+) line (\d+)")
-_ABORT_LINE = re.compile(r"(Assertion .* failed\.|terminate called .*|what\(\): .*)")
+_ABORT_LINE = re.compile(r"(Assertion .* failed\.|terminate called .*|what\(\): .*|distprove driver: .*)")
 
 
 def _death(returncode: int, stderr: str) -> str:
     """The one-line reason a generator process that ended mid-input gives (no log line, which may
-    hold values, is repeated: only circom's assertion text or the C++ runtime's own abort line)."""
+    hold values, is repeated: only circom's assertion text, the C++ runtime's own abort line or
+    the driver's own error)."""
     m = _ASSERT_LINE.search(stderr)
     if m:
         return f"the circuit rejects the input: Assert Failed in template {m.group(1)} line {m.group(2)}"
@@ -361,6 +362,7 @@ class NativeGenerator:
                 self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr.file, bufsize=0
             )
         except OSError as exc:
+            self._discard()
             raise FormatError(self.path, f"cannot start the native witness generator: {exc.strerror or exc}") from None
         self._finalizer = weakref.finalize(self, _stop, self._proc)
         try:
@@ -371,9 +373,12 @@ class NativeGenerator:
             n8 = struct.unpack_from("<I", head, 4)[0]
             rest = self._read(n8 + 8)
         except (EOFError, _Timeout) as exc:
-            reason = "did not start in time" if isinstance(exc, _Timeout) else _death(self._end(), self._stderr.take())
+            if isinstance(exc, _Timeout):
+                reason = f"the native witness generator did not start within {self.timeout:g} s"
+            else:
+                reason = _death(self._end(), self._stderr.take())
             self._discard()
-            raise FormatError(self.path, f"the native witness generator {reason}") from None
+            raise FormatError(self.path, reason) from None
         prime = int.from_bytes(rest[:n8], "little")
         witness_size, input_size = struct.unpack_from("<II", rest, n8)
         if n8 != _N8 or prime != R:

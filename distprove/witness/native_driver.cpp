@@ -75,7 +75,7 @@ void write_all(const void *buf, size_t n) {
 void write_u32(uint32_t v) { write_all(&v, 4); }
 
 [[noreturn]] void die(const char *what, const std::string &path) {
-    fprintf(stderr, "%s: %s\n", path.c_str(), what);
+    fprintf(stderr, "distprove driver: %s: %s\n", path.c_str(), what);
     exit(2);
 }
 
