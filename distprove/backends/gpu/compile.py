@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from distprove.cachedir import cache_dir
+
 if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
@@ -96,12 +98,6 @@ def module_source(units: Sequence[str], kernel_dir: Path = KERNEL_DIR) -> str:
 def entry_points(src: str) -> list[str]:
     """Names of the ``extern "C" __global__`` kernels in a module source, in order."""
     return re.findall(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(', src)
-
-
-def cache_dir() -> Path:
-    """The cubin cache directory: ``$DISTPROVE_CACHE_DIR`` or ``~/.cache/distprove``."""
-    env = os.environ.get("DISTPROVE_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "distprove"
 
 
 @dataclass
