@@ -430,3 +430,39 @@ def test_not_a_generator(tmp_path: Path) -> None:
     with pytest.raises(FormatError) as err:
         NativeGenerator(exe)  # no tool.dat beside it
     assert "not a native witness generator" in one_line(err)
+
+
+def test_batch_from_inputs_with_a_native_generator(session_cache: Path, unpacked: Path, data_dir: Path,
+                                                   tmp_path: Path, snarkjs: str) -> None:
+    """``distprove batch KEY INPUTS --witness-gen <name>_cpp`` on a local cluster: the generator is
+    checked against the key in the client, the witnesses are computed by the driver in the
+    workers' pools (kept, byte for byte snarkjs's), every proof verifies with snarkjs, and an
+    input the circuit cannot take fails alone with one line."""
+    from click.testing import CliRunner
+
+    from conftest import snarkjs_verify
+    from distprove.cli import main
+
+    fixture = data_dir / "poseidon_k4"
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    shutil.copy(fixture / "circuit_final.zkey", tmp_path)
+    for p in sorted((fixture / "inputs").glob("input_*.json")):
+        shutil.copy(p, inputs)
+    (inputs / "wrong_signal.json").write_text(json.dumps({"no_such_signal": "1"}))
+    out = tmp_path / "proofs"
+    res = CliRunner().invoke(main, [
+        "batch", str(tmp_path / "circuit_final.zkey"), str(inputs), "--witness-gen", str(unpacked / "poseidon_k4_cpp"),
+        "--backend", "cpu", "--workers", "1", "--out", str(out), "--keep-witnesses", "--report", str(tmp_path / "r.json"),
+    ])
+    assert res.exit_code == 1, res.output  # the bad input
+    report = json.loads((tmp_path / "r.json").read_text())
+    by_name = {r["name"]: r for r in report["results"]}
+    bad = by_name.pop("wrong_signal")
+    assert bad["status"] == "failed" and "no_such_signal" in bad["reason"] and "\n" not in bad["reason"]
+    assert {r["status"] for r in by_name.values()} == {"proved"} and len(by_name) == 3
+    for k in range(3):
+        assert (out / f"input_{k}.wtns").read_bytes() == (fixture / "witnesses" / f"witness_{k}.wtns").read_bytes()
+        assert snarkjs_verify(fixture / "verification_key.json", out / f"input_{k}.public.json",
+                              out / f"input_{k}.proof.json", snarkjs)
+    assert not (out / "wrong_signal.proof.json").exists()
