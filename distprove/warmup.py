@@ -46,13 +46,16 @@ def warm_numba() -> Warmed:
 
 def warm_gpu() -> Warmed:
     """Prove the bundled example's witnesses as one group on the GPU backend and check them with
-    :func:`distprove.verifier.verify_many` on the device, so CuPy compiles and caches every
-    kernel of its own on that path. Raises RuntimeError if a proof does not verify."""
+    :func:`distprove.verifier.verify_many` on the device, then sample the live shares of witness
+    stacks longer than the example's, so CuPy compiles and caches every kernel of its own on a
+    batch's path. Raises RuntimeError if a proof does not verify."""
+    import cupy
     from cupy.cuda import compiler
 
     from .example import WITNESS_DIR, ZKEY
     from .keystore import open_key
     from .prover import prove_many
+    from .stages.msm import live_fractions
     from .verifier import verify_many
 
     t0 = time.perf_counter()
@@ -62,6 +65,11 @@ def warm_gpu() -> Warmed:
     vk = key.vk_json()
     if not all(verify_many([(vk, p.public_json(), p.to_json()) for p in proofs], device="gpu")):
         raise RuntimeError("compile: a proof of the bundled example does not verify on this GPU")
+    # CuPy compiles an elementwise or reduction kernel per number of dimensions its operands
+    # reduce to: the live-share sample of a witness stack is a 1-, 2- or 3-dimensional view by the
+    # witness length (every row below 4,096 values, else every k-th), the example's only the first
+    for g, n in ((1, 8192), (2, 8192), (1, 8194), (2, 8194)):
+        live_fractions(cupy.zeros((g, n, 8), dtype=cupy.uint32)).get()
     return Warmed("CuPy kernels (the example proved as one group on the GPU)", str(Path(compiler.get_cache_dir())),
                   time.perf_counter() - t0)
 
