@@ -114,7 +114,8 @@ _modules: dict[tuple[str, tuple[str, ...], tuple[str, ...]], "cupy.RawModule"] =
 _timings: list[LoadTiming] = []
 
 
-def _arch() -> str:
+def device_arch() -> str:
+    """The current GPU's architecture, as NVRTC and ``distprove compile --arch`` name it (``sm_90``)."""
     import cupy
 
     return "sm_" + cupy.cuda.Device().compute_capability
@@ -183,7 +184,7 @@ def _load(units: tuple[str, ...], name: str, options: tuple[str, ...]) -> "cupy.
     import cupy
 
     t0 = time.perf_counter()
-    src, path, kind = _ensure_cubin(units, name, options, _arch())
+    src, path, kind = _ensure_cubin(units, name, options, device_arch())
     module = cupy.RawModule(path=str(path))
     for fn in entry_points(src)[:1]:
         module.get_function(fn)  # CuPy loads lazily: make the load part of the timing
@@ -215,7 +216,7 @@ def build(names: Sequence[str] | None = None, options: Sequence[str] = (), arch:
     unknown = sorted(set(names) - set(MODULES))
     if unknown:
         raise ValueError(f"unknown kernel module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
-    arch = arch or _arch()
+    arch = arch or device_arch()
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
     if jobs == 1:
         return [_build_one(n, tuple(options), arch) for n in names]
