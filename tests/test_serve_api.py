@@ -209,8 +209,14 @@ def test_queue_full_429_and_idempotency(tmp_path: Path, data_dir: Path) -> None:
     rid = next(iter(ids))
     Path(svc.state.proof(rid)).write_text('{"pi_a": []}')
     Path(svc.state.public(rid)).write_text('["1"]')
+    # what a crash leaves half made: a stored witness never journaled, a partial write
+    orphans = [svc.state.witnesses / "0123.wtns", svc.state.witnesses / ".x.wtns.abc.tmp", svc.state.results / ".y.proof.json.d.tmp"]
+    for p in orphans:
+        p.write_bytes(b"partial")
     again = _service(tmp_path, data_dir, max_queue=3)
     assert again.start() == 2
+    assert not any(p.exists() for p in orphans)
+    assert len(os.listdir(again.state.witnesses)) == 2
     try:
         assert again.journal.get(rid).status == DONE
         assert again.result(rid) == {"id": rid, "key": "mini", "status": "done", "proof": {"pi_a": []}, "public": ["1"]}

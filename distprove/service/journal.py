@@ -57,6 +57,16 @@ class StateDir:
     def public(self, rid: str) -> str:
         return str(self.results / f"{rid}.public.json")
 
+    def clean(self, keep: set[str]) -> None:
+        """Delete every file of ``witnesses/`` but those named in ``keep``, and the temporary files
+        of ``results/`` (what a crash left: a witness stored but never journaled, a partial write)."""
+        for name in os.listdir(self.witnesses):
+            if name not in keep:
+                os.unlink(self.witnesses / name)
+        for name in os.listdir(self.results):
+            if name.startswith(".") and name.endswith(".tmp"):
+                os.unlink(self.results / name)
+
     def remove(self, rid: str, results: bool = True) -> None:
         """Delete a request's witness and, with ``results``, its proof (first) and public files."""
         paths = [self.witness(rid)] + ([self.proof(rid), self.public(rid)] if results else [])

@@ -132,7 +132,7 @@ def serve(
     with connect(None, scheduler=scheduler, backend=backend, n_workers=n_workers, keys=list(keys.values())) as client:
         ensure_worker_state(client, backend, max(base.key_cache_count, len(keys)), base.key_cache_gpu_bytes)
         served = plan_keys(client, keys)
-        service = ProvingService(client, served, state_dir, settings)
+        service = ProvingService(client, served, state_dir, settings, dask.config.get("distprove.serve.journal", None))
         stop = threading.Event()
         purger = threading.Thread(target=_purge_loop, args=(service, stop), name="distprove-serve-purge", daemon=True)
         try:

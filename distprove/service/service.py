@@ -88,12 +88,20 @@ def _problem(exc: FormatError) -> str:
 
 class ProvingService:
     """Accepted requests from the journal to their proofs, for the keys ``keys`` on ``client``'s
-    cluster (the worker state registered, the keys planned: :func:`distprove.service.run.start`)."""
+    cluster (the worker state registered, the keys planned: :func:`distprove.service.run.serve`).
 
-    def __init__(self, client: Any, keys: dict[str, ServedKey], state_dir: str | os.PathLike[str], settings: ServeSettings) -> None:
+    ``state_dir`` holds the accepted witnesses and the results: the workers read and write it, so
+    on a cluster of several hosts it is shared storage mounted at the same path everywhere.
+    ``journal``: the SQLite file (default ``state_dir/journal.sqlite``); SQLite's WAL needs a
+    local file system, so where ``state_dir`` is a network one the journal goes elsewhere."""
+
+    def __init__(
+        self, client: Any, keys: dict[str, ServedKey], state_dir: str | os.PathLike[str], settings: ServeSettings,
+        journal: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.keys, self.settings = keys, settings
         self.state = StateDir(state_dir)
-        self.journal = Journal(self.state.root / "journal.sqlite")
+        self.journal = Journal(journal or self.state.root / "journal.sqlite")
         self.metrics = ServiceMetrics(list(keys), self._depth)
         workers = sum(client.nthreads().values()) or 1
         self.dispatcher = Dispatcher(
@@ -112,7 +120,8 @@ class ProvingService:
 
     def start(self) -> int:
         """Queue every request the journal holds unfinished (those whose proof file exists were
-        proved before a crash: they are marked done, not proved again), then start the dispatcher.
+        proved before a crash: they are marked done, not proved again), delete what a crash left
+        half made (witnesses never journaled, temporary files), then start the dispatcher.
         Returns how many were queued again."""
         found, again = [], 0
         for req in self.journal.unfinished():
@@ -128,6 +137,7 @@ class ProvingService:
             self.journal.finish(found)
             for rid, _, _ in found:
                 self.state.remove(rid, results=False)
+        self.state.clean({f"{rid}.wtns" for rid in self._accepted})
         self.dispatcher.start()
         if again:
             log.info("queued %d unfinished requests again", again)
