@@ -261,3 +261,20 @@ def test_openapi_names_every_route(client: TestClient) -> None:
     assert doc["openapi"].startswith("3.")
     assert set(doc["paths"]) == {"/v1/keys/{name}/proofs", "/v1/proofs/{id}", "/v1/keys",
                                  "/v1/keys/{name}/verification_key", "/healthz", "/metrics"}
+
+
+def test_command_refuses_before_starting_a_cluster(tmp_path: Path, data_dir: Path) -> None:
+    """Bad arguments end in one line and exit status 1, before any cluster starts."""
+    from click.testing import CliRunner
+
+    from distprove.cli import main
+
+    zkey = str(data_dir / "mini" / "mini_0001.zkey")
+    for args, said in (
+        ([zkey, "--host", "0.0.0.0"], "needs --token-file"),
+        ([str(tmp_path / "missing.zkey")], "no such key store or .zkey"),
+        ([zkey, zkey], "two keys named 'mini_0001'"),
+    ):
+        res = CliRunner().invoke(main, ["serve", *args])
+        assert res.exit_code == 1, res.output
+        assert res.output.startswith("error: ") and said in res.output and res.output.count("\n") == 1, res.output
