@@ -278,3 +278,112 @@ def test_command_refuses_before_starting_a_cluster(tmp_path: Path, data_dir: Pat
         res = CliRunner().invoke(main, ["serve", *args])
         assert res.exit_code == 1, res.output
         assert res.output.startswith("error: ") and said in res.output and res.output.count("\n") == 1, res.output
+
+
+class FakeFuture:
+    """A Dask future the test finishes by hand."""
+
+    def __init__(self) -> None:
+        self.status, self._result, self._error = "pending", None, None
+
+    def finish(self, result=None, error: BaseException | None = None) -> None:
+        self._result, self._error = result, error
+        self.status = "error" if error is not None else "finished"
+
+    def done(self) -> bool:
+        return self.status in ("finished", "error")
+
+    def result(self):
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def release(self) -> None:
+        pass
+
+
+class RecordingClient(NoCluster):
+    def __init__(self) -> None:
+        self.submitted: list[tuple] = []
+
+    def submit(self, fn, *args, **kwargs):
+        fut = FakeFuture()
+        self.submitted.append((fn, args, kwargs, fut))
+        return fut
+
+
+def _until(cond, timeout: float = 5.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.005)
+
+
+def test_gathering_window_cap_and_groups_in_flight(tmp_path: Path, data_dir: Path) -> None:
+    """Requests of a key go out as one prove_group task per group: at once when group-cap are
+    queued, else when the oldest has waited gather-window; at most groups-in-flight tasks; each
+    outcome ends its request, a task that raises ends its whole group."""
+    import time
+
+    from distprove.cluster.tasks import Outcome, Status
+    from distprove.cluster.work import prove_group
+    from distprove.service.grouping import Dispatcher
+    from distprove.service.journal import StateDir
+
+    client, finished = RecordingClient(), []
+    state = StateDir(tmp_path / "state")
+    keys = {"mini": _key("mini", data_dir / "mini", 6, "")}
+    d = Dispatcher(client, keys, state, finished.extend, window=0.3, cap=4, in_flight=1)
+    d.start()
+    try:
+        ids = [f"r{i}" for i in range(10)]
+        t0 = time.monotonic()
+        for rid in ids:
+            d.put(rid, "mini")
+        _until(lambda: len(client.submitted) == 1)
+        assert time.monotonic() - t0 < 0.3  # a full group does not wait for the window
+        fn, args, kwargs, fut = client.submitted[0]
+        specs = args[0]
+        assert fn is prove_group and args[1:] == (None, True, True, True)  # assembled, written, checked in the task
+        assert [s.name for s in specs] == ids[:4] and specs[0].witness == state.witness("r0")
+        assert specs[0].proof_path == state.proof("r0") and specs[0].content_hash == "hash-mini"
+        assert kwargs["key"][0] == "prove-whole" and kwargs["pure"] is False
+        assert d.is_proving("r0") and not d.is_proving("r4") and d.depth("mini") == 10
+        time.sleep(0.1)
+        assert len(client.submitted) == 1  # one task in flight at most
+        fut.finish([Outcome("r0", Status.PROVED), Outcome("r1", Status.FAILED, "does not verify"),
+                    Outcome("r2", Status.PROVED, "written by an earlier attempt", written_before=True)])
+        _until(lambda: len(client.submitted) == 2)
+        assert finished == [("r0", "done", ""), ("r1", "failed", "does not verify"), ("r2", "done", ""),
+                            ("r3", "failed", "no outcome from its proof task")]
+        assert [s.name for s in client.submitted[1][1][0]] == ids[4:8]
+        client.submitted[1][3].finish(error=RuntimeError("worker gone\nmore"))
+        _until(lambda: len(client.submitted) == 3)
+        assert finished[4:] == [(rid, "failed", "RuntimeError: worker gone") for rid in ids[4:8]]
+        assert [s.name for s in client.submitted[2][1][0]] == ids[8:]  # the last two
+        client.submitted[2][3].finish([Outcome("r8", Status.PROVED), Outcome("r9", Status.PROVED)])
+        _until(lambda: len(finished) == 10)
+        assert d.depth() == 0
+        t1 = time.monotonic()  # a lone request waits for the window, then goes alone
+        d.put("r10", "mini")
+        _until(lambda: len(client.submitted) == 4)
+        assert time.monotonic() - t1 >= 0.3 and [s.name for s in client.submitted[3][1][0]] == ["r10"]
+    finally:
+        d.stop()
+
+
+def test_no_witness_or_input_values_in_logs(client: TestClient, data_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Accepting, refusing and answering log nothing of a witness or an input."""
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    secret = "987654321987654321"
+    for body, ctype in (
+        (json.dumps({"a": secret, "b": "5"}).encode(), "application/json"),
+        (json.dumps({"a": secret, "nope": "5"}).encode(), "application/json"),
+        (json.dumps({"a": [secret], "b": "5"}).encode(), "application/json"),
+    ):
+        client.post("/v1/keys/mini/proofs", content=body, headers={"Content-Type": ctype})
+    assert secret not in caplog.text
