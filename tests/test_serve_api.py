@@ -387,3 +387,22 @@ def test_no_witness_or_input_values_in_logs(client: TestClient, data_dir: Path, 
     ):
         client.post("/v1/keys/mini/proofs", content=body, headers={"Content-Type": ctype})
     assert secret not in caplog.text
+
+
+def test_a_burst_is_cut_for_every_worker(tmp_path: Path, data_dir: Path) -> None:
+    """Ten requests that arrive together, two worker threads, a cap of 64: two groups of five (one
+    group would leave a worker idle)."""
+    from distprove.service.grouping import Dispatcher
+    from distprove.service.journal import StateDir
+
+    client = RecordingClient()
+    d = Dispatcher(client, {"mini": _key("mini", data_dir / "mini", 6, "")}, StateDir(tmp_path / "s"), lambda r: None,
+                   window=0.05, cap=64, in_flight=4, spread=2)
+    for i in range(10):
+        d.put(f"r{i}", "mini")
+    d.start()
+    try:
+        _until(lambda: len(client.submitted) == 2)
+        assert [[s.name for s in sub[1][0]] for sub in client.submitted] == [[f"r{i}" for i in range(5)], [f"r{i}" for i in range(5, 10)]]
+    finally:
+        d.stop()

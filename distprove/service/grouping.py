@@ -4,9 +4,11 @@ Requests of one key wait in that key's queue until ``group-cap`` of them are the
 has waited ``gather-window`` seconds; they are then proved by ONE prove-whole task, the batch's
 own (:func:`distprove.cluster.work.prove_group`, which checks every proof with one batched
 pairing check and writes the checked ones once each), so a service under load proves in the
-groups a batch of the same requests would. At most ``groups-in-flight`` tasks run at once
-(default: two per worker thread), so that a busy service's queues fill the next groups while
-the workers prove the current ones.
+groups a batch of the same requests would. A due queue is cut into ``spread`` groups (the
+worker threads) while that keeps them under the cap, so that a burst is shared by every worker
+rather than proved by one. At most ``groups-in-flight`` tasks run at once (default: two per
+worker thread), so that a busy service's queues fill the next groups while the workers prove
+the current ones.
 
 The dispatcher is one thread of the service process holding the Dask client; it learns each
 task's end by polling and reports every request's end through ``on_finished``.
@@ -54,10 +56,11 @@ class Dispatcher:
 
     def __init__(
         self, client: Any, keys: dict[str, ServedKey], state: StateDir, on_finished: Finished, *,
-        window: float, cap: int, in_flight: int, check: bool = True,
+        window: float, cap: int, in_flight: int, spread: int = 1, check: bool = True,
     ) -> None:
         self.client, self.keys, self.state, self.on_finished = client, keys, state, on_finished
         self.window, self.cap, self.in_flight, self.check = window, max(1, cap), max(1, in_flight), check
+        self.spread = max(1, spread)
         self.tag = uuid.uuid4().hex[:8]
         self._queues: dict[str, deque[tuple[str, float]]] = {name: deque() for name in keys}
         self._running: dict[Any, tuple[str, list[str]]] = {}
@@ -108,10 +111,11 @@ class Dispatcher:
         """Take the groups that are due, while task slots are free (called with the lock)."""
         groups = []
         for name, q in self._queues.items():
+            size = min(self.cap, -(-len(q) // self.spread))  # the queue as it is, cut once
             while q and len(self._running) + len(groups) < self.in_flight and (
                 len(q) >= self.cap or now - q[0][1] >= self.window
             ):
-                ids = [q.popleft()[0] for _ in range(min(self.cap, len(q)))]
+                ids = [q.popleft()[0] for _ in range(min(size, len(q)))]
                 groups.append((name, ids))
         return groups
 

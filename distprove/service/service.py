@@ -107,7 +107,7 @@ class ProvingService:
         self.dispatcher = Dispatcher(
             client, keys, self.state, self._finished,
             window=settings.gather_window, cap=settings.group_cap,
-            in_flight=settings.groups_in_flight or 2 * workers, check=settings.verify,
+            in_flight=settings.groups_in_flight or 2 * workers, spread=workers, check=settings.verify,
         )
         self._accepted: dict[str, tuple[str, float]] = {}  # id -> (key, created epoch) of unfinished requests
         self._lock = threading.Lock()
