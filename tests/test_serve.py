@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,9 +29,9 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 
-from conftest import snarkjs_verify  # noqa: E402
+from conftest import snarkjs_verify
 
-from distprove.verifier import verify_many  # noqa: E402
+from distprove.verifier import verify_many
 
 TOKEN = "serve-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

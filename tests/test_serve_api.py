@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("starlette")
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from distprove.cluster.tasks import KeyInfo  # noqa: E402
-from distprove.service.app import build_app  # noqa: E402
-from distprove.service.grouping import ServedKey  # noqa: E402
-from distprove.service.journal import DONE  # noqa: E402
-from distprove.service.run import is_local, parse_keys, read_token  # noqa: E402
-from distprove.service.service import ProvingService, ServeSettings  # noqa: E402
-from distprove.errors import FormatError  # noqa: E402
+from distprove.cluster.tasks import KeyInfo
+from distprove.errors import FormatError
+from distprove.service.app import build_app
+from distprove.service.grouping import ServedKey
+from distprove.service.journal import DONE
+from distprove.service.run import is_local, parse_keys, read_token
+from distprove.service.service import ProvingService, ServeSettings
 
 TOKEN = "s3cret-token-0123456789"
 
@@ -138,7 +138,7 @@ def _malformed(data_dir: Path, rng: random.Random) -> list[tuple[str, bytes, str
     other = next(chain).read_bytes()
     inputs = json.loads((data_dir / "mini" / "input.json").read_text())
     bodies = []
-    for n in range(0, len(wtns)):  # every truncation of a good witness
+    for n in range(len(wtns)):  # every truncation of a good witness
         bodies.append((f"truncated to {n}", wtns[:n], "application/octet-stream"))
     for i in range(4):  # wrong magic
         b = bytearray(wtns)
@@ -188,7 +188,7 @@ def test_queue_full_429_and_idempotency(tmp_path: Path, data_dir: Path) -> None:
     wtns = (data_dir / "mini" / "witness.wtns").read_bytes()
     try:
         with TestClient(build_app(svc)) as c:
-            post = lambda **h: c.post("/v1/keys/mini/proofs", content=wtns,  # noqa: E731
+            post = lambda **h: c.post("/v1/keys/mini/proofs", content=wtns,
                                       headers={"Content-Type": "application/octet-stream", **h})
             first = post(**{"Idempotency-Key": "order-1"})
             assert first.status_code == 202

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
