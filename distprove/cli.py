@@ -615,5 +615,28 @@ def wtns_calculate_cmd(gen: str, input_json: str, out_wtns: str, jobs: int | Non
     click.echo(f"wrote {out_wtns}: {len(values)} values in {time.perf_counter() - t0:.2f} s", err=True)
 
 
+@main.command("serve")
+@click.argument("keys", nargs=-1, required=True, metavar="KEY")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (a non-local one needs --token-file).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8717, show_default=True, help="Port to listen on.")
+@click.option("--scheduler", default=None, metavar="ADDRESS", help="An existing cluster's scheduler (default: a local cluster).")
+@click.option("--backend", type=BACKEND_CHOICE, default=None, help=BACKEND_HELP)
+@click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None, help="Workers of a local cluster.")
+@click.option("--token-file", type=click.Path(dir_okay=False), default=None,
+              help="Every request but /healthz needs 'Authorization: Bearer <the file's first line>'.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Journal, accepted witnesses and results (default: distprove.serve.state-dir).")
+@_friendly_errors
+def serve_cmd(keys: tuple[str, ...], host: str, port: int, scheduler: str | None, backend: str | None,
+              n_workers: int | None, token_file: str | None, state_dir: str | None) -> None:
+    """Serve proofs over HTTP for each KEY (one or more: a key store or .zkey named by its stem,
+    or NAME=PATH), resident on the cluster's workers, until interrupted (README.md, "A proving
+    service")."""
+    from .service.run import serve
+
+    serve(keys, host=host, port=port, scheduler=scheduler, backend=backend, n_workers=n_workers,
+          token_file=token_file, state_dir=state_dir, announce=lambda line: click.echo(line, err=True))
+
+
 if __name__ == "__main__":
     main()

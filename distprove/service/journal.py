@@ -1,0 +1,174 @@
+"""The service's journal: every accepted request, durable before its ``202``, in SQLite.
+
+One table, ``requests`` (id, key name, idempotency key, status, reason, times), in WAL mode with
+``synchronous=FULL``, so a committed insert survives a crash or ``kill -9`` of the service (and a
+power loss, as far as the disk keeps its fsyncs). A request's witness is a file of the state
+folder (:class:`StateDir`), written and fsynced before the row is committed; its proof and public
+files are written there by the proof task, exactly once (:func:`distprove.cluster.output.write_proofs`).
+
+Statuses kept here: ``queued`` (accepted, not finished: proved again after a restart unless its
+proof file exists), ``done`` and ``failed`` (with the reason). Whether a queued request is being
+proved is the running service's knowledge only (:mod:`distprove.service.grouping`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+QUEUED, PROVING, DONE, FAILED = "queued", "proving", "done", "failed"
+FINAL = (DONE, FAILED)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One journaled request."""
+
+    id: str
+    key: str
+    status: str
+    reason: str
+    created: float
+    finished: float | None
+
+
+class StateDir:
+    """The service's state folder: ``journal.sqlite``, ``witnesses/<id>.wtns`` (an accepted
+    request's witness, deleted once it is finished) and ``results/<id>.proof.json`` and
+    ``<id>.public.json`` (a proof, kept for the retention time)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.witnesses = self.root / "witnesses"
+        self.results = self.root / "results"
+        for d in (self.root, self.witnesses, self.results):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def witness(self, rid: str) -> str:
+        return str(self.witnesses / f"{rid}.wtns")
+
+    def proof(self, rid: str) -> str:
+        return str(self.results / f"{rid}.proof.json")
+
+    def public(self, rid: str) -> str:
+        return str(self.results / f"{rid}.public.json")
+
+    def clean(self, keep: set[str]) -> None:
+        """Delete every file of ``witnesses/`` but those named in ``keep``, and the temporary files
+        of ``results/`` (what a crash left: a witness stored but never journaled, a partial write)."""
+        for name in os.listdir(self.witnesses):
+            if name not in keep:
+                os.unlink(self.witnesses / name)
+        for name in os.listdir(self.results):
+            if name.startswith(".") and name.endswith(".tmp"):
+                os.unlink(self.results / name)
+
+    def remove(self, rid: str, results: bool = True) -> None:
+        """Delete a request's witness and, with ``results``, its proof (first) and public files."""
+        paths = [self.witness(rid)] + ([self.proof(rid), self.public(rid)] if results else [])
+        for p in paths:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests (
+    id TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    idem TEXT UNIQUE,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    finished REAL
+);
+CREATE INDEX IF NOT EXISTS requests_status ON requests (status);
+CREATE INDEX IF NOT EXISTS requests_finished ON requests (finished);
+"""
+
+
+class Journal:
+    """The ``requests`` table of one state folder; safe to call from any thread (one connection
+    behind a lock: each call is one short statement)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._db = sqlite3.connect(os.fspath(path), check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def add(self, rid: str, key: str, idem: str | None) -> str:
+        """Journal an accepted request (committed, durable, when this returns) and return its id;
+        with an ``idem`` that an earlier request holds, nothing is added and that request's id is
+        returned."""
+        with self._lock:
+            try:
+                self._db.execute(
+                    "INSERT INTO requests (id, key, idem, status, created) VALUES (?, ?, ?, ?, ?)",
+                    (rid, key, idem, QUEUED, time.time()),
+                )
+                return rid
+            except sqlite3.IntegrityError:
+                if idem is None:
+                    raise
+                row = self._db.execute("SELECT id FROM requests WHERE idem = ?", (idem,)).fetchone()
+                if row is None:  # purged between the two statements: try once more
+                    raise
+                return str(row[0])
+
+    def by_idem(self, idem: str) -> str | None:
+        """The id of the request that holds the idempotency key ``idem``, if any."""
+        with self._lock:
+            row = self._db.execute("SELECT id FROM requests WHERE idem = ?", (idem,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def get(self, rid: str) -> Request | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, key, status, reason, created, finished FROM requests WHERE id = ?", (rid,)
+            ).fetchone()
+        return None if row is None else Request(*row)
+
+    def finish(self, results: list[tuple[str, str, str]]) -> None:
+        """Record finished requests, each (id, ``done`` or ``failed``, reason), in one transaction."""
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "UPDATE requests SET status = ?, reason = ?, finished = ? WHERE id = ? AND status = ?",
+                [(status, reason, now, rid, QUEUED) for rid, status, reason in results],
+            )
+            self._db.execute("COMMIT")
+
+    def unfinished(self) -> list[Request]:
+        """The queued requests, oldest first (what a restarted service proves)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, key, status, reason, created, finished FROM requests WHERE status = ? ORDER BY created",
+                (QUEUED,),
+            ).fetchall()
+        return [Request(*r) for r in rows]
+
+    def expired(self, before: float) -> list[str]:
+        """Ids of the requests finished before ``before`` (epoch seconds)."""
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM requests WHERE finished IS NOT NULL AND finished < ?", (before,)).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def forget(self, ids: list[str]) -> None:
+        """Delete these requests' rows (their files are the caller's)."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("DELETE FROM requests WHERE id = ?", [(i,) for i in ids])
+            self._db.execute("COMMIT")
