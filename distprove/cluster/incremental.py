@@ -371,7 +371,8 @@ def batch(
         state.save()
     order = {job.name: i for i, job in enumerate(jobs)}
     results = sorted(known + inner.results, key=lambda r: order[r.name])
-    report = BatchReport(results, time.perf_counter() - t0, inner.mode, inner.workers, inner.stage_seconds, inner.checked)
+    report = BatchReport(results, time.perf_counter() - t0, inner.mode, inner.workers, inner.stage_seconds, inner.checked,
+                         inner.witness_workers)
     if opts.echo is not None:
         opts.echo(report.summary())
     return report

@@ -1,0 +1,193 @@
+"""Input batches on a mixed local CPU cluster: one prover and two witness workers (CPU-only
+worker processes carrying the ``witness`` resource, started by
+:func:`distprove.cluster.client.local_cluster`'s ``witness_workers``).
+
+The witness workers compute every witness and prove nothing, the prover proves every proof and
+computes no witness (its pool is not even started); Dask moves the witness values from one to
+the other. Every proof verifies (distprove, and snarkjs when present), a bad input fails alone,
+a rerun skips, and a witness worker killed mid-batch loses nothing: every input is proved
+exactly once. ``distprove info`` names the witness workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask
+import pytest
+from click.testing import CliRunner
+from dask.utils import key_split
+from distributed import Client, get_task_stream
+
+import distprove
+from conftest import find_snarkjs, snarkjs_verify
+from distprove.cli import main
+from distprove.cluster import incremental
+from distprove.cluster.client import WITNESS_WORKER_PREFIX, local_cluster
+from distprove.cluster.state import WITNESS_GEN
+from distprove.witness.pool import EXECUTOR, WITNESS_RESOURCE, witness_workers
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def mixed() -> Iterator[Client]:
+    """A local CPU cluster of one prover and two witness workers (one witness process each)."""
+    with dask.config.set({"distprove.witness.processes": 1}):
+        cluster = local_cluster("cpu", n_workers=1, dashboard_address=None, witness_workers=2)
+    try:
+        with Client(cluster) as c:
+            c.wait_for_workers(3)
+            yield c
+    finally:
+        cluster.close()
+
+
+def _roles(client: Client) -> tuple[set[str], set[str]]:
+    """(the provers' addresses, the witness workers' addresses)."""
+    witness = set(witness_workers(client))
+    return set(client.nthreads()) - witness, witness
+
+
+def _circuit(root: Path, fixture: str, inputs: list[Path] | None = None) -> Path:
+    """root/<fixture>/ with the fixture's key, wasm and inputs (default: the fixture's)."""
+    folder = root / fixture
+    folder.mkdir(parents=True)
+    shutil.copy(DATA / fixture / "circuit_final.zkey", folder)
+    shutil.copy(DATA / fixture / "circuit.wasm", folder)
+    for p in inputs if inputs is not None else sorted((DATA / fixture / "inputs").glob("*.json")):
+        shutil.copy(p, folder)
+    return folder
+
+
+def _where(stream: Any) -> dict[str, set[str]]:
+    """Per task prefix, the workers its tasks ran on."""
+    out: dict[str, set[str]] = {}
+    for rec in stream.data:
+        out.setdefault(key_split(rec["key"]), set()).add(rec["worker"])
+    return out
+
+
+def test_mixed_cluster_witness_workers_compute_the_prover_proves(mixed: Client, tmp_path: Path) -> None:
+    provers, witness = _roles(mixed)
+    assert len(provers) == 1 and len(witness) == 2
+    names = mixed.run(lambda dask_worker: dask_worker.name)
+    assert {names[w] for w in witness} == {f"{WITNESS_WORKER_PREFIX}0", f"{WITNESS_WORKER_PREFIX}1"}
+    root = tmp_path / "inputs"
+    _circuit(root, "mul_chain_1k")
+    pos = _circuit(root, "poseidon_k4")
+    (pos / "garbage.json").write_text("this is not JSON")
+    out = tmp_path / "out"
+
+    with get_task_stream(mixed) as stream:
+        report = distprove.batch(root, out_dir=out, client=mixed, echo=None, announce=None)
+    status = {r.name: r for r in report.results}
+    assert sorted(status) == ["mul_chain_1k/input_0", "mul_chain_1k/input_1", "mul_chain_1k/input_2",
+                              "poseidon_k4/garbage", "poseidon_k4/input_0", "poseidon_k4/input_1",
+                              "poseidon_k4/input_2"], sorted(status)
+    bad = status.pop("poseidon_k4/garbage")
+    assert bad.status == "failed" and bad.reason.startswith(f"{pos / 'garbage.json'}: not valid JSON"), bad.reason
+    assert all(r.status == "proved" for r in status.values()), report.summary()
+    assert report.workers == 1 and report.witness_workers == 2 and "1 workers, 2 witness workers" in report.summary()
+
+    where = _where(stream)
+    assert where[WITNESS_GEN] <= witness, where
+    assert where["prove-whole"] == provers, where
+    # the provers' pools were never started: every witness came from a witness worker
+    pools = mixed.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
+    assert {w for w, has in pools.items() if has} == witness, pools
+
+    snarkjs = find_snarkjs()
+    for fixture in ("mul_chain_1k", "poseidon_k4"):
+        vk = DATA / fixture / "verification_key.json"
+        for k in range(3):
+            proof, public = out / fixture / f"input_{k}.proof.json", out / fixture / f"input_{k}.public.json"
+            assert distprove.verify(vk, public, proof)
+            want = json.loads((DATA / fixture / "public" / f"public_{k}.json").read_text())
+            assert json.loads(public.read_text()) == want
+            if snarkjs:
+                assert snarkjs_verify(vk, public, proof, snarkjs)
+    assert not list(out.rglob("*.wtns")) and not list(out.rglob("*.tmp*"))
+
+    with get_task_stream(mixed) as again_stream:
+        again = distprove.batch(root, out_dir=out, client=mixed, echo=None, announce=None)
+    assert {r.name: r.status for r in again.results if r.name != "poseidon_k4/garbage"} == {n: "skipped" for n in status}
+    # only the bad input is tried again
+    assert {rec["key"][1] for rec in again_stream.data if key_split(rec["key"]) == WITNESS_GEN} == {"poseidon_k4/garbage"}
+    adopted = incremental.batch(root, out_dir=out, client=mixed, echo=None, announce=None)
+    assert {r.name: r.status for r in adopted.results if r.name != "poseidon_k4/garbage"} == {n: "skipped" for n in status}
+
+
+def test_kept_witnesses_are_written_by_the_prover(mixed: Client, tmp_path: Path) -> None:
+    """keep_witnesses: the proof task writes each witness it was handed beside its proof, the
+    same bytes as ``distprove wtns calculate`` gives."""
+    root = _circuit(tmp_path / "in", "mul_chain_1k")
+    out = tmp_path / "out"
+    report = distprove.batch(root, out_dir=out, client=mixed, echo=None, announce=None, keep_witnesses=True)
+    assert report.ok and len(report.proved) == 3, report.summary()
+    for k in range(3):
+        calculated = tmp_path / f"input_{k}.wtns"
+        res = CliRunner().invoke(main, ["wtns", "calculate", str(root / "circuit.wasm"), str(root / f"input_{k}.json"), str(calculated)])
+        assert res.exit_code == 0, res.output
+        assert (out / f"input_{k}.wtns").read_bytes() == calculated.read_bytes()
+
+
+def test_a_witness_worker_killed_mid_batch_loses_nothing(mixed: Client, tmp_path: Path) -> None:
+    """SIGKILL of a witness worker once a few proofs are in: Dask computes its lost witness tasks
+    again (on the other witness worker, or on the one its nanny restarts), and every input is
+    proved exactly once."""
+    src = tmp_path / "src"
+    src.mkdir()
+    n = 40
+    for k in range(n):
+        (src / f"x{k:02d}.json").write_text(json.dumps({"x0": str(k + 3)}))
+    root = _circuit(tmp_path / "in", "mul_chain_1k", sorted(src.glob("*.json")))
+    out = tmp_path / "out"
+    _, witness = _roles(mixed)
+    victim = sorted(witness)[0]
+    pid = mixed.run(os.getpid, workers=[victim])[victim]
+    killed: list[int] = []
+
+    def on_result(res: Any) -> None:
+        if not killed and res.status == "proved":
+            os.kill(pid, signal.SIGKILL)
+            killed.append(len(killed))
+
+    with dask.config.set({"distprove.witness.in-flight": 8}):
+        report = distprove.batch(root, out_dir=out, client=mixed, echo=None, announce=None, on_result=on_result)
+    assert killed, "no proof came in"
+    names = [r.name for r in report.results]
+    assert sorted(names) == sorted(f"x{k:02d}" for k in range(n)) and len(set(names)) == n
+    assert report.ok and len(report.proved) == n, report.summary()
+    assert victim not in mixed.nthreads() or mixed.run(os.getpid, workers=[victim])[victim] != pid
+    vk = DATA / "mul_chain_1k" / "verification_key.json"
+    assert sorted(p.name for p in out.glob("*.proof.json")) == sorted(f"x{k:02d}.proof.json" for k in range(n))
+    for k in (0, n // 2, n - 1):
+        assert distprove.verify(vk, out / f"x{k:02d}.public.json", out / f"x{k:02d}.proof.json")
+    mixed.wait_for_workers(3)
+
+
+def test_info_names_the_witness_workers(mixed: Client) -> None:
+    res = CliRunner().invoke(main, ["info", "--scheduler", mixed.scheduler.address])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("witness worker: computes witnesses in 1 processes, proves nothing") == 2, res.output
+
+
+def test_on_provers_false_without_witness_workers_is_one_line(tmp_path: Path) -> None:
+    from distprove.cluster.inputbatch import on_provers
+    from distprove.errors import FormatError
+
+    with dask.config.set({"distprove.witness.on-provers": False}):
+        with pytest.raises(FormatError, match="on-provers: is false but the cluster has no witness workers"):
+            on_provers({})
+        assert on_provers({"tcp://w": 2}) is False
+    assert on_provers({}) is True and on_provers({"tcp://w": 2}) is False
+    with dask.config.set({"distprove.witness.on-provers": True}):
+        assert on_provers({"tcp://w": 2}) is True
+    assert WITNESS_RESOURCE == "witness"
