@@ -15,6 +15,9 @@ import json
 import os
 import shutil
 import signal
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -138,34 +141,61 @@ def test_kept_witnesses_are_written_by_the_prover(mixed: Client, tmp_path: Path)
         assert (out / f"input_{k}.wtns").read_bytes() == calculated.read_bytes()
 
 
-def test_a_witness_worker_killed_mid_batch_loses_nothing(mixed: Client, tmp_path: Path) -> None:
-    """SIGKILL of a witness worker once a few proofs are in: Dask computes its lost witness tasks
-    again (on the other witness worker, or on the one its nanny restarts), and every input is
+def _holders(dask_scheduler: Any, alone: bool = False) -> list[str]:
+    """The workers holding a finished witness task's values (``alone``: their only copy)."""
+    return sorted({ws.address for ts in dask_scheduler.tasks.values()
+                   if ts.state == "memory" and isinstance(ts.key, tuple) and ts.key[0] == WITNESS_GEN
+                   and not (alone and len(ts.who_has) > 1) for ws in ts.who_has})
+
+
+@pytest.mark.parametrize("role", ["witness", "prover"])
+def test_a_worker_killed_mid_batch_loses_nothing(mixed: Client, tmp_path: Path, role: str) -> None:
+    """SIGKILL, mid-batch, of a witness worker that holds the only copy of some witness values,
+    or of the prover (which holds those it fetched): Dask computes the lost witness tasks again (on the
+    other witness worker, or on the one its nanny restarts); the proof tasks follow the prover
+    its nanny restarts at a new address (:mod:`distprove.cluster.provers`), and every input is
     proved exactly once."""
     src = tmp_path / "src"
     src.mkdir()
-    n = 40
+    n = 16
     for k in range(n):
         (src / f"x{k:02d}.json").write_text(json.dumps({"x0": str(k + 3)}))
     root = _circuit(tmp_path / "in", "mul_chain_1k", sorted(src.glob("*.json")))
     out = tmp_path / "out"
-    _, witness = _roles(mixed)
-    victim = sorted(witness)[0]
-    pid = mixed.run(os.getpid, workers=[victim])[victim]
-    killed: list[int] = []
+    pids = mixed.run(os.getpid)
+    provers, witness = _roles(mixed)
+    targets = witness if role == "witness" else provers
+    killed: list[str] = []
+    done = threading.Event()
 
-    def on_result(res: Any) -> None:
-        if not killed and res.status == "proved":
-            os.kill(pid, signal.SIGKILL)
-            killed.append(len(killed))
+    def kill_a_holder() -> None:  # the first worker of the role seen holding witness values
+        while not done.is_set() and not killed:
+            holders = [w for w in mixed.run_on_scheduler(_holders, alone=role == "witness") if w in targets]
+            if holders:
+                os.kill(pids[holders[0]], signal.SIGKILL)
+                killed.append(holders[0])
+            time.sleep(0.01)
 
-    with dask.config.set({"distprove.witness.in-flight": 8}):
-        report = distprove.batch(root, out_dir=out, client=mixed, echo=None, announce=None, on_result=on_result)
-    assert killed, "no proof came in"
+    killer = threading.Thread(target=kill_a_holder, daemon=True)
+    killer.start()
+    try:
+        with get_task_stream(mixed) as stream, dask.config.set({"distprove.witness.in-flight": 8}):
+            report = distprove.batch(root, out_dir=out, client=mixed, echo=None, announce=None)
+    finally:
+        done.set()
+        killer.join()
+    assert killed, f"no {role} was seen holding witness values"
     names = [r.name for r in report.results]
     assert sorted(names) == sorted(f"x{k:02d}" for k in range(n)) and len(set(names)) == n
     assert report.ok and len(report.proved) == n, report.summary()
-    assert victim not in mixed.nthreads() or mixed.run(os.getpid, workers=[victim])[victim] != pid
+    where = _where(stream)
+    assert not where["prove-whole"] & set(witness_workers(mixed)) and not where["prove-whole"] & witness, where
+    assert where[WITNESS_GEN] <= set(witness_workers(mixed)) | witness, where
+    if role == "witness":  # the lost values were computed again
+        runs = Counter(rec["key"] for rec in stream.data if key_split(rec["key"]) == WITNESS_GEN)
+        assert max(runs.values()) >= 2, runs
+    else:  # the proofs went on on the restarted prover
+        assert where["prove-whole"] - provers, where
     vk = DATA / "mul_chain_1k" / "verification_key.json"
     assert sorted(p.name for p in out.glob("*.proof.json")) == sorted(f"x{k:02d}.proof.json" for k in range(n))
     for k in (0, n // 2, n - 1):

@@ -473,6 +473,10 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     if not workers:
         raise FormatError("the cluster", "has only witness workers: no worker to prove on")
     placed = {"workers": list(workers), "allow_other_workers": False} if witness else {}
+    if witness:  # proof tasks held to the provers follow a prover restarted or added
+        from distprove.cluster.provers import follow_provers
+
+        follow_provers(client)
     mode = ""
     with get_task_stream(client) as stream, span("distprove-batch"):
         todo = []

@@ -157,7 +157,8 @@ def submit_markers(client: Client, names: Sequence[str], source: Future, plan: P
     count = min(len(names), MARKERS_PER_TASK)
     firsts = [names[len(names) * k // count] for k in range(count)]
     return [
-        client.submit(proof_done, source, name, key=(MARKER, name, plan.tag), pure=False, priority=MARKER_PRIORITY)
+        client.submit(proof_done, source, name, key=(MARKER, name, plan.tag), pure=False, priority=MARKER_PRIORITY,
+                      **plan.place())
         for name in firsts
     ]
 
