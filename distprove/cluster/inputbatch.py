@@ -48,6 +48,25 @@ default :data:`GROUPS_IN_FLIGHT` proof groups per worker), each proof group with
 markers (so the dashboard's proofs bar grows as inputs are fed): the witnesses never all exist
 at once, in memory or on disk.
 
+With witness workers (CPU-only workers that carry the Dask resource
+:data:`~distprove.witness.pool.WITNESS_RESOURCE`, ``witness=N``): every witness task goes to them
+(``resources={"witness": 1}``; to any worker, in turn, with ``distprove.witness.on-provers: true``),
+and no proof task does (:meth:`~distprove.cluster.planner.Plan.place` holds them to the provers,
+and :mod:`distprove.cluster.provers` keeps that true while provers come and go). A streamed key's
+proof group is one witness task (:func:`witness_values`) that returns the group's witness values
+(or each failed input's one-line reason) and one proof task that takes that result as a Dask
+dependency, submitted together: Dask moves the values from the witness worker to the prover, the
+proof task starts once they are all there, and a kept witness is written by the proof task. The
+witness workers write nothing, so their tasks are pure: one killed mid-batch loses only values,
+which the scheduler computes again on another witness worker (or the restarted one), and only the
+proof tasks write outputs, exactly once as always. Memory: the witnesses between their witness
+task and their proof's result stay under the in-flight bound (by default
+:data:`GROUPS_IN_FLIGHT` proof groups per prover). This is chosen over the provers' claims and
+shared slots, which only see their own host, and over scratch files on a shared file system,
+which would cost a write and a read per witness and leave files behind a killed worker. A key
+whose proofs do not stream (split mode, or not fused) keeps its scratch files (``<out>/.witnesses/``,
+on the shared file system every worker already needs), written by the witness workers.
+
 Before the cluster starts, discovery checks each (generator, key) pair once in the client
 (:func:`~distprove.witness.discovery.check_generators`): a generator that does not open, or
 whose witnesses are not of the key's size and prime (a generator of another circuit), fails all
