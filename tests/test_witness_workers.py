@@ -203,6 +203,27 @@ def test_a_worker_killed_mid_batch_loses_nothing(mixed: Client, tmp_path: Path, 
     mixed.wait_for_workers(3)
 
 
+def test_on_provers_lets_the_provers_compute_too(mixed: Client, tmp_path: Path) -> None:
+    """``distprove.witness.on-provers: true``: witness tasks go to every worker in turn (the
+    provers' pools started too), the proofs still only to the prover."""
+    root = _circuit(tmp_path / "in", "mul_chain_1k")
+    provers, witness = _roles(mixed)
+    with get_task_stream(mixed) as stream, dask.config.set({"distprove.witness.on-provers": True,
+                                                            "distprove.witness.chunk": 1}):
+        report = distprove.batch(root, out_dir=tmp_path / "out", client=mixed, echo=None, announce=None)
+    assert report.ok and len(report.proved) == 3, report.summary()
+    assert all(mixed.run(lambda dask_worker: EXECUTOR in dask_worker.executors).values())
+    where = _where(stream)
+    assert where["prove-whole"] <= provers and where[WITNESS_GEN] <= provers | witness, where
+    vk = DATA / "mul_chain_1k" / "verification_key.json"
+    assert all(distprove.verify(vk, tmp_path / "out" / f"input_{k}.public.json", tmp_path / "out" / f"input_{k}.proof.json")
+               for k in range(3))
+    with dask.config.set({"distprove.witness.on-provers": False}):  # the provers' pools go again
+        distprove.batch(root, out_dir=tmp_path / "out", client=mixed, echo=None, announce=None)
+    pools = mixed.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
+    assert {w for w, has in pools.items() if has} == witness, pools
+
+
 def test_info_names_the_witness_workers(mixed: Client) -> None:
     res = CliRunner().invoke(main, ["info", "--scheduler", mixed.scheduler.address])
     assert res.exit_code == 0, res.output
