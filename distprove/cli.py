@@ -265,16 +265,27 @@ def compile_cmd(modules: tuple[str, ...], arch: str | None, options: tuple[str, 
     """Compile the GPU kernel MODULES (default: all) into the disk cache ($DISTPROVE_CACHE_DIR).
 
     A first proof otherwise compiles them on demand (about half a minute for the set); run this
-    once per machine or container image so workers start warm.
+    once per machine or container image so workers start warm. Without MODULES and --option it
+    also fills the other on-disk JIT caches a first batch would fill: numba's (the CPU's point
+    checks, with or without CuPy) and, on a machine whose GPU the build is for, CuPy's own kernels
+    (one grouped proof of the bundled example on the GPU).
     """
     import time
 
-    from .backends.gpu.compile import build, cache_dir
+    from . import warmup
 
+    warm = not modules and not options
     try:
         import cupy  # noqa: F401
     except ImportError:
-        raise DistproveError("compile: CuPy is not installed (pip install 'distprove[gpu]')") from None
+        if not warm or arch:
+            raise DistproveError("compile: CuPy is not installed (pip install 'distprove[gpu]')") from None
+        _echo_warmed(warmup.warm_numba())
+        click.echo("GPU kernels: none compiled, CuPy is not installed (pip install 'distprove[gpu]')")
+        return
+    from .backends import gpu
+    from .backends.gpu.compile import build, cache_dir, device_arch
+
     t0 = time.perf_counter()
     try:
         timings = build(modules or None, options, arch=arch, jobs=jobs)
@@ -286,6 +297,18 @@ def compile_cmd(modules: tuple[str, ...], arch: str | None, options: tuple[str, 
     for t in timings:
         click.echo(f"{t.name:10} {t.source:8} {t.seconds:7.1f} s")
     click.echo(f"{len(timings)} module(s) in {cache_dir()} ({time.perf_counter() - t0:.1f} s)")
+    if warm:
+        _echo_warmed(warmup.warm_numba())
+        if gpu.available() and (arch is None or arch == device_arch()):
+            try:
+                _echo_warmed(warmup.warm_gpu())
+            except RuntimeError as exc:
+                raise DistproveError(str(exc)) from None
+
+
+def _echo_warmed(w: Any) -> None:
+    """One line for a filled JIT cache (:class:`distprove.warmup.Warmed`)."""
+    click.echo(f"{w.name}: warm in {w.seconds:.1f} s ({w.cache})")
 
 
 def _package_versions() -> dict[str, str]:

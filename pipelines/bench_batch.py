@@ -243,21 +243,10 @@ def bare_parallel(key_path: Path, witnesses: list[Path], proofs: int, n: int, wo
 
 def idle_gaps(records: list[dict], t0: float, t1: float) -> dict[str, Any]:
     """Where a batch's wall time [t0, t1] (time.time()) went on each worker, from the task stream:
-    seconds before its first task, in gaps between tasks (the largest too) and after its last;
-    the dashboard's marker tasks are counted apart (``markers``, ``marker_s``), so a gap is time
-    the worker ran none of the batch's proving tasks."""
-    from dask.utils import key_split
-
-    from distprove.cluster.graph import MARKER
-
+    seconds before its first task, in gaps between tasks (the largest too) and after its last: a
+    gap is time the worker ran none of the batch's tasks."""
     per: dict[str, list[tuple[float, float]]] = {}
-    markers: dict[str, list[float]] = {}
     for rec in records:
-        if key_split(rec.get("key", "")) == MARKER:
-            for ss in rec.get("startstops", ()):
-                if ss.get("action") == "compute":
-                    markers.setdefault(rec.get("worker", "?"), []).append(ss["stop"] - ss["start"])
-            continue
         for ss in rec.get("startstops", ()):
             if ss.get("action") == "compute":
                 per.setdefault(rec.get("worker", "?"), []).append((ss["start"], ss["stop"]))
@@ -266,8 +255,7 @@ def idle_gaps(records: list[dict], t0: float, t1: float) -> dict[str, Any]:
         spans.sort()
         gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:]) if b[0] > a[1]]
         out[w] = {"tasks": len(spans), "busy_s": sum(b - a for a, b in spans), "before_first_s": spans[0][0] - t0,
-                  "between_s": sum(gaps), "largest_gap_s": max(gaps, default=0.0), "after_last_s": t1 - spans[-1][1],
-                  "markers": len(markers.get(w, ())), "marker_s": sum(markers.get(w, ()))}
+                  "between_s": sum(gaps), "largest_gap_s": max(gaps, default=0.0), "after_last_s": t1 - spans[-1][1]}
     return out
 
 

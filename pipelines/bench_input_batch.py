@@ -16,13 +16,15 @@ pool), alternately ``--reps`` times after one warm-up batch of each, and print p
 and their ratio (inputs over witnesses, best run of each; ``run_for_run``: the median of each
 round's inputs over that round's witnesses). ``--also NAME=VALUE`` adds a third batch to each
 round, the inputs again under the setting ``distprove.NAME`` (VALUE read as Dask reads an
-environment variable's: e.g. ``witness.shared-memory=null`` for scratch files), an A/B in one cluster. The input batch computes every
+environment variable's: e.g. ``witness.shared-memory=null`` for scratch files), an A/B in one cluster;
+``--gen LABEL=GENERATOR`` (repeatable) adds an input batch computed by another witness generator
+(e.g. ``--gen native=circuit_cpp``, a ``circom --c`` folder), the generators side by side in one cluster. The input batch computes every
 witness on the workers; the witness batch reads them. Each run also gives the seconds to its
 first proof and its proofs/s after that one's group (``steady``), which tell a batch's fixed
 start-up (the circuit check, the first witness chunk) from a slower pace. ``--keep DIR`` keeps
 the last input batch's proofs there (to check one with snarkjs). ``--timeline`` records each
 run's Dask task stream and prints, per worker, where its execution slot went: the seconds to the
-first proof task, in proof tasks, in other tasks (witness tasks until they secede, markers, ...)
+first proof task, in proof tasks, in other tasks (witness tasks until they secede, ...)
 and idle between them, and the tail after the last proof task's slot is given back, and the
 seconds its proof tasks spent in each metered stage (the span's fine performance metrics).
 """
@@ -153,11 +155,11 @@ def proof_task_stages(dask_scheduler: Any) -> dict[str, float]:
 
 def task_spans(stream: list[dict[str, Any]], t0: float) -> str:
     """Every task's compute span from ``t0``, in start order, as ``prefix:N@start-stop`` (N: the
-    proofs or inputs after the first that its name counts, ``name+N``); markers left out."""
+    proofs or inputs after the first that its name counts, ``name+N``)."""
     spans = []
     for rec in stream:
         key = rec["key"]
-        if not isinstance(key, tuple) or key[0] == "proofs":
+        if not isinstance(key, tuple):
             continue
         more = key[1].rsplit("+", 1)[-1] if "+" in str(key[1]) else "0"
         spans += [(ss["start"], f"{key[0]}:{more}@{ss['start'] - t0:.3f}-{ss['stop'] - t0:.3f}")
@@ -175,11 +177,15 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="Copy the last input batch's proofs here.")
     ap.add_argument("--timeline", action="store_true", help="Print where each worker's slot went per run.")
     ap.add_argument("--also", metavar="NAME=VALUE", help="Also run the inputs under distprove.NAME=VALUE each round.")
+    ap.add_argument("--gen", metavar="LABEL=GENERATOR", action="append", default=[],
+                    help="Also run the inputs with this witness generator each round (repeatable).")
     args = ap.parse_args()
     kinds: list[tuple[str, str, dict[str, Any]]] = [("witnesses", "witnesses", {}), ("inputs", "inputs", {})]
     if args.also:
         name, _, value = args.also.partition("=")
         kinds.append((f"inputs {args.also}", "inputs", {f"distprove.{name}": dask.config.interpret_value(value)}))
+    gens = {"inputs": None} | {f"inputs {label}": Path(path).resolve() for label, _, path in (g.partition("=") for g in args.gen)}
+    kinds += [(kind, "inputs", {}) for kind in gens if kind != "inputs"]
 
     import distprove
     from distributed import Client, LocalCluster, get_task_stream
@@ -196,8 +202,9 @@ def main() -> None:
                     shutil.rmtree(folder / "proofs", ignore_errors=True)
                     with get_task_stream(client) as ts, dask.config.set(settings):
                         t0 = time.time()
+                        gen = gens.get(kind) or inputs / "circuit.wasm"
                         report = distprove.batch(folder, key=key, client=client, backend=args.backend, echo=None,
-                                                 wasm=inputs / "circuit.wasm" if source == "inputs" else None)
+                                                 witness_gen=gen if source == "inputs" else None)
                         t1 = time.time()
                     if not report.ok or report.skipped:
                         sys.exit(f"{kind} batch: {report.summary()}")

@@ -28,6 +28,10 @@
 #                              sections $PROFILE_SECTIONS and every warp-stall reason -> ncu.txt
 #   batch   BATCH_TIMEOUT=150  pipelines/bench_batch.py, bare loop then 1 (and 2, if present) GPUs, on $BATCH_KEY
 #                              (default chain_k20) with $BATCH_ARGS (e.g. "--proofs 64")
+#   first   FIRST_TIMEOUT=300  only with FIRST_KEY set (a key folder of the keys step, e.g. chain_k12 with KEY_POWERS
+#                              including 12): pipelines/first_batch.sh, the first batch after an install against the
+#                              next (fresh JIT caches but the cubins, `distprove compile`, the same batch of
+#                              $FIRST_PROOFS (4096) proofs twice in fresh processes) with $FIRST_ARGS -> first.log
 #   inputs  INPUTS_TIMEOUT=300 only with INPUT_CIRCUITS set (e.g. "tests/data/mul_chain_1k tests/data/poseidon_k4"):
 #                              pipelines/bench_input_batch.py per circuit folder with $INPUT_ARGS (default: one worker,
 #                              1,000 copies, 3 rounds, the inputs also through scratch files, --timeline) -> inputs-NAME.log
@@ -146,6 +150,11 @@ if want batch && [ "$NGPU" -ge 1 ]; then
     # shellcheck disable=SC2086
     step batch "${BATCH_TIMEOUT:-150}" python3 pipelines/bench_batch.py $src --backend gpu --workers $workers \
         ${BATCH_ARGS:-} --json "$RES/bench_batch.json"
+fi
+if [ -n "${FIRST_KEY:-}" ] && want first && [ "$NGPU" -ge 1 ]; then
+    # shellcheck disable=SC2086
+    step first "${FIRST_TIMEOUT:-300}" env PROOFS="${FIRST_PROOFS:-4096}" bash pipelines/first_batch.sh \
+        "$KEYS/$FIRST_KEY/key.zarr" "$KEYS/$FIRST_KEY" --backend gpu ${FIRST_ARGS:-}
 fi
 if [ -n "${WTNS_CIRCUITS:-}" ] && want wtns; then
     # shellcheck disable=SC2086

@@ -3,6 +3,8 @@
 * ``snarkjs`` fixture: the snarkjs command (env ``SNARKJS``, else the repo's
   ``node_modules/.bin/snarkjs``, else ``snarkjs`` on PATH). Tests using it are skipped when it is
   absent, unless ``DISTPROVE_REQUIRE_SNARKJS=1`` (CI), in which case they fail.
+* ``native_toolchain`` fixture: the same for the tools that build circom's native witness
+  generators (g++, nasm, make, libgmp-dev, nlohmann-json3-dev; ``DISTPROVE_REQUIRE_NATIVE=1``).
 * :func:`snarkjs_verify`: run ``snarkjs groth16 verify`` on three files.
 * ``data_dir`` fixture: ``tests/data``.
 * markers ``gpu`` (needs a CUDA device that CuPy sees; skipped otherwise) and ``slow``.
@@ -116,6 +118,31 @@ def snarkjs() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return cmd
+
+
+def missing_native_tools() -> list[str]:
+    """What building circom's native witness generators needs and this machine lacks: g++, nasm,
+    make, gmp.h (libgmp-dev), nlohmann/json.hpp (nlohmann-json3-dev)."""
+    missing = [tool for tool in ("g++", "nasm", "make") if shutil.which(tool) is None]
+    if "g++" not in missing:
+        for header in ("gmp.h", "nlohmann/json.hpp"):
+            res = subprocess.run(["g++", "-x", "c++", "-E", "-o", os.devnull, "-"], input=f"#include <{header}>\n",
+                                 capture_output=True, text=True, timeout=60)
+            if res.returncode != 0:
+                missing.append(header)
+    return missing
+
+
+@pytest.fixture(scope="session")
+def native_toolchain() -> None:
+    """Skips the test when a native witness generator cannot be built here (the missing tools
+    named), unless DISTPROVE_REQUIRE_NATIVE=1 (CI), in which case it fails."""
+    missing = missing_native_tools()
+    if missing:
+        message = f"cannot build native witness generators: {', '.join(missing)} missing"
+        if os.environ.get("DISTPROVE_REQUIRE_NATIVE") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 @pytest.fixture(scope="session")

@@ -186,7 +186,7 @@ def test_batch_proves_all_and_fails_bad_alone(proved) -> None:
     assert "FAILED mini/unsatisfied" in report.summary()
     # data: the MSMs overlapped in one task (fused: H computed beside them, as prove() does)
     msm = {"msm_A", "msm_B2", "msm_H"} if proved["mode"] == "split" else {"msm"} if proved["graph"] in FUSED else {"msm", "ntt"}
-    stages = {"witness", "gather", "assemble", "verify", "write"} | msm
+    stages = {"witness", "gather", "assemble", "check", "write"} | msm
     assert all(stages <= set(r.seconds) for r in report.proved)
 
 
@@ -499,7 +499,12 @@ def test_checks_in_the_client_pool(client, tmp_path, graph: str) -> None:
     out = tmp_path / "proofs"
     assert outputs(out) == {f"m{i}.{k}.json" for i in range(4) for k in ("proof", "public")}
     assert verify_many([(VK["mini"], out / f"m{i}.public.json", out / f"m{i}.proof.json") for i in range(4)]) == [True] * 4
-    assert all({"msm", "assemble", "verify", "write"} <= set(r.seconds) for r in report.proved)
+    assert all({"msm", "assemble", "check", "write"} <= set(r.seconds) for r in report.proved)
+    # the scheduler's tally (the distprove page): the pool's groups, by its processes
+    page = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["distprove-dashboard"].snapshot())
+    assert (page["total"], page["done"], page["failed"], page["running"]) == (5, 4, 1, False)
+    pooled = {w["worker"]: w["proofs"] for w in page["workers"] if w["worker"].startswith("client pid ")}
+    assert sum(pooled.values()) == 4 and {"assemble", "check", "write"} <= set(page["stages"]), page
     # The pool stays for the next batch (no second start-up); the configuration picks the place.
     from distprove.cluster.batching import verification_pool
 

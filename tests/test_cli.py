@@ -111,6 +111,12 @@ def test_example_command(tmp_path: Path) -> None:
     assert res.stdout.count("verified OK") == 3
     assert res.stdout.count("as snarkjs computes it") == 3
     assert sorted(p.name for p in (tmp_path / "ex").glob("*.proof.json")) == [f"input_{i}.proof.json" for i in range(3)]
+    # the witnesses it proved, beside the key as a batch finds them, are snarkjs's files byte for byte
+    from distprove import example
+
+    for i in range(3):
+        proved = (tmp_path / "ex" / "witnesses" / f"input_{i}.wtns").read_bytes()
+        assert proved == (example.WITNESS_DIR / f"witness_{i}.wtns").read_bytes()
 
 
 def test_batch_fourstep_option_reaches_the_planner(tmp_path: Path) -> None:

@@ -99,8 +99,9 @@ class LocalDaskCluster:
         env = cpu_env()
         logs = tmp / "logs"
         logs.mkdir()
+        self.dashboard_port = free_port()
         self._start(["dask", "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-                     "--dashboard-address", f"127.0.0.1:{free_port()}"], logs / "scheduler.log", env)
+                     "--dashboard-address", f"127.0.0.1:{self.dashboard_port}"], logs / "scheduler.log", env)
         for i, wport in enumerate(self.worker_ports):
             self._start(["dask", "worker", self.address, "--nthreads", "1", "--host", "127.0.0.1", "--name", f"w{i}",
                          "--dashboard-address", f"127.0.0.1:{wport}", "--no-nanny"], logs / f"worker{i}.log", env)
@@ -214,13 +215,22 @@ def test_worker_metrics_pages(dask_cluster: LocalDaskCluster, chain_key: Path, d
     label = chain_key.name
     pages = [metrics_page(p) for p in dask_cluster.worker_ports]
     before = sum(sample(t, "distprove_proofs_total", key=label) for t in pages)
-    verify_before = sum(sample(t, "distprove_stage_seconds_count", stage="verify") for t in pages)
+    check_before = sum(sample(t, "distprove_stage_seconds_count", stage="check") for t in pages)
+    cluster_before = sample(metrics_page(dask_cluster.dashboard_port), "distprove_cluster_proofs_total")
     wdir = chain_witnesses(data_dir, tmp_path / "w", ["witness_0", "witness_2"])
     res = run_cli("batch", str(chain_key), str(wdir), "--out", str(tmp_path / "out"), "--scheduler", dask_cluster.address)
     assert res.returncode == 0, res.stderr
     pages = [metrics_page(p) for p in dask_cluster.worker_ports]
     assert sum(sample(t, "distprove_proofs_total", key=label) for t in pages) == before + 2
-    assert sum(sample(t, "distprove_stage_seconds_count", stage="verify") for t in pages) == verify_before + 2
+    assert sum(sample(t, "distprove_stage_seconds_count", stage="check") for t in pages) == check_before + 2
+    # the scheduler (its own process, the plugin registered by the batch's client) counted the batch
+    scheduler = metrics_page(dask_cluster.dashboard_port)
+    assert sample(scheduler, "distprove_batch_proofs_done") == sample(scheduler, "distprove_batch_proofs_total") == 2
+    assert sample(scheduler, "distprove_cluster_proofs_total") == cluster_before + 2
+    with urllib.request.urlopen(f"http://127.0.0.1:{dask_cluster.dashboard_port}/distprove/json", timeout=10) as r:
+        page = json.loads(r.read())
+    assert (page["total"], page["done"], page["failed"], page["running"]) == (2, 2, 0, False)
+    assert sum(w["proofs"] for w in page["workers"]) == 2 and {w["worker"] for w in page["workers"]} <= set(dask_cluster.workers)
     joined = "\n".join(pages)
     for name in ("distprove_proofs_total", "distprove_stage_seconds_bucket", "distprove_resident_key_bytes"):
         assert name in joined

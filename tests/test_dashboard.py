@@ -1,6 +1,7 @@
 """The Dask dashboard during a batch (CPU LocalCluster of two worker processes, dashboard on
-127.0.0.1): every page answers, the "proofs" bar counts the batch's proofs, and the prover's
-stages show in the fine performance metrics under the batch's span.
+127.0.0.1): every page answers, the distprove page and the scheduler's ``/metrics`` count the
+batch's proofs as they are written, the prover's stages show in the fine performance metrics
+under the batch's span, and a browser dropping the dashboard's websocket logs no traceback.
 
 In data mode and split mode, during the batch (at its first result), and after the split batch, ``/status``,
 every page ``/individual-plots.json`` lists and ``/json/identity.json`` answer HTTP 200
@@ -9,8 +10,14 @@ every page ``/individual-plots.json`` lists and ``/json/identity.json`` answer H
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
+import os
+import re
 import shutil
+import socket
+import struct
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -41,6 +48,32 @@ def cluster() -> Iterator[tuple[Any, Any, int]]:
             yield lc, c, c.scheduler_info()["services"]["dashboard"]
 
 
+def get(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/{path.lstrip('/')}", timeout=60) as r:
+        assert r.status == 200, path
+        return r.read().decode()
+
+
+def series(port: int) -> dict[str, float]:
+    """The scheduler's distprove_* samples on its /metrics."""
+    return {name: float(v) for name, v in re.findall(r"^(distprove_\w+) (\S+)$", get(port, "/metrics"), re.M)}
+
+
+def drop_websockets(port: int, page: str = "/status", n: int = 8) -> None:
+    """Open ``page`` and its bokeh websocket ``n`` times, each dropped at once (TCP reset) at a
+    different point of the handshake, as a browser tab closed while it loads."""
+    token = re.search(r'token\\?":\s*\\?"([\w\-.]+)', get(port, page)).group(1)
+    for i in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall((f"GET {page}/ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\nSec-WebSocket-Version: 13\r\n"
+                   f"Sec-WebSocket-Protocol: bokeh, {token}\r\nOrigin: http://127.0.0.1:{port}\r\n\r\n").encode())
+        if i % 2:
+            s.recv(1)  # after the server's answer
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+
+
 def status(port: int, path: str) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/{path.lstrip('/')}", timeout=60) as r:
@@ -67,30 +100,49 @@ def witnesses(root: Path) -> Path:
 
 
 @pytest.mark.parametrize("mode", ["data", "split"])
-def test_dashboard_pages_progress_and_stage_metrics(cluster, tmp_path: Path, mode: str) -> None:
+def test_dashboard_pages_progress_and_stage_metrics(cluster, tmp_path: Path, mode: str, caplog: pytest.LogCaptureFixture) -> None:
     lc, client, port = cluster
     during: dict[str, int] = {}
-    bar: list[tuple[int, int]] = []  # the "proofs" prefix on /status: (all, done) at each result
+    seen: list[dict[str, Any]] = []  # /distprove/json at each result
     announced: list[str] = []
+    before = series(port)
 
     def on_result(res: Any) -> None:
-        states = lc.scheduler.task_prefixes["proofs"].states
-        bar.append((sum(v for k, v in states.items() if k != "forgotten"), states["memory"] + states["released"] + states["erred"]))
+        seen.append(json.loads(get(port, "/distprove/json")))
         if not during:
             during.update(pages(port))
+            page = get(port, "/distprove")
+            during["/distprove"] = 200
+            for src in re.findall(r'<script[^>]*src="\./([^"?]+)', page):  # BokehJS, from the dashboard itself
+                during[src] = status(port, src)
+            total = series(port).get("distprove_batch_proofs_total")
+            during["/metrics"] = 200 if total == N_PROOFS else -1  # the batch's total is there from its start
+            drop_websockets(port)
 
-    report = distprove.batch(witnesses(tmp_path / "w"), client=client, mode=mode, backend="cpu", echo=None,
-                             on_result=on_result, announce=announced.append)
+    with caplog.at_level(logging.WARNING):
+        report = distprove.batch(witnesses(tmp_path / "w"), client=client, mode=mode, backend="cpu", echo=None,
+                                 on_result=on_result, announce=announced.append)
     assert report.mode == mode and len(report.proved) == N_PROOFS, report.summary()
     assert announced == [f"dashboard: {dashboard.dashboard_link(client)}"] and "127.0.0.1" in announced[0]
     bad = {p: s for p, s in during.items() if s != 200}
-    assert not bad, f"during the batch: {bad}"
+    assert not bad and len(during) > 5, f"during the batch: {during}"
     if mode == "split":  # after the batch too (pages render a whole document each: once is enough)
         bad = {p: s for p, s in pages(port).items() if s != 200}
         assert not bad, f"after the batch: {bad}"
-    assert [a for a, _ in bar] == [N_PROOFS] * N_PROOFS  # the bar counts the batch's proofs
-    done = [d for _, d in bar]
-    assert done == sorted(done) and done[-1] >= 1
+    # the page's counts: the batch's total from the start, each proof counted by the time its result is in
+    assert all(d["total"] == N_PROOFS and d["running"] and d["batch"] == seen[0]["batch"] for d in seen), seen
+    assert all(d["done"] >= i + 1 for i, d in enumerate(seen)), [d["done"] for d in seen]
+    end = json.loads(get(port, "/distprove/json"))
+    assert (end["done"], end["failed"], end["skipped"], end["total"], end["running"]) == (N_PROOFS, 0, 0, N_PROOFS, False)
+    assert sum(w["proofs"] for w in end["workers"]) == N_PROOFS and {"check", "write"} <= set(end["stages"]), end
+    assert end["columns"]["progress"]["done"] == [N_PROOFS] and end["history"]["done"][-1] == N_PROOFS
+    after = series(port)
+    assert after["distprove_batch_proofs_done"] == after["distprove_batch_proofs_total"] == N_PROOFS
+    assert after["distprove_cluster_proofs_total"] - before.get("distprove_cluster_proofs_total", 0) == N_PROOFS
+    assert after["distprove_cluster_proofs_failed_total"] == before.get("distprove_cluster_proofs_failed_total", 0)
+    # no traceback from the dashboard (the scheduler runs in this process)
+    assert not [r for r in caplog.records if r.exc_info or "Uncaught exception" in r.getMessage()], \
+        [r.getMessage() for r in caplog.records if r.exc_info]
 
     def stages(dask_scheduler: Any) -> dict[str, set[str]]:
         """Activities per task prefix under the batch's span."""
@@ -127,19 +179,22 @@ def test_identity_keys_become_strings() -> None:
         "workers": {"tcp://a": {"metrics": {"digests": {"execute-x-msm-seconds": 1.5}}}}, "n": [1, [2, 3]]}
 
 
-def test_markers_one_per_proof_up_to_the_cap_then_equal_slices() -> None:
-    """A task of many proofs gets MARKERS_PER_TASK markers (each a task holding a worker slot),
-    named after the first proof of equal slices; a small task one per proof."""
+def test_websocket_closed_after_its_session_went_is_dropped_quietly() -> None:
+    """bokeh's WSHandler.on_close reads the session of a connection that lost it (AssertionError,
+    "Uncaught exception GET /status/ws"); with distprove's fixes it drops the connection quietly."""
     from types import SimpleNamespace
 
-    from distprove.cluster.graph import MARKER, MARKERS_PER_TASK, submit_markers
+    from bokeh.server.connection import ServerConnection
+    from bokeh.server.views.ws import WSHandler
 
-    submitted: list[tuple] = []
-    client = SimpleNamespace(submit=lambda fn, source, name, key, **kw: submitted.append(key) or key)
-    plan = SimpleNamespace(tag="t")
-    names = [f"p{i}" for i in range(20)]
-    assert submit_markers(client, names[:3], None, plan) == [(MARKER, n, "t") for n in names[:3]]
-    keys = submit_markers(client, names, None, plan)
-    assert len(keys) == MARKERS_PER_TASK == 8
-    firsts = [k[1] for k in keys]
-    assert firsts == ["p0", "p2", "p5", "p7", "p10", "p12", "p15", "p17"]  # slices of 2 or 3 proofs
+    dashboard.install()
+    lost: list[Any] = []
+    connection = ServerConnection.__new__(ServerConnection)
+    connection._session = None  # detached
+    handler = WSHandler.__new__(WSHandler)
+    handler.close_code = handler.close_reason = None
+    handler.connection, handler.application = connection, SimpleNamespace(client_lost=lost.append)
+    WSHandler.on_close(handler)
+    assert lost == [connection]
+    with pytest.raises(AssertionError):
+        WSHandler.on_close.__wrapped__(handler)

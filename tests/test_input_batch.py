@@ -2,7 +2,7 @@
 single-threaded, non-daemonic worker processes (so each registers a process pool for witnesses).
 
 A folder of mul_chain_1k inputs proves with at most ``witness.in-flight`` witnesses on disk at a
-time, the dashboard's proofs bar reaches every input's proof and the witness computation is
+time, the scheduler counts every input's proof as it is written and the witness computation is
 metered as the witness-gen stage, every proof verifies (distprove, and snarkjs when present),
 the scratch witnesses are gone and a rerun (plain or incremental) skips them; a mixed bits_k16 folder fails only its bad inputs,
 each with one line naming the input, and keeps byte-identical witnesses of the good ones; a wasm
@@ -111,22 +111,22 @@ def test_inputs_prove_stream_verify_and_rerun_skips(client, tmp_path: Path) -> N
     assert holds_inputs(root)
     assert all(client.run(lambda dask_worker: EXECUTOR not in dask_worker.executors).values())
     files, watcher = ScratchWatcher(out / SCRATCH_DIR), HeldWatcher(client)
-    bar: list[tuple[int, int]] = []  # the "proofs" prefix on /status: (all, done) at each result
+    bar: list[tuple[int, int]] = []  # the distprove page's (total, done) at each result
 
-    def markers(dask_scheduler: Any) -> tuple[int, int]:
-        states = dask_scheduler.task_prefixes["proofs"].states
-        return sum(v for k, v in states.items() if k != "forgotten"), states["memory"] + states["released"] + states["erred"]
+    def counts(dask_scheduler: Any) -> tuple[int, int]:
+        tally = dask_scheduler.plugins["distprove-dashboard"].latest()
+        return tally.total, tally.proved
 
     def on_result(res: Any) -> None:
-        bar.append(client.run_on_scheduler(markers))
+        bar.append(client.run_on_scheduler(counts))
 
     with dask.config.set({"distprove.witness.in-flight": 2}):
         report = distprove.batch(root, client=client, echo=None, on_result=on_result)
     most, written = watcher.stop(), files.stop()
     assert report.ok and len(report.proved) == 3, report.summary()
     assert 1 <= most <= 2 and written == 0
-    # the bar grows as witnesses arrive, to every input's proof
-    assert [a for a, _ in bar] == sorted(a for a, _ in bar) and bar[-1][0] == 3 and bar[-1][1] >= 1, bar
+    # every input's proof counted from the start, each by the time its result is in
+    assert [a for a, _ in bar] == [3] * 3 and all(d >= i + 1 for i, (_, d) in enumerate(bar)), bar
     assert WITNESS_GEN in report.stage_seconds
     # each proof's wait for its witness comes back with its stage seconds, and the report sums them
     assert all(WITNESS_WAIT in r.seconds for r in report.proved), [r.seconds for r in report.proved]

@@ -49,7 +49,7 @@ class ProofResult:
     """Seconds from the start of the batch until this result arrived."""
     worker: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
-    """Per-stage seconds of this proof (msm_A ... msm_H summed over window ranges, assemble, verify, write)."""
+    """Per-stage seconds of this proof (msm_A ... msm_H summed over window ranges, assemble, check, write)."""
 
 
 @dataclass(repr=False)
@@ -273,6 +273,7 @@ def _collect(
     keys: dict[str, Any] | None = None,
     written: set[Any] = frozenset(),
     feed: Any = None,
+    counts: Any = None,
 ) -> None:
     """Gather the proofs as their reducers finish and check-and-write them in groups; the
     futures in ``written`` wrote their proofs themselves and return the outcomes.
@@ -282,6 +283,8 @@ def _collect(
     verify-write task on the cluster, or, with ``pool`` (a process pool of the client), the
     fetched window sums are assembled, checked and written there (``keys``: KeyInfo by hash).
     ``feed`` (an :class:`distprove.cluster.inputbatch.InputFeed`) adds proofs while it is active.
+    ``counts`` (a :class:`distprove.cluster.progress.ClientProgress`) hears of each group the
+    pool wrote (the workers report their own).
     """
     from distributed import as_completed
 
@@ -326,6 +329,8 @@ def _collect(
             return
         for r in group:
             del pending[r]
+        if pool is not None and handle not in written and counts is not None:
+            counts.pool_group(outcomes)
         for out in outcomes:
             finish(*by_name[out.name], out.status, out.reason, out.worker, out.seconds)
 
@@ -440,6 +445,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
 
     from distprove.cluster import dashboard, graph, planner
     from distprove.cluster.inputbatch import InputFeed, witness_source
+    from distprove.cluster.progress import ClientProgress
     from distprove.witness.discovery import InputJob, witness_file
     from distprove.witness.pool import witness_workers
     from distprove.cluster.tasks import ProofSpec
@@ -457,6 +463,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             job.name, job.witness, status, reason, job.proof_path, job.public_path, time.perf_counter() - t0, worker, seconds or {}
         )
         results.append(res)
+        counts.result(status)
         if feed is not None:
             feed.finished(job)
         log.info("%s: %s %s", job.name, status, reason)
@@ -478,7 +485,8 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
 
         follow_provers(client)
     mode = ""
-    with get_task_stream(client) as stream, span("distprove-batch"):
+    # counts: the scheduler's tally of this batch (the distprove page, the distprove_batch_* metrics)
+    with get_task_stream(client) as stream, span("distprove-batch"), ClientProgress(client, tag, len(jobs)) as counts:
         todo = []
         for job in jobs:
             if job.error:
@@ -504,16 +512,14 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             )
             mode = plan.mode
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
-            markers: list[Any] = []  # the dashboard's "proofs" bar, held until the batch ends
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
 
             def submit(chunk: list[Job], info: Any, i: int, worker: str | None = None, stream: bool = False,
                        witnesses: Any = None) -> tuple[Any, list[Any], bool]:
                 """One group of proofs of a key; ``i``: the planned index of its first proof (its
-                priority and split-mode placement), with its proofs' markers. ``stream``: an input
-                group whose task waits for its witnesses, on ``worker`` (fused keys), or takes the
-                values of the witness task ``witnesses``. Returns (reducer, futures, writes its
-                proofs)."""
+                priority and split-mode placement). ``stream``: an input group whose task waits for its
+                witnesses, on ``worker`` (fused keys), or takes the values of the witness task
+                ``witnesses``. Returns (reducer, futures, writes its proofs)."""
                 for folder in {os.path.dirname(j.proof_path) for j in chunk}:
                     os.makedirs(folder, exist_ok=True)
                 specs = [ProofSpec(j.name, witness_file(j), info.path, info.content_hash, j.proof_path, j.public_path,
@@ -525,7 +531,6 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                     futures, writes = [reducer], plan.writes_in_task
                 else:
                     reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
-                markers.extend(graph.submit_markers(client, [j.name for j in chunk], reducer, plan))
                 return reducer, futures, writes
 
             if feed is not None:  # inputs: proofs are submitted as their witnesses arrive
@@ -541,18 +546,16 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 keys = {info.content_hash: info for _, info in planned}
                 pool = verification_pool(procs)
                 grouping = planner.VerifyGrouping.for_batch(plan, opts.verify_group, opts.verify_wait, procs)
-                _collect(client, plan, pending, emit, grouping, pool, keys, written, feed)
+                _collect(client, plan, pending, emit, grouping, pool, keys, written, feed, counts)
             else:
                 grouping = planner.VerifyGrouping.for_batch(plan, opts.verify_group, opts.verify_wait)
                 _collect(client, plan, pending, emit, grouping, written=written, feed=feed)
-            for m in markers:  # the last few may still be on their way: nothing waits for them
-                m.release()
             if feed is not None:
                 feed.close()
     stage_seconds: dict[str, float] = {}
     for rec in stream.data:
         for ss in rec.get("startstops", ()):
-            if ss.get("action") == "compute" and key_split(rec["key"]) != graph.MARKER:
+            if ss.get("action") == "compute":
                 k = key_split(rec["key"])
                 stage_seconds[k] = stage_seconds.get(k, 0.0) + ss["stop"] - ss["start"]
     order = {j.name: i for i, j in enumerate(jobs)}

@@ -19,13 +19,11 @@ dashboard groups tasks by stage (``dask.utils.key_split``)::
                                                     are ready, then each valid one written once
     ("ntt-columns" | "ntt-transpose" | "ntt-rows-inverse" | "ntt-rows-forward" | "ntt-collect", ...)
                                                     the four-step H computation across workers
-    ("proofs", name, tag)                           one per proof, done when its proof is (see
-                                                    :func:`submit_markers`): the dashboard's
-                                                    progress bar of the batch, in proofs
 
 (dask's ``key_split`` drops an 8-letter word starting with a-f as if it were a hex token, so
 the dashboard shows the reducer group as ``reduce``.) ``tag`` is unique per batch so that reruns
-in one client never reuse a finished key. Results stay
+in one client never reuse a finished key, and ends every key: a worker reports the proofs it
+writes for the batch its task's key names (:mod:`distprove.cluster.progress`). Results stay
 on the workers (witness, scalars and evaluations move worker to worker at most); keys never travel:
 tasks carry the key's path and content hash and workers keep it resident (:mod:`distprove.cluster.state`).
 A worker also keeps the device-side witness and H scalars of the proofs it prepared, so MSM
@@ -59,7 +57,6 @@ from distprove.cluster.work import (
     ntt_columns,
     ntt_rows,
     prepare,
-    proof_done,
     prove_group,
     reduce_assemble,
 )
@@ -127,40 +124,6 @@ def submit_group(
         prove_group, list(specs), None, plan.assemble_on_workers, plan.writes_in_task, plan.verify,
         witnesses=witnesses, key=("prove-whole", name, plan.tag), pure=False, priority=priority, **plan.place(worker),
     )
-
-
-MARKER = "proofs"
-"""The marker tasks' prefix (not a stage: the report's stage seconds leave it out)."""
-MARKER_PRIORITY = 1 << 21
-"""Markers run as soon as their proof is done, before the next proof's tasks."""
-
-
-MARKERS_PER_TASK = 8
-"""At most this many ("proofs", ...) markers per task: each one a Dask task that holds a worker's
-slot (~2 ms), so one per proof cost a GPU worker 7.7 s of a 13.9 s batch of 4096 2^12 proofs."""
-
-
-def submit_markers(client: Client, names: Sequence[str], source: Future, plan: Plan) -> list[Future]:
-    """The dashboard's ("proofs", name, tag) marker tasks for the proofs ``names`` of one task, on
-    the task whose end means those proofs are done: a prove-whole task that writes its proofs
-    (checked and written), else the reducer or a group that returns its sums (the proof made; the
-    check and write follow in a verify-write task or the client's pool).
-
-    One marker per proof up to :data:`MARKERS_PER_TASK` proofs, else that many markers, each
-    standing for an equal slice of the task's proofs (named after its first): all of a task's
-    proofs are done at its end anyway, so the "proofs" bar on /status fills in proportion to the
-    batch's proofs done. The dashboard's progress bars count a prefix's tasks that are not
-    forgotten, and the batch releases a proof's tasks as soon as it has its outcome, so the stage
-    bars only ever show what is left; the batch holds these markers (a few bytes each) until it
-    ends, so the "proofs" bar reads the share of the batch done. A marker whose task failed with
-    an exception ends erred (red in the bar)."""
-    count = min(len(names), MARKERS_PER_TASK)
-    firsts = [names[len(names) * k // count] for k in range(count)]
-    return [
-        client.submit(proof_done, source, name, key=(MARKER, name, plan.tag), pure=False, priority=MARKER_PRIORITY,
-                      **plan.place())
-        for name in firsts
-    ]
 
 
 def submit_verify_write(client: Client, assembled: Sequence[Future], plan: Plan, group: int) -> Future:

@@ -44,8 +44,7 @@ fsync, which took longer than a 1,023-value witness's calculation), or with ``ke
 beside the proof as ``<name>.wtns`` (fsynced). The client (:class:`InputFeed`, polled by
 ``batching._collect``) submits a witness task once its whole chunk fits under
 ``distprove.witness.in-flight`` inputs between their witness task and their proof's result (by
-default :data:`GROUPS_IN_FLIGHT` proof groups per worker), each proof group with its ``proofs``
-markers (so the dashboard's proofs bar grows as inputs are fed): the witnesses never all exist
+default :data:`GROUPS_IN_FLIGHT` proof groups per worker): the witnesses never all exist
 at once, in memory or on disk.
 
 With witness workers (CPU-only workers that carry the Dask resource

@@ -1,22 +1,35 @@
-"""Prometheus metrics of a distprove worker process.
+"""Prometheus metrics of distprove's worker processes and of the scheduler.
 
-The metrics live in prometheus_client's global registry, which distributed already serves on
-every worker's HTTP port at ``/metrics`` (the worker's ``--dashboard-address``), next to its own
-``dask_worker_*`` metrics; Prometheus scrapes them there, no extra server needed. They are
-created on first use, so only processes that prove (the workers) export them.
+The metrics live in prometheus_client's global registry, which distributed already serves at
+``/metrics`` on every worker's HTTP port (the worker's ``--dashboard-address``) and on the
+scheduler's dashboard port, next to its own ``dask_*`` metrics; Prometheus scrapes them there,
+no extra server needed. They are created on first use, so a process exports only its own kind.
 
-Exported names:
+On the workers (the task code, :mod:`distprove.cluster.work` and :mod:`~distprove.cluster.output`,
+calls the recording functions):
 
 * ``distprove_proofs_total{key}``: proofs made and written, per key;
-* ``distprove_proofs_failed_total{key}``: proofs that failed (bad witness, invalid proof, error);
-* ``distprove_stage_seconds{stage}``: histogram of the seconds spent per prover stage (witness,
-  gather, ntt, msm_A ... msm_H, assemble, verify, write);
+* ``distprove_proofs_failed_total{key}``: proofs that failed (bad witness, invalid proof, error),
+  0 from the key's first proof on;
+* ``distprove_stage_seconds{stage}``: histogram of the seconds spent per prover stage (the
+  stages of :data:`distprove.cluster.state.STAGES` as a proof's seconds name them: witness,
+  gather, ntt, msm, or msm_A ... msm_H in split mode, assemble, check, write; witness-wait in
+  a batch from inputs);
 * ``distprove_resident_key_bytes``: GPU memory held by the keys resident on this worker.
 
-The task code (:mod:`distprove.cluster.work`) calls the functions below. Per-task-group compute times
-need nothing from distprove: the scheduler's own ``/metrics`` has them
-(``dask_scheduler_tasks_compute_seconds_total{task_prefix_name=...}``). Setting
-``distprove.metrics.enabled`` to false turns every recording function into a no-op.
+On the scheduler (the dashboard plugin, :mod:`distprove.cluster.dashboard`, sets them from the
+batches' progress, :mod:`distprove.cluster.progress`):
+
+* ``distprove_batch_proofs_total``, ``distprove_batch_proofs_done``,
+  ``distprove_batch_proofs_failed``, ``distprove_batch_proofs_skipped`` (gauges): the proofs of
+  the batches running (summed), else of the last batch, updated as proofs are written;
+* ``distprove_cluster_proofs_total``, ``distprove_cluster_proofs_failed_total`` (counters): proofs
+  written and failed by every batch since the scheduler started;
+* ``distprove_cluster_batches_total`` (counter): batches started.
+
+Per-task-group compute times need nothing from distprove: the scheduler's own ``/metrics`` has
+them (``dask_scheduler_tasks_compute_seconds_total{task_prefix_name=...}``). Setting
+``distprove.metrics.enabled`` to false turns every worker's recording function into a no-op.
 """
 
 from __future__ import annotations
@@ -57,6 +70,34 @@ def _metrics() -> _Metrics:
     )
 
 
+@dataclass(frozen=True)
+class SchedulerMetrics:
+    """The scheduler's series (:func:`scheduler_metrics`)."""
+
+    batch_total: Gauge
+    batch_done: Gauge
+    batch_failed: Gauge
+    batch_skipped: Gauge
+    proofs: Counter
+    failed: Counter
+    batches: Counter
+
+
+@cache
+def scheduler_metrics() -> SchedulerMetrics:
+    """Create (once per process) and register the scheduler's series in prometheus_client's
+    global registry."""
+    return SchedulerMetrics(
+        batch_total=Gauge("distprove_batch_proofs_total", "Proofs of the running batches (else of the last batch)."),
+        batch_done=Gauge("distprove_batch_proofs_done", "Proofs written of the running batches (else of the last batch)."),
+        batch_failed=Gauge("distprove_batch_proofs_failed", "Proofs failed of the running batches (else of the last batch)."),
+        batch_skipped=Gauge("distprove_batch_proofs_skipped", "Proofs skipped (outputs existed and verify) of the running batches (else of the last batch)."),
+        proofs=Counter("distprove_cluster_proofs", "Proofs written by every batch since the scheduler started."),
+        failed=Counter("distprove_cluster_proofs_failed", "Proofs failed in every batch since the scheduler started."),
+        batches=Counter("distprove_cluster_batches", "Batches started since the scheduler started."),
+    )
+
+
 def _enabled() -> bool:
     return config.get_bool("metrics.enabled")
 
@@ -72,7 +113,9 @@ def record_proof(key: Any, ok: bool) -> None:
     """Count one proof of ``key`` (a key object, path or label) as done (``ok``) or failed."""
     if _enabled():
         m = _metrics()
-        (m.proofs if ok else m.failed).labels(key=key_label(key)).inc()
+        label = key_label(key)
+        (m.proofs if ok else m.failed).labels(key=label).inc()
+        (m.failed if ok else m.proofs).labels(key=label)  # both series exist from the key's first proof
 
 
 def record_stage(stage: str, seconds: float) -> None:
@@ -109,6 +152,7 @@ def record_proofs(proofs: Iterable[tuple[Any, bool, dict[str, float]]]) -> None:
                 child.observe(seconds)
     for (label, ok), n in counts.items():
         (m.proofs if ok else m.failed).labels(key=label).inc(n)
+        (m.failed if ok else m.proofs).labels(key=label)  # both series exist from the key's first proof
 
 
 def set_resident_bytes(n: int) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.metrics import context_meter
 
 from distprove import bn254
-from distprove.cluster import metrics
+from distprove.cluster import metrics, progress
 from distprove.cluster import state as worker_state
 from distprove.cluster.tasks import Assembled, Failed, Outcome, Status, flatten
 from distprove.errors import FormatError
@@ -68,7 +68,7 @@ def check_and_write(
         if a.done_before:
             out.append(Outcome(a.spec.name, Status.PROVED, WRITTEN_BEFORE, seconds, where, written_before=True))
             continue
-        seconds["verify"] = share
+        seconds["check"] = share
         if valid[a.spec.name]:
             to_write.append((len(out), a))
             out.append(Outcome(a.spec.name, Status.PROVED, "", seconds, where))
@@ -110,7 +110,9 @@ def verify_write(
     items: Sequence[Assembled | list[Assembled | Failed]], check: bool = True, batch: "BatchCheck | None" = None
 ) -> list[Outcome]:
     """The verify-write task: :func:`check_and_write` on this worker, with its resident keys' vks
-    (made only when checking: a .zkey's vk costs a pairing, ~0.4 s, on the first use per worker).
+    (made only when checking: a .zkey's vk costs a pairing, ~0.4 s, on the first use per worker);
+    the outcomes are counted in the worker's metrics and reported to the scheduler as the
+    batch's progress (:func:`distprove.cluster.progress.report_outcomes`).
     ``items``: reducer results, a prove-group's list of them, or its :class:`Failed` items;
     ``batch``: their proofs already added to a batch check (:func:`prove_group`)."""
     st = worker_state.state()
@@ -121,6 +123,7 @@ def verify_write(
     outcomes = check_and_write(items, vks, check, where, batch)
     by_name = {a.spec.name: a.spec for a in items}
     metrics.record_proofs((by_name[o.name].key_path, o.status == Status.PROVED, o.seconds) for o in outcomes if not o.written_before)
+    progress.report_outcomes(outcomes + failed)
     return outcomes + failed
 
 

@@ -20,7 +20,7 @@ from distprove.witness.pool import WITNESS_RESOURCE
 
 PLUGIN_NAME = "distprove-follow-provers"
 PROOF_PREFIXES = frozenset({
-    "prove-whole", "prove-prepare", "msm-windows", "reduce-assemble", "reduce-collect", "verify-write", "proofs",
+    "prove-whole", "prove-prepare", "msm-windows", "reduce-assemble", "reduce-collect", "verify-write",
     "ntt-columns", "ntt-rows-inverse", "ntt-rows-forward", "ntt-collect", "plan-key", "check-outputs",
 })
 """The key prefixes of the tasks a batch holds to the provers (:mod:`distprove.cluster.graph`, :mod:`distprove.cluster.batching`)."""

@@ -30,7 +30,7 @@ from distributed.metrics import context_meter
 from distprove import bn254
 from distprove.groth16 import MSM_NAMES
 from distprove.backends.cpu import fourstep as cpu_fourstep
-from distprove.cluster import metrics
+from distprove.cluster import metrics, progress
 from distprove.cluster import state as worker_state
 from distprove.cluster.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
 from distprove.cluster.state import WITNESS_WAIT, MeteredBackend, ProverState, ResidentKey
@@ -341,7 +341,8 @@ def prove_group(
     token = _waits.set(waits)
     handed = _handed.set(None if witnesses is None else {sp.name: w for sp, w in zip(specs, witnesses)})
     try:
-        return _prove_group(specs, widths, assemble, write, check, blindings, waits)
+        with progress.in_task_batch():  # the finisher reports its groups for this task's batch
+            return _prove_group(specs, widths, assemble, write, check, blindings, waits)
     finally:
         _handed.reset(handed)
         _waits.reset(token)
@@ -515,6 +516,7 @@ class _Finisher:
             else:
                 metrics.record_proof(item.spec.key_path, False)
                 out.append(Outcome(name, Status.FAILED, reason, dict(item.seconds), self._where))
+        progress.report_outcomes(out)
         return out
 
 
@@ -755,12 +757,6 @@ def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]])
     _drop_resident(parts)
     metrics.record_timings(part_seconds(parts))
     return Collected(spec, list(parts))
-
-
-def proof_done(result: Any, name: str) -> str:
-    """A ("proofs", name, tag) marker task (:func:`distprove.cluster.graph.submit_markers`): done once the
-    task whose ``result`` it receives is; returns the name of the (first) proof it stands for."""
-    return name
 
 
 def _ops() -> ModuleType:

@@ -1,7 +1,18 @@
 """The bundled example: a 1,021-constraint multiplication chain (mul_chain.circom) with its
 witness calculator (``circom --wasm``), three inputs, a snarkjs 0.7.6 key and the three
 witnesses snarkjs computed from the inputs; ``distprove example`` computes each witness from its
-input, checks it against snarkjs's, proves and verifies it."""
+input, checks it against snarkjs's, proves and verifies it.
+
+What it leaves in its output folder (the README's Python snippet runs on it)::
+
+    key.zarr/                    the key store imported from mul_chain_1k.zkey
+    verification_key.json        for snarkjs groth16 verify / distprove verify
+    witnesses/input_<i>.wtns     the witness computed from inputs/input_<i>.json, as proved
+    input_<i>.proof.json         its proof (verified) and public signals
+    input_<i>.public.json
+
+``witnesses/`` with the key in its parent folder is a batch's layout: ``distprove batch
+<out>/witnesses`` finds ``<out>/key.zarr`` and writes to ``<out>/witnesses/proofs/``."""
 
 from __future__ import annotations
 
@@ -19,7 +30,8 @@ WITNESS_DIR = HERE / "witnesses"
 
 def run_example(out_dir: Path, backend: str = "auto", echo: Callable[[str], None] = print) -> bool:
     """Import the example key into ``out_dir/key.zarr``; for each input compute its witness with
-    the circuit's wasm, compare it with snarkjs's, prove it and verify the proof.
+    the circuit's wasm, compare it with snarkjs's, write it to ``out_dir/witnesses/``, prove it
+    and verify the proof.
 
     Returns True when every witness is snarkjs's and every proof verifies. Raises
     BackendUnavailable, writing nothing, when ``backend`` cannot run here.
@@ -28,7 +40,7 @@ def run_example(out_dir: Path, backend: str = "auto", echo: Callable[[str], None
 
     from ..backends.select import get_backend
     from ..formats.jsonio import write_json_atomic
-    from ..formats.wtns import read_wtns
+    from ..formats.wtns import read_wtns, write_wtns
     from ..keystore import import_key
     from ..prover import prove
     from ..verifier import verify
@@ -42,6 +54,8 @@ def run_example(out_dir: Path, backend: str = "auto", echo: Callable[[str], None
     echo(f"key: {ZKEY.name} -> {out_dir / 'key.zarr'} ({key.n_vars} signals, domain 2^{key.power})")
     wc = generator(WASM)
     wc.check_key(key)
+    witness_dir = out_dir / "witnesses"
+    witness_dir.mkdir(exist_ok=True)
     ok = True
     for wtns in sorted(WITNESS_DIR.glob("*.wtns")):
         stem = wtns.stem
@@ -50,12 +64,13 @@ def run_example(out_dir: Path, backend: str = "auto", echo: Callable[[str], None
         values = wc.calculate_file(source)
         t1 = time.perf_counter()
         same = np.array_equal(values, read_wtns(wtns).values)
+        write_wtns(witness_dir / f"{source.stem}.wtns", values)
         proof = prove(key, values, backend=backend)
         proof.write(out_dir / f"{source.stem}.proof.json", out_dir / f"{source.stem}.public.json")
         valid = verify(vk, proof.public_json(), proof.to_json())
         ok &= valid and same
         echo(f"{source.name}: witness in {t1 - t0:.3f} s ({'as snarkjs computes it' if same else 'DIFFERS from snarkjs'}), "
              f"proved in {time.perf_counter() - t1:.2f} s, {'verified OK' if valid else 'INVALID'}")
-    echo(f"proofs in {out_dir}/; check one with snarkjs: "
+    echo(f"witnesses in {witness_dir}/, proofs in {out_dir}/; check one with snarkjs: "
          f"snarkjs groth16 verify {out_dir}/verification_key.json {out_dir}/input_0.public.json {out_dir}/input_0.proof.json")
     return ok

@@ -4,7 +4,9 @@
 #   ./regenerate.sh [WORKDIR]
 #
 # Per circuit (circuits/<name>.circom, main component included): compile to r1cs + wasm
-# (--O2, kept as <name>/circuit.wasm),
+# (--O2, kept as <name>/circuit.wasm) and, for the circuits with a native witness generator
+# (NATIVE below), circom's C++ generator (--c: the <name>_cpp/ folder, kept packed as
+# <name>/<name>_cpp.tar.xz, about 70 times smaller than the folder),
 # run a small powers-of-tau ceremony (new, one contribution, prepare phase2), Groth16
 # setup, one zkey contribution, export the verification key, compute the witnesses from
 # <name>/inputs/*.json with the wasm, then prove and verify each with snarkjs.
@@ -36,11 +38,29 @@ ceremony() {
   "$SNARKJS" powersoftau prepare phase2 "pot${p}_0001.ptau" "$out"
 }
 
+# Circuits whose fixtures keep circom's native C++ witness generator.
+NATIVE=" poseidon_k4 merkle_d20 sha256_32 checks spin "
+
+# pack_cpp NAME DST: $WORK/NAME_cpp/ into DST/NAME_cpp.tar.xz, the same bytes for the same files
+pack_cpp() {
+  local name=$1 dst=$2
+  tar -C "$WORK" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - "${name}_cpp" \
+    | xz -6 >"$dst/${name}_cpp.tar.xz"
+}
+
+# compile NAME DST: r1cs + wasm (+ the C++ generator for NATIVE circuits) into $WORK, the wasm to DST
+compile() {
+  local name=$1 dst=$2 c=()
+  case "$NATIVE" in *" $name "*) c=(--c) ;; esac
+  "$CIRCOM" "$HERE/circuits/$name.circom" --r1cs --wasm "${c[@]}" --O2 -l "$WORK/node_modules" -o "$WORK"
+  cp "$WORK/${name}_js/$name.wasm" "$dst/circuit.wasm"
+  [ ${#c[@]} -eq 0 ] || pack_cpp "$name" "$dst"
+}
+
 # build NAME POWER: compile, set up, witness, prove, verify into $HERE/NAME
 build() {
   local name=$1 p=$2 dst="$HERE/$1" in k
-  "$CIRCOM" "$HERE/circuits/$name.circom" --r1cs --wasm --O2 -l "$WORK/node_modules" -o "$WORK"
-  cp "$WORK/${name}_js/$name.wasm" "$dst/circuit.wasm"
+  compile "$name" "$dst"
   ceremony "$p" "$WORK/pot${p}_final.ptau"
   "$SNARKJS" groth16 setup "$WORK/$name.r1cs" "$WORK/pot${p}_final.ptau" "$WORK/${name}_0000.zkey"
   "$SNARKJS" zkey contribute "$WORK/${name}_0000.zkey" "$dst/circuit_final.zkey" --name="phase2" -e="entropy $RANDOM$RANDOM"
@@ -74,9 +94,23 @@ build_mini() {
   echo "note: mini/proof_py_rs0.json comes from the project's prover (r = s = 0) and is not rebuilt here" >&2
 }
 
+# build_witnesses NAME: compile, and snarkjs's witness of each input (no key: a witness-generator fixture)
+build_witnesses() {
+  local name=$1 dst="$HERE/$1" in k
+  compile "$name" "$dst"
+  mkdir -p "$dst/witnesses"
+  for in in "$dst"/inputs/input_*.json; do
+    k=$(basename "$in" .json); k=${k#input_}
+    "$SNARKJS" wtns calculate "$WORK/${name}_js/$name.wasm" "$in" "$dst/witnesses/witness_$k.wtns"
+  done
+}
+
 build_mini
-"$CIRCOM" "$HERE/circuits/checks.circom" --wasm --O2 -o "$WORK"
-cp "$WORK/checks_js/checks.wasm" "$HERE/checks/checks.wasm"
+compile checks "$HERE/checks"
+mv "$HERE/checks/circuit.wasm" "$HERE/checks/checks.wasm"
+compile spin "$HERE/checks"
+rm "$HERE/checks/circuit.wasm"  # spin is kept as its C++ generator only
+build_witnesses sha256_32
 build mul_chain_1k 12
 build poseidon_k4 12
 build bits_k16 12

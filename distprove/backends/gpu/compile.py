@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from distprove.cachedir import cache_dir
+
 if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
@@ -98,12 +100,6 @@ def entry_points(src: str) -> list[str]:
     return re.findall(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(', src)
 
 
-def cache_dir() -> Path:
-    """The cubin cache directory: ``$DISTPROVE_CACHE_DIR`` or ``~/.cache/distprove``."""
-    env = os.environ.get("DISTPROVE_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "distprove"
-
-
 @dataclass
 class LoadTiming:
     """How one module came to be loaded in this process."""
@@ -118,7 +114,8 @@ _modules: dict[tuple[str, tuple[str, ...], tuple[str, ...]], "cupy.RawModule"] =
 _timings: list[LoadTiming] = []
 
 
-def _arch() -> str:
+def device_arch() -> str:
+    """The current GPU's architecture, as NVRTC and ``distprove compile --arch`` name it (``sm_90``)."""
     import cupy
 
     return "sm_" + cupy.cuda.Device().compute_capability
@@ -187,7 +184,7 @@ def _load(units: tuple[str, ...], name: str, options: tuple[str, ...]) -> "cupy.
     import cupy
 
     t0 = time.perf_counter()
-    src, path, kind = _ensure_cubin(units, name, options, _arch())
+    src, path, kind = _ensure_cubin(units, name, options, device_arch())
     module = cupy.RawModule(path=str(path))
     for fn in entry_points(src)[:1]:
         module.get_function(fn)  # CuPy loads lazily: make the load part of the timing
@@ -219,7 +216,7 @@ def build(names: Sequence[str] | None = None, options: Sequence[str] = (), arch:
     unknown = sorted(set(names) - set(MODULES))
     if unknown:
         raise ValueError(f"unknown kernel module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
-    arch = arch or _arch()
+    arch = arch or device_arch()
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
     if jobs == 1:
         return [_build_one(n, tuple(options), arch) for n in names]
