@@ -387,6 +387,8 @@ def info_cmd(key: str | None, scheduler: str | None, timeout: float) -> None:
         return
     from distributed import Client
 
+    from .witness.pool import WITNESS_RESOURCE
+
     try:
         client = Client(address, timeout=timeout)
     except (OSError, TimeoutError) as exc:
@@ -398,6 +400,9 @@ def info_cmd(key: str | None, scheduler: str | None, timeout: float) -> None:
         for addr in sorted(workers):
             w, r = workers[addr], reports.get(addr, {})
             click.echo(f"  {addr}  name {w.get('name')}  threads {w.get('nthreads')}  memory {w.get('memory_limit', 0) / 2**30:.1f} GiB")
+            witness = w.get("resources", {}).get(WITNESS_RESOURCE, 0)
+            if witness:
+                click.echo(f"    witness worker: computes witnesses in {int(witness)} processes, proves nothing")
             click.echo(f"    GPU: {r.get('gpu', '?')}")
             if r.get("backend") is None and r.get("keys") is None:
                 click.echo("    distprove state: not registered yet (no batch has run on this worker)")
@@ -430,6 +435,9 @@ def info_cmd(key: str | None, scheduler: str | None, timeout: float) -> None:
               help="Worker processes sharing each GPU of a local cluster: more for small circuits, whose proofs "
                    "wait on one process's host work; each holds its own copy of the key on the GPU. None (null): "
                    "2 when every key of the batch has fewer than 2^14 domain points, else 1.")
+@click.option("--witness-workers", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Inputs: CPU-only worker processes a local cluster starts beside its provers; they compute the "
+                   "witnesses (each with the 'witness' resource) and prove nothing.")
 @click.option("--report", "report_json", type=click.Path(dir_okay=False), default=None,
               help="Also write the report as JSON here.")
 @click.option("--verify/--no-verify", "check", default=None, cls=ConfigOption, config_name="verify",
@@ -455,7 +463,7 @@ def info_cmd(key: str | None, scheduler: str | None, timeout: float) -> None:
 @_friendly_errors
 def batch_cmd(
     key: str, inputs: str, out_dir: str | None, scheduler: str | None, backend: str | None,
-    mode: str | None, n_workers: int | None, workers_per_gpu: int | None, report_json: str | None,
+    mode: str | None, n_workers: int | None, workers_per_gpu: int | None, witness_workers: int, report_json: str | None,
     check: bool | None, incremental: bool | None, retry_failed: bool,
     verify_in: str | None, fourstep_min_domain: int | None, witness_gen: str | None, wasm: str | None,
     keep_witnesses: bool,
@@ -472,8 +480,8 @@ def batch_cmd(
     from . import config
     from .cluster.batching import batch
 
-    if scheduler and (n_workers or workers_per_gpu):
-        raise click.UsageError("--scheduler excludes --workers and --workers-per-gpu (they shape a local cluster)")
+    if scheduler and (n_workers or workers_per_gpu or witness_workers):
+        raise click.UsageError("--scheduler excludes --workers, --workers-per-gpu and --witness-workers (they shape a local cluster)")
     if witness_gen and wasm:
         raise click.UsageError("--wasm is --witness-gen for a .wasm: pass one of them")
     from .cluster.tasks import Status
@@ -505,7 +513,7 @@ def batch_cmd(
     try:
         report = run(
             inputs, key, out_dir, scheduler=scheduler, backend=backend, mode=mode, n_workers=n_workers,
-            workers_per_gpu=workers_per_gpu, verify=check, verify_in=verify_in, fourstep_min_domain=fourstep_min_domain,
+            workers_per_gpu=workers_per_gpu, witness_workers=witness_workers, verify=check, verify_in=verify_in, fourstep_min_domain=fourstep_min_domain,
             witness_gen=witness_gen, wasm=wasm, keep_witnesses=keep_witnesses,
             on_start=on_start, on_result=on_result, echo=None, **extra,
         )

@@ -219,16 +219,16 @@ def test_config_defaults_show_their_value_and_where_it_is_set() -> None:
 
 
 def test_batch_local_cluster_shape_options(tmp_path: Path) -> None:
-    """--workers-per-gpu shows its config default, and neither it nor --workers goes with --scheduler
+    """--workers-per-gpu shows its config default, and neither it, --workers nor --witness-workers goes with --scheduler
     (they shape a local cluster, which --scheduler replaces)."""
     from distprove.cli import main
 
     text = " ".join(_help("batch").split())
     assert "--workers-per-gpu" in text and "[default: None (distprove.cluster.workers-per-" in text and "2 when every key of the batch has fewer than 2^14 domain points" in text
-    for extra in (["--workers-per-gpu", "2"], ["--workers", "2"]):
+    for extra in (["--workers-per-gpu", "2"], ["--workers", "2"], ["--witness-workers", "2"]):
         res = CliRunner().invoke(main, ["batch", str(tmp_path / "k.zarr"), str(tmp_path), "--scheduler", "tcp://127.0.0.1:1",
                                         *extra])
-        assert res.exit_code == 2 and "--scheduler excludes --workers and --workers-per-gpu" in res.output, res.output
+        assert res.exit_code == 2 and "--scheduler excludes --workers, --workers-per-gpu and --witness-workers" in res.output, res.output
 
 
 def test_example_with_an_unusable_backend_writes_nothing(tmp_path: Path) -> None:

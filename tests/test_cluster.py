@@ -443,14 +443,14 @@ def _check_cluster_spec(spec: dict, name: str) -> None:
 
 
 def test_k8s_daskcluster() -> None:
-    (doc,) = _manifests("daskcluster.yaml")
-    assert (doc["apiVersion"], doc["kind"]) == ("kubernetes.dask.org/v1", "DaskCluster")
+    doc, group = _manifests("daskcluster.yaml")  # the group: CPU witness workers (test_k8s_schemas.py)
+    assert (doc["apiVersion"], doc["kind"], group["kind"]) == ("kubernetes.dask.org/v1", "DaskCluster", "DaskWorkerGroup")
     _check_cluster_spec(doc["spec"], doc["metadata"]["name"])
 
 
 def test_k8s_daskjob() -> None:
-    (doc,) = _manifests("daskjob.yaml")
-    assert (doc["apiVersion"], doc["kind"]) == ("kubernetes.dask.org/v1", "DaskJob")
+    doc, group = _manifests("daskjob.yaml")  # the group: CPU witness workers (test_k8s_schemas.py)
+    assert (doc["apiVersion"], doc["kind"], group["kind"]) == ("kubernetes.dask.org/v1", "DaskJob", "DaskWorkerGroup")
     job = doc["spec"]["job"]["spec"]["containers"][0]
     assert job["args"][:2] == ["distprove", "batch"] and "--incremental" in job["args"]
     _check_cluster_spec(doc["spec"]["cluster"]["spec"], doc["metadata"]["name"])

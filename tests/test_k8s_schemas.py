@@ -3,7 +3,7 @@
 * Built-in kinds (CronJob, Role, ConfigMap, PersistentVolumeClaim, ...) and every pod spec inside
   the Dask resources (scheduler, workers, job pod): ``kubernetes-validate`` (PyPI; it bundles the
   Kubernetes OpenAPI schemas), strict, so an unknown or misspelt field fails.
-* DaskCluster and DaskJob (also the DaskJob template the CronJob applies): the
+* DaskCluster, DaskJob and DaskWorkerGroup (also the DaskJob template the CronJob applies): the
   ``openAPIV3Schema`` of the operator's own CRDs, which the ``dask-kubernetes`` package ships
   (its Helm chart's ``crds/``), with ``jsonschema``.
 
@@ -45,8 +45,10 @@ DOCS = _documents()
 
 
 def _pod_specs(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The pod specs inside a DaskCluster or DaskJob."""
+    """The pod specs inside a DaskCluster, DaskJob or DaskWorkerGroup."""
     spec = doc["spec"]
+    if doc["kind"] == "DaskWorkerGroup":
+        return [("worker", spec["worker"]["spec"])]
     if doc["kind"] == "DaskJob":
         return [("job", spec["job"]["spec"])] + [(f"cluster.{n}", s) for n, s in _cluster_pods(spec["cluster"]["spec"])]
     return _cluster_pods(spec)
@@ -90,3 +92,24 @@ def test_manifests_match_kubernetes_schemas(where: str, doc: dict[str, Any]) -> 
             kv.validate(resource, version, strict=True)
         except kv.ValidationError as e:
             pytest.fail(f"{name}: {'.'.join(map(str, e.path))}: {e.message}")
+
+
+@pytest.mark.parametrize("name", ["daskcluster.yaml", "daskjob.yaml"])
+def test_witness_worker_group_has_no_gpu_and_the_witness_resource(name: str) -> None:
+    """Each cluster manifest adds CPU witness workers: a DaskWorkerGroup of its cluster (the
+    DaskJob's is named after the job) whose plain ``dask worker`` carries ``--resources witness=N``
+    and asks for no GPU, beside GPU workers without the resource."""
+    docs = [d for d in yaml.safe_load_all((K8S_DIR / name).read_text()) if d]
+    main, = [d for d in docs if d["kind"] in ("DaskCluster", "DaskJob")]
+    group, = [d for d in docs if d["kind"] == "DaskWorkerGroup"]
+    assert group["spec"]["cluster"] == main["metadata"]["name"]
+    (witness,) = group["spec"]["worker"]["spec"]["containers"]
+    args = witness["args"]
+    assert args[:2] == ["dask", "worker"] and "cuda" not in args
+    resource = args[args.index("--resources") + 1]
+    assert resource.startswith("witness=") and int(resource.split("=")[1]) >= 1
+    assert "nvidia.com/gpu" not in witness["resources"].get("limits", {})
+    assert {"name": "DASK_DISTRIBUTED__WORKER__DAEMON", "value": "False"} in witness["env"]
+    cluster = main["spec"]["cluster"]["spec"] if main["kind"] == "DaskJob" else main["spec"]
+    (gpu,) = cluster["worker"]["spec"]["containers"]
+    assert "--resources" not in gpu["args"] and gpu["resources"]["limits"]["nvidia.com/gpu"] == "1"

@@ -331,6 +331,49 @@ def test_slurm_cluster_from_python(slurm: SlurmNode, chain_store: Path, data_dir
     check_proofs(out, names, chain_store, tmp_path, snarkjs, ["witness_1"])
 
 
+def test_slurm_mixed_cluster_witness_jobs_compute_the_gpu_jobs_prove(
+        slurm: SlurmNode, chain_store: Path, data_dir: Path, tmp_path: Path, snarkjs: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recipe's CPU witness pool: one proving job (CPU backend standing in for a GPU job) and
+    one witness job (``add_witness_jobs``: a plain dask worker with the witness resource, no
+    gres); a batch from inputs computes every witness on the witness job's worker and proves
+    every proof on the other, each verified (two by snarkjs)."""
+    pytest.importorskip("dask_jobqueue")
+    from dask.utils import key_split
+    from distributed import Client, get_task_stream
+
+    from distprove.witness.pool import witness_workers
+
+    recipe = load_script(SLURM_DIR / "slurm_cluster.py")
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    monkeypatch.chdir(tmp_path)  # where the worker jobs' logs go
+    inputs, out = tmp_path / "inputs", tmp_path / "proofs"
+    inputs.mkdir()
+    for p in sorted((data_dir / "mul_chain_1k" / "inputs").glob("*.json")):
+        shutil.copy(p, inputs)
+    with recipe.make_cluster(1, backend="cpu", gres=None, cpus_per_gpu=1, memory_per_gpu="2GiB", walltime="00:15:00",
+                             interface="lo", dashboard_address="127.0.0.1:0",
+                             worker_extra_args=["--dashboard-address=127.0.0.1:0"]) as cluster:
+        cluster.scale(jobs=1)
+        recipe.add_witness_jobs(cluster, 1, cpus=1, memory="2GiB")
+        with Client(cluster) as client:
+            client.wait_for_workers(2, timeout=JOB_TIMEOUT_S)
+            names = {job[1] for job in slurm.queue()}
+            assert names == {"dask-worker", "distprove-witness"}, slurm.queue()
+            witness = set(witness_workers(client))
+            assert len(witness) == 1
+            with get_task_stream(client) as stream:
+                report = distprove.batch(inputs, chain_store, out, client=client, echo=None, announce=None,
+                                         witness_gen=str(data_dir / "mul_chain_1k" / "circuit.wasm"))
+            assert (len(report.proved), len(report.failed), report.witness_workers) == (3, 0, 1), report.summary()
+            where: dict[str, set[str]] = {}
+            for rec in stream.data:
+                where.setdefault(key_split(rec["key"]), set()).add(rec["worker"])
+            assert where["witness-gen"] == witness and where["prove-whole"].isdisjoint(witness), where
+    slurm.wait_idle()
+    check_proofs(out, ["input_0", "input_1", "input_2"], chain_store, tmp_path, snarkjs, ["input_0", "input_2"])
+
+
 def test_scancel_mid_batch_then_next_run_completes(slurm: SlurmNode, chain_store: Path, data_dir: Path,
                                                    tmp_path: Path, snarkjs: str) -> None:
     names = [f"w_{i:02d}" for i in range(8)]

@@ -6,7 +6,12 @@ submits GPU jobs, each running ``dask cuda worker`` (one worker process per GPU 
 thread each), and the batch runs on them:
 
     python cluster/slurm/slurm_cluster.py KEY WITNESS_DIR OUT_DIR --jobs 2 --gpus-per-job 4 \\
-        [--partition gpu] [--account proj] [--gres gpu:a100:{gpus}] [--incremental] [--dry-run]
+        [--partition gpu] [--account proj] [--gres gpu:a100:{gpus}] [--incremental] [--dry-run] \\
+        [--witness-jobs 4 --witness-cpus 32 [--witness-partition cpu]]
+
+``--witness-jobs`` adds a CPU witness pool for batches from inputs: CPU-only jobs, each one
+``dask worker`` with the Dask resource ``witness=<cores - 1>`` (:func:`add_witness_jobs`), which
+compute every witness for the GPU workers and are never given a proof task.
 
 ``--dry-run`` prints the job script dask-jobqueue would submit and exits. Run it inside a small
 CPU allocation (see distprove-cron.sbatch) or on a login node your site allows long processes
@@ -85,6 +90,52 @@ def make_cluster(
     )
 
 
+def witness_job_options(
+    cluster: Any,
+    cpus: int = 8,
+    *,
+    memory: str = "16GiB",
+    walltime: str | None = None,
+    partition: str | None = None,
+    account: str | None = None,
+) -> dict[str, Any]:
+    """The job options of a CPU witness job of ``cluster`` (a :func:`make_cluster` cluster): its
+    settings (Python, interface, scheduler, extra arguments) with one plain ``dask worker`` of one
+    thread that carries the resource ``witness=<cpus - 1>`` (its witness processes: a core is left
+    to the worker; one process with one core), ``cpus`` cores, ``memory``, no gres, the CPU backend."""
+    if cpus < 1:
+        raise ValueError("a witness job needs at least 1 cpu")
+    options = dict(cluster._job_kwargs)  # dask-jobqueue's settings of the cluster's jobs
+    prologue = [line for line in options.get("job_script_prologue") or [] if "DASK_DISTPROVE__BACKEND" not in line]
+    options.update(
+        cores=1,
+        processes=1,
+        memory=memory,
+        job_cpu=cpus,
+        job_extra_directives=[d for d in options.get("job_extra_directives") or [] if not d.startswith("--gres")],
+        worker_command="dask worker",
+        worker_extra_args=list(options.get("worker_extra_args") or []) + ["--resources", f"witness={max(1, cpus - 1)}"],
+        job_script_prologue=["export DASK_DISTPROVE__BACKEND=cpu"] + prologue,
+        job_name="distprove-witness",
+    )
+    for key, value in (("walltime", walltime), ("queue", partition), ("account", account)):
+        if value is not None:
+            options[key] = value
+    return options
+
+
+def add_witness_jobs(cluster: Any, jobs: int, **options: Any) -> None:
+    """Submit ``jobs`` CPU witness jobs (:func:`witness_job_options`, ``options`` passed on) to
+    ``cluster`` beside its GPU jobs, after ``cluster.scale(jobs=...)`` (a later scale counts them
+    among its jobs)."""
+    if jobs <= 0:
+        return
+    spec = {"cls": cluster.job_cls, "options": witness_job_options(cluster, **options)}
+    for k in range(jobs):
+        cluster.worker_spec[f"witness-{k}"] = spec
+    cluster.scale(jobs=len(cluster.worker_spec))  # no new GPU job: it starts the added specs
+
+
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -111,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python", help="Python on the GPU nodes (default: this one; a shared venv)")
     p.add_argument("--dashboard-address", default=":8787", help="of the scheduler, in this process")
     p.add_argument("--incremental", action="store_true", help="prove only witnesses without a verified proof yet")
+    p.add_argument("--witness-jobs", type=int, default=0,
+                   help="CPU witness jobs (batches from inputs): they compute the witnesses, the GPU jobs prove")
+    p.add_argument("--witness-cpus", type=int, default=8, help="cores of each witness job (one for its worker)")
+    p.add_argument("--witness-memory", default="16GiB", help="host memory of each witness job")
+    p.add_argument("--witness-partition", help="of the witness jobs (default: --partition)")
     p.add_argument("--wait", type=float, default=1800, help="seconds to wait for the first GPU job to start")
     p.add_argument("--dry-run", action="store_true", help="print the job script and exit")
     args = p.parse_args(argv)
@@ -143,14 +199,19 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         with cluster:
+            witness = {"cpus": args.witness_cpus, "memory": args.witness_memory, "partition": args.witness_partition}
             if args.dry_run:
                 print(cluster.job_script())
+                if args.witness_jobs:
+                    job = cluster.job_cls(cluster.scheduler_address, name="witness-0", **witness_job_options(cluster, **witness))
+                    print(job.job_script())
                 return 0
             from distributed import Client
 
             import distprove
 
             cluster.scale(jobs=args.jobs)
+            add_witness_jobs(cluster, args.witness_jobs, **witness)
             with Client(cluster) as client:
                 print(f"dashboard: {client.dashboard_link}", file=sys.stderr)
                 client.wait_for_workers(1, timeout=args.wait)  # start with whatever is running; more join later

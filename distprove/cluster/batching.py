@@ -64,6 +64,9 @@ class BatchReport:
     """Compute seconds per task kind over all workers (the dashboard's groups: prove-prepare, msm-windows, ...)."""
     checked: bool = True
     """Whether each proof was checked with a pairing before it was written (``verify``)."""
+    witness_workers: int = 0
+    """CPU-only workers of the cluster that computed witnesses and proved nothing (``workers``
+    counts the provers)."""
 
     def _with(self, status: Status) -> list[ProofResult]:
         return [r for r in self.results if r.status == status]
@@ -104,7 +107,7 @@ class BatchReport:
         lines = [
             f"proved {len(self.proved)}, failed {len(self.failed)}, skipped {len(self.skipped)} "
             f"in {self.wall_seconds:.2f} s ({self.proofs_per_second:.2f} proofs/s; mode {self.mode or '-'}, "
-            f"{self.workers} workers)"
+            f"{self.workers} workers{f', {self.witness_workers} witness workers' if self.witness_workers else ''})"
         ]
         if self.stage_seconds:
             stages = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(self.stage_seconds.items(), key=lambda kv: -kv[1]))
@@ -131,6 +134,7 @@ class BatchReport:
             "proofs_per_second": self.proofs_per_second,
             "mode": self.mode,
             "workers": self.workers,
+            "witness_workers": self.witness_workers,
             "stage_seconds": self.stage_seconds,
             "checked": self.checked,
             "witness_wait_seconds": self.witness_wait_seconds,
@@ -155,6 +159,9 @@ class BatchOptions:
     backend: str | None = None
     mode: str | None = None
     n_workers: int | None = None
+    witness_workers: int = 0
+    """CPU-only witness worker processes a local cluster starts beside its provers
+    (:func:`distprove.cluster.client.add_witness_workers`)."""
     workers_per_gpu: int | None = None
     """Worker processes per GPU of a local GPU cluster (default: ``distprove.cluster.workers-per-gpu``;
     null there: :func:`distprove.cluster.client.processes_per_gpu` from the batch's keys)."""
@@ -374,19 +381,21 @@ def _exception_of(fut: Any) -> BaseException:
         return exc
 
 
-def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Callable[..., None]) -> set[str]:
+def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Callable[..., None],
+                   placed: dict[str, Any]) -> set[str]:
     """Check existing outputs on the workers (one batched pairing check per key) and report the
     witnesses whose outputs verify as skipped; delete outputs that do not (they are proved again).
-    Returns the names of the witnesses dealt with (skipped, or failed because the check could not run)."""
+    Returns the names of the witnesses dealt with (skipped, or failed because the check could not run).
+    ``placed``: where the checks may run (the provers)."""
     from distprove.witness.discovery import check_witness_path
     from distprove.cluster.output import check_existing
 
     checks = {}
-    for kp, group in groups.items():
+    for i, (kp, group) in enumerate(groups.items()):  # i: keys of one file name in two folders are two tasks
         have = [j for j in group if os.path.exists(j.proof_path) and os.path.exists(j.public_path)]
         if have:
             items = [(check_witness_path(j), j.proof_path, j.public_path) for j in have]
-            checks[kp] = (have, client.submit(check_existing, kp, items, key=("check-outputs", key_label(kp), tag), pure=False))
+            checks[kp] = (have, client.submit(check_existing, kp, items, key=("check-outputs", key_label(kp), i, tag), pure=False, **placed))
     done: set[str] = set()
     for have, fut in checks.values():
         try:
@@ -406,14 +415,16 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
 
 
 def _plan_keys(
-    client: Any, groups: dict[str, list[Job]], done: set[str], tag: str, emit: Callable[..., None], with_vk: bool
+    client: Any, groups: dict[str, list[Job]], done: set[str], tag: str, emit: Callable[..., None], with_vk: bool,
+    placed: dict[str, Any],
 ) -> list[tuple[Job, Any]]:
-    """Open each key on a worker (KeyInfo: sizes, window widths, ..., the verification key when
+    """Open each key on a worker of ``placed`` (KeyInfo: sizes, window widths, ..., the verification key when
     ``with_vk``); the jobs of a key that cannot be opened fail with the reason. Returns (job,
     KeyInfo) for every job left to prove."""
     from distprove.cluster.work import plan_key
 
-    infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", key_label(kp), tag), pure=False) for kp in groups}
+    infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", key_label(kp), i, tag), pure=False, **placed)
+             for i, kp in enumerate(groups)}  # i: keys of one file name in two folders are two tasks
     planned: list[tuple[Job, Any]] = []
     for kp, group in groups.items():
         left = [j for j in group if j.name not in done]
@@ -436,13 +447,15 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
     from distprove.cluster.inputbatch import InputFeed, witness_source
     from distprove.cluster.progress import ClientProgress
     from distprove.witness.discovery import InputJob, witness_file
+    from distprove.witness.pool import witness_workers
     from distprove.cluster.tasks import ProofSpec
 
     settings = config.settings()
     t0 = time.perf_counter()
     tag = uuid.uuid4().hex[:8]
     results: list[ProofResult] = []
-    feed = InputFeed() if any(isinstance(j, InputJob) for j in jobs) else None
+    witness = witness_workers(client)
+    feed = InputFeed(witness=witness) if any(isinstance(j, InputJob) for j in jobs) else None
     shared = feed.shared if feed is not None else 0  # what its streamed proof tasks' sources carry
 
     def emit(job: Job, status: Status, reason: str = "", worker: str = "", seconds: dict[str, float] | None = None) -> None:
@@ -463,7 +476,14 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
         opts.announce(f"dashboard: {link}")
     if opts.on_start is not None:
         opts.on_start(len(jobs))
-    workers = tuple(sorted(client.nthreads()))
+    workers = tuple(sorted(set(client.nthreads()) - set(witness)))  # the provers
+    if not workers:
+        raise FormatError("the cluster", "has only witness workers: no worker to prove on")
+    placed = {"workers": list(workers), "allow_other_workers": False} if witness else {}
+    if witness:  # proof tasks held to the provers follow a prover restarted or added
+        from distprove.cluster.provers import follow_provers
+
+        follow_provers(client)
     mode = ""
     # counts: the scheduler's tally of this batch (the distprove page, the distprove_batch_* metrics)
     with get_task_stream(client) as stream, span("distprove-batch"), ClientProgress(client, tag, len(jobs)) as counts:
@@ -474,9 +494,9 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
             else:
                 todo.append(job)
         groups = _group(todo)
-        done = _skip_verified(client, groups, tag, emit)
+        done = _skip_verified(client, groups, tag, emit, placed)
         check = settings.verify if opts.verify is None else opts.verify
-        planned = _plan_keys(client, groups, done, tag, emit, with_vk=check and opts.verify_in == "client")
+        planned = _plan_keys(client, groups, done, tag, emit, with_vk=check and opts.verify_in == "client", placed=placed)
         if planned:
             plan = planner.plan_batch(
                 settings,
@@ -488,23 +508,26 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 windows_per_task=opts.windows_per_task,
                 verify=check,
                 assemble_on_workers=opts.verify_in == "workers",
+                provers_only=bool(witness),
             )
             mode = plan.mode
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
 
-            def submit(chunk: list[Job], info: Any, i: int, worker: str | None = None, stream: bool = False) -> tuple[Any, list[Any], bool]:
+            def submit(chunk: list[Job], info: Any, i: int, worker: str | None = None, stream: bool = False,
+                       witnesses: Any = None) -> tuple[Any, list[Any], bool]:
                 """One group of proofs of a key; ``i``: the planned index of its first proof (its
-                priority and split-mode placement). ``stream``: an input
-                group whose task waits for its witnesses, on ``worker`` (fused keys). Returns
-                (reducer, futures, writes its proofs)."""
+                priority and split-mode placement). ``stream``: an input group whose task waits for its
+                witnesses, on ``worker`` (fused keys), or takes the values of the witness task
+                ``witnesses``. Returns (reducer, futures, writes its proofs)."""
                 for folder in {os.path.dirname(j.proof_path) for j in chunk}:
                     os.makedirs(folder, exist_ok=True)
                 specs = [ProofSpec(j.name, witness_file(j), info.path, info.content_hash, j.proof_path, j.public_path,
                                    witness_source(j, tag, shared) if stream else None) for j in chunk]
                 writes = False
                 if plan.fuses(info):
-                    reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i, worker=worker)
+                    reducer = graph.submit_group(client, specs, info, plan, priority=len(planned) - i, worker=worker,
+                                                 witnesses=witnesses)
                     futures, writes = [reducer], plan.writes_in_task
                 else:
                     reducer, futures = graph.submit_proof(client, specs[0], info, plan, i, priority=len(planned) - i)
@@ -537,7 +560,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 stage_seconds[k] = stage_seconds.get(k, 0.0) + ss["stop"] - ss["start"]
     order = {j.name: i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order[r.name])
-    return BatchReport(results, time.perf_counter() - t0, mode, len(workers), stage_seconds, check)
+    return BatchReport(results, time.perf_counter() - t0, mode, len(workers), stage_seconds, check, len(witness))
 
 
 def batch(
@@ -556,7 +579,7 @@ def batch(
     ``out_dir``: default ``<witness_dir>/proofs``. ``client``: a ``distributed.Client`` (default:
     ``scheduler=`` / ``DASK_SCHEDULER_ADDRESS``, else a local cluster, whose worker processes
     run a calling script again: a script needs ``if __name__ == "__main__":`` around the call). ``options`` (see :class:`BatchOptions`): scheduler, backend (auto|cpu|gpu),
-    mode (auto|data|split), n_workers, workers_per_gpu, fourstep_min_domain, windows_per_task, verify, max_keys,
+    mode (auto|data|split), n_workers, witness_workers, workers_per_gpu, fourstep_min_domain, windows_per_task, verify, max_keys,
     verify_group, verify_wait, verify_in (workers|client), verify_processes, dashboard_address, host,
     on_result, on_start, echo, announce (the dashboard's link when the batch starts), witness_gen
     (or wasm, for a .wasm), keep_witnesses.
@@ -574,6 +597,7 @@ def batch(
         scheduler=opts.scheduler,
         backend=backend,
         n_workers=opts.n_workers,
+        witness_workers=opts.witness_workers,
         workers_per_gpu=opts.workers_per_gpu,
         host=opts.host,
         dashboard_address=opts.dashboard_address,

@@ -5,7 +5,9 @@ Order: ``client=`` given; else ``scheduler=`` or the ``scheduler-address`` confi
 workers per GPU, default one, one thread each) when dask-cuda is importable and GPUs are visible
 (unless the CPU backend was asked for); else a ``LocalCluster`` of single-threaded worker
 processes for the CPU backend. Local schedulers and
-dashboards bind to 127.0.0.1 unless ``host`` says otherwise.
+dashboards bind to 127.0.0.1 unless ``host`` says otherwise. ``witness_workers=N`` adds N CPU-only
+witness worker processes to a local cluster (:func:`add_witness_workers`): they compute an input
+batch's witnesses for the provers and prove nothing.
 
 The workers of a local cluster are not daemonic processes (:func:`worker_config`), so each may
 start child processes: its witness pool (``distprove/witness/pool.py``) and its pre-write check pool
@@ -157,10 +159,12 @@ def local_cluster(
     host: str = DEFAULT_HOST,
     dashboard_address: str | None = DEFAULT_DASHBOARD,
     workers_per_gpu: int | None = None,
+    witness_workers: int = 0,
 ) -> Any:
     """A local cluster for ``backend``: LocalCUDACluster when GPUs are usable (``n_workers`` GPUs,
     default all, each with ``workers_per_gpu`` worker processes, default
-    ``distprove.cluster.workers-per-gpu`` or 1), else ``n_workers`` CPU worker processes.
+    ``distprove.cluster.workers-per-gpu`` or 1), else ``n_workers`` CPU worker processes; and
+    ``witness_workers`` CPU-only witness workers (:func:`add_witness_workers`).
 
     The workers start with :func:`worker_config` (not daemonic; the profiler per
     ``distprove.cluster.worker-profile``, default on). Called from a script's unguarded top level,
@@ -170,8 +174,44 @@ def local_cluster(
     per_gpu = processes_per_gpu(given=workers_per_gpu)
     if per_gpu < 1:
         raise ValueError(f"workers_per_gpu must be >= 1 (got {per_gpu})")
+    if witness_workers < 0:
+        raise ValueError(f"witness_workers must be >= 0 (got {witness_workers})")
     with dask.config.set(worker_config()):
-        return _start_local(backend, n_workers, host, dashboard_address, per_gpu)
+        cluster = _start_local(backend, n_workers, host, dashboard_address, per_gpu)
+        try:
+            add_witness_workers(cluster, witness_workers, host)
+        except BaseException:
+            cluster.close()
+            raise
+        return cluster
+
+
+WITNESS_WORKER_PREFIX = "witness-"
+"""The names of a local cluster's witness workers: witness-0, witness-1, ..."""
+
+
+def add_witness_workers(cluster: SpecCluster, n: int, host: str = DEFAULT_HOST) -> None:
+    """Add ``n`` witness workers to a local ``cluster`` (named ``witness-0`` ...): one-thread
+    worker processes that see no GPU and carry the ``witness`` resource
+    (:data:`~distprove.witness.pool.WITNESS_RESOURCE`) with their witness processes as its amount
+    (``distprove.witness.processes``, else an equal share of this host's cores); returns once
+    they have been asked to start. The batch sends them witness tasks and never a proof task."""
+    from distributed import Nanny
+
+    from distprove import config
+    from distprove.witness.pool import WITNESS_RESOURCE
+
+    if n <= 0:
+        return
+    fixed = config.get_optional_int("witness.processes", 1)
+    processes = fixed if fixed is not None else max(1, (os.cpu_count() or 1) // n)
+    for k in range(n):
+        cluster.worker_spec[f"{WITNESS_WORKER_PREFIX}{k}"] = {
+            "cls": Nanny,
+            "options": {"nthreads": 1, "host": host, "resources": {WITNESS_RESOURCE: processes},
+                        "env": {"CUDA_VISIBLE_DEVICES": ""}},
+        }
+    cluster.scale(len(cluster.worker_spec))  # starts the added specs
 
 
 def _start_local(backend: str, n_workers: int | None, host: str, dashboard_address: str | None, per_gpu: int) -> Any:
@@ -225,13 +265,15 @@ def connect(
     backend: str = "auto",
     n_workers: int | None = None,
     workers_per_gpu: int | None = None,
+    witness_workers: int = 0,
     host: str = DEFAULT_HOST,
     dashboard_address: str | None = DEFAULT_DASHBOARD,
     keys: Iterable[str | None] = (),
 ) -> Iterator[Client]:
     """Yield a client (see the module doc for the order); close only what this call created.
     A local cluster's client comes once all its workers are there, ``workers_per_gpu`` of them a
-    GPU (default :func:`processes_per_gpu` of the batch's ``keys``, read only for a local cluster)."""
+    GPU (default :func:`processes_per_gpu` of the batch's ``keys``, read only for a local cluster),
+    and ``witness_workers`` CPU-only witness workers beside them."""
     if client is not None:
         yield client
         return
@@ -240,7 +282,8 @@ def connect(
         with Client(address) as c:
             yield c
         return
-    cluster = local_cluster(backend, n_workers, host, dashboard_address, processes_per_gpu(keys, workers_per_gpu))
+    cluster = local_cluster(backend, n_workers, host, dashboard_address, processes_per_gpu(keys, workers_per_gpu),
+                            witness_workers)
     try:
         with dask.config.set(worker_config()), Client(cluster) as c:  # a restarted worker starts as the first did
             c.wait_for_workers(len(cluster.worker_spec))  # those share_devices added start after the cluster

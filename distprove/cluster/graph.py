@@ -72,7 +72,7 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     window sums."""
     name, tag = spec.name, plan.tag
     nw = len(plan.workers)
-    common: dict[str, Any] = {"pure": False, "priority": priority}
+    common: dict[str, Any] = {"pure": False, "priority": priority, **plan.place()}
     fourstep = plan.uses_fourstep(info)
     # The H scalars stay on the preparing worker's device unless plan.hands_h_over: an H task that
     # runs elsewhere recomputes them from the witness (work._msm_scalars).
@@ -80,7 +80,8 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     futures = [prepared]
     h_source: Future = prepared
     if fourstep:
-        h_source, ntt_futs = submit_h_fourstep(client, name, prepared, info.domain_size, plan.workers, tag, priority)
+        h_source, ntt_futs = submit_h_fourstep(client, name, prepared, info.domain_size, plan.workers, tag, priority,
+                                               plan.provers_only)
         futures += ntt_futs
     if plan.mode == "data":  # one task for the five MSMs: they overlap on the device, four round trips fewer
         parts = [client.submit(msm_proof, spec, prepared, None, key=("msm-windows", name, "all", 0, tag), **common)]
@@ -91,11 +92,11 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
             c = info.widths[which]
             src = h_source if which == "H" else prepared
             for lo, hi in plan.window_ranges(num_windows(c)):
-                placement = {"workers": [plan.workers[slot % nw]], "allow_other_workers": True}
+                placement = {**common, **plan.place(plan.workers[slot % nw])}
                 slot += 1
                 parts.append(
                     client.submit(
-                        msm_windows, spec, which, src, c, lo, hi, key=("msm-windows", name, which, lo, tag), **placement, **common
+                        msm_windows, spec, which, src, c, lo, hi, key=("msm-windows", name, which, lo, tag), **placement
                     )
                 )
     futures += parts
@@ -109,17 +110,19 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
 
 def submit_group(
     client: Client, specs: Sequence[ProofSpec], info: KeyInfo, plan: Plan, priority: int = 0, worker: str | None = None,
+    witnesses: Future | None = None,
 ) -> Future:
     """One prove-whole task for one or more fused proofs of one key, keyed by the first proof's
     name (and the number after it), on ``worker`` when it is there (an input group's, where its
-    witnesses are computed). Its result is a list, one item per proof: with
+    witnesses are computed; :meth:`Plan.place`); with ``witnesses``, the witness task whose
+    result (each proof's witness values, from a witness worker) the task takes as a dependency.
+    Its result is a list, one item per proof: with
     :attr:`Plan.writes_in_task` the :class:`~distprove.cluster.tasks.Outcome` (the task wrote the
     proof), else what a reducer returns, a failed proof as :class:`~distprove.cluster.tasks.Failed`."""
     name = specs[0].name if len(specs) == 1 else f"{specs[0].name}+{len(specs) - 1}"
-    placed = {"workers": [worker], "allow_other_workers": True} if worker is not None else {}
     return client.submit(
         prove_group, list(specs), None, plan.assemble_on_workers, plan.writes_in_task, plan.verify,
-        key=("prove-whole", name, plan.tag), pure=False, priority=priority, **placed,
+        witnesses=witnesses, key=("prove-whole", name, plan.tag), pure=False, priority=priority, **plan.place(worker),
     )
 
 
@@ -127,7 +130,8 @@ def submit_verify_write(client: Client, assembled: Sequence[Future], plan: Plan,
     """One task that checks the reducers' proofs with one batched pairing check and writes those
     that pass (a future of their :class:`~distprove.cluster.tasks.Outcome` list)."""
     return client.submit(
-        verify_write, list(assembled), plan.verify, key=("verify-write", group, plan.tag), pure=False, priority=1 << 20
+        verify_write, list(assembled), plan.verify, key=("verify-write", group, plan.tag), pure=False, priority=1 << 20,
+        **plan.place(),
     )
 
 
@@ -143,7 +147,11 @@ def _transpose(client: Client, name: str, stage: int, blocks: Sequence[Future], 
     ]
 
 
-def _spread(workers: Sequence[str], i: int) -> dict[str, Any]:
+def _spread(workers: Sequence[str], i: int, strict: bool = False) -> dict[str, Any]:
+    """Block ``i``'s placement: loosely on one of ``workers`` in turn, or (``strict``: a cluster
+    with witness workers) on any of them."""
+    if strict:
+        return {"workers": list(workers), "allow_other_workers": False}
     return {"workers": [workers[i % len(workers)]], "allow_other_workers": True} if workers else {}
 
 
@@ -164,30 +172,33 @@ def submit_ntt(client: Client, name: str, values: Any, n: int, inverse: bool, wo
     return client.submit(ntt_assemble, out, key=("ntt-collect", name, tag), pure=False, priority=priority)
 
 
-def submit_h_fourstep(client: Client, name: str, prepared: Future, n: int, workers: Sequence[str], tag: str = "", priority: int = 0) -> tuple[Future, list[Future]]:
+def submit_h_fourstep(client: Client, name: str, prepared: Future, n: int, workers: Sequence[str], tag: str = "", priority: int = 0,
+                      strict: bool = False) -> tuple[Future, list[Future]]:
     """H scalars of one proof by the four-step NTT across ``workers``.
 
     iNTT (columns, transpose, rows) -> odd-coset scaling -> NTT (columns in the same task, since
     the inverse's row blocks are the forward transform's column blocks, then transpose, rows) ->
-    hs = a·b - c per block -> natural order. Returns (a future of the (1, n, 8) H scalars, all futures).
+    hs = a·b - c per block -> natural order. ``strict``: every block on any of ``workers`` (the
+    provers of a cluster with witness workers), not loosely on one of them in turn. Returns (a future of the (1, n, 8) H scalars, all futures).
     """
     n1, n2 = split_sizes(n)
     parts = max(1, len(workers))
     rows_inv = block_ranges(n1, parts)
     rows_fwd = block_ranges(n2, parts)
     cols = [
-        client.submit(ntt_columns, prepared, n, lo, hi, rows_inv, True, key=("ntt-columns", name, i, tag), pure=False, priority=priority, **_spread(workers, i))
+        client.submit(ntt_columns, prepared, n, lo, hi, rows_inv, True, key=("ntt-columns", name, i, tag), pure=False, priority=priority, **_spread(workers, i, strict))
         for i, (lo, hi) in enumerate(block_ranges(n2, parts))
     ]
     pieces = _transpose(client, name, 0, cols, len(rows_inv), tag, priority)
     mid = [
-        client.submit(h_inverse_rows, pieces[j], n, lo, rows_fwd, key=("ntt-rows-inverse", name, j, tag), pure=False, priority=priority, **_spread(workers, j))
+        client.submit(h_inverse_rows, pieces[j], n, lo, rows_fwd, key=("ntt-rows-inverse", name, j, tag), pure=False, priority=priority, **_spread(workers, j, strict))
         for j, (lo, _) in enumerate(rows_inv)
     ]
     pieces2 = _transpose(client, name, 1, mid, len(rows_fwd), tag, priority)
     out = [
-        client.submit(h_forward_rows, pieces2[l], n, key=("ntt-rows-forward", name, l, tag), pure=False, priority=priority, **_spread(workers, l))
+        client.submit(h_forward_rows, pieces2[l], n, key=("ntt-rows-forward", name, l, tag), pure=False, priority=priority, **_spread(workers, l, strict))
         for l in range(len(rows_fwd))
     ]
-    hs = client.submit(ntt_assemble, out, key=("ntt-collect", name, tag), pure=False, priority=priority)
+    hs = client.submit(ntt_assemble, out, key=("ntt-collect", name, tag), pure=False, priority=priority,
+                       **(_spread(workers, 0, strict) if strict else {}))
     return hs, cols + [f for row in pieces for f in row] + mid + [f for row in pieces2 for f in row] + out + [hs]

@@ -362,7 +362,7 @@ def batch(
             backend = opts.backend or settings.backend
             with connect(
                 client, scheduler=opts.scheduler, backend=backend, n_workers=opts.n_workers,
-                workers_per_gpu=opts.workers_per_gpu, host=opts.host, dashboard_address=opts.dashboard_address,
+                witness_workers=opts.witness_workers, workers_per_gpu=opts.workers_per_gpu, host=opts.host, dashboard_address=opts.dashboard_address,
                 keys=[job.key for job in todo],
             ) as c:
                 ensure_worker_state(c, backend, opts.max_keys or settings.key_cache_count, settings.key_cache_gpu_bytes)
@@ -371,7 +371,8 @@ def batch(
         state.save()
     order = {job.name: i for i, job in enumerate(jobs)}
     results = sorted(known + inner.results, key=lambda r: order[r.name])
-    report = BatchReport(results, time.perf_counter() - t0, inner.mode, inner.workers, inner.stage_seconds, inner.checked)
+    report = BatchReport(results, time.perf_counter() - t0, inner.mode, inner.workers, inner.stage_seconds, inner.checked,
+                         inner.witness_workers)
     if opts.echo is not None:
         opts.echo(report.summary())
     return report

@@ -47,6 +47,25 @@ beside the proof as ``<name>.wtns`` (fsynced). The client (:class:`InputFeed`, p
 default :data:`GROUPS_IN_FLIGHT` proof groups per worker): the witnesses never all exist
 at once, in memory or on disk.
 
+With witness workers (CPU-only workers that carry the Dask resource
+:data:`~distprove.witness.pool.WITNESS_RESOURCE`, ``witness=N``): every witness task goes to them
+(``resources={"witness": 1}``; to any worker, in turn, with ``distprove.witness.on-provers: true``),
+and no proof task does (:meth:`~distprove.cluster.planner.Plan.place` holds them to the provers,
+and :mod:`distprove.cluster.provers` keeps that true while provers come and go). A streamed key's
+proof group is one witness task (:func:`witness_values`) that returns the group's witness values
+(or each failed input's one-line reason) and one proof task that takes that result as a Dask
+dependency, submitted together: Dask moves the values from the witness worker to the prover, the
+proof task starts once they are all there, and a kept witness is written by the proof task. The
+witness workers write nothing, so their tasks are pure: one killed mid-batch loses only values,
+which the scheduler computes again on another witness worker (or the restarted one), and only the
+proof tasks write outputs, exactly once as always. Memory: the witnesses between their witness
+task and their proof's result stay under the in-flight bound (by default
+:data:`GROUPS_IN_FLIGHT` proof groups per prover). This is chosen over the provers' claims and
+shared slots, which only see their own host, and over scratch files on a shared file system,
+which would cost a write and a read per witness and leave files behind a killed worker. A key
+whose proofs do not stream (split mode, or not fused) keeps its scratch files (``<out>/.witnesses/``,
+on the shared file system every worker already needs), written by the witness workers.
+
 Before the cluster starts, discovery checks each (generator, key) pair once in the client
 (:func:`~distprove.witness.discovery.check_generators`): a generator that does not open, or
 whose witnesses are not of the key's size and prime (a generator of another circuit), fails all
@@ -73,7 +92,18 @@ from distprove import config
 from distprove.cluster.state import WITNESS_GEN
 from distprove.cluster.tasks import Status, failure_reason
 from distprove.witness.discovery import InputJob, Job
-from distprove.witness.pool import WitnessSource, compute, ensure_pool, forget_batch, processes_for, shared_budget
+from distprove.errors import FormatError
+from distprove.witness.pool import (
+    WITNESS_RESOURCE,
+    WitnessSource,
+    compute,
+    compute_values,
+    ensure_pool,
+    forget_batch,
+    processes_for,
+    shared_budget,
+    witness_workers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +141,35 @@ def compute_witnesses(gen: str, items: list[tuple[str, str]], n_vars: int = 0, k
         return compute(sources, n_vars, secede)
 
 
+def witness_values(gen: str, inputs: list[str], n_vars: int) -> list[Any]:
+    """The witness task of a chunk of inputs on a witness worker (a streamed key's proof group,
+    in a cluster with witness workers): each input's witness values computed by the generator
+    ``gen`` in the worker's pool (:func:`~distprove.witness.pool.compute_values`), or the
+    one-line reason it failed; the result, which Dask moves to the group's proof task. Writes
+    nothing. Metered as the ``witness-gen`` stage; secedes while the pool computes."""
+    with context_meter.meter(WITNESS_GEN):
+        return compute_values(gen, inputs, n_vars, secede)
+
+
+def on_provers(witness: dict[str, int]) -> bool:
+    """Whether the provers' own pools compute witnesses, in a cluster whose witness workers are
+    ``witness``: ``distprove.witness.on-provers``, by default (null) only when there are none.
+    FormatError when false and there are none (no worker would compute the witnesses)."""
+    value = config.get("witness.on-provers", None)
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("null", "none")):
+        return not witness
+    provers = config.get_bool("witness.on-provers")
+    if not provers and not witness:
+        raise FormatError(f"{config.NAMESPACE}.witness.on-provers",
+                          "is false but the cluster has no witness workers (workers with the 'witness' resource)")
+    return provers
+
+
 def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
     """The workers' witness pools (:func:`~distprove.witness.pool.ensure_pool`) when the
-    batch has inputs."""
+    batch has inputs: the witness workers', and the provers' as :func:`on_provers` says."""
     if any(isinstance(j, InputJob) for j in jobs):
-        ensure_pool(client)
+        ensure_pool(client, on_provers(witness_workers(client)))
 
 
 # --- on the client -------------------------------------------------------------------------------
@@ -139,7 +193,11 @@ class InputFeed:
     proof's through :meth:`proof_done`), and :meth:`close` ends the batch.
     """
 
-    def __init__(self, in_flight: int | None = None, chunk: int | None = None) -> None:
+    def __init__(self, in_flight: int | None = None, chunk: int | None = None, witness: dict[str, int] | None = None) -> None:
+        self.witness = witness or {}
+        """The cluster's witness workers (address: witness processes)."""
+        self.on_provers = on_provers(self.witness)
+        """Whether the provers compute witnesses too."""
         self.in_flight = in_flight if in_flight is not None else config.get("witness.in-flight", None)
         self.chunk = chunk if chunk is not None else config.get("witness.chunk", None)
         self.shared = shared_budget()
@@ -161,7 +219,12 @@ class InputFeed:
         stream=False)`` submits one proof group (``stream``: its task waits for the witnesses, on
         ``worker``)."""
         self.client, self.plan, self.submit, self.emit, self.tag = client, plan, submit, emit, tag
-        self.workers = list(plan.workers) or sorted(client.nthreads())
+        self.provers = list(plan.workers) or sorted(set(client.nthreads()) - set(self.witness))
+        self.workers = self.provers
+        """The workers that compute witnesses, taken in turn: the provers, or in a cluster with
+        witness workers those (and the provers too with :attr:`on_provers`)."""
+        if self.witness:
+            self.workers = sorted(self.witness) + (self.provers if self.on_provers else [])
         counts: dict[str, int] = {}
         infos: dict[Any, Any] = {}  # a job's key -> its KeyInfo
         for job, info in planned:
@@ -177,11 +240,11 @@ class InputFeed:
         self.left = {}
         for job, _ in self.queue:
             self.left[job.key] = self.left.get(job.key, 0) + 1
-        self.procs = processes_for(client.nthreads())
+        self.procs = processes_for(client.nthreads(), self.witness, self.on_provers)
         biggest = max(self.sizes.values(), default=1)
         self.bound = (
             int(self.in_flight) if self.in_flight
-            else max(2 * sum(self.procs.values()), GROUPS_IN_FLIGHT * biggest * len(self.workers), 4)
+            else max(2 * sum(self.procs.values()), GROUPS_IN_FLIGHT * biggest * len(self.provers), 4)
         )
         self.computing: dict[Any, list[tuple[InputJob, Any]]] = {}
         self.ready: dict[str, list[tuple[InputJob, Any]]] = {}
@@ -300,13 +363,21 @@ class InputFeed:
         for kp, items in self.ready.items():
             while items:
                 size = self.sizes.get(kp, 1)
-                if len(items) < size and self.left.get(kp, 0) and len(self.open_groups) >= GROUPS_AHEAD * len(self.workers):
+                if len(items) < size and self.left.get(kp, 0) and len(self.open_groups) >= GROUPS_AHEAD * len(self.provers):
                     break  # more witnesses of the key are coming and the workers have proofs queued
                 chunk, items[:] = items[:size], items[size:]
                 out.append(self._submit_proofs(chunk))
         first = self.sent
         for k in range(len(self.workers)):  # one round a call: the client comes back for the witnesses done meanwhile
             worker = self.workers[(first + k) % len(self.workers)]
+            if self.witness:
+                if self.queue and len(self.opened) < self.bound:
+                    chunk = self._next_chunk(worker)
+                    if chunk:
+                        witnesses = self._submit_witnesses(worker, chunk)
+                        if self.streams.get(chunk[0][0].key):  # its proof task takes the witness task's values
+                            out.append(self._submit_proofs(chunk, witnesses=witnesses))
+                continue
             lead = self.lead[worker]
             led = False  # a streamed group's witness task went out now
             if self.queue and len(self.opened) < self.bound and not (self.streams.get(self.queue[-1][0].key) and len(lead) >= WITNESS_LEAD):
@@ -322,24 +393,37 @@ class InputFeed:
                 out.append(self._submit_proofs(lead.popleft(), worker))
         return out
 
-    def _submit_witnesses(self, worker: str, chunk: list[tuple[InputJob, Any]]) -> None:
-        """One witness task for ``chunk``, on ``worker`` (another one if it is gone)."""
+    def _submit_witnesses(self, worker: str, chunk: list[tuple[InputJob, Any]]) -> Any:
+        """One witness task for ``chunk`` (its future), on ``worker`` (another one if it is gone);
+        in a cluster with witness workers, on any of them (by their resource: a worker lost
+        mid-batch leaves its tasks to the others) unless the provers compute too, and for a
+        streamed key the task returns the values (:func:`witness_values`)."""
         jobs = [job for job, _ in chunk]
         name = jobs[0].name if len(jobs) == 1 else f"{jobs[0].name}+{len(jobs) - 1}"
         shared = self.shared if self.streams.get(jobs[0].key) else 0
-        fut = self.client.submit(
-            compute_witnesses, jobs[0].generator, [(j.witness, j.wtns) for j in jobs], self.n_vars.get(jobs[0].key, 0),
-            jobs[0].keep, self.tag, shared, key=(WITNESS_GEN, name, self.tag), pure=False, workers=[worker],
-            allow_other_workers=True, priority=WITNESS_PRIORITY - self.sent,
-        )
+        n_vars = self.n_vars.get(jobs[0].key, 0)
+        placed: dict[str, Any] = {"workers": [worker], "allow_other_workers": True}
+        if self.witness and not self.on_provers:
+            placed = {"resources": {WITNESS_RESOURCE: 1}}
+        common = {"key": (WITNESS_GEN, name, self.tag), "pure": False, "priority": WITNESS_PRIORITY - self.sent, **placed}
+        if self.witness and self.streams.get(jobs[0].key):
+            fut = self.client.submit(witness_values, jobs[0].generator, [j.witness for j in jobs], n_vars, **common)
+        else:
+            fut = self.client.submit(compute_witnesses, jobs[0].generator, [(j.witness, j.wtns) for j in jobs], n_vars,
+                                     jobs[0].keep, self.tag, shared, **common)
         self.sent += 1
         self.computing[fut] = chunk
         self.opened.update(j.name for j in jobs)
+        return fut
 
-    def _submit_proofs(self, chunk: list[tuple[InputJob, Any]], worker: str | None = None) -> tuple[Any, list[tuple[Job, list[Any]]], bool]:
-        """One proof group (streamed on ``worker``, or of witnesses done), with its bookkeeping."""
+    def _submit_proofs(self, chunk: list[tuple[InputJob, Any]], worker: str | None = None,
+                       witnesses: Any = None) -> tuple[Any, list[tuple[Job, list[Any]]], bool]:
+        """One proof group (streamed on ``worker``, given the values of the witness task
+        ``witnesses``, or of witnesses done), with its bookkeeping."""
         jobs = [j for j, _ in chunk]
-        if worker is None:
+        if witnesses is not None:
+            reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted, stream=True, witnesses=witnesses)
+        elif worker is None:
             reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted)
         else:
             reducer, futures, writes = self.submit(jobs, chunk[0][1], self.submitted, worker=worker, stream=True)

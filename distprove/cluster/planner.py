@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from distprove.choices import PLANNER_MODES as MODES
 from distprove.cluster.tasks import KeyInfo
@@ -76,6 +76,19 @@ class Plan:
     :attr:`max_proofs_per_task`."""
     group_domain: int = GROUP_DOMAIN
     """Data mode: an unchecked group of fused proofs holds at most this many domain points."""
+    provers_only: bool = False
+    """The cluster also has witness workers (:data:`~distprove.witness.pool.WITNESS_RESOURCE`):
+    every task of a proof is held to :attr:`workers`, the provers (see :meth:`place`)."""
+
+    def place(self, worker: str | None = None) -> dict[str, Any]:
+        """Where a proof's task may run (``Client.submit`` keywords): preferably on ``worker``
+        (loosely: another one when it is gone), else anywhere. In a cluster with witness workers
+        (:attr:`provers_only`): on any prover, strictly, ``worker`` left to the scheduler's
+        choice among them; a loose preference would let a task whose prover died go to a
+        witness worker."""
+        if self.provers_only:
+            return {"workers": list(self.workers), "allow_other_workers": False}
+        return {"workers": [worker], "allow_other_workers": True} if worker is not None else {}
 
     def fuses(self, info: KeyInfo) -> bool:
         """Whether a proof of this key is one prove-whole task."""
@@ -178,9 +191,11 @@ def plan_batch(
     windows_per_task: int | None = None,
     verify: bool = True,
     assemble_on_workers: bool = True,
+    provers_only: bool = False,
 ) -> Plan:
     """The :class:`Plan` of a batch whose proofs have the keys ``infos`` (one per proof, in the
-    planned order, at least one) on ``workers``: the batch's options, else (None) the
+    planned order, at least one) on ``workers`` (the provers; ``provers_only``: the cluster also
+    has witness workers): the batch's options, else (None) the
     ``distprove.planner`` values of ``settings``; the split threshold is the GPU one when the
     first proof's key is a GPU key."""
     gpu = infos[0].backend == "gpu"
@@ -204,6 +219,7 @@ def plan_batch(
         max_proofs_per_task=settings.proofs_per_task,
         max_proofs_per_writing_task=settings.proofs_per_writing_task,
         group_domain=settings.group_domain,
+        provers_only=provers_only,
     )
 
 

@@ -206,10 +206,13 @@ class ProverState(WorkerPlugin):
     def setup(self, worker: Any) -> None:
         from distprove.backends.select import get_backend
         from distprove.allocator import configured, tune_malloc
+        from distprove.witness.pool import WITNESS_RESOURCE
 
         install_task_log_filter()
         tune_malloc(*configured())
-        self.backend = get_backend(self.backend_name)
+        # a witness worker (CPU-only, never given a proof task) opens no device
+        witness = worker.state.total_resources.get(WITNESS_RESOURCE, 0) >= 1
+        self.backend = get_backend("cpu" if witness else self.backend_name)
         count = config.get("proof-cache.count", DEFAULT_RESIDENT_PROOFS)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise FormatError("distprove.proof-cache.count", f"must be an integer >= 0 (got {count!r})")

@@ -36,7 +36,7 @@ from distprove.cluster.output import WRITTEN_BEFORE, check_and_write, failed_out
 from distprove.cluster.state import WITNESS_WAIT, MeteredBackend, ProverState, ResidentKey
 from distprove.cluster.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
 from distprove.errors import FormatError, one_line
-from distprove.witness.pool import await_witness, claim
+from distprove.witness.pool import WitnessFailed, await_witness, claim
 
 if TYPE_CHECKING:  # pragma: no cover
     from distprove.prover import WindowSums
@@ -205,6 +205,9 @@ def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, Resident
     st = worker_state.state()
     key = st.key(spec.key_path, spec.content_hash)
     try:
+        handed = _handed.get()
+        if witness is None and spec.source is not None and handed is not None and spec.name in handed:
+            witness = _handed_witness(spec, handed.pop(spec.name))
         if witness is None:
             witness = spec.witness
             if spec.source is not None:
@@ -219,6 +222,27 @@ def _counting_bad_witness(spec: ProofSpec, step: Callable[[ProverState, Resident
     except FormatError:
         metrics.record_proof(key, False)
         raise
+
+
+_handed: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("distprove_handed_witnesses", default=None)
+"""While a :func:`prove_group` task given its witnesses runs: each proof's witness values (or the
+one-line reason its input failed) by proof name, as its witness task returned them."""
+
+
+def _handed_witness(spec: ProofSpec, item: np.ndarray | str) -> Any:
+    """A proof's witness handed over by a witness task (:func:`~distprove.witness.pool.compute_values`
+    on a witness worker), as a read witness file comes (:func:`_taken`), kept beside the proof
+    when its source says so (written here: the witness worker writes nothing); raise
+    :class:`~distprove.witness.pool.WitnessFailed` when its input failed."""
+    assert spec.source is not None
+    if isinstance(item, str):
+        raise WitnessFailed(item)
+    if spec.source.keep:
+        from distprove.formats.wtns import write_wtns
+
+        os.makedirs(os.path.dirname(spec.witness), exist_ok=True)
+        write_wtns(spec.witness, item, durable=True)
+    return _taken(spec.source.input, item)
 
 
 _waits: contextvars.ContextVar[dict[str, float] | None] = contextvars.ContextVar("distprove_witness_waits", default=None)
@@ -280,6 +304,7 @@ def _finish_whole(
 def prove_group(
     specs: Sequence[ProofSpec], widths: Mapping[str, int] | None = None, assemble: bool = True, write: bool = False,
     check: bool = False, blindings: Sequence[tuple[int, int]] | None = None,
+    witnesses: Sequence[np.ndarray | str] | None = None,
 ) -> list[Assembled | Collected | Failed] | list[Outcome]:
     """Fused proofs of one key in one task (data mode, see
     :meth:`distprove.cluster.planner.Plan.proofs_per_task`); a proof that raises becomes a
@@ -308,13 +333,18 @@ def prove_group(
 
     A proof of an input batch counts the seconds it waited for its witness among its stage
     seconds (``witness-wait``): the batch report tells from them when witnesses bound a batch.
+    ``witnesses``: each spec's witness values or the one-line reason its input failed, in order,
+    as a witness task on a witness worker returned them (Dask moved them here: the task's
+    dependency); the proofs take them instead of computing or reading their witnesses.
     """
     waits: dict[str, float] = {}
     token = _waits.set(waits)
+    handed = _handed.set(None if witnesses is None else {sp.name: w for sp, w in zip(specs, witnesses)})
     try:
         with progress.in_task_batch():  # the finisher reports its groups for this task's batch
             return _prove_group(specs, widths, assemble, write, check, blindings, waits)
     finally:
+        _handed.reset(handed)
         _waits.reset(token)
 
 
@@ -341,7 +371,7 @@ def _prove_group(
     size = _group_size(specs) if assemble else 1
     st = worker_state.state()
     streamed = [(sp.source, sp.witness) for sp in specs if sp.source is not None]
-    if streamed:  # an input batch's: every witness of the task sent to the pool now, in order
+    if streamed and _handed.get() is None:  # an input batch's: every witness of the task sent to the pool now, in order
         claim(streamed, st.key(specs[0].key_path, specs[0].content_hash).n_vars)
     # a backend that assembles on the host does it in the pool, beside the next group's work
     pool = st.check_executor() if size > 1 and not st.backend.device_assembly else None

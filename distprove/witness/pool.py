@@ -11,6 +11,12 @@ within :data:`PARENT_POLL_S` of its worker's end. A worker process that Dask sta
 cannot have child processes; there the pool is a thread pool (a generator runs with the GIL
 released: wasmtime's wasm, a native binary's own process).
 
+Witness workers: a worker started with the Dask resource :data:`WITNESS_RESOURCE`
+(``--resources witness=N``) is a CPU-only worker that computes witnesses for the provers and
+proves nothing; its pool has N processes. Its witness tasks return the values
+(:func:`compute_values`: one array or one-line reason per input, no file written), which Dask
+moves to the proof task that takes them as a dependency (:mod:`distprove.cluster.inputbatch`).
+
 Claims (:func:`claim`): the first task of a worker process that needs an input's witness (the
 batch's witness task, or the proof task itself when its witness task ran elsewhere or not yet)
 sends it to the pool, in jobs of consecutive inputs (:func:`job_size`) so that the pool's
@@ -50,6 +56,9 @@ from distprove.witness.slots import UNCAPPED, Ring, RingRef, ring_for, trim_ring
 log = logging.getLogger(__name__)
 
 EXECUTOR = "wtns"
+WITNESS_RESOURCE = "witness"
+"""The Dask worker resource that makes a worker a witness worker; its amount is the worker's
+witness processes."""
 PLUGIN_NAME = "distprove-witness-pool"
 PARENT_POLL_S = 1.0
 """How often a witness process looks whether its worker process is still there."""
@@ -91,19 +100,35 @@ class WitnessSource:
 # --- the pool ----------------------------------------------------------------------------------
 
 
-def processes_for(nthreads: dict[str, int]) -> dict[str, int]:
-    """Witness processes per worker address: ``distprove.witness.processes``, else the worker's
-    share of its host's cores (the host's cores over its workers, at least 1)."""
+def witness_workers(client: Any) -> dict[str, int]:
+    """The cluster's witness workers (address: the amount of their :data:`WITNESS_RESOURCE`)."""
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return {a: int(w["resources"][WITNESS_RESOURCE]) for a, w in workers.items()
+            if w.get("resources", {}).get(WITNESS_RESOURCE, 0) >= 1}
+
+
+def processes_for(nthreads: dict[str, int], witness: dict[str, int] | None = None, provers: bool = True) -> dict[str, int]:
+    """Witness processes per worker address: a witness worker's (of ``witness``) its resource's
+    amount; a prover's 0 unless ``provers`` (their pools compute), else
+    ``distprove.witness.processes``, else the worker's share of its host's cores (the host's cores
+    over its workers, at least 1)."""
     from distributed.comm.addressing import get_address_host
 
+    witness = witness or {}
     fixed = config.get("witness.processes", None)
-    if fixed is not None:
-        return {w: max(1, int(fixed)) for w in nthreads}
     per_host: dict[str, int] = {}
     for w in nthreads:
         per_host[get_address_host(w)] = per_host.get(get_address_host(w), 0) + 1
     cores = os.cpu_count() or 1
-    return {w: max(1, cores // per_host[get_address_host(w)]) for w in nthreads}
+
+    def share(w: str) -> int:
+        if w in witness:
+            return witness[w]
+        if not provers:
+            return 0
+        return max(1, int(fixed)) if fixed is not None else max(1, cores // per_host[get_address_host(w)])
+
+    return {w: share(w) for w in nthreads}
 
 
 class WitnessPool(WorkerPlugin):
@@ -118,6 +143,9 @@ class WitnessPool(WorkerPlugin):
 
     def setup(self, worker: Any) -> None:
         n = self.processes.get(worker.address, 1)
+        if n < 1:  # a prover whose witnesses the witness workers compute
+            self.teardown(worker)
+            return
         pool: Executor
         if multiprocessing.current_process().daemon:
             log.info("daemonic worker process: witnesses in %d threads (distributed.worker.daemon: false for processes)", n)
@@ -142,12 +170,12 @@ class WitnessPool(WorkerPlugin):
                 _isolation.pop().shutdown(wait=False)
 
 
-def ensure_pool(client: Any) -> None:
+def ensure_pool(client: Any, provers: bool = True) -> None:
     """Register :class:`WitnessPool` on the workers (once per cluster, again when the workers
-    changed)."""
-    procs = processes_for(client.nthreads())
+    changed): on the witness workers, and on the provers unless ``provers`` is false."""
+    procs = processes_for(client.nthreads(), witness_workers(client), provers)
     have = client.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
-    if not have or not all(have.values()):
+    if not have or any(have.get(w, False) != (n > 0) for w, n in procs.items()):
         client.register_plugin(WitnessPool(procs, config.get_int("witness.niceness", 0)), name=PLUGIN_NAME)
 
 
@@ -214,7 +242,7 @@ def _calculate_into(gen: str, input_path: str, wtns: str, keep: bool = False, ri
         written = False  # into its slot (a slot comes only with a ring)
         if ring is not None and slot >= 0:
             if values.shape != (ring.n_vars, 8):
-                return f"{input_path}: the circuit gave {values.shape[0]} witness values, the key expects {ring.n_vars}"
+                return _wrong_size(input_path, values, ring.n_vars)
             written = write_slot(ring, slot, values)
         if keep or not written:
             os.makedirs(os.path.dirname(wtns), exist_ok=True)
@@ -224,6 +252,26 @@ def _calculate_into(gen: str, input_path: str, wtns: str, keep: bool = False, ri
     except Exception as exc:  # fails this input alone, not the others of its job
         return failure_line(exc, input_path, wtns)
     return ""
+
+
+def _wrong_size(input_path: str, values: np.ndarray, n_vars: int) -> str:
+    """The reason a witness of the wrong size fails."""
+    return f"{input_path}: the circuit gave {values.shape[0]} witness values, the key expects {n_vars}"
+
+
+def _calculate_values(gen: str, inputs: list[str], n_vars: int) -> list[np.ndarray | str]:
+    """In a pool process: each input's witness by the generator ``gen``, its (``n_vars``, 8)
+    values, or the one-line reason it failed."""
+    from distprove.witness.generators import calculate, failure_line
+
+    out: list[np.ndarray | str] = []
+    for input_path in inputs:
+        try:
+            values = calculate(gen, input_path)
+            out.append(values if values.shape == (n_vars, 8) else _wrong_size(input_path, values, n_vars))
+        except Exception as exc:  # fails this input alone, not the others of its job
+            out.append(failure_line(exc, input_path, ""))
+    return out
 
 
 def _calculate_chunk(gen: str, items: list[tuple[str, str, int]], keep: bool = False, ring: RingRef | None = None) -> list[str]:
@@ -401,16 +449,59 @@ def _isolated(src: WitnessSource, wtns: str, where: _Claim) -> str:
     input named as the cause when its process dies. Where a worker may have no child processes
     (a daemonic one), here in turn."""
     items, ref = [(src.input, wtns, where.slot)], None if where.ring is None else where.ring.ref
+    return _alone(partial(_calculate_chunk, src.generator, items, src.keep, ref), src.input)
+
+
+def _alone(job: Callable[[], list[Any]], input_path: str) -> Any:
+    """The one result of ``job`` (one input's chunk) computed alone in a one-process pool of its
+    own (kept for the next), or the reason naming ``input_path`` when its process dies; in a
+    daemonic worker process, here."""
     if multiprocessing.current_process().daemon:
-        return _calculate_chunk(src.generator, items, src.keep, ref)[0]
+        return job()[0]
     with _isolation_lock:
         if not _isolation:
             _isolation.append(_process_pool(1, config.get_int("witness.niceness", 0)))
         try:
-            return _isolation[0].submit(_calculate_chunk, src.generator, items, src.keep, ref).result()[0]
+            return _isolation[0].submit(job).result()[0]
         except BrokenExecutor as exc:
             _isolation.pop().shutdown(wait=False)
-            return f"{src.input}: the witness calculation ended its process ({one_line(exc)})"
+            return f"{input_path}: the witness calculation ended its process ({one_line(exc)})"
+
+
+def compute_values(gen: str, inputs: list[str], n_vars: int, pooled: Callable[[], Any] = lambda: None) -> list[np.ndarray | str]:
+    """On a witness worker: each input's witness computed by the generator ``gen`` in the
+    worker's pool (in turn here, without one), in jobs of :func:`job_size` inputs; its
+    (``n_vars``, 8) values or the one-line reason it failed. Nothing is claimed or written: the
+    values are the task's result. ``pooled`` is called once the jobs are in the pool. The inputs
+    of a job lost with its pool (a process died) are computed again each alone, so that an input
+    that ends its process fails alone."""
+    pool, processes = _pool()
+    step = job_size(len(inputs), n_vars, processes)
+    jobs: list[tuple[list[str], Future]] = []
+    for k in range(0, len(inputs), step):
+        part = inputs[k:k + step]
+        job = partial(_calculate_values, gen, part, n_vars)
+        fut: Future | None = None
+        if pool is not None:
+            try:
+                fut = pool.submit(job)
+            except BrokenExecutor:
+                _replace_pool(pool)
+                pool = _pool()[0]
+                fut = pool.submit(job) if pool is not None else None
+        if fut is None:
+            fut = Future()
+            fut.set_result(job())
+        jobs.append((part, fut))
+    if pool is not None:
+        pooled()
+    out: list[np.ndarray | str] = []
+    for part, fut in jobs:
+        try:
+            out += fut.result()
+        except BrokenExecutor:
+            out += [_alone(partial(_calculate_values, gen, [p], n_vars), p) for p in part]
+    return out
 
 
 def compute(sources: list[tuple[WitnessSource, str]], n_vars: int, pooled: Callable[[], Any] = lambda: None) -> list[str]:
