@@ -411,8 +411,7 @@ def test_write_once(tmp_path) -> None:
 
 
 def test_worker_state_lru(tmp_path, mini_store) -> None:
-    class FakeWorker:
-        address = "local"
+    from test_worker_cache import FakeWorker
 
     st = ProverState("cpu", max_keys=1)
     st.setup(FakeWorker())

@@ -718,7 +718,8 @@ def test_batch_asks_its_local_cluster_for_the_keys_workers_per_gpu(monkeypatch: 
     class Stop(Exception):
         pass
 
-    def fake_local_cluster(backend: str, n_workers: Any, host: Any, dashboard: Any, workers_per_gpu: int | None) -> Any:
+    def fake_local_cluster(backend: str, n_workers: Any, host: Any, dashboard: Any, workers_per_gpu: int | None,
+                           witness_workers: int = 0) -> Any:
         asked.append(workers_per_gpu)
         raise Stop
 

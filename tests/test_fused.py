@@ -232,7 +232,7 @@ def test_checked_group_checks_its_proofs_together_before_writing_them(
     widths = work.plan_key(str(MINI_ZKEY)).widths
     outcomes = work.prove_group([good, named("m2"), named("m3")], widths, write=True, check=True)
     assert [(o.name, o.status) for o in outcomes] == [("m", "proved"), ("m2", "proved"), ("m3", "proved")]
-    assert alone == [] and all("verify" in o.seconds and "write" in o.seconds for o in outcomes)
+    assert alone == [] and all("check" in o.seconds and "write" in o.seconds for o in outcomes)
     assert verifier.verify_many([(st.vk(st.key(str(MINI_ZKEY))), tmp_path / f"{n}.public.json", tmp_path / f"{n}.proof.json")
                                  for n in ("m", "m2", "m3")]) == [True] * 3
     for p in tmp_path.glob("*.json"):
@@ -636,7 +636,7 @@ def test_streamed_task_checks_each_group_alone_and_fails_one_bad_proof_of_the_se
     monkeypatch.setattr(st, "check_executor", lambda: None)
     specs = [named_spec(tmp_path, n) for n in ("a", "b")] + [named_spec(tmp_path, "u", BAD / "unsatisfied.wtns"),
                                                              named_spec(tmp_path, "c")] + [named_spec(tmp_path, n) for n in ("d", "e")]
-    before = (proofs_counted(True), proofs_counted(False), stage_count("verify"), stage_count("write"))
+    before = (proofs_counted(True), proofs_counted(False), stage_count("check"), stage_count("write"))
     metered: list[str] = []
     with dask.config.set({"distprove.msm.group-proofs": 2}), context_meter.add_callback(
             lambda label, value, unit: metered.append(label)):
@@ -647,7 +647,7 @@ def test_streamed_task_checks_each_group_alone_and_fails_one_bad_proof_of_the_se
     assert results == [2, 2, 2] and all(t.startswith("distprove-finisher") for t in threads)
     vk = st.vk(st.key(str(MINI_ZKEY)))
     assert verifier.verify_many([(vk, sp.public_path, sp.proof_path) for sp in specs if sp.name != "u"]) == [True] * 5
-    after = (proofs_counted(True), proofs_counted(False), stage_count("verify"), stage_count("write"))
+    after = (proofs_counted(True), proofs_counted(False), stage_count("check"), stage_count("write"))
     assert [a - b for a, b in zip(after, before)] == [5, 1, 6, 5]
     assert {"check", "write"} <= set(metered)
     again = work.prove_group(specs, work.plan_key(str(MINI_ZKEY)).widths, write=True, check=True)  # a rerun

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import dask
@@ -37,7 +38,10 @@ BLINDING = (12345, 67890)
 
 
 class FakeWorker:
+    """What ProverState.setup reads of a proving worker: its address and its resources (none)."""
+
     address = "local"
+    state = SimpleNamespace(total_resources={})
 
 
 def counting_state() -> ProverState:
