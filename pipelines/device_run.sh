@@ -35,6 +35,8 @@
 #   inputs  INPUTS_TIMEOUT=300 only with INPUT_CIRCUITS set (e.g. "tests/data/mul_chain_1k tests/data/poseidon_k4"):
 #                              pipelines/bench_input_batch.py per circuit folder with $INPUT_ARGS (default: one worker,
 #                              1,000 copies, 3 rounds, the inputs also through scratch files, --timeline) -> inputs-NAME.log
+#                              (with --gen native=FOLDER: a native generator's input batch beside the wasm's; its driver
+#                              built off the machine by pipelines/pack_native.sh into .kcarry/native.txz)
 #   wtns    WTNS_TIMEOUT=300   only with WTNS_CIRCUITS set (folders with circuit.wasm and inputs/): pipelines/bench_witnessgen.py,
 #                              distprove against snarkjs when node is carried (.nodecarry, pipelines/pack_node.sh), then
 #                              1, 8 and 16 witness processes at once -> witnessgen.json, witnessgen-processes.json
@@ -62,6 +64,8 @@ mkdir -p "$DISTPROVE_CACHE_DIR"
 # device tool's 64 MiB when several MSM builds travel): `python3 pipelines/pack_kcache.py` packs
 # the builds of this tree (and of A/B trees and msm options) from the local cache, compiling any missing.
 [ -f .kcarry/kcache.tgz ] && tar xzf .kcarry/kcache.tgz -C "$DISTPROVE_CACHE_DIR"
+# native witness generators built off the machine, which has no compilers (pipelines/pack_native.sh)
+[ -f .kcarry/native.txz ] && python3 -c "import sys, tarfile; tarfile.open('.kcarry/native.txz').extractall(sys.argv[1])" "$DISTPROVE_CACHE_DIR"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 
 # the carried wheels: .whl (pipelines/fetch_wheels.sh), or .nodecarry's wasmtime (pipelines/pack_node.sh)

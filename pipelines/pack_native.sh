@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# pack_native.sh - what a batch from inputs with native witness generators needs on the GPU
+# machine, which has neither node nor a C++ toolchain:
+#   .kcarry/circuits.txz  bench/circuits/sha256_32 (the SHA-256 fixture's wasm and circom --c
+#                         folder, its r1cs compiled here with circom2 from npm, so the benchmark
+#                         makes a dev key there, and 16 random inputs) and bench/circuits/native/
+#                         (the Merkle and Poseidon fixtures' circom --c folders, unpacked)
+#   .kcarry/native.txz    the native drivers of those folders, built here (static binaries) into a
+#                         cache folder (distprove/witness/native.py keys a build by the folder's
+#                         content, distprove's driver source and the build flags, so the same tree
+#                         finds them there)
+# pipelines/device_run.sh unpacks both. Then, e.g.:
+#   INPUT_CIRCUITS="bench/circuits/sha256_32" INPUT_ARGS="--workers 1 --copies 64 --reps 2 \
+#     --gen native=bench/circuits/sha256_32/sha256_32_cpp" SKIP="compile tests kernels keys e2e ptau batch" \
+#     bash pipelines/device_run.sh
+# Needs npm (circom2 and circomlib go to $WORK, default a temporary folder), g++, make, nasm,
+# libgmp-dev and nlohmann-json3-dev.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+grep -qx '/.kcarry/' .git/info/exclude 2>/dev/null || echo '/.kcarry/' >> .git/info/exclude
+WORK=${WORK:-$(mktemp -d)}
+mkdir -p "$WORK" .kcarry bench/circuits/sha256_32/inputs bench/circuits/native
+if [ ! -x "$WORK/node_modules/.bin/circom2" ]; then
+    (cd "$WORK" && npm init -y >/dev/null && npm install --no-audit --no-fund circom2 circomlib >/dev/null)
+fi
+cp -r "$WORK/node_modules/circomlib" "$WORK/" 2>/dev/null || true  # circom2's WASI sandbox sees only its folder
+cp tests/data/circuits/sha256_32.circom "$WORK/"
+(cd "$WORK" && node_modules/.bin/circom2 sha256_32.circom --r1cs -l . -o .)
+d=bench/circuits/sha256_32
+cp "$WORK/sha256_32.r1cs" $d/circuit.r1cs
+cp tests/data/sha256_32/circuit.wasm $d/
+tar xJf tests/data/sha256_32/sha256_32_cpp.tar.xz -C $d
+tar xJf tests/data/merkle_d20/merkle_d20_cpp.tar.xz -C bench/circuits/native
+tar xJf tests/data/poseidon_k4/poseidon_k4_cpp.tar.xz -C bench/circuits/native
+python3 - <<'PY'
+import json, pathlib, secrets
+d = pathlib.Path("bench/circuits/sha256_32/inputs")
+for i in range(16):
+    (d / f"random_{i:02d}.json").write_text(json.dumps({"in": [secrets.randbits(1) for _ in range(256)]}))
+PY
+cache=$(mktemp -d)
+DISTPROVE_CACHE_DIR=$cache python3 -m distprove.witness.native $d/sha256_32_cpp bench/circuits/native/merkle_d20_cpp \
+    bench/circuits/native/poseidon_k4_cpp
+tar -C "$cache" -cJf .kcarry/native.txz witness
+tar -C bench/circuits -cJf .kcarry/circuits.txz sha256_32 native
+rm -rf "$cache"
+du -sh .kcarry/native.txz .kcarry/circuits.txz
