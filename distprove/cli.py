@@ -304,6 +304,10 @@ def compile_cmd(modules: tuple[str, ...], arch: str | None, options: tuple[str, 
                 _echo_warmed(warmup.warm_gpu())
             except RuntimeError as exc:
                 raise DistproveError(str(exc)) from None
+            except Exception as exc:  # the kernels are compiled: say what the warm-up met, in one line
+                from .errors import one_line
+
+                raise DistproveError(f"compile: the kernels are cached, warming CuPy's own failed: {one_line(exc)}") from None
 
 
 def _echo_warmed(w: Any) -> None:
