@@ -501,7 +501,7 @@ class NativeGenerator:
             values = np.array(w.values)
         if self.witness_size == 0:
             self.witness_size = w.n_witness
-        self._check_size(self.witness_size)
+        self._check_size(w.n_witness)
         return values
 
     # ---- the interface -------------------------------------------------------------------------
