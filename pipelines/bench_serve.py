@@ -15,11 +15,12 @@ Three measurements of one key and a folder of its .wtns witnesses, each in proce
    bound to 127.0.0.1 without a token. Once /healthz answers: a warm-up (one request, then
    ``--warmup`` at once), then ``-C`` concurrent clients post the same ``-N`` witnesses, each
    client keeping ``--depth`` requests outstanding (POST the .wtns, then GET ?wait= long-polls
-   until done or failed; a 429 waits its Retry-After). The clients are asyncio tasks sharing one
-   ``httpx.AsyncClient`` per client process, spread over ``--client-procs`` processes so that the
-   posting and polling side (two or more HTTP requests a proof; > 2,000 a second at 2^12 on an
-   H100) is not what is measured; each process's CPU share is reported, and a share near 100%
-   is flagged. Reported: sustained proofs/s (N over the seconds from the first POST to the last
+   until done or failed; a 429 waits its Retry-After). The clients are asyncio tasks spread over
+   ``--client-procs`` processes, each task on a keep-alive connection of its own through a minimal
+   HTTP/1.1 client (:class:`RawClient`; ``--http httpx``: one shared ``httpx.AsyncClient`` a
+   process, which costs some 25 times the CPU a request), so that the posting and polling side
+   (two or more HTTP requests a proof; > 2,000 a second at 2^12 on an H100) is not what is
+   measured; each process's CPU share is reported, and a share near 100% is flagged. Reported: sustained proofs/s (N over the seconds from the first POST to the last
    done), its ratio to the batch's proofs/s, latency (POST -> done seen) p50/p90/p99/max, the
    429s and the failures (there must be none). ``--keep K`` keeps K results' proof.json and
    public.json (with the served verification key) under ``--out``/proofs for snarkjs elsewhere;
