@@ -1,6 +1,6 @@
 """``distprove serve``'s HTTP API in process (Starlette's test client), without a cluster: a
-dispatcher whose gathering window never closes holds every accepted request in its queue, so
-these tests see exactly what the routes, the journal and the validation do: 401, 404, 413, 415,
+fake one that never finishes a task takes the first request (proving) and leaves the rest queued
+(one task in flight, a gathering window that never closes), so these tests see exactly what the routes, the journal and the validation do: 401, 404, 413, 415,
 400 for a few hundred malformed bodies (one line each, the service still answering), 429 with
 Retry-After, idempotency, and a restart that queues the journal's unfinished requests again."""
 
@@ -32,6 +32,9 @@ class NoCluster:
 
     def nthreads(self) -> dict[str, int]:
         return {"tcp://127.0.0.1:1": 1}
+
+    def submit(self, fn, *args, **kwargs):
+        return FakeFuture()  # never finished
 
 
 def _key(name: str, folder: Path, n_vars: int, gen: str) -> ServedKey:
@@ -83,11 +86,11 @@ def test_wtns_and_inputs_accepted_and_journaled(client: TestClient, service: Pro
     rid2 = r2.json()["id"]
     # the witness computed from the inputs is the fixture's (snarkjs's) witness, byte for byte
     assert Path(service.state.witness(rid2)).read_bytes() == wtns
-    for i in (rid, rid2):
-        got = client.get(f"/v1/proofs/{i}").json()
-        assert got == {"id": i, "key": "mini", "status": "queued"}
+    # the first went to the idle worker at once; the second waits for the one task in flight
+    _until(lambda: client.get(f"/v1/proofs/{rid}").json()["status"] == "proving")
+    assert client.get(f"/v1/proofs/{rid2}").json() == {"id": rid2, "key": "mini", "status": "queued"}
     assert service.dispatcher.depth("mini") == 2
-    assert client.get(f"/v1/proofs/{rid}?wait=0.2").json()["status"] == "queued"  # waits, then answers
+    assert client.get(f"/v1/proofs/{rid2}?wait=0.2").json()["status"] == "queued"  # waits, then answers
 
 
 def test_auth(service: ProvingService, data_dir: Path) -> None:
@@ -285,10 +288,16 @@ class FakeFuture:
 
     def __init__(self) -> None:
         self.status, self._result, self._error = "pending", None, None
+        self._callbacks: list = []
 
     def finish(self, result=None, error: BaseException | None = None) -> None:
         self._result, self._error = result, error
         self.status = "error" if error is not None else "finished"
+        for cb in self._callbacks:
+            cb(self)
+
+    def add_done_callback(self, cb) -> None:
+        self._callbacks.append(cb)
 
     def done(self) -> bool:
         return self.status in ("finished", "error")
@@ -323,8 +332,8 @@ def _until(cond, timeout: float = 5.0) -> None:
 
 def test_gathering_window_cap_and_groups_in_flight(tmp_path: Path, data_dir: Path) -> None:
     """Requests of a key go out as one prove_group task per group: at once when group-cap are
-    queued, else when the oldest has waited gather-window; at most groups-in-flight tasks; each
-    outcome ends its request, a task that raises ends its whole group."""
+    queued or a worker thread is idle, else when the oldest has waited gather-window; at most
+    groups-in-flight tasks; each outcome ends its request, a task that raises ends its whole group."""
     import time
 
     from distprove.cluster.tasks import Outcome, Status
@@ -336,12 +345,12 @@ def test_gathering_window_cap_and_groups_in_flight(tmp_path: Path, data_dir: Pat
     state = StateDir(tmp_path / "state")
     keys = {"mini": _key("mini", data_dir / "mini", 6, "")}
     d = Dispatcher(client, keys, state, finished.extend, window=0.3, cap=4, in_flight=1)
+    ids = [f"r{i}" for i in range(10)]
+    for rid in ids:  # queued before the dispatcher starts: one burst
+        d.put(rid, "mini")
+    t0 = time.monotonic()
     d.start()
     try:
-        ids = [f"r{i}" for i in range(10)]
-        t0 = time.monotonic()
-        for rid in ids:
-            d.put(rid, "mini")
         _until(lambda: len(client.submitted) == 1)
         assert time.monotonic() - t0 < 0.3  # a full group does not wait for the window
         fn, args, kwargs, fut = client.submitted[0]
@@ -366,10 +375,35 @@ def test_gathering_window_cap_and_groups_in_flight(tmp_path: Path, data_dir: Pat
         client.submitted[2][3].finish([Outcome("r8", Status.PROVED), Outcome("r9", Status.PROVED)])
         _until(lambda: len(finished) == 10)
         assert d.depth() == 0
-        t1 = time.monotonic()  # a lone request waits for the window, then goes alone
+        t1 = time.monotonic()  # a lone request to an idle worker goes at once, alone
         d.put("r10", "mini")
         _until(lambda: len(client.submitted) == 4)
-        assert time.monotonic() - t1 >= 0.3 and [s.name for s in client.submitted[3][1][0]] == ["r10"]
+        assert time.monotonic() - t1 < 0.2 and [s.name for s in client.submitted[3][1][0]] == ["r10"]
+    finally:
+        d.stop()
+
+
+def test_a_busy_worker_lets_requests_gather(tmp_path: Path, data_dir: Path) -> None:
+    """While every worker thread has a task, a request waits for the gathering window (or a full
+    group) and then goes as the next task in flight, with those that came meanwhile."""
+    import time
+
+    from distprove.service.grouping import Dispatcher
+    from distprove.service.journal import StateDir
+
+    client = RecordingClient()
+    d = Dispatcher(client, {"mini": _key("mini", data_dir / "mini", 6, "")}, StateDir(tmp_path / "s"), lambda r: None,
+                   window=0.3, cap=64, in_flight=2, spread=1)
+    d.start()
+    try:
+        d.put("r0", "mini")
+        _until(lambda: len(client.submitted) == 1)  # the idle worker takes it at once
+        t0 = time.monotonic()
+        d.put("r1", "mini")
+        d.put("r2", "mini")
+        _until(lambda: len(client.submitted) == 2)
+        assert time.monotonic() - t0 >= 0.29
+        assert [s.name for s in client.submitted[1][1][0]] == ["r1", "r2"]
     finally:
         d.stop()
 

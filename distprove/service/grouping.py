@@ -1,7 +1,8 @@
 """From accepted requests to the batch's grouped proof tasks: the gathering window.
 
-Requests of one key wait in that key's queue until ``group-cap`` of them are there or the oldest
-has waited ``gather-window`` seconds; they are then proved by ONE prove-whole task, the batch's
+Requests of one key wait in that key's queue until ``group-cap`` of them are there, the oldest
+has waited ``gather-window`` seconds, or a worker thread has no task (waiting would only idle
+it: a request to an idle service goes at once); they are then proved by ONE prove-whole task, the batch's
 own (:func:`distprove.cluster.work.prove_group`, which checks every proof with one batched
 pairing check and writes the checked ones once each), so a service under load proves in the
 groups a batch of the same requests would. A due queue is cut into ``spread`` groups (the
@@ -10,8 +11,8 @@ rather than proved by one. At most ``groups-in-flight`` tasks run at once (defau
 worker thread), so that a busy service's queues fill the next groups while the workers prove
 the current ones.
 
-The dispatcher is one thread of the service process holding the Dask client; it learns each
-task's end by polling and reports every request's end through ``on_finished``.
+The dispatcher is one thread of the service process holding the Dask client; each task's end
+wakes it (a future callback) and it reports every request's end through ``on_finished``.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from distprove.service.journal import DONE, FAILED, StateDir
 
 log = logging.getLogger(__name__)
 
-POLL = 0.005
-"""Seconds between the dispatcher's looks at its queues and tasks when nothing happened."""
+POLL = 0.05
+"""Seconds between the dispatcher's looks at its queues and tasks when nothing woke it (a
+request queued and a task's end wake it at once)."""
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,10 @@ class Dispatcher:
         self.tag = uuid.uuid4().hex[:8]
         self._queues: dict[str, deque[tuple[str, float]]] = {name: deque() for name in keys}
         self._running: dict[Any, tuple[str, list[str]]] = {}
-        self._proving: set[str] = set()
+        self._proving: dict[str, str] = {}  # id -> key of requests taken from a queue and not finished
         self._lock = threading.Condition()
         self._stop = False
+        self._woken = False
         self._thread = threading.Thread(target=self._run, name="distprove-serve-dispatcher", daemon=True)
         self._groups = 0
 
@@ -76,14 +79,15 @@ class Dispatcher:
         """Queue an accepted (journaled) request of key ``key``."""
         with self._lock:
             self._queues[key].append((rid, time.monotonic()))
+            self._woken = True
             self._lock.notify()
 
     def depth(self, key: str | None = None) -> int:
         """Requests queued or being proved (of ``key``, else of all keys)."""
         with self._lock:
             queues = [self._queues[key]] if key is not None else list(self._queues.values())
-            running = [ids for name, ids in self._running.values() if key is None or name == key]
-            return sum(len(q) for q in queues) + sum(len(ids) for ids in running)
+            taken = len(self._proving) if key is None else sum(1 for k in self._proving.values() if k == key)
+            return sum(len(q) for q in queues) + taken
 
     def queued(self, key: str) -> int:
         """Requests of ``key`` waiting for their group."""
@@ -109,11 +113,11 @@ class Dispatcher:
 
     def _due(self, now: float) -> list[tuple[str, list[str]]]:
         """Take the groups that are due, while task slots are free (called with the lock)."""
-        groups = []
+        groups: list[tuple[str, list[str]]] = []
         for name, q in self._queues.items():
             size = min(self.cap, -(-len(q) // self.spread))  # the queue as it is, cut once
             while q and len(self._running) + len(groups) < self.in_flight and (
-                len(q) >= self.cap or now - q[0][1] >= self.window
+                len(q) >= self.cap or now - q[0][1] >= self.window or len(self._running) + len(groups) < self.spread
             ):
                 ids = [q.popleft()[0] for _ in range(min(size, len(q)))]
                 groups.append((name, ids))
@@ -139,8 +143,8 @@ class Dispatcher:
                 if self._stop:
                     return
                 due = self._due(time.monotonic())
-                for _, ids in due:
-                    self._proving.update(ids)
+                for name, ids in due:
+                    self._proving.update(dict.fromkeys(ids, name))
             for name, ids in due:
                 try:
                     fut = self._submit(name, ids)
@@ -151,13 +155,27 @@ class Dispatcher:
                     continue
                 with self._lock:
                     self._running[fut] = (name, ids)
+                fut.add_done_callback(self._wake)
             done = [f for f in list(self._running) if f.done()]
             for fut in done:
                 self._collect(fut)
             if not due and not done:
                 with self._lock:
-                    if not self._stop:
-                        self._lock.wait(POLL)
+                    if not self._stop and not self._woken:
+                        self._lock.wait(self._timeout(time.monotonic()))
+                    self._woken = False
+
+    def _wake(self, _: Any = None) -> None:
+        with self._lock:
+            self._woken = True
+            self._lock.notify()
+
+    def _timeout(self, now: float) -> float:
+        """Seconds until the oldest queued request's window ends, at most POLL (called with the
+        lock); POLL when it has ended (then only a task's end, which wakes the thread, frees a slot)."""
+        oldest = min((q[0][1] for q in self._queues.values() if q), default=None)
+        left = POLL if oldest is None else oldest + self.window - now
+        return POLL if left <= 0 else min(POLL, left)
 
     def _stopping(self) -> bool:
         with self._lock:
@@ -190,4 +208,5 @@ class Dispatcher:
                 results.append((rid, FAILED, o.reason if o is not None else reason or "no outcome from its proof task"))
         self.on_finished(results)
         with self._lock:
-            self._proving.difference_update(ids)
+            for rid in ids:
+                self._proving.pop(rid, None)

@@ -203,28 +203,21 @@ class ProvingService:
         return rid, True
 
     def _store_wtns(self, key: ServedKey, body: bytes, path: str) -> None:
+        """Write the body durably where the workers read it, then check it there (one write; a
+        body refused is removed by the caller, one a crash leaves unjournaled by :meth:`start`)."""
         from distprove.formats.atomic import write_atomic
         from distprove.formats.wtns import read_wtns
 
-        partial = path + ".part"
-        try:
-            with open(partial, "wb") as f:
-                f.write(body)
-            try:
-                w = read_wtns(partial)
-            except FormatError as exc:
-                self.metrics.rejected("bad-body")
-                raise RequestError(400, f"body: {_problem(exc)}") from None
-            if w.n_witness != key.info.n_vars:
-                self.metrics.rejected("bad-body")
-                raise RequestError(400, f"body: witness has {w.n_witness} values but key {key.name!r} expects {key.info.n_vars} (nVars)")
-            del w
-        finally:
-            try:
-                os.unlink(partial)
-            except FileNotFoundError:
-                pass
         write_atomic(path, lambda f: f.write(body))
+        try:
+            w = read_wtns(path)
+        except FormatError as exc:
+            self.metrics.rejected("bad-body")
+            raise RequestError(400, f"body: {_problem(exc)}") from None
+        if w.n_witness != key.info.n_vars:
+            self.metrics.rejected("bad-body")
+            raise RequestError(400, f"body: witness has {w.n_witness} values but key {key.name!r} expects {key.info.n_vars} (nVars)")
+        del w
 
     def _store_inputs(self, key: ServedKey, body: bytes, rid: str, path: str) -> None:
         from distprove.formats.wtns import write_wtns
