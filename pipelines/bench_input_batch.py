@@ -27,6 +27,11 @@ run's Dask task stream and prints, per worker, where its execution slot went: th
 first proof task, in proof tasks, in other tasks (witness tasks until they secede, ...)
 and idle between them, and the tail after the last proof task's slot is given back, and the
 seconds its proof tasks spent in each metered stage (the span's fine performance metrics).
+``--witness-workers N`` adds N CPU-only witness workers to the cluster
+(``distprove.cluster.client.add_witness_workers``) and ``--set NAME=VALUE`` sets ``distprove.NAME``
+for the whole run (the cluster included): e.g. ``--set witness.processes=4 --set
+witness.on-provers=true`` holds each worker's witness processes to four, the prover's own included,
+for a curve of the witness rate against the witness workers added.
 """
 
 from __future__ import annotations
@@ -179,11 +184,25 @@ def main() -> None:
     ap.add_argument("--also", metavar="NAME=VALUE", help="Also run the inputs under distprove.NAME=VALUE each round.")
     ap.add_argument("--gen", metavar="LABEL=GENERATOR", action="append", default=[],
                     help="Also run the inputs with this witness generator each round (repeatable).")
+    ap.add_argument("--native", action="store_true",
+                    help="Also run the inputs with the circuit's native generator (a *_cpp folder in CIRCUIT_DIR, "
+                         "else bench/circuits/native/<name>_cpp), labelled 'native'.")
+    ap.add_argument("--witness-workers", type=int, default=0, help="CPU-only witness workers added to the cluster.")
+    ap.add_argument("--set", metavar="NAME=VALUE", action="append", default=[],
+                    help="Set distprove.NAME=VALUE for the whole run (repeatable).")
     args = ap.parse_args()
+    dask.config.set({f"distprove.{n}": dask.config.interpret_value(v) for n, _, v in (a.partition("=") for a in args.set)})
     kinds: list[tuple[str, str, dict[str, Any]]] = [("witnesses", "witnesses", {}), ("inputs", "inputs", {})]
     if args.also:
         name, _, value = args.also.partition("=")
         kinds.append((f"inputs {args.also}", "inputs", {f"distprove.{name}": dask.config.interpret_value(value)}))
+    if args.native:
+        found = sorted(p for p in args.circuit.glob("*_cpp") if p.is_dir()) or [
+            p for p in [Path(__file__).resolve().parent.parent / "bench" / "circuits" / "native" / f"{args.circuit.name}_cpp"]
+            if p.is_dir()]
+        if not found:
+            sys.exit(f"{args.circuit}: no native generator (a *_cpp folder in it or bench/circuits/native/{args.circuit.name}_cpp)")
+        args.gen.append(f"native={found[0]}")
     gens = {"inputs": None} | {f"inputs {label}": Path(path).resolve() for label, _, path in (g.partition("=") for g in args.gen)}
     kinds += [(kind, "inputs", {}) for kind in gens if kind != "inputs"]
 
@@ -194,6 +213,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, dask.config.set({"distributed.worker.daemon": False}):
         inputs, witnesses = _folders(args.circuit, args.copies, Path(tmp))
         with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+            if args.witness_workers:
+                from distprove.cluster.client import add_witness_workers
+
+                add_witness_workers(cluster, args.witness_workers)
+                client.wait_for_workers(args.workers + args.witness_workers, timeout=120)
             rows: dict[str, list[float]] = {kind: [] for kind, _, _ in kinds}
             pace: dict[str, list[tuple[float, float]]] = {kind: [] for kind, _, _ in kinds}
             for rep in range(args.reps + 1):
@@ -224,7 +248,8 @@ def main() -> None:
             run_for_run = {kind: statistics.median(a / b for a, b in zip(rows[kind], rows["witnesses"]))
                            for kind, source, _ in kinds if source == "inputs"} if best else {}
             print(json.dumps({"circuit": args.circuit.name, "proofs": len(list(inputs.glob("*.json"))),
-                              "workers": args.workers, "backend": args.backend, "proofs_per_second": rows,
+                              "workers": args.workers, "witness_workers": args.witness_workers,
+                              "settings": args.set, "backend": args.backend, "proofs_per_second": rows,
                               "first_proof_s_and_steady": pace, "ratio_best": ratios.get("inputs"),
                               "ratios_best": ratios, "run_for_run": run_for_run}))
 

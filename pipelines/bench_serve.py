@@ -30,9 +30,9 @@ Three measurements of one key and a folder of its .wtns witnesses, each in proce
    one fresh Python process through ``distprove.prove`` (the key opened once, two warm-up proofs,
    then ``-R`` timed ones: prove, the pairing check when ``distprove.verify`` is on, as the
    service does, and the write, as ``distprove prove`` does them). Reported: idle service median
-   minus in-process median, in ms (the goal: within +10 ms at 2^16). A lone request waits the
-   service's gathering window (``distprove.serve.gather-window``) before its group goes out, so
-   that window is part of the idle latency: the summary says so.
+   minus in-process median, in ms (the goal: within +10 ms at 2^16). A request to an idle service
+   goes to a worker at once; the gathering window (``distprove.serve.gather-window``) holds
+   requests only while every worker thread has a task.
 
 Service settings are dask config ``distprove.serve.*`` (distprove/distprove.yaml documents them):
 ``--set NAME=VALUE`` (repeatable, e.g. ``--set gather-window=5ms --set group-cap=32``) reaches
@@ -718,15 +718,11 @@ def notes(args: argparse.Namespace, settings: dict[str, Any], result: dict[str, 
     out = []
     if eff["max_queue"] < outstanding:
         out.append(f"max-queue {eff['max_queue']} < {outstanding} outstanding requests: the clients get 429s by design")
-    if outstanding <= eff["group_cap"] and eff["gather_window"] > 0:
-        out.append(f"{outstanding} outstanding requests (clients x depth) <= group-cap {eff['group_cap']}: while any are being "
-                   f"proved the queue cannot reach the cap, so every group waits out the gathering window "
-                   f"({1e3 * eff['gather_window']:.0f} ms); a closed loop of clients is then bound by about "
-                   f"{outstanding} / (window + a group's proving time) proofs/s (raise -C or --depth, or lower group-cap "
-                   f"or gather-window with --set)")
-    if eff["gather_window"] > 0:
-        out.append(f"idle latency includes the gathering window ({1e3 * eff['gather_window']:.0f} ms): a lone request waits "
-                   f"it before its group goes out")
+    if outstanding <= eff["group_cap"]:
+        out.append(f"{outstanding} outstanding requests (clients x depth) <= group-cap {eff['group_cap']}: a closed loop of "
+                   f"clients never fills a group, so its groups are what arrives while the previous one is proved, and "
+                   f"the rate is bound by about {outstanding} / (a group's proving time + the round trip) proofs/s "
+                   f"(raise -C or --depth)")
     return out
 
 

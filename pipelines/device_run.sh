@@ -31,12 +31,24 @@
 #   first   FIRST_TIMEOUT=300  only with FIRST_KEY set (a key folder of the keys step, e.g. chain_k12 with KEY_POWERS
 #                              including 12): pipelines/first_batch.sh, the first batch after an install against the
 #                              next (fresh JIT caches but the cubins, `distprove compile`, the same batch of
-#                              $FIRST_PROOFS (4096) proofs twice in fresh processes) with $FIRST_ARGS -> first.log
+#                              $FIRST_PROOFS (4096) proofs twice in fresh processes) with $FIRST_ARGS -> first.log;
+#                              FIRST_BEFORE=1 runs it without `distprove compile` first -> first-before.log
 #   inputs  INPUTS_TIMEOUT=300 only with INPUT_CIRCUITS set (e.g. "tests/data/mul_chain_1k tests/data/poseidon_k4"):
 #                              pipelines/bench_input_batch.py per circuit folder with $INPUT_ARGS (default: one worker,
 #                              1,000 copies, 3 rounds, the inputs also through scratch files, --timeline) -> inputs-NAME.log
 #                              (with --gen native=FOLDER: a native generator's input batch beside the wasm's; its driver
 #                              built off the machine by pipelines/pack_native.sh into .kcarry/native.txz)
+#   curve   CURVE_TIMEOUT=300  only with CURVE_CIRCUIT set (e.g. bench/circuits/sha256_32): the wasm input batch against
+#                              witness files with the worker's witness processes held to $CURVE_PROCESSES (4), once per
+#                              count of CPU-only witness workers of as many processes in $CURVE_WITNESS_WORKERS ("0 1 2 3")
+#                              with $CURVE_ARGS (default "--copies 24 --reps 1") -> curve-K.log
+#   wtnscli WTNSCLI_TIMEOUT=300 only with WTNSCLI_CIRCUITS set (folders with circuit.wasm, inputs/ and a circom --c folder in
+#                              them or under bench/circuits/native): pipelines/bench_wtns_cli.py, one `distprove wtns
+#                              calculate` per generator over $WTNSCLI_COUNT (256) inputs -> wtns_cli.json
+#   serve   SERVE_TIMEOUT=400  only with SERVE_KEYS set (KEYDIR:PROOFS of the keys step, e.g. "chain_k12:4096
+#                              chain_k16:1500"): pipelines/bench_serve.py per key and per depth of $SERVE_DEPTHS ("1 4":
+#                              requests each of the 64 clients keeps outstanding; the batch and in-process phases run with
+#                              the first only) with $SERVE_ARGS -> serve-KEY-dDEPTH.{log,json}, kept proofs in serve-KEY-dDEPTH/
 #   wtns    WTNS_TIMEOUT=300   only with WTNS_CIRCUITS set (folders with circuit.wasm and inputs/): pipelines/bench_witnessgen.py,
 #                              distprove against snarkjs when node is carried (.nodecarry, pipelines/pack_node.sh), then
 #                              1, 8 and 16 witness processes at once -> witnessgen.json, witnessgen-processes.json
@@ -82,6 +94,10 @@ if [ -f .nodecarry/node.tar.xz ]; then
 fi
 # the benchmarks' circom circuits (pipelines/make_bench_circuit.sh), packed by
 # `tar -C bench/circuits -cJf .kcarry/circuits.txz mul_chain_64k mul_chain_256k mul_chain_1024k`
+# an A/B base tree, packed by `git archive REV distprove pipelines | xz > .kcarry/ab-base.txz`: AB_TREE=.ab/base
+if [ -f .kcarry/ab-base.txz ]; then
+    mkdir -p .ab/base && python3 -c "import tarfile; tarfile.open('.kcarry/ab-base.txz').extractall('.ab/base')"
+fi
 if [ -f .kcarry/circuits.txz ]; then
     mkdir -p bench/circuits && python3 -c "import tarfile; tarfile.open('.kcarry/circuits.txz').extractall('bench/circuits')"
 fi
@@ -155,10 +171,37 @@ if want batch && [ "$NGPU" -ge 1 ]; then
     step batch "${BATCH_TIMEOUT:-150}" python3 pipelines/bench_batch.py $src --backend gpu --workers $workers \
         ${BATCH_ARGS:-} --json "$RES/bench_batch.json"
 fi
+if [ -n "${FIRST_KEY:-}" ] && want first && [ "$NGPU" -ge 1 ] && [ -n "${FIRST_BEFORE:-}" ]; then
+    # shellcheck disable=SC2086
+    step first-before "${FIRST_TIMEOUT:-300}" env COMPILE=0 PROOFS="${FIRST_PROOFS:-4096}" bash pipelines/first_batch.sh \
+        "$KEYS/$FIRST_KEY/key.zarr" "$KEYS/$FIRST_KEY" --backend gpu ${FIRST_ARGS:-}
+fi
 if [ -n "${FIRST_KEY:-}" ] && want first && [ "$NGPU" -ge 1 ]; then
     # shellcheck disable=SC2086
     step first "${FIRST_TIMEOUT:-300}" env PROOFS="${FIRST_PROOFS:-4096}" bash pipelines/first_batch.sh \
         "$KEYS/$FIRST_KEY/key.zarr" "$KEYS/$FIRST_KEY" --backend gpu ${FIRST_ARGS:-}
+fi
+if [ -n "${CURVE_CIRCUIT:-}" ] && want curve && [ "$NGPU" -ge 1 ]; then
+    # shellcheck disable=SC2086
+    step curve "${CURVE_TIMEOUT:-300}" bash -c "for k in ${CURVE_WITNESS_WORKERS:-0 1 2 3}; do python3 pipelines/bench_input_batch.py \
+        $CURVE_CIRCUIT --backend gpu --workers 1 --witness-workers \$k --set witness.processes=${CURVE_PROCESSES:-4} \
+        --set witness.on-provers=true ${CURVE_ARGS:---copies 24 --reps 1} > $RES/curve-\$k.log 2>&1; tail -1 $RES/curve-\$k.log; done"
+fi
+if [ -n "${WTNSCLI_CIRCUITS:-}" ] && want wtnscli; then
+    # shellcheck disable=SC2086
+    step wtnscli "${WTNSCLI_TIMEOUT:-300}" python3 pipelines/bench_wtns_cli.py $WTNSCLI_CIRCUITS --native-root bench/circuits/native \
+        --count "${WTNSCLI_COUNT:-256}" --budget "${WTNSCLI_BUDGET:-60}" --json "$RES/wtns_cli.json"
+fi
+if [ -n "${SERVE_KEYS:-}" ] && want serve && [ "$NGPU" -ge 1 ]; then
+    # shellcheck disable=SC2016
+    step serve "${SERVE_TIMEOUT:-400}" bash -c 'for kp in $SERVE_KEYS; do k=${kp%%:*} n=${kp##*:} skip=""
+        for d in ${SERVE_DEPTHS:-1 4}; do
+            python3 pipelines/bench_serve.py --key "'"$KEYS"'/$k/key.zarr" --witnesses "'"$KEYS"'/$k" --backend gpu -N "$n" \
+                --depth "$d" ${skip:+--skip $skip} --time-limit 240 --json "'"$RES"'/serve-$k-d$d.json" --out "'"$RES"'/serve-$k-d$d" \
+                ${SERVE_ARGS:-} > "'"$RES"'/serve-$k-d$d.log" 2>&1
+            grep -E "^(batch|service|  latency|idle|in-process)" "'"$RES"'/serve-$k-d$d.log"; skip=batch,inprocess
+        done
+    done'
 fi
 if [ -n "${WTNS_CIRCUITS:-}" ] && want wtns; then
     # shellcheck disable=SC2086
