@@ -53,12 +53,12 @@ d = pathlib.Path("bench/circuits/sha256_32/inputs")
 for i in range(16):
     (d / f"random_{i:02d}.json").write_text(json.dumps({"in": [secrets.randbits(1) for _ in range(256)]}))
 PY
-cache=$(mktemp -d)
+cache=$WORK/native-cache  # kept with $WORK: a second run builds only what changed
+mkdir -p "$cache"
 DISTPROVE_CACHE_DIR=$cache python3 -m distprove.witness.native $d/sha256_32_cpp bench/circuits/native/*_cpp \
     "${chains[@]/%//circuit_cpp}"
 tar -C "$cache" -cJf .kcarry/native.txz witness
 # the large chains' r1cs (170 MB at 2^20) stay here: only their witnesses are timed there
 tar -C bench/circuits --exclude=mul_chain_256k/circuit.r1cs --exclude=mul_chain_1024k/circuit.r1cs --exclude='*/dev' \
     -cJf .kcarry/circuits.txz sha256_32 native "${chains[@]#bench/circuits/}"
-rm -rf "$cache"
 du -sh .kcarry/native.txz .kcarry/circuits.txz
