@@ -33,7 +33,8 @@
 #                              next (fresh JIT caches but the cubins, `distprove compile`, the same batch of
 #                              $FIRST_PROOFS (4096) proofs twice in fresh processes) with $FIRST_ARGS -> first.log;
 #                              FIRST_BEFORE=1 runs it without `distprove compile` first -> first-before.log
-#   inputs  INPUTS_TIMEOUT=300 only with INPUT_CIRCUITS set (e.g. "tests/data/mul_chain_1k tests/data/poseidon_k4"):
+#   inputs  INPUTS_TIMEOUT=300 only with INPUT_CIRCUITS set (e.g. "tests/data/mul_chain_1k tests/data/poseidon_k4:300", a
+#                              :COPIES suffix overriding INPUT_ARGS's --copies for that circuit):
 #                              pipelines/bench_input_batch.py per circuit folder with $INPUT_ARGS (default: one worker,
 #                              1,000 copies, 3 rounds, the inputs also through scratch files, --timeline) -> inputs-NAME.log
 #                              (with --gen native=FOLDER: a native generator's input batch beside the wasm's; its driver
@@ -221,8 +222,9 @@ if [ -n "${AB_TREE:-}" ] && [ -n "${AB_CMD:-}" ] && want ab; then
 fi
 if [ -n "${INPUT_CIRCUITS:-}" ] && want inputs && [ "$NGPU" -ge 1 ]; then
     # shellcheck disable=SC2086
-    step inputs "${INPUTS_TIMEOUT:-300}" bash -c "for c in $INPUT_CIRCUITS; do python3 pipelines/bench_input_batch.py \$c --backend gpu \
-        ${INPUT_ARGS:---workers 1 --copies 1000 --reps 3 --also witness.shared-memory=null --timeline} > $RES/inputs-\$(basename \$c).log 2>&1; \
+    step inputs "${INPUTS_TIMEOUT:-300}" bash -c "for e in $INPUT_CIRCUITS; do c=\${e%%:*}; n=; [ \"\$e\" != \"\$c\" ] && n=\"--copies \${e##*:}\"; \
+        python3 pipelines/bench_input_batch.py \$c --backend gpu \
+        ${INPUT_ARGS:---workers 1 --copies 1000 --reps 3 --also witness.shared-memory=null --timeline} \$n > $RES/inputs-\$(basename \$c).log 2>&1; \
         tail -1 $RES/inputs-\$(basename \$c).log; done"
 fi
 exit $status
