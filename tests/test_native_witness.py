@@ -3,8 +3,9 @@ into the cache and run as a long-lived driver, and a plain binary run once per i
 
 The folders come packed in the fixtures (``<fixture>/<name>_cpp.tar.xz``, tests/data/README.md)
 and are unpacked once per session; every build goes to one session cache, compiled at -O0
-(``distprove.witness.build-flags``: the witnesses are the same, the builds 5x quicker), so each
-circuit is built once for all the tests. Witnesses are compared byte for byte with snarkjs's.
+(``distprove.witness.build-flags``, in this process and, through the environment, in every process
+a test starts: the witnesses are the same, the builds 5x quicker), so each circuit is built once
+for all the tests. Witnesses are compared byte for byte with snarkjs's.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory, native_toolchain: No
     cache = tmp_path_factory.mktemp("native-cache")
     with pytest.MonkeyPatch.context() as mp, dask.config.set({"distprove.witness.build-flags": QUICK_FLAGS}):
         mp.setenv("DISTPROVE_CACHE_DIR", str(cache))
+        # the processes a test starts (a local cluster's workers and their witness pools) read
+        # dask's configuration from the environment: without this they build at the Makefile's -O3
+        mp.setenv("DASK_DISTPROVE__WITNESS__BUILD_FLAGS", QUICK_FLAGS)
         yield cache
 
 
