@@ -233,6 +233,18 @@ def test_rerun_skips_verified_outputs_and_keys_stay_resident(proved, client) -> 
         assert set(hashes) <= set(again[addr])
 
 
+def wait_replaced(client, victim: str, n: int, timeout: float = 120) -> None:
+    """Until the scheduler has dropped the killed worker ``victim`` and has ``n`` workers again
+    (its nanny's new process among them). A batch can end before the scheduler has seen the
+    kill (the victim had nothing left to do), and ``wait_for_workers(n)`` would then count the
+    dead worker and let ``client.run`` try to reach it; a loaded machine starts the new process
+    slowly, hence the long timeout."""
+    deadline = time.monotonic() + timeout
+    while victim in (workers := client.nthreads()) or len(workers) < n:
+        assert time.monotonic() < deadline, f"{victim} not replaced after {timeout:.0f} s: {sorted(workers)}"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("graph", DATA_MODES)
 def test_killed_worker_leaves_every_proof_written_once(client, mini_store, tmp_path, graph: str) -> None:
     wdir, out = tmp_path / "w", tmp_path / "out"
@@ -259,7 +271,7 @@ def test_killed_worker_leaves_every_proof_written_once(client, mini_store, tmp_p
         assert p.stat().st_ino == ino  # never replaced after it first appeared
     items = [(VK[k], out / f"{n}.public.json", out / f"{n}.proof.json") for n, k in names.items()]
     assert verify_many(items) == [True] * len(items)
-    client.wait_for_workers(3, timeout=60)
+    wait_replaced(client, killed[0], 3)
     assert pids[killed[0]] not in client.run(os.getpid).values()  # the process really died
 
 

@@ -3,8 +3,10 @@ into the cache and run as a long-lived driver, and a plain binary run once per i
 
 The folders come packed in the fixtures (``<fixture>/<name>_cpp.tar.xz``, tests/data/README.md)
 and are unpacked once per session; every build goes to one session cache, compiled at -O0
-(``distprove.witness.build-flags``: the witnesses are the same, the builds 5x quicker), so each
-circuit is built once for all the tests. Witnesses are compared byte for byte with snarkjs's.
+(``distprove.witness.build-flags``, in this process and, through the environment, in every process
+a test starts: the witnesses are the same, the builds 5x quicker), so each circuit is built once
+for all the tests. The builds the selected tests need start together, two at a time, at the first
+of them (:func:`prebuilt`). Witnesses are compared byte for byte with snarkjs's.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -44,6 +48,9 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory, native_toolchain: No
     cache = tmp_path_factory.mktemp("native-cache")
     with pytest.MonkeyPatch.context() as mp, dask.config.set({"distprove.witness.build-flags": QUICK_FLAGS}):
         mp.setenv("DISTPROVE_CACHE_DIR", str(cache))
+        # the processes a test starts (a local cluster's workers and their witness pools) read
+        # dask's configuration from the environment: without this they build at the Makefile's -O3
+        mp.setenv("DASK_DISTPROVE__WITNESS__BUILD_FLAGS", QUICK_FLAGS)
         yield cache
 
 
@@ -57,8 +64,49 @@ def unpacked(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     return root
 
 
+def _user_build(unpacked: Path, root: Path, name: str) -> Path:
+    """A plain binary built as a user builds it (``make`` in a copy of the folder)."""
+    folder = root / f"{name}_cpp"
+    shutil.copytree(unpacked / f"{name}_cpp", folder)
+    subprocess.run(["make", "-j2", f"CFLAGS={QUICK_FLAGS}"], cwd=folder, check=True, capture_output=True)
+    return folder / name
+
+
+@dataclass
+class Builds:
+    """The builds started ahead by :func:`prebuilt`, and the folder of the users' builds."""
+
+    root: Path
+    started: dict[tuple[str, str], Future[Path]]
+
+
 @pytest.fixture(scope="session")
-def drivers(session_cache: Path, unpacked: Path) -> Iterator[dict[str, NativeGenerator]]:
+def prebuilt(request: pytest.FixtureRequest, session_cache: Path, unpacked: Path,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Builds]:
+    """The builds the selected tests of this module name by their ``name`` parameter, started
+    together in two threads, in test order: ``("driver", name)`` (into the session cache, for the
+    tests using ``drivers``) and ``("user", name)`` (a plain binary, for ``user_binaries``). Most of
+    a build is one big translation unit, one core; two at once use both of CI's. A build no test
+    names here is made on first use."""
+    wanted: list[tuple[str, str]] = []
+    for item in request.session.items:
+        name = item.callspec.params.get("name") if hasattr(item, "callspec") else None
+        if getattr(item, "module", None) is not sys.modules[__name__] or name not in CIRCUITS:
+            continue
+        for fixture, kind in (("drivers", "driver"), ("user_binaries", "user")):
+            if fixture in item.fixturenames and (kind, name) not in wanted:
+                wanted.append((kind, name))
+    builds = Builds(tmp_path_factory.mktemp("user-builds"), {})
+    pool = ThreadPoolExecutor(2, thread_name_prefix="native-build")
+    for kind, name in wanted:
+        builds.started[(kind, name)] = (pool.submit(native.built_driver, unpacked / f"{name}_cpp") if kind == "driver"
+                                        else pool.submit(_user_build, unpacked, builds.root, name))
+    yield builds
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session")
+def drivers(prebuilt: Builds, unpacked: Path) -> Iterator[dict[str, NativeGenerator]]:
     """A long-lived driver per fixture circuit (built once), closed after the session."""
     made: dict[str, NativeGenerator] = {}
     yield made
@@ -67,26 +115,26 @@ def drivers(session_cache: Path, unpacked: Path) -> Iterator[dict[str, NativeGen
 
 
 def driver(drivers: dict[str, NativeGenerator], unpacked: Path, name: str) -> NativeGenerator:
+    """The session's driver of a fixture circuit (its build, when still going, waited for:
+    :func:`distprove.witness.native.built_driver` builds once under a lock)."""
     if name not in drivers:
         drivers[name] = NativeGenerator(unpacked / f"{name}_cpp")
     return drivers[name]
 
 
 @pytest.fixture(scope="session")
-def user_binaries(session_cache: Path, unpacked: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Binaries as a user builds them (``make`` in a copy of the folder), made on first use."""
-    root = tmp_path_factory.mktemp("user-builds")
+def user_binaries(prebuilt: Builds, unpacked: Path) -> Callable[[str], Path]:
+    """Binaries as a user builds them (``make`` in a copy of the folder): started by
+    :func:`prebuilt`, else made on first use."""
     made: dict[str, Path] = {}
 
     def get(name: str) -> Path:
         if name not in made:
-            folder = root / f"{name}_cpp"
-            shutil.copytree(unpacked / f"{name}_cpp", folder)
-            subprocess.run(["make", "-j2", f"CFLAGS={QUICK_FLAGS}"], cwd=folder, check=True, capture_output=True)
-            made[name] = folder / name
+            build = prebuilt.started.get(("user", name))
+            made[name] = build.result() if build is not None else _user_build(unpacked, prebuilt.root, name)
         return made[name]
 
-    return get  # type: ignore[return-value]
+    return get
 
 
 def snarkjs_witnesses(data_dir: Path, name: str) -> list[tuple[Path, Path]]:

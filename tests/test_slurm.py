@@ -42,6 +42,9 @@ pytestmark = pytest.mark.slow
 
 SLURM_DIR = REPO_ROOT / "cluster" / "slurm"
 BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "sacct", "scancel", "scontrol", "sinfo")
+POLL_S = 0.2
+"""How often a wait asks SLURM again (squeue and scontrol answer in milliseconds; a job's end is
+seen within this)."""
 START_TIMEOUT_S = 60
 JOB_TIMEOUT_S = 240
 DONE_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
@@ -154,7 +157,7 @@ class SlurmNode:
         while (info := self.job(job_id))["JobState"] not in DONE_STATES:
             if time.monotonic() > deadline:
                 raise AssertionError(f"job {job_id} still {info['JobState']} after {timeout:.0f} s\n{self.log_tail()}")
-            time.sleep(1)
+            time.sleep(POLL_S)
         return info
 
     def queue(self, *args: str) -> list[list[str]]:
@@ -168,7 +171,7 @@ class SlurmNode:
         while running := self.queue("-t", "running,completing,configuring"):
             if time.monotonic() > deadline:
                 raise AssertionError(f"jobs still running: {running}")
-            time.sleep(1)
+            time.sleep(POLL_S)
 
     def completed(self) -> dict[str, tuple[str, str]]:
         """job id -> (name, state) from ``sacct --completion`` (the job completion log)."""
