@@ -7,7 +7,7 @@ here; the key it writes is the one snarkjs 0.7.6 would write for the same τ, α
 
 * domainSize n = 2^(floor(log2(nConstraints + nPublic)) + 1), ω = Fr.w[log2 n];
 * extra A rows (nConstraints + i, signal i, coefficient 1) for i = 0 … nPublic;
-* L_i(τ) = (τ^n − 1)/n · ω^i/(τ − ω^i) with one batch inversion;
+* L_i(τ) = (τ^n − 1)/n · ω^i/(τ − ω^i) with one batch inversion a slice;
 * A_s, B_s, C_s (τ) by sparse accumulation; K_s = β·A_s + α·B_s + C_s;
 * IC[s] = [K_s]₁ (s ≤ nPublic), C[s] = [K_s/δ]₁ (s > nPublic), A = [A_s]₁, B1 = [B_s]₁,
   B2 = [B_s]₂, H[i] = [L^D_{g·ω^i}(τ)/δ]₁ where D = ⟨ω⟩ ∪ g⟨ω⟩ and g = coset_generator(k)
@@ -144,9 +144,11 @@ def lagrange_odd_coset(tau: int, k: int) -> np.ndarray:
 
 # --- parallel stages ---------------------------------------------------------------------
 #
-# The scalar work is numpy object arithmetic on Python ints, one core per process. Stages
-# split it into independent tasks whose inputs are module state inherited by forked workers
-# (_JOB) and whose outputs go into shared anonymous memory maps, so nothing big is pickled.
+# The key scalars are computed by the compiled Fr kernels of distprove.frlimbs on slices of the
+# rows, on a thread pool (the kernels release the GIL). The coefficient records and the CPU
+# fixed-base multiplications are Python-int work, one core per process: they split into
+# independent tasks whose inputs are module state inherited by forked workers (_JOB) and whose
+# outputs go into shared anonymous memory maps, so nothing big is pickled.
 
 _JOB: dict[str, Any] = {}
 _TASK_SIZE = 1 << 20
@@ -199,35 +201,6 @@ def _ranges(total: int, parts: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
 
 
-def _lagrange_task(lo: int, hi: int) -> None:
-    j = _JOB
-    j["lag"][lo:hi] = bn254.limbs_from_ints(_lagrange_range(j["tau"], j["k"], lo, hi, coset=False))
-    j["h"][lo:hi] = bn254.limbs_from_ints(_lagrange_range(j["tau"], j["k"], lo, hi, coset=True) * j["inv_delta"] % R)
-
-
-def _signal_task(lo: int, hi: int) -> None:
-    """A_s, B_s, C_s (τ) for signals [lo, hi) from the wire-sorted terms, then their key scalars."""
-    j = _JOB
-    polys = []
-    for wires, order, rows, coef in j["terms"]:
-        acc = np.zeros(hi - lo, dtype=object)
-        t0, t1 = np.searchsorted(wires, [lo, hi])
-        if t1 > t0:
-            idx = order[t0:t1]
-            vals = field_ints(coef[idx]) * field_ints(j["lag"][rows[idx]]) % R
-            w = wires[t0:t1]
-            starts = np.flatnonzero(np.concatenate(([True], w[1:] != w[:-1])))
-            acc[w[starts] - lo] = np.add.reduceat(vals, starts) % R
-        polys.append(acc)
-    a, b, c = polys
-    k_s = (j["beta"] * a + j["alpha"] * b + c) % R
-    s = np.arange(lo, hi)
-    k_s[s > j["n_pub"]] = k_s[s > j["n_pub"]] * j["inv_delta"] % R
-    j["a"][lo:hi] = bn254.limbs_from_ints(a)
-    j["b"][lo:hi] = bn254.limbs_from_ints(b)
-    j["kd"][lo:hi] = bn254.limbs_from_ints(k_s)
-
-
 def _records_task(lo: int, hi: int) -> None:
     j = _JOB
     j["records"]["value"][lo:hi] = _mont2_limbs(j["rec_coef"][j["rec_src"][lo:hi]])
@@ -246,7 +219,7 @@ def _sorted_terms(r1cs: R1CS, n_pub: int) -> list[tuple[np.ndarray, np.ndarray, 
             rows = np.concatenate([rows, r1cs.n_constraints + pub])
             coef = np.concatenate([coef, bn254.limbs_from_ints([1] * (n_pub + 1))])
         order = np.argsort(wires, kind="stable")
-        out.append((wires[order], order, rows, coef))
+        out.append((wires[order], order, rows, np.ascontiguousarray(coef, dtype="<u4")))
     return out
 
 
@@ -261,25 +234,51 @@ def _balanced_signal_ranges(terms: list, n_vars: int, parts: int) -> list[tuple[
 
 def key_scalars(r1cs: R1CS, toxic: Toxic, workers: int = 1) -> dict[str, np.ndarray]:
     """The scalar of every key point as (n, 8) standard-form limbs: "a" (A_s), "b" (B_s),
-    "ic" (K_s, s ≤ nPublic), "c" (K_s/δ, s > nPublic), "h" (odd-coset Lagrange/δ)."""
+    "ic" (K_s, s ≤ nPublic), "c" (K_s/δ, s > nPublic), "h" (odd-coset Lagrange/δ).
+
+    Two passes of the Fr kernels (:mod:`distprove.frlimbs`) on ``workers`` threads: the Lagrange
+    bases at τ, L_i(τ) = (τ^n − 1)/n · ω^i/(τ − ω^i) (kept in Montgomery form) and the H scalars,
+    slice by slice with one inversion a slice; then per signal A_s, B_s, C_s (τ) = Σ coef·L_row(τ)
+    over the wire-sorted terms and K_s = β·A_s + α·B_s + C_s (/δ past the public signals).
+    """
+    from . import frlimbs as fr
+
     n_pub = r1cs.n_pub_out + r1cs.n_pub_in
     k = domain_power(r1cs.n_constraints, n_pub)
     n, nv = 1 << k, r1cs.n_wires
     parts = _parts(max(n, nv), workers)
     terms = _sorted_terms(r1cs, n_pub)
-    _JOB.clear()
-    _JOB.update(
-        tau=toxic.tau, alpha=fast_int(toxic.alpha), beta=fast_int(toxic.beta), inv_delta=fast_int(pow(toxic.delta, -1, R)),
-        k=k, n_pub=n_pub, terms=terms,
-        lag=_shared((n, 8)), h=_shared((n, 8)), a=_shared((nv, 8)), b=_shared((nv, 8)), kd=_shared((nv, 8)),
-    )
-    try:
-        _run(_lagrange_task, _ranges(n, parts), workers)
-        _run(_signal_task, _balanced_signal_ranges(terms, nv, parts), workers)
-        j = _JOB
-        return {"a": j["a"], "b": j["b"], "ic": j["kd"][: n_pub + 1], "c": j["kd"][n_pub + 1 :], "h": j["h"]}
-    finally:
-        _JOB.clear()
+    tau, inv_delta = toxic.tau % R, pow(toxic.delta, -1, R)
+    om, g = bn254.root_of_unity(k), bn254.coset_generator(k)
+    tn, gn = pow(tau, n, R), pow(g, n, R)
+    lag_scale = (tn - 1) * pow(n, -1, R) % R
+    h_scale = (tn - 1) * (tn - gn) % R * pow(n * gn % R * (gn - 1) % R, -1, R) % R * inv_delta % R
+    tau_m, om_m = fr.mont(tau), fr.mont(om)
+    lag = np.empty((n, 8), dtype="<u4")  # Montgomery form: the factor of the standard-form coefficients
+    h = np.empty((n, 8), dtype="<u4")
+
+    def lagrange_task(lo: int, hi: int) -> None:
+        scratch = np.empty((hi - lo, 8), dtype="<u4")
+        x0 = pow(om, lo, R)
+        ok = fr.lagrange_kernel(tau_m, fr.mont(x0), om_m, fr.mont(lag_scale), lag[lo:hi], scratch)
+        ok &= fr.lagrange_kernel(tau_m, fr.mont(x0 * g), om_m, fr.std(h_scale), h[lo:hi], scratch)
+        if not ok:
+            raise ZeroDivisionError("dev setup: tau is a point of the evaluation domain")
+
+    a, b, kd = (np.zeros((nv, 8), dtype="<u4") for _ in range(3))
+    beta_m, alpha_m, inv_delta_m = fr.mont(toxic.beta), fr.mont(toxic.alpha), fr.mont(inv_delta)
+
+    def signal_task(lo: int, hi: int) -> None:
+        c = np.zeros((hi - lo, 8), dtype="<u4")
+        for (wires, order, rows, coef), out in zip(terms, (a[lo:hi], b[lo:hi], c)):
+            t0, t1 = np.searchsorted(wires, [lo, hi])
+            if t1 > t0:
+                fr.accumulate_kernel(wires[t0:t1], order[t0:t1], rows, coef, lag, lo, out)
+        fr.combine_kernel(a[lo:hi], b[lo:hi], c, beta_m, alpha_m, inv_delta_m, max(0, n_pub + 1 - lo), kd[lo:hi])
+
+    fr.run_threads(lagrange_task, _ranges(n, parts), workers)
+    fr.run_threads(signal_task, _balanced_signal_ranges(terms, nv, parts), workers)
+    return {"a": a, "b": b, "ic": kd[: n_pub + 1], "c": kd[n_pub + 1 :], "h": h}
 
 
 # --- coefficient records (zkey section 4) ------------------------------------------------

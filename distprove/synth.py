@@ -15,8 +15,8 @@ Three shapes (``make_circuit(kind, ...)``):
   elements, and whose C row is a single fresh wire equal to a·b.
 
 Everything is built with numpy: the CSR matrices directly, the witnesses from vectorised
-arithmetic (numpy object arrays of Python integers for field values; only the chain's squarings
-run one by one). Field values are Python ints (gmpy2 integers when installed).
+arithmetic (numpy object arrays of Python integers for field values; the chain's squarings in the
+compiled Fr kernels of :mod:`distprove.frlimbs`, slices of them on parallel threads). Field values are Python ints (gmpy2 integers when installed).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from .formats.r1cs import CSR, R1CS
 KINDS = ("chain", "bits", "random")
 BITS_UNIT_ROWS = 99
 _WORD = 32
-_CHUNK = 1 << 20
 _COEF_POOL = 256
 
 
@@ -183,23 +182,15 @@ def chain_circuit(constraints: int, public: int = 1, seed: int = 0) -> SynthCirc
     def witness(index: int) -> np.ndarray:
         rng = _rng(seed, index)
         ins = _random_field(rng, k)  # p_2..p_K then x
-        out = np.zeros((n + k + 1, 8), dtype="<u4")
+        from .frlimbs import default_threads, square_chain
+
+        # one spare row: b_i = s^(2^i) goes to row K+1+i for i = 1..N, then b_N moves to wire 1
+        out = np.zeros((n + k + 2, 8), dtype="<u4")
         out[0, 0] = 1
         out[2 : k + 2] = bn254.limbs_from_ints(np.array(ins, dtype=object))
-        v = fast_int(sum(ins) % R)
-        r = fast_int(R)
-        for lo in range(1, n + 1, _CHUNK):
-            hi = min(lo + _CHUNK, n + 1)
-            vals = np.empty(hi - lo, dtype=object)
-            for j in range(hi - lo):
-                v = v * v % r
-                vals[j] = v
-            limbs = bn254.limbs_from_ints(vals)
-            if hi == n + 1:  # b_N is the output wire 1
-                out[1] = limbs[-1]
-                limbs = limbs[:-1]
-            out[k + 1 + lo : k + 1 + lo + limbs.shape[0]] = limbs
-        return out
+        square_chain(sum(ins) % R, n, default_threads(), out=out[k + 2 :])
+        out[1] = out[n + k + 1]
+        return out[: n + k + 1]
 
     return SynthCircuit("chain", r1cs, {"constraints": n, "public": k, "seed": seed}, witness)
 
