@@ -201,31 +201,24 @@ def _ranges(total: int, parts: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
 
 
-def _records_task(lo: int, hi: int) -> None:
-    j = _JOB
-    j["records"]["value"][lo:hi] = _mont2_limbs(j["rec_coef"][j["rec_src"][lo:hi]])
-
-
-def _sorted_terms(r1cs: R1CS, n_pub: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """Per matrix (A with the public rows appended, B, C): (wires sorted, order, rows, coef limbs)."""
+def _matrices(r1cs: R1CS, n_pub: int) -> list[list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]]:
+    """Per matrix A, B, C: its CSR blocks as (row_ptr, wire, coef limbs, first row); A has a second
+    block, the public rows nConstraints + i (signal i, coefficient 1, i = 0 … nPublic)."""
     out = []
     for which, m in enumerate((r1cs.A, r1cs.B, r1cs.C)):
-        wires = m.wire.astype(np.int64)
-        rows = np.repeat(np.arange(r1cs.n_constraints, dtype=np.int64), np.diff(m.row_ptr))
-        coef = m.coef
+        blocks = [(np.asarray(m.row_ptr, dtype=np.int64), np.ascontiguousarray(m.wire, dtype="<u4"),
+                   np.ascontiguousarray(m.coef, dtype="<u4"), 0)]
         if which == 0:
             pub = np.arange(n_pub + 1, dtype=np.int64)
-            wires = np.concatenate([wires, pub])
-            rows = np.concatenate([rows, r1cs.n_constraints + pub])
-            coef = np.concatenate([coef, bn254.limbs_from_ints([1] * (n_pub + 1))])
-        order = np.argsort(wires, kind="stable")
-        out.append((wires[order], order, rows, np.ascontiguousarray(coef, dtype="<u4")))
+            blocks.append((np.arange(n_pub + 2, dtype=np.int64), pub.astype("<u4"),
+                           bn254.limbs_from_ints([1] * (n_pub + 1)), r1cs.n_constraints))
+        out.append(blocks)
     return out
 
 
-def _balanced_signal_ranges(terms: list, n_vars: int, parts: int) -> list[tuple[int, int]]:
+def _balanced_signal_ranges(matrices: list, n_vars: int, parts: int) -> list[tuple[int, int]]:
     """Signal ranges holding about equal numbers of terms (a signal is never split)."""
-    per = sum(np.bincount(t[0], minlength=n_vars) for t in terms) + 1
+    per = sum(np.bincount(b[1], minlength=n_vars) for blocks in matrices for b in blocks) + 1
     cum = np.cumsum(per)
     cuts = np.searchsorted(cum, cum[-1] * np.arange(1, parts) / parts)
     edges = sorted({0, n_vars, *(int(c) + 1 for c in cuts if 0 < int(c) + 1 < n_vars)})
@@ -238,8 +231,9 @@ def key_scalars(r1cs: R1CS, toxic: Toxic, workers: int = 1) -> dict[str, np.ndar
 
     Two passes of the Fr kernels (:mod:`distprove.frlimbs`) on ``workers`` threads: the Lagrange
     bases at τ, L_i(τ) = (τ^n − 1)/n · ω^i/(τ − ω^i) (kept in Montgomery form) and the H scalars,
-    slice by slice with one inversion a slice; then per signal A_s, B_s, C_s (τ) = Σ coef·L_row(τ)
-    over the wire-sorted terms and K_s = β·A_s + α·B_s + C_s (/δ past the public signals).
+    slice by slice with one inversion a slice; then per range of signals A_s, B_s, C_s (τ) =
+    Σ coef·L_row(τ) over the terms of those signals and K_s = β·A_s + α·B_s + C_s (/δ past the
+    public signals).
     """
     from . import frlimbs as fr
 
@@ -247,7 +241,7 @@ def key_scalars(r1cs: R1CS, toxic: Toxic, workers: int = 1) -> dict[str, np.ndar
     k = domain_power(r1cs.n_constraints, n_pub)
     n, nv = 1 << k, r1cs.n_wires
     parts = _parts(max(n, nv), workers)
-    terms = _sorted_terms(r1cs, n_pub)
+    matrices = _matrices(r1cs, n_pub)
     tau, inv_delta = toxic.tau % R, pow(toxic.delta, -1, R)
     om, g = bn254.root_of_unity(k), bn254.coset_generator(k)
     tn, gn = pow(tau, n, R), pow(g, n, R)
@@ -270,14 +264,15 @@ def key_scalars(r1cs: R1CS, toxic: Toxic, workers: int = 1) -> dict[str, np.ndar
 
     def signal_task(lo: int, hi: int) -> None:
         c = np.zeros((hi - lo, 8), dtype="<u4")
-        for (wires, order, rows, coef), out in zip(terms, (a[lo:hi], b[lo:hi], c)):
-            t0, t1 = np.searchsorted(wires, [lo, hi])
-            if t1 > t0:
-                fr.accumulate_kernel(wires[t0:t1], order[t0:t1], rows, coef, lag, lo, out)
+        for blocks, out in zip(matrices, (a[lo:hi], b[lo:hi], c)):
+            for row_ptr, wire, coef, row_base in blocks:
+                fr.accumulate_kernel(row_ptr, wire, coef, lag, row_base, lo, out)
         fr.combine_kernel(a[lo:hi], b[lo:hi], c, beta_m, alpha_m, inv_delta_m, max(0, n_pub + 1 - lo), kd[lo:hi])
 
     fr.run_threads(lagrange_task, _ranges(n, parts), workers)
-    fr.run_threads(signal_task, _balanced_signal_ranges(terms, nv, parts), workers)
+    # every signal task scans all terms: one range a thread (more only to bound the scratch memory)
+    signal_parts = max(workers, -(-nv // (8 * _TASK_SIZE)))
+    fr.run_threads(signal_task, _balanced_signal_ranges(matrices, nv, signal_parts), workers)
     return {"a": a, "b": b, "ic": kd[: n_pub + 1], "c": kd[n_pub + 1 :], "h": h}
 
 
@@ -303,35 +298,60 @@ def _mont2_limbs(coef: np.ndarray) -> np.ndarray:
 
 
 def coefficient_records(r1cs: R1CS, workers: int = 1) -> np.ndarray:
-    """Section 4 records in snarkjs setup order: per constraint its A then its B terms, then the public rows."""
+    """Section 4 records in snarkjs setup order: per constraint its A then its B terms, then the public rows.
+
+    ``workers`` forked processes fill ranges of the records, each deriving its records' constraint
+    and term from the two matrices' row pointers (no whole-size index arrays in the parent).
+    """
     n_pub = r1cs.n_pub_out + r1cs.n_pub_in
     A, B = r1cs.A, r1cs.B
-    na, nb = int(A.row_ptr[-1]), int(B.row_ptr[-1])
-    total = na + nb + n_pub + 1
+    total = int(A.row_ptr[-1]) + int(B.row_ptr[-1]) + n_pub + 1
     records = _shared((total,), _COEF_DTYPE)
-    # Row i's A terms start after all A and B terms of the rows before it; its B terms follow them.
-    rows_a = np.repeat(np.arange(r1cs.n_constraints, dtype=np.int64), np.diff(A.row_ptr))
-    rows_b = np.repeat(np.arange(r1cs.n_constraints, dtype=np.int64), np.diff(B.row_ptr))
-    pos_a = np.arange(na, dtype=np.int64) + B.row_ptr[rows_a]
-    pos_b = np.arange(nb, dtype=np.int64) + A.row_ptr[rows_b + 1]
-    src = np.empty(total, dtype=np.int64)
-    src[pos_a], src[pos_b] = np.arange(na), na + np.arange(nb)
-    pub = np.arange(n_pub + 1, dtype=np.int64)
-    src[na + nb :] = na + nb + pub
-    records["matrix"][pos_a], records["matrix"][pos_b] = 0, 1
-    records["row"][pos_a], records["row"][pos_b] = rows_a, rows_b
-    records["signal"][pos_a], records["signal"][pos_b] = A.wire, B.wire
-    records["matrix"][na + nb :] = 0
-    records["row"][na + nb :] = r1cs.n_constraints + pub
-    records["signal"][na + nb :] = pub
-    coef = np.concatenate([A.coef, B.coef, bn254.limbs_from_ints([1] * (n_pub + 1))])
     _JOB.clear()
-    _JOB.update(records=records, rec_coef=coef, rec_src=src)
+    # Row i's A terms start after all A and B terms of the rows before it; its B terms follow them.
+    a_ptr, b_ptr = np.asarray(A.row_ptr, dtype=np.int64), np.asarray(B.row_ptr, dtype=np.int64)
+    _JOB.update(records=records, A=A, B=B, a_ptr=a_ptr, b_ptr=b_ptr, starts=a_ptr + b_ptr,
+                one=_mont2_limbs(bn254.limbs_from_ints([1]))[0], n_constraints=r1cs.n_constraints)
     try:
         _run(_records_task, _ranges(total, _parts(total, workers)), workers)
     finally:
         _JOB.clear()
     return records
+
+
+def _records_task(lo: int, hi: int) -> None:
+    """Records [lo, hi): the constraint terms, then the public rows (matrix 0, row nConstraints + i, signal i, 1)."""
+    j = _JOB
+    rec = j["records"]
+    starts, a_ptr, b_ptr, A, B = j["starts"], j["a_ptr"], j["b_ptr"], j["A"], j["B"]
+    terms = int(starts[-1])
+    t_hi = min(hi, terms)
+    if t_hi > lo:
+        i0 = int(np.searchsorted(starts, lo, side="right")) - 1
+        i1 = int(np.searchsorted(starts, t_hi - 1, side="right")) - 1
+        edges = np.clip(starts[i0 : i1 + 2], lo, t_hi)
+        row = np.repeat(np.arange(i0, i1 + 1, dtype=np.int64), np.diff(edges))
+        off = np.arange(lo, t_hi, dtype=np.int64) - starts[row]  # position within the row's A then B terms
+        n_a = a_ptr[row + 1] - a_ptr[row]
+        in_a = off < n_a
+        ia, ib = np.flatnonzero(in_a), np.flatnonzero(~in_a)
+        src_a, src_b = a_ptr[row[ia]] + off[ia], b_ptr[row[ib]] + off[ib] - n_a[ib]
+        part = rec[lo:t_hi]
+        part["matrix"] = ~in_a
+        part["row"] = row
+        signal = np.empty(t_hi - lo, dtype="<u4")
+        signal[ia], signal[ib] = A.wire[src_a], B.wire[src_b]
+        part["signal"] = signal
+        value = np.empty((t_hi - lo, 8), dtype="<u4")
+        value[ia], value[ib] = _mont2_limbs(A.coef[src_a]), _mont2_limbs(B.coef[src_b])
+        part["value"] = value
+    if hi > terms:
+        pub = np.arange(max(lo, terms), hi, dtype=np.int64) - terms
+        part = rec[max(lo, terms) : hi]
+        part["matrix"] = 0
+        part["row"] = j["n_constraints"] + pub
+        part["signal"] = pub
+        part["value"] = j["one"]
 
 
 # --- fixed-base scalar multiplication ----------------------------------------------------

@@ -102,17 +102,22 @@ def lagrange_kernel(tau: tuple, x0: tuple, step: tuple, scale: tuple, out: np.nd
 
 
 @njit(nogil=True, cache=True)
-def accumulate_kernel(wires: np.ndarray, order: np.ndarray, rows: np.ndarray, coef: np.ndarray,
-                      lag: np.ndarray, lo: int, out: np.ndarray) -> None:
-    """out[wires[t] − lo] += coef[order[t]]·lag[rows[order[t]]] over every term t of the slice.
+def accumulate_kernel(row_ptr: np.ndarray, wire: np.ndarray, coef: np.ndarray, lag: np.ndarray, row_base: int,
+                      lo: int, out: np.ndarray) -> None:
+    """out[w − lo] += coef_t·lag[row_base + row_t] for every term t of a CSR matrix whose wire w lies
+    in [lo, lo + len(out)).
 
-    ``wires`` is the slice of the wire-sorted terms whose wires lie in [lo, lo + len(out)); coef is
-    standard form and lag Montgomery form, so out (zeroed by the caller) is standard form.
+    Every call scans the whole matrix (a comparison a term), so signal ranges need no sorted copy
+    of the terms. coef is standard form and lag Montgomery form, so out (zeroed by the caller)
+    comes out in standard form.
     """
-    for t in range(wires.shape[0]):
-        j = order[t]
-        s = wires[t] - lo
-        _store(out, s, _add(_load(out, s), _mul(_load(coef, j), _load(lag, rows[j]))))
+    hi = lo + out.shape[0]
+    for r in range(row_ptr.shape[0] - 1):
+        for t in range(row_ptr[r], row_ptr[r + 1]):
+            w = np.int64(wire[t])
+            if w >= lo and w < hi:
+                s = w - lo
+                _store(out, s, _add(_load(out, s), _mul(_load(coef, t), _load(lag, row_base + r))))
 
 
 @njit(nogil=True, cache=True)
