@@ -46,7 +46,7 @@ from .formats.r1cs import R1CS
 from .keystore import CHUNK_BYTES, KeyStore, write_store
 from .stages.fixedbase import window_table
 from .stages.gather import csr_from_coefficients
-from .synth import field_ints, small_values
+from .synth import field_ints, small_values, take_rows
 from .verifier import vk_json
 
 log = logging.getLogger(__name__)
@@ -290,7 +290,7 @@ def _mont2_limbs(coef: np.ndarray) -> np.ndarray:
     if easy.any():
         uniq, inv = np.unique(v[easy], return_inverse=True)
         table = bn254.limbs_from_ints(np.array([int(u) % R * m2 % R for u in uniq], dtype=object))
-        out[easy] = table[inv.reshape(-1)]
+        out[easy] = take_rows(table, inv.reshape(-1))
     rest = np.flatnonzero(~easy)
     if rest.size:
         out[rest] = bn254.limbs_from_ints(field_ints(coef[rest]) * m2 % R)
@@ -343,7 +343,7 @@ def _records_task(lo: int, hi: int) -> None:
         signal[ia], signal[ib] = A.wire[src_a], B.wire[src_b]
         part["signal"] = signal
         value = np.empty((t_hi - lo, 8), dtype="<u4")
-        value[ia], value[ib] = _mont2_limbs(A.coef[src_a]), _mont2_limbs(B.coef[src_b])
+        value[ia], value[ib] = _mont2_limbs(take_rows(A.coef, src_a)), _mont2_limbs(take_rows(B.coef, src_b))
         part["value"] = value
     if hi > terms:
         pub = np.arange(max(lo, terms), hi, dtype=np.int64) - terms

@@ -91,11 +91,24 @@ def field_ints(limbs: np.ndarray) -> np.ndarray:
     return out
 
 
+def take_rows(limbs: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """limbs[index] for (n, 8) uint32 limb rows, gathering each row as one 32-byte item (several
+    times faster than NumPy's row-by-row gather of a 2-D array)."""
+    rows = np.ascontiguousarray(limbs, dtype="<u4").reshape(-1, 8)
+    return rows.view(np.dtype((np.void, 32))).reshape(-1)[index].view("<u4").reshape(-1, 8)
+
+
 def _const_limbs(values: np.ndarray) -> np.ndarray:
-    """int64 array of small constants (negative = r − |v|) -> (n, 8) limbs, via a table of the distinct ones."""
+    """int64 array of small constants (negative = r − |v|) -> (n, 8) limbs, via a table of the distinct ones
+    (of every value from the least to the greatest where that span is short: no sort)."""
+    values = np.asarray(values, dtype=np.int64).reshape(-1)
+    lo, hi = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    if hi - lo < 1 << 12:
+        table = bn254.limbs_from_ints(np.array([v % R for v in range(lo, hi + 1)], dtype=object))
+        return take_rows(table, values - lo)
     uniq, inv = np.unique(values, return_inverse=True)
     table = bn254.limbs_from_ints(np.array([int(v) % R for v in uniq], dtype=object))
-    return table[inv.reshape(-1)]
+    return take_rows(table, inv.reshape(-1))
 
 
 def lc_eval(m: CSR, w: np.ndarray) -> np.ndarray:
