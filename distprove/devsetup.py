@@ -13,8 +13,10 @@ here; the key it writes is the one snarkjs 0.7.6 would write for the same τ, α
   B2 = [B_s]₂, H[i] = [L^D_{g·ω^i}(τ)/δ]₁ where D = ⟨ω⟩ ∪ g⟨ω⟩ and g = coset_generator(k)
   (for k < 28, g = Fr.w[k+1] and this is the odd-indexed Lagrange point L^{(2n)}_{2i+1}).
 
-The points come from fixed-base scalar multiplication of the generators with 8-bit window
-tables: on the GPU (distprove/kernels/fixedbase.cu) when CuPy sees one, else on the CPU.
+The scalars are computed by the compiled Fr kernels of :mod:`distprove.frlimbs` on a thread pool
+(:func:`key_scalars`); :func:`lagrange_at`, :func:`lagrange_odd_coset` and :func:`batch_inverse`
+are the same formulas on Python ints, for checks. The points come from fixed-base scalar
+multiplication of the generators with 8-bit window tables: on the GPU (distprove/kernels/fixedbase.cu) when CuPy sees one, else on the CPU.
 Outputs: the zarr key store (keystore.write_store, same layout as import_key), optionally a
 .zkey that snarkjs reads (sections 1-10, no contributions, csHash zero) and verification_key.json.
 """
@@ -462,7 +464,7 @@ class DevKey:
 
 
 def default_workers() -> int:
-    """Worker processes for the scalar stages: the usable CPU cores (1 where fork is unavailable)."""
+    """Workers for the scalar stages: the usable CPU cores (1 where fork is unavailable)."""
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
@@ -471,8 +473,8 @@ def default_workers() -> int:
 def build_key(r1cs: R1CS, toxic: Toxic, device: str = "auto", workers: int | None = None) -> DevKey:
     """Compute every point of the Groth16 key of ``r1cs`` for the secrets ``toxic`` (§6.3).
 
-    ``workers`` processes share the scalar work (default: :func:`default_workers`); the
-    fixed-base multiplications run on ``device``.
+    ``workers`` threads share the key scalars and as many processes the coefficient records
+    (default: :func:`default_workers`); the fixed-base multiplications run on ``device``.
     """
     workers = default_workers() if workers is None else workers
     timings: dict[str, float] = {}

@@ -140,7 +140,9 @@ def square_chain_kernel(v: tuple, out: np.ndarray) -> None:
         _store(out, j, _mul(v, ONE))
 
 
-def square_chain(start: int, count: int, workers: int = 1, chunk: int = 1 << 20, out: np.ndarray | None = None) -> np.ndarray:
+def square_chain(
+    start: int, count: int, workers: int = 1, chunk: int = 1 << 20, out: np.ndarray | None = None
+) -> np.ndarray:
     """[start^(2^1), start^(2^2), …, start^(2^count)] mod r as (count, 8) standard-form limbs
     (written into ``out`` when given).
 

@@ -16,7 +16,8 @@ Three shapes (``make_circuit(kind, ...)``):
 
 Everything is built with numpy: the CSR matrices directly, the witnesses from vectorised
 arithmetic (numpy object arrays of Python integers for field values; the chain's squarings in the
-compiled Fr kernels of :mod:`distprove.frlimbs`, slices of them on parallel threads). Field values are Python ints (gmpy2 integers when installed).
+compiled Fr kernels of :mod:`distprove.frlimbs`, slices of them on parallel threads). Field
+values are Python ints (gmpy2 integers when installed).
 """
 
 from __future__ import annotations
