@@ -7,14 +7,16 @@ here; the key it writes is the one snarkjs 0.7.6 would write for the same τ, α
 
 * domainSize n = 2^(floor(log2(nConstraints + nPublic)) + 1), ω = Fr.w[log2 n];
 * extra A rows (nConstraints + i, signal i, coefficient 1) for i = 0 … nPublic;
-* L_i(τ) = (τ^n − 1)/n · ω^i/(τ − ω^i) with one batch inversion;
+* L_i(τ) = (τ^n − 1)/n · ω^i/(τ − ω^i) with one batch inversion a slice;
 * A_s, B_s, C_s (τ) by sparse accumulation; K_s = β·A_s + α·B_s + C_s;
 * IC[s] = [K_s]₁ (s ≤ nPublic), C[s] = [K_s/δ]₁ (s > nPublic), A = [A_s]₁, B1 = [B_s]₁,
   B2 = [B_s]₂, H[i] = [L^D_{g·ω^i}(τ)/δ]₁ where D = ⟨ω⟩ ∪ g⟨ω⟩ and g = coset_generator(k)
   (for k < 28, g = Fr.w[k+1] and this is the odd-indexed Lagrange point L^{(2n)}_{2i+1}).
 
-The points come from fixed-base scalar multiplication of the generators with 8-bit window
-tables: on the GPU (distprove/kernels/fixedbase.cu) when CuPy sees one, else on the CPU.
+The scalars are computed by the compiled Fr kernels of :mod:`distprove.frlimbs` on a thread pool
+(:func:`key_scalars`); :func:`lagrange_at`, :func:`lagrange_odd_coset` and :func:`batch_inverse`
+are the same formulas on Python ints, for checks. The points come from fixed-base scalar
+multiplication of the generators with 8-bit window tables: on the GPU (distprove/kernels/fixedbase.cu) when CuPy sees one, else on the CPU.
 Outputs: the zarr key store (keystore.write_store, same layout as import_key), optionally a
 .zkey that snarkjs reads (sections 1-10, no contributions, csHash zero) and verification_key.json.
 """
@@ -46,7 +48,7 @@ from .formats.r1cs import R1CS
 from .keystore import CHUNK_BYTES, KeyStore, write_store
 from .stages.fixedbase import window_table
 from .stages.gather import csr_from_coefficients
-from .synth import field_ints, small_values
+from .synth import field_ints, small_values, take_rows
 from .verifier import vk_json
 
 log = logging.getLogger(__name__)
@@ -144,9 +146,11 @@ def lagrange_odd_coset(tau: int, k: int) -> np.ndarray:
 
 # --- parallel stages ---------------------------------------------------------------------
 #
-# The scalar work is numpy object arithmetic on Python ints, one core per process. Stages
-# split it into independent tasks whose inputs are module state inherited by forked workers
-# (_JOB) and whose outputs go into shared anonymous memory maps, so nothing big is pickled.
+# The key scalars are computed by the compiled Fr kernels of distprove.frlimbs on slices of the
+# rows, on a thread pool (the kernels release the GIL). The coefficient records and the CPU
+# fixed-base multiplications are Python-int work, one core per process: they split into
+# independent tasks whose inputs are module state inherited by forked workers (_JOB) and whose
+# outputs go into shared anonymous memory maps, so nothing big is pickled.
 
 _JOB: dict[str, Any] = {}
 _TASK_SIZE = 1 << 20
@@ -199,60 +203,24 @@ def _ranges(total: int, parts: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
 
 
-def _lagrange_task(lo: int, hi: int) -> None:
-    j = _JOB
-    j["lag"][lo:hi] = bn254.limbs_from_ints(_lagrange_range(j["tau"], j["k"], lo, hi, coset=False))
-    j["h"][lo:hi] = bn254.limbs_from_ints(_lagrange_range(j["tau"], j["k"], lo, hi, coset=True) * j["inv_delta"] % R)
-
-
-def _signal_task(lo: int, hi: int) -> None:
-    """A_s, B_s, C_s (τ) for signals [lo, hi) from the wire-sorted terms, then their key scalars."""
-    j = _JOB
-    polys = []
-    for wires, order, rows, coef in j["terms"]:
-        acc = np.zeros(hi - lo, dtype=object)
-        t0, t1 = np.searchsorted(wires, [lo, hi])
-        if t1 > t0:
-            idx = order[t0:t1]
-            vals = field_ints(coef[idx]) * field_ints(j["lag"][rows[idx]]) % R
-            w = wires[t0:t1]
-            starts = np.flatnonzero(np.concatenate(([True], w[1:] != w[:-1])))
-            acc[w[starts] - lo] = np.add.reduceat(vals, starts) % R
-        polys.append(acc)
-    a, b, c = polys
-    k_s = (j["beta"] * a + j["alpha"] * b + c) % R
-    s = np.arange(lo, hi)
-    k_s[s > j["n_pub"]] = k_s[s > j["n_pub"]] * j["inv_delta"] % R
-    j["a"][lo:hi] = bn254.limbs_from_ints(a)
-    j["b"][lo:hi] = bn254.limbs_from_ints(b)
-    j["kd"][lo:hi] = bn254.limbs_from_ints(k_s)
-
-
-def _records_task(lo: int, hi: int) -> None:
-    j = _JOB
-    j["records"]["value"][lo:hi] = _mont2_limbs(j["rec_coef"][j["rec_src"][lo:hi]])
-
-
-def _sorted_terms(r1cs: R1CS, n_pub: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """Per matrix (A with the public rows appended, B, C): (wires sorted, order, rows, coef limbs)."""
+def _matrices(r1cs: R1CS, n_pub: int) -> list[list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]]:
+    """Per matrix A, B, C: its CSR blocks as (row_ptr, wire, coef limbs, first row); A has a second
+    block, the public rows nConstraints + i (signal i, coefficient 1, i = 0 … nPublic)."""
     out = []
     for which, m in enumerate((r1cs.A, r1cs.B, r1cs.C)):
-        wires = m.wire.astype(np.int64)
-        rows = np.repeat(np.arange(r1cs.n_constraints, dtype=np.int64), np.diff(m.row_ptr))
-        coef = m.coef
+        blocks = [(np.asarray(m.row_ptr, dtype=np.int64), np.ascontiguousarray(m.wire, dtype="<u4"),
+                   np.ascontiguousarray(m.coef, dtype="<u4"), 0)]
         if which == 0:
             pub = np.arange(n_pub + 1, dtype=np.int64)
-            wires = np.concatenate([wires, pub])
-            rows = np.concatenate([rows, r1cs.n_constraints + pub])
-            coef = np.concatenate([coef, bn254.limbs_from_ints([1] * (n_pub + 1))])
-        order = np.argsort(wires, kind="stable")
-        out.append((wires[order], order, rows, coef))
+            blocks.append((np.arange(n_pub + 2, dtype=np.int64), pub.astype("<u4"),
+                           bn254.limbs_from_ints([1] * (n_pub + 1)), r1cs.n_constraints))
+        out.append(blocks)
     return out
 
 
-def _balanced_signal_ranges(terms: list, n_vars: int, parts: int) -> list[tuple[int, int]]:
+def _balanced_signal_ranges(matrices: list, n_vars: int, parts: int) -> list[tuple[int, int]]:
     """Signal ranges holding about equal numbers of terms (a signal is never split)."""
-    per = sum(np.bincount(t[0], minlength=n_vars) for t in terms) + 1
+    per = sum(np.bincount(b[1], minlength=n_vars) for blocks in matrices for b in blocks) + 1
     cum = np.cumsum(per)
     cuts = np.searchsorted(cum, cum[-1] * np.arange(1, parts) / parts)
     edges = sorted({0, n_vars, *(int(c) + 1 for c in cuts if 0 < int(c) + 1 < n_vars)})
@@ -261,25 +229,53 @@ def _balanced_signal_ranges(terms: list, n_vars: int, parts: int) -> list[tuple[
 
 def key_scalars(r1cs: R1CS, toxic: Toxic, workers: int = 1) -> dict[str, np.ndarray]:
     """The scalar of every key point as (n, 8) standard-form limbs: "a" (A_s), "b" (B_s),
-    "ic" (K_s, s ≤ nPublic), "c" (K_s/δ, s > nPublic), "h" (odd-coset Lagrange/δ)."""
+    "ic" (K_s, s ≤ nPublic), "c" (K_s/δ, s > nPublic), "h" (odd-coset Lagrange/δ).
+
+    Two passes of the Fr kernels (:mod:`distprove.frlimbs`) on ``workers`` threads: the Lagrange
+    bases at τ, L_i(τ) = (τ^n − 1)/n · ω^i/(τ − ω^i) (kept in Montgomery form) and the H scalars,
+    slice by slice with one inversion a slice; then per range of signals A_s, B_s, C_s (τ) =
+    Σ coef·L_row(τ) over the terms of those signals and K_s = β·A_s + α·B_s + C_s (/δ past the
+    public signals).
+    """
+    from . import frlimbs as fr
+
     n_pub = r1cs.n_pub_out + r1cs.n_pub_in
     k = domain_power(r1cs.n_constraints, n_pub)
     n, nv = 1 << k, r1cs.n_wires
     parts = _parts(max(n, nv), workers)
-    terms = _sorted_terms(r1cs, n_pub)
-    _JOB.clear()
-    _JOB.update(
-        tau=toxic.tau, alpha=fast_int(toxic.alpha), beta=fast_int(toxic.beta), inv_delta=fast_int(pow(toxic.delta, -1, R)),
-        k=k, n_pub=n_pub, terms=terms,
-        lag=_shared((n, 8)), h=_shared((n, 8)), a=_shared((nv, 8)), b=_shared((nv, 8)), kd=_shared((nv, 8)),
-    )
-    try:
-        _run(_lagrange_task, _ranges(n, parts), workers)
-        _run(_signal_task, _balanced_signal_ranges(terms, nv, parts), workers)
-        j = _JOB
-        return {"a": j["a"], "b": j["b"], "ic": j["kd"][: n_pub + 1], "c": j["kd"][n_pub + 1 :], "h": j["h"]}
-    finally:
-        _JOB.clear()
+    matrices = _matrices(r1cs, n_pub)
+    tau, inv_delta = toxic.tau % R, pow(toxic.delta, -1, R)
+    om, g = bn254.root_of_unity(k), bn254.coset_generator(k)
+    tn, gn = pow(tau, n, R), pow(g, n, R)
+    lag_scale = (tn - 1) * pow(n, -1, R) % R
+    h_scale = (tn - 1) * (tn - gn) % R * pow(n * gn % R * (gn - 1) % R, -1, R) % R * inv_delta % R
+    tau_m, om_m = fr.mont(tau), fr.mont(om)
+    lag = np.empty((n, 8), dtype="<u4")  # Montgomery form: the factor of the standard-form coefficients
+    h = np.empty((n, 8), dtype="<u4")
+
+    def lagrange_task(lo: int, hi: int) -> None:
+        scratch = np.empty((hi - lo, 8), dtype="<u4")
+        x0 = pow(om, lo, R)
+        ok = fr.lagrange_kernel(tau_m, fr.mont(x0), om_m, fr.mont(lag_scale), lag[lo:hi], scratch)
+        ok &= fr.lagrange_kernel(tau_m, fr.mont(x0 * g), om_m, fr.std(h_scale), h[lo:hi], scratch)
+        if not ok:
+            raise ZeroDivisionError("dev setup: tau is a point of the evaluation domain")
+
+    a, b, kd = (np.zeros((nv, 8), dtype="<u4") for _ in range(3))
+    beta_m, alpha_m, inv_delta_m = fr.mont(toxic.beta), fr.mont(toxic.alpha), fr.mont(inv_delta)
+
+    def signal_task(lo: int, hi: int) -> None:
+        c = np.zeros((hi - lo, 8), dtype="<u4")
+        for blocks, out in zip(matrices, (a[lo:hi], b[lo:hi], c)):
+            for row_ptr, wire, coef, row_base in blocks:
+                fr.accumulate_kernel(row_ptr, wire, coef, lag, row_base, lo, out)
+        fr.combine_kernel(a[lo:hi], b[lo:hi], c, beta_m, alpha_m, inv_delta_m, max(0, n_pub + 1 - lo), kd[lo:hi])
+
+    fr.run_threads(lagrange_task, _ranges(n, parts), workers)
+    # every signal task scans all terms: one range a thread (more only to bound the scratch memory)
+    signal_parts = max(workers, -(-nv // (8 * _TASK_SIZE)))
+    fr.run_threads(signal_task, _balanced_signal_ranges(matrices, nv, signal_parts), workers)
+    return {"a": a, "b": b, "ic": kd[: n_pub + 1], "c": kd[n_pub + 1 :], "h": h}
 
 
 # --- coefficient records (zkey section 4) ------------------------------------------------
@@ -296,7 +292,7 @@ def _mont2_limbs(coef: np.ndarray) -> np.ndarray:
     if easy.any():
         uniq, inv = np.unique(v[easy], return_inverse=True)
         table = bn254.limbs_from_ints(np.array([int(u) % R * m2 % R for u in uniq], dtype=object))
-        out[easy] = table[inv.reshape(-1)]
+        out[easy] = take_rows(table, inv.reshape(-1))
     rest = np.flatnonzero(~easy)
     if rest.size:
         out[rest] = bn254.limbs_from_ints(field_ints(coef[rest]) * m2 % R)
@@ -304,35 +300,60 @@ def _mont2_limbs(coef: np.ndarray) -> np.ndarray:
 
 
 def coefficient_records(r1cs: R1CS, workers: int = 1) -> np.ndarray:
-    """Section 4 records in snarkjs setup order: per constraint its A then its B terms, then the public rows."""
+    """Section 4 records in snarkjs setup order: per constraint its A then its B terms, then the public rows.
+
+    ``workers`` forked processes fill ranges of the records, each deriving its records' constraint
+    and term from the two matrices' row pointers (no whole-size index arrays in the parent).
+    """
     n_pub = r1cs.n_pub_out + r1cs.n_pub_in
     A, B = r1cs.A, r1cs.B
-    na, nb = int(A.row_ptr[-1]), int(B.row_ptr[-1])
-    total = na + nb + n_pub + 1
+    total = int(A.row_ptr[-1]) + int(B.row_ptr[-1]) + n_pub + 1
     records = _shared((total,), _COEF_DTYPE)
-    # Row i's A terms start after all A and B terms of the rows before it; its B terms follow them.
-    rows_a = np.repeat(np.arange(r1cs.n_constraints, dtype=np.int64), np.diff(A.row_ptr))
-    rows_b = np.repeat(np.arange(r1cs.n_constraints, dtype=np.int64), np.diff(B.row_ptr))
-    pos_a = np.arange(na, dtype=np.int64) + B.row_ptr[rows_a]
-    pos_b = np.arange(nb, dtype=np.int64) + A.row_ptr[rows_b + 1]
-    src = np.empty(total, dtype=np.int64)
-    src[pos_a], src[pos_b] = np.arange(na), na + np.arange(nb)
-    pub = np.arange(n_pub + 1, dtype=np.int64)
-    src[na + nb :] = na + nb + pub
-    records["matrix"][pos_a], records["matrix"][pos_b] = 0, 1
-    records["row"][pos_a], records["row"][pos_b] = rows_a, rows_b
-    records["signal"][pos_a], records["signal"][pos_b] = A.wire, B.wire
-    records["matrix"][na + nb :] = 0
-    records["row"][na + nb :] = r1cs.n_constraints + pub
-    records["signal"][na + nb :] = pub
-    coef = np.concatenate([A.coef, B.coef, bn254.limbs_from_ints([1] * (n_pub + 1))])
     _JOB.clear()
-    _JOB.update(records=records, rec_coef=coef, rec_src=src)
+    # Row i's A terms start after all A and B terms of the rows before it; its B terms follow them.
+    a_ptr, b_ptr = np.asarray(A.row_ptr, dtype=np.int64), np.asarray(B.row_ptr, dtype=np.int64)
+    _JOB.update(records=records, A=A, B=B, a_ptr=a_ptr, b_ptr=b_ptr, starts=a_ptr + b_ptr,
+                one=_mont2_limbs(bn254.limbs_from_ints([1]))[0], n_constraints=r1cs.n_constraints)
     try:
         _run(_records_task, _ranges(total, _parts(total, workers)), workers)
     finally:
         _JOB.clear()
     return records
+
+
+def _records_task(lo: int, hi: int) -> None:
+    """Records [lo, hi): the constraint terms, then the public rows (matrix 0, row nConstraints + i, signal i, 1)."""
+    j = _JOB
+    rec = j["records"]
+    starts, a_ptr, b_ptr, A, B = j["starts"], j["a_ptr"], j["b_ptr"], j["A"], j["B"]
+    terms = int(starts[-1])
+    t_hi = min(hi, terms)
+    if t_hi > lo:
+        i0 = int(np.searchsorted(starts, lo, side="right")) - 1
+        i1 = int(np.searchsorted(starts, t_hi - 1, side="right")) - 1
+        edges = np.clip(starts[i0 : i1 + 2], lo, t_hi)
+        row = np.repeat(np.arange(i0, i1 + 1, dtype=np.int64), np.diff(edges))
+        off = np.arange(lo, t_hi, dtype=np.int64) - starts[row]  # position within the row's A then B terms
+        n_a = a_ptr[row + 1] - a_ptr[row]
+        in_a = off < n_a
+        ia, ib = np.flatnonzero(in_a), np.flatnonzero(~in_a)
+        src_a, src_b = a_ptr[row[ia]] + off[ia], b_ptr[row[ib]] + off[ib] - n_a[ib]
+        part = rec[lo:t_hi]
+        part["matrix"] = ~in_a
+        part["row"] = row
+        signal = np.empty(t_hi - lo, dtype="<u4")
+        signal[ia], signal[ib] = A.wire[src_a], B.wire[src_b]
+        part["signal"] = signal
+        value = np.empty((t_hi - lo, 8), dtype="<u4")
+        value[ia], value[ib] = _mont2_limbs(take_rows(A.coef, src_a)), _mont2_limbs(take_rows(B.coef, src_b))
+        part["value"] = value
+    if hi > terms:
+        pub = np.arange(max(lo, terms), hi, dtype=np.int64) - terms
+        part = rec[max(lo, terms) : hi]
+        part["matrix"] = 0
+        part["row"] = j["n_constraints"] + pub
+        part["signal"] = pub
+        part["value"] = j["one"]
 
 
 # --- fixed-base scalar multiplication ----------------------------------------------------
@@ -443,7 +464,7 @@ class DevKey:
 
 
 def default_workers() -> int:
-    """Worker processes for the scalar stages: the usable CPU cores (1 where fork is unavailable)."""
+    """Workers for the scalar stages: the usable CPU cores (1 where fork is unavailable)."""
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
@@ -452,8 +473,8 @@ def default_workers() -> int:
 def build_key(r1cs: R1CS, toxic: Toxic, device: str = "auto", workers: int | None = None) -> DevKey:
     """Compute every point of the Groth16 key of ``r1cs`` for the secrets ``toxic`` (§6.3).
 
-    ``workers`` processes share the scalar work (default: :func:`default_workers`); the
-    fixed-base multiplications run on ``device``.
+    ``workers`` threads share the key scalars and as many processes the coefficient records
+    (default: :func:`default_workers`); the fixed-base multiplications run on ``device``.
     """
     workers = default_workers() if workers is None else workers
     timings: dict[str, float] = {}

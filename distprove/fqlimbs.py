@@ -1,17 +1,21 @@
 """Fq and Fq2 arithmetic on fixed-width limbs, compiled by numba: the one implementation that the
-CPU point check (:mod:`distprove.formats.pointcheck`) and the CPU group iFFT
-(:mod:`distprove.backends.cpu.groupfft`) share.
+CPU point check (:mod:`distprove.formats.pointcheck`), the CPU group iFFT
+(:mod:`distprove.backends.cpu.groupfft`) and, for Fr, the dev setup's scalars
+(:mod:`distprove.frlimbs`) share.
 
 An Fq element is a tuple of eight 32-bit limbs (little-endian) held in uint64, so a limb product
 plus two carries fits a word; values are in Montgomery form (x·2^256 mod q, as on disk) and always
 fully reduced below q, so equality and zero tests compare limbs. Products are CIOS Montgomery
-(8 × 8 limb steps). An Fq2 element is a pair (c0, c1) of Fq tuples (u² = −1); the ``e_*``
+(8 × 8 limb steps). Products, sums and the inverse are written once for any odd modulus below
+2^255 (``mont_mul``, ``mod_add``, ``mod_sub``, ``mont_inv`` take it as an argument, which numba
+folds in as a constant where the caller passes one): the ``fq_*`` functions bind q,
+:mod:`distprove.frlimbs` binds r. An Fq2 element is a pair (c0, c1) of Fq tuples (u² = −1); the ``e_*``
 functions take the degree d (1 for G1, 2 for G2) at run time and leave c1 = 0 when d = 1, so one
 compiled version of the curve code serves both groups (a G1 product costs one Fq product, a G2
 product three).
 
 Numba's on-disk cache is keyed on the source file of each compiled entry point (here: the point
-check's and the group iFFT's kernels), not on this module: after editing it in a checkout, delete
+check's, the group iFFT's and the Fr kernels), not on this module: after editing it in a checkout, delete
 the users' ``__pycache__/*.nbi`` and ``*.nbc`` files (the test suite drops those older than this
 file when it starts).
 """
@@ -53,24 +57,24 @@ def fq_ge_q(t: tuple) -> bool:
 
 
 @njit(cache=True)
-def _reduce(t: tuple, carry: np.uint64) -> tuple:
-    """t + carry·2^256 reduced once: t − q when that is >= 0 (the value is below 2q)."""
+def mod_reduce(t: tuple, carry: np.uint64, p: tuple) -> tuple:
+    """t + carry·2^256 reduced once: t − p when that is >= 0 (the value is below 2p)."""
     t0, t1, t2, t3, t4, t5, t6, t7 = t
-    d = t0 - _Q[0]
+    d = t0 - p[0]
     d0, b = d & _M32, (d >> _S32) & _ONE
-    d = t1 - _Q[1] - b
+    d = t1 - p[1] - b
     d1, b = d & _M32, (d >> _S32) & _ONE
-    d = t2 - _Q[2] - b
+    d = t2 - p[2] - b
     d2, b = d & _M32, (d >> _S32) & _ONE
-    d = t3 - _Q[3] - b
+    d = t3 - p[3] - b
     d3, b = d & _M32, (d >> _S32) & _ONE
-    d = t4 - _Q[4] - b
+    d = t4 - p[4] - b
     d4, b = d & _M32, (d >> _S32) & _ONE
-    d = t5 - _Q[5] - b
+    d = t5 - p[5] - b
     d5, b = d & _M32, (d >> _S32) & _ONE
-    d = t6 - _Q[6] - b
+    d = t6 - p[6] - b
     d6, b = d & _M32, (d >> _S32) & _ONE
-    d = t7 - _Q[7] - b
+    d = t7 - p[7] - b
     d7, b = d & _M32, (d >> _S32) & _ONE
     if b > carry:
         return t
@@ -78,10 +82,11 @@ def _reduce(t: tuple, carry: np.uint64) -> tuple:
 
 
 @njit(cache=True)
-def fq_mul(a: tuple, b: tuple) -> tuple:
-    """a·b·2^-256 mod q (CIOS, one 32-bit word of b a round); inputs < q, limbs < 2^32 in uint64."""
+def mont_mul(a: tuple, b: tuple, p: tuple, pinv: np.uint64) -> tuple:
+    """a·b·2^-256 mod p (CIOS, one 32-bit word of b a round) for an odd 254-bit modulus p with
+    pinv = −p^-1 mod 2^32; inputs < p, limbs < 2^32 in uint64."""
     a0, a1, a2, a3, a4, a5, a6, a7 = a
-    q0, q1, q2, q3, q4, q5, q6, q7 = _Q[0], _Q[1], _Q[2], _Q[3], _Q[4], _Q[5], _Q[6], _Q[7]
+    q0, q1, q2, q3, q4, q5, q6, q7 = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
     t0 = t1 = t2 = t3 = t4 = t5 = t6 = t7 = t8 = _ZERO
     for i in range(8):
         bi = b[i]
@@ -103,7 +108,7 @@ def fq_mul(a: tuple, b: tuple) -> tuple:
         t7, c = s & _M32, s >> _S32
         s = t8 + c
         t8, t9 = s & _M32, s >> _S32
-        m = (t0 * _QINV) & _M32
+        m = (t0 * pinv) & _M32
         c = (t0 + m * q0) >> _S32
         s = t1 + m * q1 + c
         t0, c = s & _M32, s >> _S32
@@ -121,12 +126,18 @@ def fq_mul(a: tuple, b: tuple) -> tuple:
         t6, c = s & _M32, s >> _S32
         s = t8 + c
         t7, t8 = s & _M32, t9 + (s >> _S32)
-    return _reduce((t0, t1, t2, t3, t4, t5, t6, t7), t8)
+    return mod_reduce((t0, t1, t2, t3, t4, t5, t6, t7), t8, p)
 
 
 @njit(cache=True)
-def fq_add(a: tuple, b: tuple) -> tuple:
-    """a + b mod q."""
+def fq_mul(a: tuple, b: tuple) -> tuple:
+    """a·b·2^-256 mod q; inputs < q."""
+    return mont_mul(a, b, _Q, _QINV)
+
+
+@njit(cache=True)
+def mod_add(a: tuple, b: tuple, p: tuple) -> tuple:
+    """a + b mod p (inputs < p < 2^255)."""
     s = a[0] + b[0]
     t0, c = s & _M32, s >> _S32
     s = a[1] + b[1] + c
@@ -142,12 +153,18 @@ def fq_add(a: tuple, b: tuple) -> tuple:
     s = a[6] + b[6] + c
     t6, c = s & _M32, s >> _S32
     s = a[7] + b[7] + c
-    return _reduce((t0, t1, t2, t3, t4, t5, t6, s & _M32), s >> _S32)
+    return mod_reduce((t0, t1, t2, t3, t4, t5, t6, s & _M32), s >> _S32, p)
 
 
 @njit(cache=True)
-def fq_sub(a: tuple, b: tuple) -> tuple:
-    """a - b mod q."""
+def fq_add(a: tuple, b: tuple) -> tuple:
+    """a + b mod q."""
+    return mod_add(a, b, _Q)
+
+
+@njit(cache=True)
+def mod_sub(a: tuple, b: tuple, p: tuple) -> tuple:
+    """a - b mod p (inputs < p)."""
     d = a[0] - b[0]
     t0, w = d & _M32, (d >> _S32) & _ONE
     d = a[1] - b[1] - w
@@ -166,22 +183,28 @@ def fq_sub(a: tuple, b: tuple) -> tuple:
     t7, w = d & _M32, (d >> _S32) & _ONE
     if w == _ZERO:
         return (t0, t1, t2, t3, t4, t5, t6, t7)
-    s = t0 + _Q[0]
+    s = t0 + p[0]
     t0, c = s & _M32, s >> _S32
-    s = t1 + _Q[1] + c
+    s = t1 + p[1] + c
     t1, c = s & _M32, s >> _S32
-    s = t2 + _Q[2] + c
+    s = t2 + p[2] + c
     t2, c = s & _M32, s >> _S32
-    s = t3 + _Q[3] + c
+    s = t3 + p[3] + c
     t3, c = s & _M32, s >> _S32
-    s = t4 + _Q[4] + c
+    s = t4 + p[4] + c
     t4, c = s & _M32, s >> _S32
-    s = t5 + _Q[5] + c
+    s = t5 + p[5] + c
     t5, c = s & _M32, s >> _S32
-    s = t6 + _Q[6] + c
+    s = t6 + p[6] + c
     t6, c = s & _M32, s >> _S32
-    s = t7 + _Q[7] + c
+    s = t7 + p[7] + c
     return (t0, t1, t2, t3, t4, t5, t6, s & _M32)
+
+
+@njit(cache=True)
+def fq_sub(a: tuple, b: tuple) -> tuple:
+    """a - b mod q."""
+    return mod_sub(a, b, _Q)
 
 
 @njit(cache=True)
@@ -191,16 +214,23 @@ def fq_neg(a: tuple) -> tuple:
 
 
 @njit(cache=True)
+def mont_inv(a: tuple, p: tuple, pinv: np.uint64, pm2: tuple, one: tuple) -> tuple:
+    """a^-1 mod p (Montgomery in, Montgomery out) as a^(p-2), with pm2 = the limbs of p − 2 and
+    one = 2^256 mod p; 0 gives 0."""
+    r = one
+    for k in range(7, -1, -1):
+        w = pm2[k]
+        for bit in range(31, -1, -1):
+            r = mont_mul(r, r, p, pinv)
+            if (w >> np.uint64(bit)) & _ONE:
+                r = mont_mul(r, a, p, pinv)
+    return r
+
+
+@njit(cache=True)
 def fq_inv(a: tuple) -> tuple:
     """a^-1 (Montgomery in, Montgomery out) as a^(q-2); a != 0."""
-    r = ONE
-    for k in range(7, -1, -1):
-        w = _QM2[k]
-        for bit in range(31, -1, -1):
-            r = fq_mul(r, r)
-            if (w >> np.uint64(bit)) & _ONE:
-                r = fq_mul(r, a)
-    return r
+    return mont_inv(a, _Q, _QINV, _QM2, ONE)
 
 
 # --- Fq2 (d = 2) or Fq (d = 1) elements: pairs (c0, c1) -----------------------------------

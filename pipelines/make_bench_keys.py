@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--public", type=int, default=1, help="public signals per circuit")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto", help="fixed-base device")
-    ap.add_argument("--workers", type=int, default=0, help="scalar worker processes (0: all cores)")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="scalar workers: threads for the key scalars, processes for the records (0: all cores)")
     ap.add_argument("--r1cs", action="store_true", help="also write circuit.r1cs")
     ap.add_argument("--zkey", action="store_true", help="also write a snarkjs key.zkey")
     ap.add_argument("--check", action="store_true", help="prove and verify witness_0 with each key")

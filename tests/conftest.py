@@ -65,7 +65,8 @@ def _drop_stale_numba_caches() -> None:
     would keep their old machine code after an edit of it. Their cache files older than it go."""
     package = REPO_ROOT / "distprove"
     limbs = (package / "fqlimbs.py").stat().st_mtime
-    for cache in (package / "formats" / "__pycache__", package / "backends" / "cpu" / "__pycache__"):
+    caches = (package / "__pycache__", package / "formats" / "__pycache__", package / "backends" / "cpu" / "__pycache__")
+    for cache in caches:
         for f in [*cache.glob("*.nbi"), *cache.glob("*.nbc")] if cache.is_dir() else ():
             if f.stat().st_mtime < limbs:
                 f.unlink(missing_ok=True)

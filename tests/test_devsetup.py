@@ -134,13 +134,17 @@ def test_workers_give_the_same_key_scalars(kind: str) -> None:
 # --- the key against brute-force definitions -----------------------------------------------
 
 
-def brute_key_scalars(r1cs: R1CS, t: Toxic) -> dict[str, list[int]]:
-    """§6.3 scalars by explicit loops over the constraints and product-form Lagrange polynomials."""
+def brute_key_scalars(r1cs: R1CS, t: Toxic, product_form: bool = True) -> dict[str, list[int]]:
+    """§6.3 scalars by explicit loops over the constraints and product-form Lagrange polynomials
+    (``product_form``), or the closed-form ones of lagrange_at / lagrange_odd_coset (Python ints)."""
     n_pub = r1cs.n_pub_out + r1cs.n_pub_in
     k = (r1cs.n_constraints + n_pub).bit_length()
     n = 1 << k
     dom = [pow(bn254.root_of_unity(k), i, R) for i in range(n)]
-    lag = [brute_lagrange(dom, i, t.tau) for i in range(n)]
+    if product_form:
+        lag = [brute_lagrange(dom, i, t.tau) for i in range(n)]
+    else:
+        lag = [int(v) for v in lagrange_at(t.tau, k)]
     polys = []
     for m in (r1cs.A, r1cs.B, r1cs.C):
         acc = [0] * r1cs.n_wires
@@ -154,11 +158,50 @@ def brute_key_scalars(r1cs: R1CS, t: Toxic) -> dict[str, list[int]]:
         a[s] = (a[s] + lag[r1cs.n_constraints + s]) % R
     kk = [(t.beta * a[s] + t.alpha * b[s] + c[s]) % R for s in range(r1cs.n_wires)]
     di = pow(t.delta, -1, R)
-    dom2 = [pow(bn254.root_of_unity(k + 1), i, R) for i in range(2 * n)]
-    return {
-        "a": a, "b": b, "ic": kk[: n_pub + 1], "c": [v * di % R for v in kk[n_pub + 1 :]],
-        "h": [brute_lagrange(dom2, 2 * i + 1, t.tau) * di % R for i in range(n)],
-    }
+    if product_form:
+        dom2 = [pow(bn254.root_of_unity(k + 1), i, R) for i in range(2 * n)]
+        h = [brute_lagrange(dom2, 2 * i + 1, t.tau) for i in range(n)]
+    else:
+        h = [int(v) for v in lagrange_odd_coset(t.tau, k)]
+    return {"a": a, "b": b, "ic": kk[: n_pub + 1], "c": [v * di % R for v in kk[n_pub + 1 :]], "h": [v * di % R for v in h]}
+
+
+@pytest.mark.parametrize(
+    "kind, constraints, public",
+    [("chain", 1, 1), ("chain", 5, 1), ("chain", 61, 2), ("chain", 100, 3), ("bits", 297, 2), ("random", 45, 3)],
+)
+@pytest.mark.parametrize("workers", [1, 3])
+def test_compiled_key_scalars_equal_the_straightforward_ones(
+    kind: str, constraints: int, public: int, workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Fr kernels' scalars against Python-int loops, for domains of exactly 2^k rows (chain 61 + 2
+    public + 1 = 64) and not, sliced into many odd-sized tasks so every slice edge is crossed."""
+    monkeypatch.setattr(devsetup, "_TASK_SIZE", 7)
+    r1cs = make_circuit(kind, constraints, public, terms=3, seed=5).r1cs
+    t = rand_toxic(constraints + workers)
+    got = key_scalars(r1cs, t, workers=workers)
+    ref = brute_key_scalars(r1cs, t, product_form=False)
+    for name, values in ref.items():
+        assert bn254.ints_from_limbs(got[name]) == values, name
+
+
+def test_key_scalars_refuse_tau_in_the_domain() -> None:
+    r1cs = make_circuit("chain", 10, 1).r1cs
+    tau = pow(bn254.root_of_unity(domain_power(10, 1)), 3, R)
+    with pytest.raises(ZeroDivisionError):
+        key_scalars(r1cs, Toxic(tau, 2, 3, 5))
+
+
+@pytest.mark.parametrize("start", [0, 1, 2, 0xDEADBEEF, R - 1])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_square_chain_slices(start: int, workers: int) -> None:
+    from distprove.frlimbs import square_chain
+
+    want, v = [], start
+    for _ in range(30):
+        v = v * v % R
+        want.append(v)
+    assert bn254.ints_from_limbs(square_chain(start, 30, workers=workers, chunk=7)) == want
 
 
 _SEEN: np.ndarray | None = None
@@ -273,7 +316,7 @@ def test_distprove_proofs_verify_with_snarkjs(dev_keys: dict[str, Path], name: s
         assert not verify(vk, wrong, proof.to_json())
 
 
-@pytest.mark.parametrize("name", ["mini", "bits"])
+@pytest.mark.parametrize("name", ["mini", "chain", "bits"])
 def test_zkey_works_with_snarkjs_prove(dev_keys: dict[str, Path], name: str, snarkjs: str, tmp_path: Path) -> None:
     d = dev_keys[name]
     res = subprocess.run([snarkjs, "groth16", "prove", str(d / "key.zkey"), str(d / "witness_0.wtns"),
