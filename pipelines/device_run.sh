@@ -9,7 +9,8 @@
 #   set -o pipefail; DISTPROVE_GIT_COMMIT=<sha> timeout 520 bash pipelines/device_run.sh [pytest args] 2>&1 | tee $OUT/log.txt
 # Pytest args replace the default "tests/gpu".
 #
-# Steps and their time limits (seconds; each step is cut at its limit and the next one runs):
+# Steps and their time limits (seconds; each step is cut at its limit and the next one runs), in the
+# order they run but for inputs and serve, which run right after batch:
 #   compile COMPILE_TIMEOUT=300 `distprove compile` of $COMPILE_MODULES (default: every module) in parallel processes, plus the
 #                              MSM builds with each option of $COMPILE_VARIANTS (default none; e.g. -DDP_PTX_MUL)
 #                              that the benchmarks try (cold: the slowest module, ~2 min); the cache
@@ -172,6 +173,24 @@ if want batch && [ "$NGPU" -ge 1 ]; then
     step batch "${BATCH_TIMEOUT:-150}" python3 pipelines/bench_batch.py $src --backend gpu --workers $workers \
         ${BATCH_ARGS:-} --json "$RES/bench_batch.json"
 fi
+if [ -n "${INPUT_CIRCUITS:-}" ] && want inputs && [ "$NGPU" -ge 1 ]; then
+    # shellcheck disable=SC2086
+    step inputs "${INPUTS_TIMEOUT:-300}" bash -c "for e in $INPUT_CIRCUITS; do c=\${e%%:*}; n=; [ \"\$e\" != \"\$c\" ] && n=\"--copies \${e##*:}\"; \
+        python3 pipelines/bench_input_batch.py \$c --backend gpu \
+        ${INPUT_ARGS:---workers 1 --copies 1000 --reps 3 --also witness.shared-memory=null --timeline} \$n > $RES/inputs-\$(basename \$c).log 2>&1; \
+        tail -1 $RES/inputs-\$(basename \$c).log; done"
+fi
+if [ -n "${SERVE_KEYS:-}" ] && want serve && [ "$NGPU" -ge 1 ]; then
+    # shellcheck disable=SC2016
+    step serve "${SERVE_TIMEOUT:-400}" bash -c 'for kp in $SERVE_KEYS; do k=${kp%%:*} n=${kp##*:} skip=""
+        for d in ${SERVE_DEPTHS:-1 4}; do
+            python3 pipelines/bench_serve.py --key "'"$KEYS"'/$k/key.zarr" --witnesses "'"$KEYS"'/$k" --backend gpu -N "$n" \
+                --depth "$d" ${skip:+--skip $skip} --time-limit 240 --json "'"$RES"'/serve-$k-d$d.json" --out "'"$RES"'/serve-$k-d$d" \
+                ${SERVE_ARGS:-} > "'"$RES"'/serve-$k-d$d.log" 2>&1
+            grep -E "^(batch|service|  latency|idle|in-process)" "'"$RES"'/serve-$k-d$d.log"; skip=batch,inprocess
+        done
+    done'
+fi
 if [ -n "${FIRST_KEY:-}" ] && want first && [ "$NGPU" -ge 1 ] && [ -n "${FIRST_BEFORE:-}" ]; then
     # shellcheck disable=SC2086
     step first-before "${FIRST_TIMEOUT:-300}" env COMPILE=0 PROOFS="${FIRST_PROOFS:-4096}" bash pipelines/first_batch.sh \
@@ -193,17 +212,6 @@ if [ -n "${WTNSCLI_CIRCUITS:-}" ] && want wtnscli; then
     step wtnscli "${WTNSCLI_TIMEOUT:-300}" python3 pipelines/bench_wtns_cli.py $WTNSCLI_CIRCUITS --native-root bench/circuits/native \
         --count "${WTNSCLI_COUNT:-256}" --budget "${WTNSCLI_BUDGET:-60}" --json "$RES/wtns_cli.json"
 fi
-if [ -n "${SERVE_KEYS:-}" ] && want serve && [ "$NGPU" -ge 1 ]; then
-    # shellcheck disable=SC2016
-    step serve "${SERVE_TIMEOUT:-400}" bash -c 'for kp in $SERVE_KEYS; do k=${kp%%:*} n=${kp##*:} skip=""
-        for d in ${SERVE_DEPTHS:-1 4}; do
-            python3 pipelines/bench_serve.py --key "'"$KEYS"'/$k/key.zarr" --witnesses "'"$KEYS"'/$k" --backend gpu -N "$n" \
-                --depth "$d" ${skip:+--skip $skip} --time-limit 240 --json "'"$RES"'/serve-$k-d$d.json" --out "'"$RES"'/serve-$k-d$d" \
-                ${SERVE_ARGS:-} > "'"$RES"'/serve-$k-d$d.log" 2>&1
-            grep -E "^(batch|service|  latency|idle|in-process)" "'"$RES"'/serve-$k-d$d.log"; skip=batch,inprocess
-        done
-    done'
-fi
 if [ -n "${WTNS_CIRCUITS:-}" ] && want wtns; then
     # shellcheck disable=SC2086
     step wtns "${WTNS_TIMEOUT:-300}" bash -c "python3 pipelines/bench_witnessgen.py $WTNS_CIRCUITS --reps 5 --warm-reps 20 \
@@ -219,12 +227,5 @@ if [ -n "${AB_TREE:-}" ] && [ -n "${AB_CMD:-}" ] && want ab; then
             echo "$side $n: $(tail -1 "'"$RES"'/ab-$side-$n.log" | cut -c1-300)"
         done
     done'
-fi
-if [ -n "${INPUT_CIRCUITS:-}" ] && want inputs && [ "$NGPU" -ge 1 ]; then
-    # shellcheck disable=SC2086
-    step inputs "${INPUTS_TIMEOUT:-300}" bash -c "for e in $INPUT_CIRCUITS; do c=\${e%%:*}; n=; [ \"\$e\" != \"\$c\" ] && n=\"--copies \${e##*:}\"; \
-        python3 pipelines/bench_input_batch.py \$c --backend gpu \
-        ${INPUT_ARGS:---workers 1 --copies 1000 --reps 3 --also witness.shared-memory=null --timeline} \$n > $RES/inputs-\$(basename \$c).log 2>&1; \
-        tail -1 $RES/inputs-\$(basename \$c).log; done"
 fi
 exit $status
