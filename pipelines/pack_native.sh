@@ -29,7 +29,7 @@ if [ ! -x "$WORK/node_modules/.bin/circom2" ]; then
 fi
 cp -r "$WORK/node_modules/circomlib" "$WORK/" 2>/dev/null || true  # circom2's WASI sandbox sees only its folder
 cp tests/data/circuits/sha256_32.circom "$WORK/"
-(cd "$WORK" && node_modules/.bin/circom2 sha256_32.circom --r1cs -l . -o .)
+(cd "$WORK" && node_modules/.bin/circom2 sha256_32.circom --r1cs --O2 -l . -o .)  # --O2: as the fixture's wasm (tests/data/regenerate.sh)
 d=bench/circuits/sha256_32
 cp "$WORK/sha256_32.r1cs" $d/circuit.r1cs
 cp tests/data/sha256_32/circuit.wasm $d/
