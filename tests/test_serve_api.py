@@ -440,3 +440,40 @@ def test_a_burst_is_cut_for_every_worker(tmp_path: Path, data_dir: Path) -> None
         assert [[s.name for s in sub[1][0]] for sub in client.submitted] == [[f"r{i}" for i in range(5)], [f"r{i}" for i in range(5, 10)]]
     finally:
         d.stop()
+
+
+def test_journal_commits_concurrent_inserts_together(tmp_path: Path) -> None:
+    """Inserts that arrive while a commit is on the disk go in the next commit together (each
+    caller still returns only once its row is committed), and an idempotency key used twice in
+    one group gives both callers the first insert's id."""
+    import threading
+    import time
+
+    from distprove.service.journal import Journal
+
+    j = Journal(tmp_path / "j.sqlite")
+    groups: list[int] = []
+    commit = j._commit
+
+    def slow_commit(batch):  # a slow disk: 20 ms a commit
+        groups.append(len(batch))
+        time.sleep(0.02)
+        commit(batch)
+
+    j._commit = slow_commit
+    got: dict[str, str] = {}
+
+    def add(i: int) -> None:
+        rid = f"r{i}"
+        got[rid] = j.add(rid, "mini", "same" if i in (7, 8) else None)
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(groups) == 40 and len(groups) < 40 and max(groups) > 1
+    assert {got["r7"], got["r8"]} <= {"r7", "r8"} and got["r7"] == got["r8"]
+    rows = {r.id for r in j.unfinished()}
+    assert rows == {f"r{i}" for i in range(40)} - ({"r7", "r8"} - {got["r7"]})
+    j.close()
