@@ -429,8 +429,11 @@ def info_cmd(key: str | None, scheduler: str | None, timeout: float) -> None:
 @click.option("--mode", type=click.Choice(PLANNER_MODES), default=None, cls=ConfigOption,
               config_name="planner.mode",
               help="Planner: data (whole proofs, one per worker at a time: throughput), split (each proof's MSMs "
-                   "spread over all workers: latency), or auto (split for a few proofs of a large key, data "
-                   "otherwise; the thresholds are distprove.planner's split-min-domain and split-max-proofs-per-worker).")
+                   "spread over all workers: latency), points (each worker holds 1/N of the key's points and "
+                   "computes every proof's partial MSMs: a key larger than one worker), or auto (points for a key "
+                   "over a worker's memory budget, distprove.gpu.memory-limit or distprove.planner.worker-memory; "
+                   "split for a few proofs of a large key, data otherwise; the thresholds are distprove.planner's "
+                   "split-min-domain and split-max-proofs-per-worker).")
 @click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
               help="A local cluster's GPUs (or, without one, its worker processes)  [default: every GPU, else one "
                    "per CPU core]")

@@ -163,10 +163,19 @@ def witness_widths(be: Backend, key: Any, live: float = 1.0, constant_work: bool
     A, B1, B2 and C over the witness, H over the (dense) H scalars. ``live`` counts only in the
     default MSM mode (constant-work puts every scalar into a bucket; ``constant_work`` None: the
     config default) and with the config key ``distprove.msm.live-widths`` on (the default)."""
+    return msm_widths(be, {which: key.domain_size if which == "H" else key.n_vars for which in MSM_NAMES}, live,
+                      constant_work)
+
+
+def msm_widths(be: Backend, lengths: Mapping[str, int], live: float = 1.0,
+               constant_work: bool | None = None) -> dict[str, int]:
+    """The backend's window width for MSMs of ``lengths`` ({which: number of bases}) whose
+    witness has a fraction ``live`` of scalars other than 0 and 1 (H's dense scalars: 1), under
+    the rules of :func:`witness_widths`."""
     if resolve_constant_work(constant_work) or not config.get_bool("msm.live-widths"):
         live = 1.0
-    return {which: be.window_width(key.domain_size, msm_group(which)) if which == "H"
-            else be.window_width(key.n_vars, msm_group(which), live) for which in MSM_NAMES}
+    return {which: be.window_width(max(1, n), msm_group(which), 1.0 if which == "H" else live)
+            for which, n in lengths.items()}
 
 
 @dataclass

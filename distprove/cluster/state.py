@@ -39,6 +39,7 @@ from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.cluster import metrics
 from distprove.cluster.tasks import KeyInfo
 from distprove.errors import FormatError
+from distprove.keyrange import KeyShare, KeyShareView
 from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,28 @@ class ResidentKey:
         if self._vk_json is None:
             self._vk_json = self._key.vk_json()
         return self._vk_json
+
+    def share(self, share: KeyShare) -> KeyShareView:
+        """The key restricted to one share of its points (points mode), made once per share and
+        kept with the key: its ranges are read from the key's storage, never through this
+        resident key's whole arrays, and (``keep_host``) kept in host memory."""
+        shares = self.__dict__.setdefault("_shares", {})
+        view = shares.get(share)
+        if view is None:
+            view = shares[share] = KeyShareView(self._key, share, keep_host=self._keep_host)
+        return view
+
+    @property
+    def held_bytes(self) -> int:
+        """Host bytes of this key's arrays read and kept so far: whole arrays and shares' ranges."""
+        whole = sum(int(v.nbytes) for k, v in self.__dict__.items() if k in POINT_ARRAYS or k in CSR_ARRAYS)
+        return whole + sum(v.held_bytes for v in self.__dict__.get("_shares", {}).values())
+
+    @property
+    def held_point_bytes(self) -> int:
+        """:attr:`held_bytes` of the point arrays only (whole or ranges)."""
+        whole = sum(int(v.nbytes) for k, v in self.__dict__.items() if k in POINT_ARRAYS)
+        return whole + sum(v.held_bytes for v in self.__dict__.get("_shares", {}).values())
 
     def __getattr__(self, name: str) -> Any:
         if self._keep_host and (name in POINT_ARRAYS or name in CSR_ARRAYS):
@@ -294,6 +317,7 @@ class ProverState(WorkerPlugin):
                 native_fourstep=hasattr(be, "fourstep"),
                 vk=key.vk_json() if with_vk else {},
                 points=dict(key.points),
+                nbytes=key.nbytes,
             )
         return info
 
@@ -350,7 +374,15 @@ class ProverState(WorkerPlugin):
         if getattr(self.backend, "name", "") != "gpu":
             return 0
         held = getattr(self.backend, "resident_bytes", None)
-        return sum(max(k.nbytes, held(h) if held is not None else 0) for h, k in self._keys.items())
+
+        def on_device(h: str, k: ResidentKey) -> int:
+            shares = k.__dict__.get("_shares", {}).values()
+            if shares:  # points mode: the shares' ranges, plus whatever the key itself uploaded
+                return (held(h) if held is not None else 0) + sum(
+                    max(v.share_bytes, held(v.content_hash) if held is not None else 0) for v in shares)
+            return max(k.nbytes, held(h) if held is not None else 0)
+
+        return sum(on_device(h, k) for h, k in self._keys.items())
 
     def _evict(self) -> None:
         while len(self._keys) > 1 and (
@@ -365,6 +397,8 @@ class ProverState(WorkerPlugin):
             release = getattr(self.backend, "evict", None)
             if release is not None:
                 release(h)
+                for view in key.__dict__.get("_shares", {}).values():
+                    release(view.content_hash)
             log.info("evicted key %s (%s)", key.path, h[:12])
         metrics.set_resident_bytes(self._device_bytes())
 
