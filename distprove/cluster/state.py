@@ -298,8 +298,15 @@ class ProverState(WorkerPlugin):
 
     def key_info(self, key: ResidentKey, with_vk: bool = False) -> KeyInfo:
         """What the planner needs of a resident key (made once per content hash, so planning a
-        batch of a resident key costs a lookup); ``with_vk`` adds the verification key to it."""
+        batch of a resident key costs a lookup); ``with_vk`` adds the verification key to it. Its
+        ``budget`` is this worker's memory budget now
+        (:func:`~distprove.cluster.footprint.worker_budget`: a GPU's free memory changes)."""
+        from distprove.cluster.footprint import worker_budget
+
         info = self._infos.get(key.content_hash)
+        budget = worker_budget(self.backend)
+        if info is not None and info.budget != budget:
+            info = self._infos[key.content_hash] = replace(info, budget=budget)
         if info is not None and with_vk and not info.vk:
             info = self._infos[key.content_hash] = replace(info, vk=key.vk_json())
         if info is None:
@@ -318,6 +325,7 @@ class ProverState(WorkerPlugin):
                 vk=key.vk_json() if with_vk else {},
                 points=dict(key.points),
                 nbytes=key.nbytes,
+                budget=budget,
             )
         return info
 

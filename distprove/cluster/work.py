@@ -43,15 +43,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from distprove.prover import WindowSums
 
 def plan_key(path: str, with_vk: bool = False) -> KeyInfo:
-    """Open (and keep resident) a key on this worker and describe it for the planner
-    (:meth:`ProverState.key_info`: cached while the key stays resident). ``with_vk``: include the
+    """Open (and keep resident) a key on this worker and describe it for the planner, with this
+    worker's memory budget (:meth:`ProverState.key_info`: cached while the key stays resident
+    and the budget holds). ``with_vk``: include the
     verification key (checks made off the workers need it; a .zkey's costs a pairing, ~0.4 s,
     on a worker's first use)."""
-    from distprove.cluster.footprint import worker_budget
-
     st = worker_state.state()
     info = st.key_info(st.key(path), with_vk)
-    info = replace(info, budget=worker_budget(st.backend))  # now: a GPU's free memory changes
     return info if info.path == path else replace(info, path=path)  # the same key read from another path
 
 
