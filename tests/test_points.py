@@ -286,3 +286,17 @@ def test_a_points_batch_proves_valid_proofs_with_each_worker_holding_its_range(c
     assert len(holding) == 3 and sorted(i for v in holding for i in v[2]) == [0, 1, 2]  # one share per worker
     assert all(0 < v[0] < whole / 2 for v in holding)  # each worker holds about a third of the points
     assert sum(v[0] for v in holding) == whole  # every point once
+
+
+def test_a_points_batch_assembled_by_the_clients_pool(client, tmp_path) -> None:
+    """verify_in="client": the reducer adds the shares' partial points and the client's pool
+    assembles, checks and writes the proof."""
+    wdir = tmp_path / "w"
+    wdir.mkdir()
+    for i in range(2):
+        shutil.copy(MUL_WTNS[i], wdir / f"w{i}.wtns")
+    report = distprove.batch(wdir, key=MUL_ZKEY, out_dir=tmp_path / "out", client=client, mode="points", backend="cpu",
+                             verify_in="client", verify_processes=1, echo=None)
+    assert report.mode == "points" and sorted(r.name for r in report.proved) == ["w0", "w1"], report.summary()
+    for i in range(2):
+        assert verify(VK["mul"], tmp_path / "out" / f"w{i}.public.json", tmp_path / "out" / f"w{i}.proof.json")
