@@ -222,7 +222,9 @@ def plan_batch(
     planned order, at least one) on ``workers`` (the provers; ``provers_only``: the cluster also
     has witness workers): the batch's options, else (None) the
     ``distprove.planner`` values of ``settings``; the split threshold is the GPU one when the
-    first proof's key is a GPU key."""
+    first proof's key is a GPU key. ``auto`` compares the largest key's footprint
+    (:func:`key_footprint`) with :func:`batch_budget` (a CPU batch also honours the client's
+    ``distprove.planner.worker-memory``)."""
     gpu = infos[0].backend == "gpu"
     budget = batch_budget(infos, None if gpu else settings.worker_memory)
     footprint = max(key_footprint(info) for info in infos)

@@ -76,7 +76,8 @@ class ResidentKey:
 
     Duck-types the key of :mod:`distprove.backends.base` (header values, ``points``,
     ``vk_json()`` and the point / CSR arrays). A GPU backend keeps its own device copies, so
-    there the arrays are not also kept on the host.
+    there the arrays are not also kept on the host. In points mode a worker proves over its
+    share of the key's points (:meth:`share`) and never reads the whole point arrays.
     """
 
     def __init__(self, key: Any, keep_host: bool = True) -> None:
