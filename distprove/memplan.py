@@ -34,6 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from distprove.cluster.footprint import G1_BYTES, G2_BYTES, SCALAR_BYTES
 from distprove.errors import DistproveError
 from distprove.groth16 import MSM_NAMES, msm_group
@@ -102,7 +104,11 @@ def csr_bytes_of(key: Any) -> int:
     from distprove.keystore import CSR_ARRAYS, KeyStore
 
     if isinstance(key, KeyStore):
-        return sum(int(getattr(key, name).nbytes) for name in CSR_ARRAYS)
+        total = 0
+        for name in CSR_ARRAYS:
+            arr = getattr(key, name)  # its shape and dtype from the store's metadata
+            total += int(np.prod(arr.shape, dtype=np.int64)) * np.dtype(arr.dtype).itemsize
+        return total
     n_coefs = getattr(key, "n_coefs", None)
     if n_coefs is None:
         zkey = getattr(key, "zkey", None)
@@ -205,26 +211,43 @@ def _parts(dims: KeyDims, streamed: tuple[str, ...], chunk: int, proofs: int, in
             "msm": msm("B2") + g1, "chunks": chunks, "overhead": overhead}
 
 
-def _chunk_candidates(floor: int) -> list[int]:
-    """Chunk sizes to try, largest first: powers of two from :data:`MAX_CHUNK` down to ``floor``."""
-    out, size = [], MAX_CHUNK
+def _chunk_candidates(floor: int, longest: int) -> list[int]:
+    """Chunk sizes to try, largest first: powers of two from :data:`MAX_CHUNK` down to ``floor``,
+    none above ``longest`` (the longest MSM: a larger chunk is that MSM whole)."""
+    out: list[int] = []
+    size = MAX_CHUNK
     while size >= floor:
-        out.append(size)
+        if min(size, longest) not in out:
+            out.append(min(size, longest))
         size //= 2
     return out
 
 
+def _tries(lengths: Mapping[str, int], in_flight: int, min_chunk: int) -> Any:
+    """(streamed, chunk, groups in flight) in the order :func:`plan_memory` tries them."""
+    yield (), 0, in_flight
+    longest = max(lengths.values())
+    for floor in dict.fromkeys((max(min_chunk, EFFICIENT_CHUNK), min_chunk)):
+        for flights in dict.fromkeys((in_flight, 1)):
+            for k in range(len(STREAM_ORDER) + 1):
+                streamed = tuple(which for which in MSM_NAMES if which in STREAM_ORDER[:k])
+                for chunk in _chunk_candidates(floor, longest):
+                    yield streamed, chunk, flights
+
+
 def plan_memory(dims: KeyDims, budget: int, want_group: int = 1, *, in_flight: int = 2, overhead: int = 0,
-                scratch: MsmScratch = gpu_msm_scratch) -> WorkerPlan:
+                min_chunk: int = MIN_CHUNK, scratch: MsmScratch = gpu_msm_scratch) -> WorkerPlan:
     """The device plan of a key of ``dims`` within ``budget`` bytes for groups of up to
     ``want_group`` proofs and up to ``in_flight`` groups queued at once. ``overhead``: bytes set
-    aside unitemised (a GPU worker passes :data:`GPU_OVERHEAD`); ``scratch``: the MSM scratch
-    formula. :class:`MemoryBudgetError` when even the smallest plan exceeds the budget.
+    aside unitemised (a GPU worker passes :data:`GPU_OVERHEAD`); ``min_chunk``: the fewest points
+    of a chunk (:data:`MIN_CHUNK`; a CPU worker, with no launches to pay for, takes less);
+    ``scratch``: the MSM scratch formula. :class:`MemoryBudgetError` when even the smallest plan
+    (:func:`minimum_bytes`) exceeds the budget.
 
     The first that fits with one proof, in this order: every MSM whole and resident; the MSMs in
     chunks of :data:`MAX_CHUNK` down to :data:`EFFICIENT_CHUNK` points, with the fewest base
     arrays streamed (:data:`STREAM_ORDER`) and, that failing, one group in flight; then the same
-    down to :data:`MIN_CHUNK`. The group is then the largest that fits, up to ``want_group``."""
+    down to ``min_chunk``. The group is then the largest that fits, up to ``want_group``."""
     if budget <= 0:
         raise MemoryBudgetError(f"memory budget must be positive (got {budget} bytes)")
     want_group, in_flight = max(1, int(want_group)), max(1, int(in_flight))
@@ -233,16 +256,7 @@ def plan_memory(dims: KeyDims, budget: int, want_group: int = 1, *, in_flight: i
     def total(streamed: tuple[str, ...], chunk: int, proofs: int, flights: int) -> int:
         return sum(_parts(dims, streamed, chunk, proofs, flights, overhead, scratch).values())
 
-    def tries() -> Any:
-        yield (), 0, in_flight
-        for floor in (EFFICIENT_CHUNK, MIN_CHUNK):
-            for flights in dict.fromkeys((in_flight, 1)):
-                for k in range(len(STREAM_ORDER) + 1):
-                    streamed = tuple(which for which in MSM_NAMES if which in STREAM_ORDER[:k])
-                    for chunk in _chunk_candidates(floor):
-                        yield streamed, chunk, flights
-
-    for streamed, chunk, flights in tries():
+    for streamed, chunk, flights in _tries(lengths, in_flight, min_chunk):
         if total(streamed, chunk, 1, flights) > budget:
             continue
         lo, hi = 1, want_group  # the largest group that fits, by bisection (total grows with it)
@@ -259,15 +273,18 @@ def plan_memory(dims: KeyDims, budget: int, want_group: int = 1, *, in_flight: i
         return WorkerPlan(budget, resident, streamed, chunk, lo, flights, lengths, parts)
     raise MemoryBudgetError(
         f"a memory budget of {_size(budget)} does not hold this key (n_vars {dims.n_vars}, domain "
-        f"{dims.domain_size}): its smallest plan (every base array streamed in chunks of {MIN_CHUNK} points, "
-        f"one proof a group, one group in flight) needs "
-        f"{_size(minimum_bytes(dims, overhead=overhead, scratch=scratch))}")
+        f"{dims.domain_size}): its smallest plan (one proof a group, one group in flight, bases streamed "
+        f"in chunks of at least {min_chunk} points) needs "
+        f"{_size(minimum_bytes(dims, overhead=overhead, min_chunk=min_chunk, scratch=scratch))}")
 
 
-def minimum_bytes(dims: KeyDims, *, overhead: int = 0, scratch: MsmScratch = gpu_msm_scratch) -> int:
-    """Bytes of the key's smallest plan: every base array streamed in chunks of :data:`MIN_CHUNK`
-    points, one proof, one group in flight."""
-    return sum(_parts(dims, tuple(MSM_NAMES), MIN_CHUNK, 1, 1, overhead, scratch).values())
+def minimum_bytes(dims: KeyDims, *, overhead: int = 0, min_chunk: int = MIN_CHUNK,
+                  scratch: MsmScratch = gpu_msm_scratch) -> int:
+    """Bytes of the key's smallest plan: the least of every plan :func:`plan_memory` tries, with one
+    proof and one group in flight."""
+    lengths = dims.lengths()
+    return min(sum(_parts(dims, streamed, chunk, 1, 1, overhead, scratch).values())
+               for streamed, chunk, _ in _tries(lengths, 1, min_chunk))
 
 
 def _size(n: int) -> str:

@@ -352,6 +352,8 @@ class Backend(ABC):
 
     memory_overhead: int = 0
     """Bytes a memory plan sets aside beside what it itemises (:func:`distprove.memplan.plan_memory`)."""
+    min_chunk: int = 1 << 12
+    """Fewest points of a chunked MSM's chunk in a memory plan (:data:`distprove.memplan.MIN_CHUNK`)."""
 
     def msm_length(self, key: Any, which: str) -> int:
         """Points of MSM ``which``'s bases (the key array's rows, read from its shape)."""

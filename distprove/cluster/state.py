@@ -443,14 +443,14 @@ class MeteredBackend:
     _STAGE_OF = {
         "load_witness_file": "witness", "load_witness": "witness", "gather": "gather", "h_scalars": "ntt",
         "settle": "ntt", "msm_windows": "msm", "read_witness_file": "witness", "load_witness_group": "witness",
-        "gather_group": "gather", "h_scalars_group": "ntt",
+        "gather_group": "gather", "h_scalars_group": "ntt", "msm_chunk_bases": "msm",
     }
 
     def __init__(self, backend: Any) -> None:
         self._backend = backend
         self._last = "gather"
 
-    _STARTS = ("msm_start_all", "msm_start_proofs", "msm_start_combined")
+    _STARTS = ("msm_start_all", "msm_start_proofs", "msm_start_combined", "msm_chunk_start")
     """Calls that start MSMs and return a waiter: the start and the wait are both ``msm``."""
 
     def __getattr__(self, name: str) -> Any:

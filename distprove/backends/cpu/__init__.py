@@ -36,6 +36,8 @@ class CpuBackend(Backend):
     """
 
     name = "cpu"
+    min_chunk = 64
+    """A chunked MSM's chunks may be small: the CPU pays no launch for one."""
 
     def __init__(self, max_keys: int = 2, use_gmpy2: bool | None = None) -> None:
         if max_keys < 1:
