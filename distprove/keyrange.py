@@ -175,6 +175,16 @@ class KeyShareView:
             return arr
         return getattr(self._key, name)
 
+    def stored_length(self, name: str) -> int:
+        """Rows of base array ``name``'s range (nothing read)."""
+        return len(self._ranged(name))
+
+    def stored_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Rows [lo, hi) of base array ``name`` (indices into the share's range): from the range
+        kept in host memory when it is, else read from the key without keeping the range."""
+        kept = self.__dict__.get(name)
+        return np.asarray(kept[lo:hi] if kept is not None else self._ranged(name)[lo:hi])
+
     @property
     def held_bytes(self) -> int:
         """Host bytes of the ranges read and kept so far."""

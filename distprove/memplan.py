@@ -74,16 +74,24 @@ class KeyDims:
     domain_size: int
     csr_bytes: int = 0
     """Bytes of the two coefficient CSRs (row_ptr, signal, value of A and B)."""
+    msm_points: tuple[tuple[str, int], ...] | None = None
+    """(MSM, points) of a key whose base arrays are not the whole key's (a points-mode share,
+    :class:`~distprove.keyrange.KeyShareView`); None: the whole key's."""
 
     @classmethod
     def of(cls, key: Any) -> "KeyDims":
-        """A key's dims: its header values and its CSR arrays' bytes as stored (a key store's
-        array metadata; a .zkey's coefficient count: 4 + 4 + 32 bytes a term and the row
-        pointers), reading no array."""
-        return cls(int(key.n_vars), int(key.n_public), int(key.domain_size), csr_bytes_of(key))
+        """A key's dims: its header values, its CSR arrays' bytes as stored (a key store's array
+        metadata; a .zkey's coefficient count: 4 + 32 bytes a term and the row pointers) and, for a
+        share of a key, its ranges' lengths; reading no array."""
+        from distprove.keyrange import KeyShareView
+
+        points = tuple((which, hi - lo) for which, lo, hi in key.share.ranges) if isinstance(key, KeyShareView) else None
+        return cls(int(key.n_vars), int(key.n_public), int(key.domain_size), csr_bytes_of(key), points)
 
     def lengths(self) -> dict[str, int]:
-        """Points of each MSM's bases (:func:`distprove.keyrange.msm_lengths`)."""
+        """Points of each MSM's bases (:func:`distprove.keyrange.msm_lengths`, or the share's)."""
+        if self.msm_points is not None:
+            return dict(self.msm_points)
         return msm_lengths(self.n_vars, self.n_public, self.domain_size)
 
     def array_bytes(self, which: str) -> int:
@@ -109,6 +117,9 @@ def csr_bytes_of(key: Any) -> int:
             arr = getattr(key, name)  # its shape and dtype from the store's metadata
             total += int(np.prod(arr.shape, dtype=np.int64)) * np.dtype(arr.dtype).itemsize
         return total
+    inner = getattr(key, "_key", None)  # a worker's resident key or a share: the key they wrap
+    if inner is not None:
+        return csr_bytes_of(inner)
     n_coefs = getattr(key, "n_coefs", None)
     if n_coefs is None:
         zkey = getattr(key, "zkey", None)
@@ -178,6 +189,13 @@ class WorkerPlan:
     def chunked(self, which: str) -> bool:
         """Whether MSM ``which`` runs chunk by chunk (streamed, or resident and longer than a chunk)."""
         return self.chunk > 0 and (which in self.streamed or self.lengths.get(which, 0) > self.chunk)
+
+    def brief(self) -> str:
+        """One line: what is streamed, the chunk, the group."""
+        streamed = f"streams {', '.join(self.streamed)}" if self.streamed else "every base resident"
+        chunk = f", chunks of {self.chunk} points" if self.chunk else ""
+        return (f"{streamed}{chunk}, up to {self.max_group} proofs a group, {self.total / 2**30:.2f} of "
+                f"{self.budget / 2**30:.2f} GiB planned")
 
     def describe(self) -> str:
         """Lines for ``distprove info`` and the batch report."""

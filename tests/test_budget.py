@@ -113,3 +113,26 @@ def test_groups_with_streamed_and_chunked_resident_msms(tmp_path: Path, snarkjs:
            {("B2", True), ("H", True), ("A", False), ("B1", False), ("C", False)}
     # two groups, each one pass over every MSM's chunks
     assert sum(1 for which, lo, *_ in be.chunks if which == "B2" and lo == 0) == 2
+
+
+def test_a_workers_resident_key_streams_from_storage_without_keeping_the_arrays(tmp_path: Path) -> None:
+    """A CPU worker keeps a key's arrays in host memory once read; a streamed MSM's chunks are
+    read from the store instead, so the streamed arrays are never held whole."""
+    from distprove.cluster.state import ResidentKey
+
+    store = open_key(import_key(MUL_ZKEY, tmp_path / "mul.zarr").path)
+    resident = ResidentKey(store, keep_host=True)
+    be = Counting()
+    with dask.config.set({"distprove.planner.worker-memory": 1_200_000}):
+        plan = prover.memory_plan(be, resident)
+        assert plan is not None and plan.streamed == ("B2", "C", "H")
+        ws = prover.start_window_sums(resident, MUL_WTNS[0], be)()  # a worker's task body's path
+    proof = prover.assemble(resident.points, ws.sums, ws.widths, ws.public)
+    assert verify(VK, *_written(proof, tmp_path))
+    assert not any(attr in resident.__dict__ for attr in ("b2", "c", "h"))
+    assert "a" in resident.__dict__  # resident arrays are kept as before
+
+
+def _written(proof: prover.Proof, out: Path) -> tuple[Path, Path]:
+    proof.write(out / "proof.json", out / "public.json")
+    return out / "public.json", out / "proof.json"

@@ -37,6 +37,15 @@ BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 """The key attribute holding each MSM's bases."""
 
 
+def stored_rows(key: Any, attr: str, lo: int, hi: int) -> Any:
+    """Rows [lo, hi) of the key's array ``attr`` as a streamed MSM reads them: through the key's
+    ``stored_rows`` where it has one (a worker's resident key, a points-mode share: from storage,
+    not through a whole array they would keep in host memory), else by slicing the array (a zarr
+    store reads only the chunks the range touches, a .zkey's memory map only those pages)."""
+    read = getattr(key, "stored_rows", None)
+    return read(attr, lo, hi) if callable(read) else getattr(key, attr)[lo:hi]
+
+
 def resolve_constant_work(value: bool | None) -> bool:
     """``value``, or when None the dask config key ``distprove.msm.constant-work`` (default false).
 
@@ -356,15 +365,19 @@ class Backend(ABC):
     """Fewest points of a chunked MSM's chunk in a memory plan (:data:`distprove.memplan.MIN_CHUNK`)."""
 
     def msm_length(self, key: Any, which: str) -> int:
-        """Points of MSM ``which``'s bases (the key array's rows, read from its shape)."""
-        return int(getattr(key, BASE_ATTR[which]).shape[0])
+        """Points of MSM ``which``'s bases: the key array's rows, from the key's ``stored_length``
+        where it has one (nothing read into host memory), else the array's shape."""
+        length = getattr(key, "stored_length", None)
+        attr = BASE_ATTR[which]
+        return int(length(attr)) if callable(length) else int(getattr(key, attr).shape[0])
 
     def msm_chunk_bases(self, key: Any, which: str, lo: int, hi: int, slot: int, streamed: bool) -> Any:
         """Bases [lo, hi) of MSM ``which`` for :meth:`msm_chunk_start`, in chunk buffer ``slot``
         (0 or 1: :func:`distprove.stages.stream.chunked_msm_start` alternates them). ``streamed``:
         read from the key's host array (a zarr store reads only the chunks the range touches);
-        else a slice of what the backend holds for the key. Default: the key's rows, read now."""
-        return np.ascontiguousarray(getattr(key, BASE_ATTR[which])[lo:hi], dtype="<u4")
+        else a slice of what the backend holds for the key. Default: the key's rows, read now
+        (:func:`stored_rows`)."""
+        return np.ascontiguousarray(stored_rows(key, BASE_ATTR[which], lo, hi), dtype="<u4")
 
     def msm_chunk_start(self, which: str, bases: Any, scalars: Sequence[Any], c: int, lo: int, hi: int, slot: int,
                         *, constant_work: bool | None = None) -> Callable[[], list[list[Affine]]]:

@@ -123,6 +123,17 @@ class ResidentKey:
         whole = sum(int(v.nbytes) for k, v in self.__dict__.items() if k in POINT_ARRAYS)
         return whole + sum(v.held_bytes for v in self.__dict__.get("_shares", {}).values())
 
+    def stored_length(self, name: str) -> int:
+        """Rows of array ``name``, from the kept copy or the storage's metadata (nothing read)."""
+        kept = self.__dict__.get(name)
+        return int((kept if kept is not None else getattr(self._key, name)).shape[0])
+
+    def stored_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Rows [lo, hi) of array ``name``: from the host copy when one is kept, else read from the
+        key's storage without keeping the array (a streamed MSM's chunk)."""
+        kept = self.__dict__.get(name)
+        return np.asarray((kept if kept is not None else getattr(self._key, name))[lo:hi])
+
     def __getattr__(self, name: str) -> Any:
         if self._keep_host and (name in POINT_ARRAYS or name in CSR_ARRAYS):
             value = np.asarray(getattr(self._key, name)[:])

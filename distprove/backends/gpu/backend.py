@@ -28,7 +28,7 @@ import numpy as np
 from distprove import config
 from distprove import bn254
 from distprove.backends.base import (BASE_ATTR, Backend, Evals, LoadedWitness, MsmJob, _same_names, check_whole,
-                                    combine_proofs, resolve_constant_work)
+                                    combine_proofs, resolve_constant_work, stored_rows)
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
 from distprove.groth16 import MSM_NAMES, msm_group
@@ -99,6 +99,22 @@ class MemoryPlan:
     MSM ran in."""
     no_multiples: set[str] = field(default_factory=set)
     """MSMs whose table of window multiples (``distprove.msm.precompute``) did not fit."""
+
+
+class _StoredRows:
+    """A key's array as :class:`~distprove.backends.gpu.stream.ChunkStager` reads it: its shape,
+    and row slices through :func:`~distprove.backends.base.stored_rows` (never a whole array kept
+    in host memory)."""
+
+    def __init__(self, key: Any, attr: str) -> None:
+        self._key, self._attr = key, attr
+        length = getattr(key, "stored_length", None)
+        source = getattr(key, attr) if not callable(length) else None
+        rows = int(length(attr)) if source is None else int(source.shape[0])
+        self.shape = (rows, 32 if attr == "b2" else 16)  # a G2 or G1 affine point's uint32 limbs
+
+    def __getitem__(self, sel: slice) -> Any:
+        return stored_rows(self._key, self._attr, sel.start, sel.stop)
 
 
 def _counted_witness(key: Any, path: str | os.PathLike[str]) -> Any:
@@ -747,7 +763,7 @@ class GpuBackend(Backend):
             return self._array(key, BASE_ATTR[which])[lo:hi]
         if self._chunks is None:
             self._chunks = ChunkStager(self.cp)
-        return self._chunks.stage(getattr(key, BASE_ATTR[which]), lo, hi, slot)
+        return self._chunks.stage(_StoredRows(key, BASE_ATTR[which]), lo, hi, slot)
 
     def msm_chunk_start(self, which: str, bases: Any, scalars: Sequence[Any], c: int, lo: int, hi: int, slot: int,
                         *, constant_work: bool | None = None) -> Callable[[], list[list[Affine]]]:
