@@ -5,6 +5,8 @@ budget nothing changes (no plan, no chunk)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +138,37 @@ def test_a_workers_resident_key_streams_from_storage_without_keeping_the_arrays(
 def _written(proof: prover.Proof, out: Path) -> tuple[Path, Path]:
     proof.write(out / "proof.json", out / "public.json")
     return out / "public.json", out / "proof.json"
+
+
+def test_info_shows_the_memory_plan_for_a_budget() -> None:
+    from click.testing import CliRunner
+
+    from distprove.cli import main
+
+    res = CliRunner().invoke(main, ["info", str(MUL_ZKEY), "--memory-limit", "300MiB", "--group", "4"])
+    assert res.exit_code == 0, res.output
+    assert "memory plan for a budget of 0.29 GiB" in res.output and "max proofs per group: 4" in res.output
+    assert "streamed bases: none" in res.output
+    res = CliRunner().invoke(main, ["info", str(MUL_ZKEY), "--memory-limit", "100MiB"])
+    assert res.exit_code == 0 and "does not hold this key" in res.output and "smallest plan" in res.output
+    res = CliRunner().invoke(main, ["info", "--memory-limit", "1GiB"])
+    assert res.exit_code != 0 and "give one" in res.output
+
+
+def test_the_batch_report_names_each_keys_plan_under_a_configured_budget() -> None:
+    from distprove.cluster.batching import BatchReport, memory_lines
+    from distprove.cluster.tasks import KeyInfo
+
+    key = open_key(MUL_ZKEY)
+    info = KeyInfo(str(MUL_ZKEY), key.content_hash, key.n_vars, key.n_public, key.domain_size, {}, "cpu", False,
+                   nbytes=0)
+    assert memory_lines([info], None, None) == []
+    lines = memory_lines([info, info], None, 1_000_000)
+    assert len(lines) == 1 and "streams A, B1, B2, C, H, chunks of 64 points" in lines[0]
+    report = BatchReport([], 1.0, "data", 1, memory=lines)
+    assert lines[0] in report.summary() and report.to_json()["memory"] == lines
+    with dask.config.set({"distprove.gpu.memory-limit": None}):
+        assert memory_lines([dataclasses.replace(info, backend="gpu")], 1 << 30, None) == []
+    with dask.config.set({"distprove.gpu.memory-limit": "1 GiB"}):
+        gpu_lines = memory_lines([dataclasses.replace(info, backend="gpu")], 1 << 30, None)
+        assert len(gpu_lines) == 1 and "every base resident" in gpu_lines[0]
