@@ -5,13 +5,13 @@ MSM that last read the slot's device buffer."""
 
 from __future__ import annotations
 
-import sys
 import types
 from typing import Any
 
 import numpy as np
 import pytest
 
+from distprove.backends.gpu import stream as gpu_stream
 from distprove.backends.gpu.stream import ChunkStager
 
 LOG: list[tuple] = []
@@ -54,7 +54,7 @@ def cp(monkeypatch: pytest.MonkeyPatch) -> Any:
         empty=lambda shape, dtype: np.empty(shape, dtype=dtype).view(DeviceArray),
         uint8=np.uint8, uint32=np.uint32,
         cuda=types.SimpleNamespace(Stream=Stream, Event=Event))
-    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=lambda shape, dtype: np.empty(shape, dtype)))
+    monkeypatch.setattr(gpu_stream, "pinned_bytes", lambda nbytes: np.empty(nbytes, np.uint8))
     return fake
 
 

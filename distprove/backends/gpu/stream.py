@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .witness import pinned_bytes
+
 
 class StagedChunk(NamedTuple):
     """A chunk's bases in a slot's device buffer: ``data`` ((rows, limbs) uint32, a view of the
@@ -42,13 +44,11 @@ class ChunkStager:
     def _buffers(self, slot: int, nbytes: int) -> tuple[Any, Any]:
         """The slot's pinned host and device byte buffers, grown to ``nbytes`` (after the work that
         used the old ones is done: nothing queued still reads a buffer given back)."""
-        import cupyx
-
         host, dev = self._host[slot], self._dev[slot]
         if host is None or host.nbytes < nbytes:
             if self._copied[slot] is not None:
                 self._copied[slot].synchronize()
-            host = self._host[slot] = cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+            host = self._host[slot] = pinned_bytes(nbytes)  # CuPy's pinned pool (cupyx would load SciPy)
         if dev is None or dev.nbytes < nbytes:
             if self._read[slot] is not None:
                 self._read[slot].synchronize()
