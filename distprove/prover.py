@@ -163,7 +163,8 @@ def start_chunked(
 
 
 _PLANS: dict[tuple, WorkerPlan] = {}
-"""Memory plans by (key, budget, group wanted, groups in flight, backend): pure arithmetic, kept."""
+"""Memory plans by (key, budget, group wanted, groups in flight, backend and its plan settings):
+pure arithmetic, kept."""
 
 
 def memory_plan(be: Backend, key: Any) -> WorkerPlan | None:
@@ -179,7 +180,7 @@ def memory_plan(be: Backend, key: Any) -> WorkerPlan | None:
     configured = config.group_proofs()
     want = configured if configured is not None else max(1, be.proofs_per_group(key))
     in_flight = config.groups_in_flight()
-    cache_key = (key.content_hash, budget, want, in_flight, be.name)
+    cache_key = (key.content_hash, budget, want, in_flight, be.name, be.memory_overhead, be.min_chunk)
     plan = _PLANS.get(cache_key)
     if plan is None:
         if len(_PLANS) > 64:
