@@ -7,6 +7,7 @@ own first import (importing :mod:`distprove.config` here would load dask too ear
 
 from __future__ import annotations
 
-PLANNER_MODES = ("auto", "data", "split")
+PLANNER_MODES = ("auto", "data", "split", "points")
 """``distprove.planner.mode`` and ``batch --mode``: auto (the planner picks), data (whole proofs
-per worker) or split (one proof's MSMs spread over workers)."""
+per worker), split (one proof's MSMs spread over workers by window range) or points (each worker
+holds a range of the key's points and computes every proof's partial MSMs over it)."""

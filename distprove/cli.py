@@ -360,27 +360,62 @@ def _worker_report(dask_worker: Any) -> dict[str, Any]:
     return report
 
 
+def _memory_plan_text(key: str, memory_limit: str, group: int | None) -> str:
+    """The GPU memory plan (:func:`distprove.memplan.plan_memory`) of KEY for ``memory_limit``
+    bytes, as ``distprove info`` shows it, or the plan's error (the smallest plan's size)."""
+    from dask.utils import parse_bytes
+
+    from . import config
+    from .backends.gpu.backend import group_cap
+    from .keystore import open_header
+    from .memplan import GPU_OVERHEAD, KeyDims, MemoryBudgetError, plan_memory
+
+    try:
+        budget = parse_bytes(memory_limit)
+    except ValueError:
+        raise click.BadParameter(f"{memory_limit!r} is not a size like '24GiB'", param_hint="--memory-limit") from None
+    header = open_header(key)
+    want = group or config.group_proofs() or group_cap(int(header.domain_size))
+    try:
+        plan = plan_memory(KeyDims.of(header), budget, want, in_flight=config.groups_in_flight(), overhead=GPU_OVERHEAD)
+    except MemoryBudgetError as exc:
+        return f"memory plan: {exc}"
+    return plan.describe()
+
+
 @main.command("info")
 @click.argument("key", type=click.Path(), required=False)
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Scheduler to ask (default: DASK_SCHEDULER_ADDRESS / dask's scheduler-address; none: this machine only).")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the scheduler.")
+@click.option("--memory-limit", default=None, metavar="SIZE",
+              help="With KEY: also show its GPU memory plan for this budget (a size like '24GiB'): the "
+                   "resident and streamed base arrays, the chunk size and the most proofs a group holds.")
+@click.option("--group", "group", type=click.IntRange(min=1), default=None,
+              help="With --memory-limit: the group size wanted  [default: distprove.msm.group-proofs, else "
+                   "the GPU's cap for the key's domain]")
 @_friendly_errors
-def info_cmd(key: str | None, scheduler: str | None, timeout: float) -> None:
+def info_cmd(key: str | None, scheduler: str | None, timeout: float, memory_limit: str | None,
+             group: int | None) -> None:
     """Show KEY's circuit or, without KEY, the versions here and, with a scheduler, its workers:
     GPU, backend, resident keys, versions.
 
     KEY: a key store or .zkey; shows its circuit's R1CS constraints (the circuit's own, as
     circom counts them: the nPublic + 1 rows the setup adds for the public signals left out),
-    signals, public signals and domain size, reading no point."""
+    signals, public signals and domain size, reading no point; with --memory-limit, the GPU
+    memory plan a worker with that budget follows (distprove.gpu.memory-limit)."""
     import dask.config
 
+    if memory_limit is not None and key is None:
+        raise click.UsageError("--memory-limit plans a KEY: give one")
     if key is not None:
         if scheduler is not None:
             raise click.UsageError("KEY is read here: it excludes --scheduler")
         from .keystore import key_shape
 
         click.echo(f"{key}: {key_shape(key)}")
+        if memory_limit is not None:
+            click.echo(_memory_plan_text(key, memory_limit, group))
         return
 
     versions = _package_versions()
@@ -429,8 +464,11 @@ def info_cmd(key: str | None, scheduler: str | None, timeout: float) -> None:
 @click.option("--mode", type=click.Choice(PLANNER_MODES), default=None, cls=ConfigOption,
               config_name="planner.mode",
               help="Planner: data (whole proofs, one per worker at a time: throughput), split (each proof's MSMs "
-                   "spread over all workers: latency), or auto (split for a few proofs of a large key, data "
-                   "otherwise; the thresholds are distprove.planner's split-min-domain and split-max-proofs-per-worker).")
+                   "spread over all workers: latency), points (each worker holds 1/N of the key's points and "
+                   "computes every proof's partial MSMs: a key larger than one worker), or auto (points for a key "
+                   "over a worker's memory budget, distprove.gpu.memory-limit or distprove.planner.worker-memory; "
+                   "split for a few proofs of a large key, data otherwise; the thresholds are distprove.planner's "
+                   "split-min-domain and split-max-proofs-per-worker).")
 @click.option("--workers", "n_workers", type=click.IntRange(min=1), default=None,
               help="A local cluster's GPUs (or, without one, its worker processes)  [default: every GPU, else one "
                    "per CPU core]")

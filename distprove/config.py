@@ -58,6 +58,7 @@ class Settings:
     split_min_domain: int
     gpu_split_min_domain: int | None
     split_max_proofs_per_worker: int
+    worker_memory: int | None
     windows_per_task: int
     fuse_below: int | None
     proofs_per_task: int
@@ -194,6 +195,31 @@ def get_bytes(name: str) -> int | None:
     return n
 
 
+def gpu_memory_limit() -> int | float | None:
+    """``distprove.gpu.memory-limit``: a GPU worker's memory budget as bytes (an int, or a size
+    such as "24 GiB"), as a fraction 0 < x <= 1 of its card's memory (a float, or a string such
+    as "0.5"), or None (null: what the card has free). FormatError naming the setting otherwise."""
+    value = get("gpu.memory-limit", None)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("null", "none"):
+            return None
+        try:
+            value = float(text) if "." in text and text.replace(".", "", 1).isdigit() else parse_bytes(text)
+        except ValueError:
+            value = None
+    if value is None and get("gpu.memory-limit", None) is None:
+        return None
+    if value == 1 and not isinstance(value, bool):  # the whole card
+        value = 1.0
+    if isinstance(value, float) and 0 < value <= 1:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+        return value
+    raise FormatError(f"{NAMESPACE}.gpu.memory-limit",
+                      f"must be a size like '24 GiB', a fraction of the card in (0, 1], or null (got {get('gpu.memory-limit')!r})")
+
+
 def settings() -> Settings:
     """Read and validate the whole ``distprove`` namespace; a bad value raises a one-line FormatError."""
     proof_suffix, public_suffix = _text("output.proof-suffix"), _text("output.public-suffix")
@@ -206,6 +232,7 @@ def settings() -> Settings:
         split_min_domain=_int("planner.split-min-domain", 1),
         gpu_split_min_domain=_optional_int("planner.gpu-split-min-domain", 1),
         split_max_proofs_per_worker=_int("planner.split-max-proofs-per-worker", 0),
+        worker_memory=get_bytes("planner.worker-memory"),
         windows_per_task=_int("planner.windows-per-task", 1),
         fuse_below=_optional_int("planner.fuse-below", 1),
         proofs_per_task=_int("planner.proofs-per-task", 1),

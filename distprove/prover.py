@@ -17,8 +17,10 @@ from .backends.base import Backend, LoadedWitness, MsmJob, resolve_constant_work
 from .backends.select import get_backend
 from .groth16 import MSM_NAMES, msm_group
 from .keystore import KeyStore, ZkeyKey, open_key
+from .memplan import KeyDims, WorkerPlan, plan_memory
 from .stages.assemble import assemble_windows, random_blinding
 from .stages.msm import combine, live_fraction, num_windows
+from .stages.stream import chunked_msm_start
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +105,90 @@ def start_msms(
     *,
     names: tuple[str, ...] = OVERLAP_ORDER,
     constant_work: bool | None = None,
+    plan: WorkerPlan | None = None,
 ) -> Callable[[], dict[str, dict[int, bn254.Affine]]]:
     """Start all windows of the MSMs ``names`` (default: the five, in :data:`OVERLAP_ORDER`;
     ``scalars(which)``: that MSM's scalars; ``widths``: its window width) and return a function
     that waits for every one's window sums {which: {w: S_w}} (:meth:`Backend.msm_start_all`: the
-    GPU recovers there from running out of memory)."""
+    GPU recovers there from running out of memory). ``plan``: a memory plan
+    (:func:`memory_plan`) whose chunked MSMs run chunk by chunk (:func:`start_chunked`)."""
     jobs = {which: MsmJob(scalars(which), widths[which], 0, num_windows(widths[which])) for which in names}
-    wait = backend.msm_start_all(key, jobs, constant_work=constant_work)
-    return lambda: {which: dict(enumerate(sums)) for which, sums in wait().items()}
+    chunked = _chunked_names(plan, names)
+    if not chunked:
+        wait = backend.msm_start_all(key, jobs, constant_work=constant_work)
+        return lambda: {which: dict(enumerate(sums)) for which, sums in wait().items()}
+    resident = {which: job for which, job in jobs.items() if which not in chunked}
+    wait = backend.msm_start_all(key, resident, constant_work=constant_work) if resident else dict
+    streams = start_chunked(backend, key, plan, [jobs], chunked, constant_work)  # type: ignore[arg-type]
+
+    def finish() -> dict[str, dict[int, bn254.Affine]]:
+        sums = {**wait(), **streams()[0]}
+        return {which: dict(enumerate(sums[which])) for which in MSM_NAMES if which in sums}
+
+    return finish
+
+
+def _chunked_names(plan: WorkerPlan | None, names: Iterable[str]) -> list[str]:
+    """The MSMs of ``names`` that ``plan`` runs chunk by chunk (none without a plan)."""
+    return [] if plan is None else [which for which in names if plan.chunked(which)]
+
+
+def start_chunked(
+    be: Backend,
+    key: Any,
+    plan: WorkerPlan,
+    jobs: Sequence[Mapping[str, MsmJob]],
+    names: Sequence[str],
+    constant_work: bool | None = False,
+) -> Callable[[], list[dict[str, list[bn254.Affine]]]]:
+    """Start the MSMs ``names`` of each proof's ``jobs[p]`` chunk by chunk of ``plan.chunk``
+    points (:func:`distprove.stages.stream.chunked_msm_start`: a streamed MSM's bases read from
+    the key's host array, a resident one's sliced), all proofs' in one pass over the chunks, and
+    return the waiter of per proof {which: window sums}. Every proof's job of an MSM must have the
+    same width and windows (a group's do: one width a group)."""
+    waits = {}
+    for which in names:
+        ours = [proof[which] for proof in jobs]
+        c, lo, hi = ours[0].c, ours[0].lo, ours[0].hi
+        if any((job.c, job.lo, job.hi) != (c, lo, hi) for job in ours):
+            raise ValueError(f"MSM {which}'s jobs differ in width or windows: one chunked pass takes one shape")
+        waits[which] = chunked_msm_start(be, key, which, [job.scalars for job in ours], c, lo, hi, plan.chunk,
+                                         streamed=plan.streams(which), constant_work=constant_work)
+
+    def wait() -> list[dict[str, list[bn254.Affine]]]:
+        sums = {which: w() for which, w in waits.items()}
+        return [{which: sums[which][p] for which in names} for p in range(len(jobs))]
+
+    return wait
+
+
+_PLANS: dict[tuple, WorkerPlan] = {}
+"""Memory plans by (key, budget, group wanted, groups in flight, backend and its plan settings):
+pure arithmetic, kept."""
+
+
+def memory_plan(be: Backend, key: Any) -> WorkerPlan | None:
+    """The device memory plan (:func:`distprove.memplan.plan_memory`) of ``key`` on this worker
+    under the backend's budget (:meth:`Backend.memory_budget`: ``distprove.gpu.memory-limit`` on a
+    GPU, ``distprove.planner.worker-memory`` on the CPU), for groups of up to
+    ``distprove.msm.group-proofs`` or the backend's choice and ``distprove.msm.groups-in-flight``
+    groups; None without a budget: every stage on its unbounded path. MemoryBudgetError when the
+    budget does not hold the key's smallest plan."""
+    budget = be.memory_budget()
+    if budget is None:
+        return None
+    configured = config.group_proofs()
+    want = configured if configured is not None else max(1, be.proofs_per_group(key))
+    in_flight = config.groups_in_flight()
+    cache_key = (key.content_hash, budget, want, in_flight, be.name, be.memory_overhead, be.min_chunk)
+    plan = _PLANS.get(cache_key)
+    if plan is None:
+        if len(_PLANS) > 64:
+            _PLANS.clear()
+        plan = _PLANS[cache_key] = plan_memory(KeyDims.of(key), budget, want, in_flight=in_flight,
+                                               overhead=be.memory_overhead, min_chunk=be.min_chunk)
+        log.info("key %s under a budget of %d bytes: %s", key.content_hash[:12], budget, plan.describe())
+    return plan
 
 
 @dataclass
@@ -163,10 +241,19 @@ def witness_widths(be: Backend, key: Any, live: float = 1.0, constant_work: bool
     A, B1, B2 and C over the witness, H over the (dense) H scalars. ``live`` counts only in the
     default MSM mode (constant-work puts every scalar into a bucket; ``constant_work`` None: the
     config default) and with the config key ``distprove.msm.live-widths`` on (the default)."""
+    return msm_widths(be, {which: key.domain_size if which == "H" else key.n_vars for which in MSM_NAMES}, live,
+                      constant_work)
+
+
+def msm_widths(be: Backend, lengths: Mapping[str, int], live: float = 1.0,
+               constant_work: bool | None = None) -> dict[str, int]:
+    """The backend's window width for MSMs of ``lengths`` ({which: number of bases}) whose
+    witness has a fraction ``live`` of scalars other than 0 and 1 (H's dense scalars: 1), under
+    the rules of :func:`witness_widths`."""
     if resolve_constant_work(constant_work) or not config.get_bool("msm.live-widths"):
         live = 1.0
-    return {which: be.window_width(key.domain_size, msm_group(which)) if which == "H"
-            else be.window_width(key.n_vars, msm_group(which), live) for which in MSM_NAMES}
+    return {which: be.window_width(max(1, n), msm_group(which), 1.0 if which == "H" else live)
+            for which, n in lengths.items()}
 
 
 @dataclass
@@ -248,13 +335,15 @@ def start_window_sums(
     (unless it comes :class:`Prefetched`: then its stage seconds are the prefetch's). With
     ``profile`` (or without ``overlap_h``) everything runs here and the function only hands the
     result over."""
+    plan = memory_plan(be, k)
     g = load_and_gather(k, witness, be)
     timings, w, t = g.timings, g.witness, time.perf_counter()
     widths = dict(witness_widths(be, k, g.live, constant_work) if widths is None else widths)
     if overlap_h and not profile:
-        witness_msms = start_msms(be, k, lambda _: w, widths, names=WITNESS_ORDER, constant_work=constant_work)
+        witness_msms = start_msms(be, k, lambda _: w, widths, names=WITNESS_ORDER, constant_work=constant_work,
+                                  plan=plan)
         hs = h_scalars(k, g, be, timed=False)
-        h_msm = start_msms(be, k, lambda _: hs, widths, names=("H",), constant_work=constant_work)
+        h_msm = start_msms(be, k, lambda _: hs, widths, names=("H",), constant_work=constant_work, plan=plan)
 
         def finish() -> WindowSums:
             sums = {**witness_msms(), **h_msm()}
@@ -271,10 +360,10 @@ def start_window_sums(
     if profile:
         sums = {}
         for which in MSM_NAMES:
-            sums.update(start_msms(be, k, scalars, widths, names=(which,), constant_work=constant_work)())
+            sums.update(start_msms(be, k, scalars, widths, names=(which,), constant_work=constant_work, plan=plan)())
             t = _lap(be, timings, f"msm_{which}", t)
     else:
-        sums = start_msms(be, k, scalars, widths, constant_work=constant_work)()
+        sums = start_msms(be, k, scalars, widths, constant_work=constant_work, plan=plan)()
         _lap(be, timings, "msm", t)
     done = WindowSums(g.public, sums, widths, timings)
     return lambda: done
@@ -302,12 +391,14 @@ _END = object()
 
 def group_size(be: Backend, key: Any, constant_work: bool | None = False) -> int:
     """Proofs of ``key`` proved as one group: ``distprove.msm.group-proofs``, else the backend's
-    choice (:meth:`Backend.proofs_per_group`); 1 in constant-work mode (``constant_work`` None: the
-    config default), whose MSMs run proof by proof."""
+    choice (:meth:`Backend.proofs_per_group`), at most the memory plan's group (:func:`memory_plan`);
+    1 in constant-work mode (``constant_work`` None: the config default), whose MSMs run proof by proof."""
     if resolve_constant_work(constant_work):
         return 1
     configured = config.group_proofs()
-    return configured if configured is not None else max(1, be.proofs_per_group(key))
+    size = configured if configured is not None else max(1, be.proofs_per_group(key))
+    plan = memory_plan(be, key)
+    return size if plan is None else min(size, plan.max_group)
 
 
 @dataclass
@@ -407,7 +498,7 @@ def start_group(
         widths = witness_widths(be, k, sum(g.live for g in ok) / len(ok), constant_work)
     jobs = [{which: MsmJob(hs if which == "H" else w, widths[which], 0, num_windows(widths[which]))
              for which in MSM_NAMES} for w, hs in scalars]
-    wait = be.msm_start_combined(k, jobs, constant_work=constant_work)
+    wait = _start_combined(be, k, jobs, memory_plan(be, k), constant_work)
     del scalars, jobs  # the backend holds what its queued MSMs read
 
     def finish() -> list[MsmPoints | Exception]:
@@ -421,6 +512,27 @@ def start_group(
             g.timings["msm"] = share
             out.append(MsmPoints(g.public, next(points), g.timings))
         return out
+
+    return finish
+
+
+def _start_combined(be: Backend, k: Any, jobs: Sequence[Mapping[str, MsmJob]], plan: WorkerPlan | None,
+                    constant_work: bool | None) -> Callable[[], list[dict[str, bn254.Affine]]]:
+    """A group's whole MSMs started, each reduced to its point: :meth:`Backend.msm_start_combined`,
+    except the MSMs ``plan`` runs chunk by chunk (:func:`start_chunked`, combined on the host)."""
+    chunked = _chunked_names(plan, MSM_NAMES)
+    if not chunked:
+        return be.msm_start_combined(k, jobs, constant_work=constant_work)
+    resident = [{which: job for which, job in proof.items() if which not in chunked} for proof in jobs]
+    wait = be.msm_start_combined(k, resident, constant_work=constant_work) if resident[0] else None
+    streams = start_chunked(be, k, plan, jobs, chunked, constant_work)  # type: ignore[arg-type]
+
+    def finish() -> list[dict[str, bn254.Affine]]:
+        points = wait() if wait is not None else [{} for _ in jobs]
+        for proof, job, sums in zip(points, jobs, streams()):
+            for which, windows in sums.items():
+                proof[which] = combine(msm_group(which), dict(enumerate(windows)), job[which].c)
+        return [{which: proof[which] for which in MSM_NAMES if which in proof} for proof in points]
 
     return finish
 
@@ -656,6 +768,9 @@ def prove_many(
     CPU's choice, constant-work mode): :func:`prove`'s pipeline proof by proof, each proof's
     assembly beside the next one's MSMs (:func:`pipelined`). ``blindings``: (r, s) for each
     witness in order, for tests only.
+    With a memory budget (:func:`memory_plan`) the groups hold at most the plan's proofs, at most
+    its groups are in flight, and the MSMs it runs in chunks go chunk by chunk (streamed bases
+    from the key's host arrays).
     ``Proof.timings`` as in :func:`prove`; ``msm`` then includes the previous proof's (group's)
     assembly, and in a group it is the proof's share of the group's MSM seconds.
     """
@@ -663,6 +778,9 @@ def prove_many(
     size = group if group is not None else group_size(be, k, constant_work)
     if size < 1:
         raise ValueError(f"group size must be at least 1 (got {size})")
+    plan = memory_plan(be, k)
+    if plan is not None:
+        size = min(size, plan.max_group)
     if size > 1 and resolve_constant_work(constant_work):
         size = 1
 
@@ -707,7 +825,8 @@ def prove_many(
             return [failed(item, result) if isinstance(result, Exception) else next(proofs)
                     for item, result in zip(group, results)]
 
-        results = pipelined_groups(enumerate(witnesses), size, fetch, start_many, finish_group, failed)
+        depth = config.groups_in_flight() if plan is None else min(config.groups_in_flight(), plan.in_flight)
+        results = pipelined_groups(enumerate(witnesses), size, fetch, start_many, finish_group, failed, depth)
     return _raising(results)
 
 

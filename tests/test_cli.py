@@ -200,7 +200,8 @@ def test_every_option_has_help_and_scheduler_reads_address() -> None:
                 if "--scheduler" in p.opts:
                     assert p.metavar == "ADDRESS", name
     assert "--scheduler ADDRESS" in _help("batch") and "--scheduler TEXT" not in _help("batch")
-    assert "auto (split for a few proofs of a large key, data otherwise" in _help("batch")
+    assert "points (each worker holds 1/N of the key's points" in _help("batch")
+    assert "split for a few proofs of a large key, data otherwise" in _help("batch")
 
 
 def test_config_defaults_show_their_value_and_where_it_is_set() -> None:

@@ -28,13 +28,22 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from distprove import config
+from distprove import bn254, config
 from distprove.bn254 import Affine, Group
 from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.stages.msm import combine, default_window, num_windows
 
 BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 """The key attribute holding each MSM's bases."""
+
+
+def stored_rows(key: Any, attr: str, lo: int, hi: int) -> Any:
+    """Rows [lo, hi) of the key's array ``attr`` as a streamed MSM reads them: through the key's
+    ``stored_rows`` where it has one (a worker's resident key, a points-mode share: from storage,
+    not through a whole array they would keep in host memory), else by slicing the array (a zarr
+    store reads only the chunks the range touches, a .zkey's memory map only those pages)."""
+    read = getattr(key, "stored_rows", None)
+    return read(attr, lo, hi) if callable(read) else getattr(key, attr)[lo:hi]
 
 
 def resolve_constant_work(value: bool | None) -> bool:
@@ -342,6 +351,49 @@ class Backend(ABC):
         if len(blindings) != len(msm_points):
             raise ValueError(f"{len(msm_points)} proofs' MSM results but {len(blindings)} blindings")
         return [assemble(key.points, points, r, s) for points, (r, s) in zip(msm_points, blindings)]
+
+    def memory_budget(self) -> int | None:
+        """This worker's device memory budget for a key in bytes, or None: no budget set, every
+        stage on its unbounded path (:func:`distprove.prover.memory_plan` then plans nothing).
+        Default: ``distprove.planner.worker-memory``; a GPU resolves ``distprove.gpu.memory-limit``
+        against its card."""
+        return config.get_bytes("planner.worker-memory")
+
+    memory_overhead: int = 0
+    """Bytes a memory plan sets aside beside what it itemises (:func:`distprove.memplan.plan_memory`)."""
+    min_chunk: int = 1 << 12
+    """Fewest points of a chunked MSM's chunk in a memory plan (:data:`distprove.memplan.MIN_CHUNK`)."""
+
+    def msm_length(self, key: Any, which: str) -> int:
+        """Points of MSM ``which``'s bases: the key array's rows, from the key's ``stored_length``
+        where it has one (nothing read into host memory), else the array's shape."""
+        length = getattr(key, "stored_length", None)
+        attr = BASE_ATTR[which]
+        return int(length(attr)) if callable(length) else int(getattr(key, attr).shape[0])
+
+    def msm_chunk_bases(self, key: Any, which: str, lo: int, hi: int, slot: int, streamed: bool) -> Any:
+        """Bases [lo, hi) of MSM ``which`` for :meth:`msm_chunk_start`, in chunk buffer ``slot``
+        (0 or 1: :func:`distprove.stages.stream.chunked_msm_start` alternates them). ``streamed``:
+        read from the key's host array (a zarr store reads only the chunks the range touches);
+        else a slice of what the backend holds for the key. Default: the key's rows, read now
+        (:func:`stored_rows`)."""
+        return np.ascontiguousarray(stored_rows(key, BASE_ATTR[which], lo, hi), dtype="<u4")
+
+    def msm_chunk_start(self, which: str, bases: Any, scalars: Sequence[Any], c: int, lo: int, hi: int, slot: int,
+                        *, constant_work: bool | None = None) -> Callable[[], list[list[Affine]]]:
+        """Start MSM ``which``'s windows [lo, hi) over one chunk's ``bases`` (from
+        :meth:`msm_chunk_bases`, slot ``slot``) for each proof's ``scalars[p]`` (the chunk's rows,
+        C's offset already applied) and return the waiter of per proof window sums. A backend that
+        queues it frees the slot for reuse once the MSM has read it. Default, the reference: the
+        CPU Pippenger of each proof now."""
+        from distprove.backends.cpu import msm as cpu_msm
+
+        group = msm_group(which)
+        points = bn254.points_from_limbs(group, np.asarray(bases)) if isinstance(bases, np.ndarray) else bases
+        cw = resolve_constant_work(constant_work)
+        sums = [cpu_msm.msm_windows(group, points, np.asarray(s, dtype="<u4").reshape(-1, 8), c, lo, hi, cw)
+                for s in scalars]
+        return lambda: sums
 
     def proofs_per_group(self, key: Any) -> int:
         """How many proofs of ``key`` the prover groups into one :meth:`msm_start_combined` call

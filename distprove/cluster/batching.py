@@ -67,6 +67,8 @@ class BatchReport:
     witness_workers: int = 0
     """CPU-only workers of the cluster that computed witnesses and proved nothing (``workers``
     counts the provers)."""
+    memory: list[str] = field(default_factory=list)
+    """Under a configured memory budget, a line per key: its plan on a worker (:func:`memory_lines`)."""
 
     def _with(self, status: Status) -> list[ProofResult]:
         return [r for r in self.results if r.status == status]
@@ -121,6 +123,7 @@ class BatchReport:
         if not self.checked and self.proved:
             lines.append("verify off: no proof was checked before it was written (a witness that does not satisfy "
                          "its circuit gives a proof that does not verify)")
+        lines += self.memory
         lines += [f"FAILED {r.name}: {r.reason}" for r in self.failed]
         return "\n".join(lines)
 
@@ -138,6 +141,7 @@ class BatchReport:
             "stage_seconds": self.stage_seconds,
             "checked": self.checked,
             "witness_wait_seconds": self.witness_wait_seconds,
+            "memory": self.memory,
             "results": [r.__dict__ for r in self.results],
         }
 
@@ -485,6 +489,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
 
         follow_provers(client)
     mode = ""
+    memory: list[str] = []
     # counts: the scheduler's tally of this batch (the distprove page, the distprove_batch_* metrics)
     with get_task_stream(client) as stream, span("distprove-batch"), ClientProgress(client, tag, len(jobs)) as counts:
         todo = []
@@ -511,6 +516,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 provers_only=bool(witness),
             )
             mode = plan.mode
+            memory = memory_lines([info for _, info in planned], plan.budget, settings.worker_memory)
             pending: dict[Any, list[tuple[Job, list[Any]]]] = {}
             written: set[Any] = set()  # fused tasks that wrote their proofs (results: outcomes)
 
@@ -560,7 +566,35 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                 stage_seconds[k] = stage_seconds.get(k, 0.0) + ss["stop"] - ss["start"]
     order = {j.name: i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order[r.name])
-    return BatchReport(results, time.perf_counter() - t0, mode, len(workers), stage_seconds, check, len(witness))
+    return BatchReport(results, time.perf_counter() - t0, mode, len(workers), stage_seconds, check, len(witness), memory)
+
+
+def memory_lines(infos: Iterable[Any], budget: int | None, worker_memory: int | None) -> list[str]:
+    """A line per key (``KeyInfo``) with its memory plan on a worker
+    (:func:`distprove.memplan.plan_memory` at the key's group size, ``distprove.msm.group-proofs``
+    or 1) when a budget is configured: ``distprove.gpu.memory-limit`` for a GPU key (the budget
+    its workers reported, ``budget``), ``distprove.planner.worker-memory`` for a CPU key. None
+    configured: no line (every stage on its unbounded path)."""
+    from distprove.backends.cpu import CpuBackend
+    from distprove.cluster.footprint import point_bytes
+    from distprove.memplan import GPU_OVERHEAD, MIN_CHUNK, KeyDims, MemoryBudgetError, plan_memory
+
+    lines = []
+    for info in {info.content_hash: info for info in infos}.values():
+        gpu = info.backend == "gpu"
+        limit = (budget if config.gpu_memory_limit() is not None else None) if gpu else worker_memory
+        if limit is None:
+            continue
+        csr = max(0, info.nbytes - point_bytes(info.n_vars, info.n_public, info.domain_size))
+        dims = KeyDims(info.n_vars, info.n_public, info.domain_size, csr)
+        try:
+            text = plan_memory(dims, limit, config.group_proofs() or 1, in_flight=config.groups_in_flight(),
+                               overhead=GPU_OVERHEAD if gpu else 0,
+                               min_chunk=MIN_CHUNK if gpu else CpuBackend.min_chunk).brief()
+        except MemoryBudgetError as exc:
+            text = str(exc)
+        lines.append(f"memory plan of {info.path} per worker: {text}")
+    return lines
 
 
 def batch(

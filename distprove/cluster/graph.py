@@ -12,7 +12,10 @@ dashboard groups tasks by stage (``dask.utils.key_split``)::
     ("prove-prepare", name, tag)                    read the witness on the worker, gather, H
     ("msm-windows", name, msm, first_window, tag)   window sums of one MSM's window range (data
                                                     mode: msm "all", the five MSMs whole in one task)
-    ("reduce-assemble", name, tag)                  Horner combine and blinding: the proof
+    ("msm-points", name, share, tag)                points mode: the five partial MSMs over one
+                                                    worker's share of the key's points
+    ("reduce-assemble", name, tag)                  Horner combine and blinding: the proof (points
+                                                    mode: the shares' partial points added first)
                                                     (("reduce-collect", ...) gathers the window sums
                                                     instead when the client's pool assembles)
     ("verify-write", group, tag)                    one batched pairing check of the proofs that
@@ -49,9 +52,11 @@ from distprove.cluster.planner import Plan
 from distprove.cluster.tasks import KeyInfo, ProofSpec
 from distprove.cluster.work import (
     collect_parts,
+    collect_shares,
     h_forward_rows,
     h_inverse_rows,
     msm_proof,
+    msm_share,
     msm_windows,
     ntt_assemble,
     ntt_columns,
@@ -59,6 +64,7 @@ from distprove.cluster.work import (
     prepare,
     prove_group,
     reduce_assemble,
+    reduce_shares,
 )
 from distprove.stages.msm import num_windows
 
@@ -76,7 +82,9 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     fourstep = plan.uses_fourstep(info)
     # The H scalars stay on the preparing worker's device unless plan.hands_h_over: an H task that
     # runs elsewhere recomputes them from the witness (work._msm_scalars).
-    prepared = client.submit(prepare, spec, not fourstep, plan.hands_h_over(info), key=("prove-prepare", name, tag), **common)
+    points = plan.mode == "points"
+    prepared = client.submit(prepare, spec, not fourstep, plan.hands_h_over(info), points, key=("prove-prepare", name, tag),
+                             **common)
     futures = [prepared]
     h_source: Future = prepared
     if fourstep:
@@ -85,6 +93,12 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
         futures += ntt_futs
     if plan.mode == "data":  # one task for the five MSMs: they overlap on the device, four round trips fewer
         parts = [client.submit(msm_proof, spec, prepared, None, key=("msm-windows", name, "all", 0, tag), **common)]
+    elif points:  # one task per share of the key's points, share i (loosely) on worker i, every proof alike
+        parts = [
+            client.submit(msm_share, spec, prepared, share, key=("msm-points", name, share.index, tag),
+                          **{**common, **plan.place(plan.workers[share.index])})
+            for share in plan.key_shares(info) if not share.empty
+        ]
     else:  # split: window ranges pinned round-robin (loosely) to the workers
         parts = []
         slot = index
@@ -101,9 +115,11 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
                 )
     futures += parts
     if plan.assemble_on_workers:
-        reducer = client.submit(reduce_assemble, spec, parts, key=("reduce-assemble", name, tag), **common)
+        reducer = client.submit(reduce_shares if points else reduce_assemble, spec, parts,
+                                key=("reduce-assemble", name, tag), **common)
     else:
-        reducer = client.submit(collect_parts, spec, parts, key=("reduce-collect", name, tag), **common)
+        reducer = client.submit(collect_shares if points else collect_parts, spec, parts,
+                                key=("reduce-collect", name, tag), **common)
     futures.append(reducer)
     return reducer, futures
 

@@ -19,7 +19,13 @@ out group by group (:attr:`Plan.writes_in_task`). ``split`` cuts every MSM into 
 windows pinned round-robin (loosely, so a lost worker's share moves on) to the workers and, for
 domains of at least ``fourstep_min_domain`` (CPU keys 2^16 by default, GPU keys only when it is
 given), computes H with the four-step NTT on all workers (meant for the latency of a few large
-proofs). Both give valid proofs of the same points (up to the blinding).
+proofs). ``points`` is for a key larger than one worker: each of the N workers holds a
+contiguous range of every MSM's base points (:meth:`Plan.key_shares`, about 1/N of the key's
+point bytes each) and computes every proof's five partial MSMs over it in one task; the proof's
+prepare (witness, gather, H) runs once on one worker and hands the witness and H scalars to the
+range tasks; the reducer adds the partial points. ``auto`` picks it when the key's resident
+footprint (:mod:`distprove.cluster.footprint`) exceeds a worker's memory budget. All give valid
+proofs of the same points (up to the blinding).
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from distprove.choices import PLANNER_MODES as MODES
+from distprove.cluster.footprint import resident_footprint
 from distprove.cluster.tasks import KeyInfo
+from distprove.keyrange import DEFAULT_ALIGN, KeyShare, key_shares
 
 if TYPE_CHECKING:
     from distprove.config import Settings
@@ -79,6 +87,12 @@ class Plan:
     provers_only: bool = False
     """The cluster also has witness workers (:data:`~distprove.witness.pool.WITNESS_RESOURCE`):
     every task of a proof is held to :attr:`workers`, the provers (see :meth:`place`)."""
+    point_align: int = DEFAULT_ALIGN
+    """Points mode: the boundaries of the workers' point ranges fall on multiples of this."""
+    budget: int | None = None
+    """A worker's memory budget the mode was chosen against (bytes; None: unbounded)."""
+    footprint: int = 0
+    """The largest key's resident footprint the mode was chosen with (bytes)."""
 
     def place(self, worker: str | None = None) -> dict[str, Any]:
         """Where a proof's task may run (``Client.submit`` keywords): preferably on ``worker``
@@ -137,8 +151,14 @@ class Plan:
 
     def hands_h_over(self, info: KeyInfo) -> bool:
         """Whether the prepare downloads the H scalars into its result for H tasks on other
-        workers: only split mode pins H tasks elsewhere (see :func:`split_hands_h_over`)."""
-        return self.mode == "split" and split_hands_h_over(info.backend)
+        workers: split mode pins H tasks elsewhere (see :func:`split_hands_h_over`); points mode
+        always (a range worker holds no coefficients to recompute them)."""
+        return self.mode == "points" or (self.mode == "split" and split_hands_h_over(info.backend))
+
+    def key_shares(self, info: KeyInfo) -> list[KeyShare]:
+        """Points mode: each worker's share of the key's points, share i for :attr:`workers` [i]
+        (:func:`distprove.keyrange.key_shares`)."""
+        return key_shares(info.n_vars, info.n_public, info.domain_size, max(1, len(self.workers)), self.point_align)
 
     def uses_fourstep(self, info: KeyInfo) -> bool:
         """Whether H for this key runs as four-step blocks across workers."""
@@ -164,9 +184,12 @@ def split_hands_h_over(backend: str) -> bool:
 
 
 def choose_mode(
-    mode: str, n_proofs: int, n_workers: int, max_domain: int, split_min_domain: int | None, split_max_proofs_per_worker: int
+    mode: str, n_proofs: int, n_workers: int, max_domain: int, split_min_domain: int | None, split_max_proofs_per_worker: int,
+    footprint: int = 0, budget: int | None = None,
 ) -> str:
-    """The batch's mode; ``auto`` is ``split`` when the largest key's domain is at least
+    """The batch's mode; ``auto`` is ``points`` when the largest key's resident ``footprint``
+    (:func:`key_footprint`) exceeds a worker's ``budget`` (None: unbounded) and there are
+    several workers to share it; else ``split`` when the largest key's domain is at least
     ``split_min_domain`` (None: never) and there are fewer than ``split_max_proofs_per_worker``
     proofs per worker (a few large proofs: latency), else ``data`` (``distprove.planner`` in the
     configuration: ``split-min-domain`` for CPU workers, ``gpu-split-min-domain`` for GPU ones)."""
@@ -174,6 +197,8 @@ def choose_mode(
         raise ValueError(f"unknown mode {mode!r} (choose one of {', '.join(MODES)})")
     if mode != "auto":
         return mode
+    if n_workers > 1 and budget is not None and footprint > budget:
+        return "points"
     if (n_workers > 1 and split_min_domain is not None and max_domain >= split_min_domain
             and n_proofs < split_max_proofs_per_worker * n_workers):
         return "split"
@@ -197,8 +222,12 @@ def plan_batch(
     planned order, at least one) on ``workers`` (the provers; ``provers_only``: the cluster also
     has witness workers): the batch's options, else (None) the
     ``distprove.planner`` values of ``settings``; the split threshold is the GPU one when the
-    first proof's key is a GPU key."""
+    first proof's key is a GPU key. ``auto`` compares the largest key's footprint
+    (:func:`key_footprint`) with :func:`batch_budget` (a CPU batch also honours the client's
+    ``distprove.planner.worker-memory``)."""
     gpu = infos[0].backend == "gpu"
+    budget = batch_budget(infos, None if gpu else settings.worker_memory)
+    footprint = max(key_footprint(info) for info in infos)
     chosen = choose_mode(
         mode or settings.planner_mode,
         len(infos),
@@ -206,6 +235,8 @@ def plan_batch(
         max(info.domain_size for info in infos),
         settings.gpu_split_min_domain if gpu else settings.split_min_domain,
         settings.split_max_proofs_per_worker,
+        footprint,
+        budget,
     )
     return Plan(
         chosen,
@@ -220,7 +251,25 @@ def plan_batch(
         max_proofs_per_writing_task=settings.proofs_per_writing_task,
         group_domain=settings.group_domain,
         provers_only=provers_only,
+        budget=budget,
+        footprint=footprint,
     )
+
+
+def key_footprint(info: KeyInfo) -> int:
+    """A key's resident footprint on one worker proving it whole
+    (:func:`distprove.cluster.footprint.resident_footprint`: its arrays plus MSM scratch)."""
+    return resident_footprint(info.n_vars, info.n_public, info.domain_size, info.nbytes)
+
+
+def batch_budget(infos: Sequence[KeyInfo], configured: int | None = None) -> int | None:
+    """A worker's memory budget for the batch: the smallest of the budgets the workers that
+    opened its keys reported (``KeyInfo.budget``) and ``configured`` (a CPU batch: the client's
+    ``distprove.planner.worker-memory``); None when none is set."""
+    known = [info.budget for info in infos if info.budget is not None]
+    if configured is not None:
+        known.append(configured)
+    return min(known) if known else None
 
 
 class _Keyed(Protocol):

@@ -39,6 +39,7 @@ from distprove.backends.cpu import fourstep as cpu_fourstep
 from distprove.cluster import metrics
 from distprove.cluster.tasks import KeyInfo
 from distprove.errors import FormatError
+from distprove.keyrange import KeyShare, KeyShareView
 from distprove.keystore import CSR_ARRAYS, POINT_ARRAYS, open_key
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,8 @@ class ResidentKey:
 
     Duck-types the key of :mod:`distprove.backends.base` (header values, ``points``,
     ``vk_json()`` and the point / CSR arrays). A GPU backend keeps its own device copies, so
-    there the arrays are not also kept on the host.
+    there the arrays are not also kept on the host. In points mode a worker proves over its
+    share of the key's points (:meth:`share`) and never reads the whole point arrays.
     """
 
     def __init__(self, key: Any, keep_host: bool = True) -> None:
@@ -98,6 +100,39 @@ class ResidentKey:
         if self._vk_json is None:
             self._vk_json = self._key.vk_json()
         return self._vk_json
+
+    def share(self, share: KeyShare) -> KeyShareView:
+        """The key restricted to one share of its points (points mode), made once per share and
+        kept with the key: its ranges are read from the key's storage, never through this
+        resident key's whole arrays, and (``keep_host``) kept in host memory."""
+        shares = self.__dict__.setdefault("_shares", {})
+        view = shares.get(share)
+        if view is None:
+            view = shares[share] = KeyShareView(self._key, share, keep_host=self._keep_host)
+        return view
+
+    @property
+    def held_bytes(self) -> int:
+        """Host bytes of this key's arrays read and kept so far: whole arrays and shares' ranges."""
+        whole = sum(int(v.nbytes) for k, v in self.__dict__.items() if k in POINT_ARRAYS or k in CSR_ARRAYS)
+        return whole + sum(v.held_bytes for v in self.__dict__.get("_shares", {}).values())
+
+    @property
+    def held_point_bytes(self) -> int:
+        """:attr:`held_bytes` of the point arrays only (whole or ranges)."""
+        whole = sum(int(v.nbytes) for k, v in self.__dict__.items() if k in POINT_ARRAYS)
+        return whole + sum(v.held_bytes for v in self.__dict__.get("_shares", {}).values())
+
+    def stored_length(self, name: str) -> int:
+        """Rows of array ``name``, from the kept copy or the storage's metadata (nothing read)."""
+        kept = self.__dict__.get(name)
+        return int((kept if kept is not None else getattr(self._key, name)).shape[0])
+
+    def stored_rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Rows [lo, hi) of array ``name``: from the host copy when one is kept, else read from the
+        key's storage without keeping the array (a streamed MSM's chunk)."""
+        kept = self.__dict__.get(name)
+        return np.asarray((kept if kept is not None else getattr(self._key, name))[lo:hi])
 
     def __getattr__(self, name: str) -> Any:
         if self._keep_host and (name in POINT_ARRAYS or name in CSR_ARRAYS):
@@ -275,8 +310,15 @@ class ProverState(WorkerPlugin):
 
     def key_info(self, key: ResidentKey, with_vk: bool = False) -> KeyInfo:
         """What the planner needs of a resident key (made once per content hash, so planning a
-        batch of a resident key costs a lookup); ``with_vk`` adds the verification key to it."""
+        batch of a resident key costs a lookup); ``with_vk`` adds the verification key to it. Its
+        ``budget`` is this worker's memory budget now
+        (:func:`~distprove.cluster.footprint.worker_budget`: a GPU's free memory changes)."""
+        from distprove.cluster.footprint import worker_budget
+
         info = self._infos.get(key.content_hash)
+        budget = worker_budget(self.backend)
+        if info is not None and info.budget != budget:
+            info = self._infos[key.content_hash] = replace(info, budget=budget)
         if info is not None and with_vk and not info.vk:
             info = self._infos[key.content_hash] = replace(info, vk=key.vk_json())
         if info is None:
@@ -294,6 +336,8 @@ class ProverState(WorkerPlugin):
                 native_fourstep=hasattr(be, "fourstep"),
                 vk=key.vk_json() if with_vk else {},
                 points=dict(key.points),
+                nbytes=key.nbytes,
+                budget=budget,
             )
         return info
 
@@ -350,7 +394,15 @@ class ProverState(WorkerPlugin):
         if getattr(self.backend, "name", "") != "gpu":
             return 0
         held = getattr(self.backend, "resident_bytes", None)
-        return sum(max(k.nbytes, held(h) if held is not None else 0) for h, k in self._keys.items())
+
+        def on_device(h: str, k: ResidentKey) -> int:
+            shares = k.__dict__.get("_shares", {}).values()
+            if shares:  # points mode: the shares' ranges, plus whatever the key itself uploaded
+                return (held(h) if held is not None else 0) + sum(
+                    max(v.share_bytes, held(v.content_hash) if held is not None else 0) for v in shares)
+            return max(k.nbytes, held(h) if held is not None else 0)
+
+        return sum(on_device(h, k) for h, k in self._keys.items())
 
     def _evict(self) -> None:
         while len(self._keys) > 1 and (
@@ -365,6 +417,8 @@ class ProverState(WorkerPlugin):
             release = getattr(self.backend, "evict", None)
             if release is not None:
                 release(h)
+                for view in key.__dict__.get("_shares", {}).values():
+                    release(view.content_hash)
             log.info("evicted key %s (%s)", key.path, h[:12])
         metrics.set_resident_bytes(self._device_bytes())
 
@@ -400,14 +454,14 @@ class MeteredBackend:
     _STAGE_OF = {
         "load_witness_file": "witness", "load_witness": "witness", "gather": "gather", "h_scalars": "ntt",
         "settle": "ntt", "msm_windows": "msm", "read_witness_file": "witness", "load_witness_group": "witness",
-        "gather_group": "gather", "h_scalars_group": "ntt",
+        "gather_group": "gather", "h_scalars_group": "ntt", "msm_chunk_bases": "msm",
     }
 
     def __init__(self, backend: Any) -> None:
         self._backend = backend
         self._last = "gather"
 
-    _STARTS = ("msm_start_all", "msm_start_proofs", "msm_start_combined")
+    _STARTS = ("msm_start_all", "msm_start_proofs", "msm_start_combined", "msm_chunk_start")
     """Calls that start MSMs and return a waiter: the start and the wait are both ``msm``."""
 
     def __getattr__(self, name: str) -> Any:

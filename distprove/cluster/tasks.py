@@ -49,16 +49,21 @@ class KeyInfo:
     """verification_key.json content (for checks made off the workers)."""
     points: dict = field(default_factory=dict)
     """alpha1, beta1, beta2, delta1, delta2 as affine ints (for proofs assembled off the workers)."""
+    nbytes: int = 0
+    """Bytes of the key's point and CSR arrays (``ResidentKey.nbytes``; 0: unknown)."""
+    budget: int | None = None
+    """The memory budget of the worker that opened the key, in bytes
+    (:func:`distprove.cluster.footprint.worker_budget`; None: unbounded)."""
 
 
 @dataclass
 class Prepared:
     """A prepare task's result: the H scalars (when downloaded) or the evaluations a, b, c.
 
-    The witness itself never travels: on the worker that prepared the proof the backend-side
-    witness (and H scalars) are kept in its :class:`ProverState` under ``token`` (unique per
-    prepare attempt); an MSM task elsewhere reads the witness file again. ``hs`` is None when the
-    planner kept the H scalars on the device only (data mode).
+    On the worker that prepared the proof the backend-side witness (and H scalars) are kept in
+    its :class:`ProverState` under ``token`` (unique per prepare attempt); an MSM task elsewhere
+    reads the witness file again, except in points mode, where the witness values travel in
+    ``witness``. ``hs`` is None when the planner kept the H scalars on the device only (data mode).
     """
 
     hs: np.ndarray | None
@@ -69,6 +74,9 @@ class Prepared:
     """The public signals w[1..nPublic] (taken from the witness read here, for the reducer)."""
     live: float = 1.0
     """The witness's share of scalars other than 0 and 1 (window widths of a whole-proof MSM task)."""
+    witness: np.ndarray | None = None
+    """The witness values, (n_vars, 8) uint32 standard form, on the host: points mode, whose
+    range tasks take them instead of reading the witness file."""
 
 
 @dataclass

@@ -35,6 +35,7 @@ from distprove.cluster import state as worker_state
 from distprove.cluster.output import WRITTEN_BEFORE, check_and_write, failed_outcomes, public_signals, verify_write
 from distprove.cluster.state import WITNESS_WAIT, MeteredBackend, ProverState, ResidentKey
 from distprove.cluster.tasks import Assembled, Collected, Failed, KeyInfo, MsmPart, Outcome, Prepared, ProofSpec, Status, flatten
+from distprove.keyrange import KeyShare
 from distprove.errors import FormatError, one_line
 from distprove.witness.pool import WitnessFailed, await_witness, claim
 
@@ -42,8 +43,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from distprove.prover import WindowSums
 
 def plan_key(path: str, with_vk: bool = False) -> KeyInfo:
-    """Open (and keep resident) a key on this worker and describe it for the planner
-    (:meth:`ProverState.key_info`: cached while the key stays resident). ``with_vk``: include the
+    """Open (and keep resident) a key on this worker and describe it for the planner, with this
+    worker's memory budget (:meth:`ProverState.key_info`: cached while the key stays resident
+    and the budget holds). ``with_vk``: include the
     verification key (checks made off the workers need it; a .zkey's costs a pairing, ~0.4 s,
     on a worker's first use)."""
     st = worker_state.state()
@@ -51,13 +53,15 @@ def plan_key(path: str, with_vk: bool = False) -> KeyInfo:
     return info if info.path == path else replace(info, path=path)  # the same key read from another path
 
 
-def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
+def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True, host_witness: bool = False) -> Prepared:
     """Read the witness from its path, gather, and (``local_h``) compute the H scalars here.
 
     The backend-side witness (and H scalars) stay in this worker's :class:`ProverState` for the
     proof's MSM tasks. ``host_h``: also download the H scalars into the result (split mode, where
     H tasks run on other workers); without it an MSM task elsewhere recomputes them from the
-    witness. Without ``local_h`` the evaluations a, b, c are returned as a (3, n, 8) array for
+    witness. ``host_witness`` (points mode, with ``local_h`` and ``host_h``): the witness values
+    travel in the result too, for the range tasks on every worker, and nothing is kept here.
+    Without ``local_h`` the evaluations a, b, c are returned as a (3, n, 8) array for
     the distributed four-step NTT. The stage seconds travel with the result (recorded in the
     metrics once per proof, where it ends).
     """
@@ -70,14 +74,21 @@ def prepare(spec: ProofSpec, local_h: bool, host_h: bool = True) -> Prepared:
     seconds, token = g.timings, uuid.uuid4().hex
     if local_h:
         hs = h_scalars(key, g, MeteredBackend(be))
-        st.keep_proof(token, key.content_hash, g.witness, hs)
+        if not host_witness:
+            st.keep_proof(token, key.content_hash, g.witness, hs)
         if not host_h:
             return Prepared(None, None, seconds, token, g.public, g.live)
         t = time.perf_counter()
         with context_meter.meter("ntt"):
             host = be.to_host(hs)
         seconds["ntt"] += time.perf_counter() - t  # the download, timed with the NTTs
-        return Prepared(host, None, seconds, token, g.public, g.live)
+        witness = None
+        if host_witness:
+            t = time.perf_counter()
+            with context_meter.meter("witness"):
+                witness = be.to_host(g.witness)
+            seconds["witness"] = seconds.get("witness", 0.0) + time.perf_counter() - t
+        return Prepared(host, None, seconds, token, g.public, g.live, witness)
     with context_meter.meter("gather"):
         stacked = np.stack([be.to_host(v) for v in g.evals])
     st.keep_proof(token, key.content_hash, g.witness, None)
@@ -124,6 +135,64 @@ def msm_windows(spec: ProofSpec, which: str, source: Prepared | np.ndarray, c: i
     token = source.token if prepared else ""
     public = source.public if carrier else None
     return MsmPart(which, c, {lo + i: s for i, s in enumerate(sums)}, time.perf_counter() - t0, dict(upstream), token, public)
+
+
+def msm_share(spec: ProofSpec, source: Prepared, share: KeyShare) -> list[MsmPart]:
+    """Points mode: the proof's five partial MSMs over this worker's ``share`` of the key's points
+    (the key's share kept resident here, :meth:`ResidentKey.share`; the rest of its points never
+    read), started together, from the witness and H scalars the prepare handed over. One part per
+    MSM, its partial point as window sums (:func:`~distprove.stages.msm.as_window_sums`) of the
+    width chosen for the range; the reducer adds the shares' parts (:func:`add_shares`). The
+    parts of share 0 carry the prepare's stage seconds and the public signals; every share's A
+    part carries the task's seconds."""
+    from distprove.backends.base import MsmJob
+    from distprove.prover import msm_widths
+    from distprove.stages.msm import as_window_sums, num_windows
+
+    t0 = time.perf_counter()
+    if source.witness is None or source.hs is None:
+        raise ValueError("a points-mode range task needs the prepare's witness and H scalars (prepare(host_witness=True))")
+    st = worker_state.state()
+    view = st.key(spec.key_path, spec.content_hash).share(share)
+    be = st.backend
+    lengths = {which: hi - lo for which, lo, hi in share.ranges}
+    widths = msm_widths(be, lengths, source.live)
+    jobs = {which: MsmJob(view.scalars(which, source.witness, source.hs), widths[which], 0, num_windows(widths[which]))
+            for which, n in lengths.items() if n > 0}
+    with context_meter.meter("msm"):
+        points = be.msm_start_combined(view, [jobs])()[0] if jobs else {}
+    seconds = time.perf_counter() - t0
+    carrier = share.index == 0
+    return [
+        MsmPart(which, widths[which], as_window_sums(points.get(which), widths[which]), seconds if which == "A" else 0.0,
+                dict(source.seconds) if carrier and which == "A" else {}, source.token,
+                source.public if carrier and which == "A" else None)
+        for which in MSM_NAMES
+    ]
+
+
+def add_shares(parts: Sequence[MsmPart]) -> list[MsmPart]:
+    """Points mode: the shares' parts of one proof (:func:`msm_share`) added into one part per MSM,
+    the whole MSM's point as its window sums, for :func:`assemble_proof`. The stage seconds: the
+    prepare's, and ``msm`` the range tasks' seconds summed over the shares."""
+    from distprove.groth16 import msm_group
+    from distprove.stages.msm import add_partials, as_window_sums, combine
+
+    upstream: dict[str, float] = {}
+    for p in parts:
+        upstream.update(p.upstream)
+    upstream["msm"] = sum(p.seconds for p in parts)
+    public = next((p.public for p in parts if p.public is not None), None)
+    token = next((p.token for p in parts if p.token), "")
+    out: list[MsmPart] = []
+    for i, which in enumerate(MSM_NAMES):
+        mine = [p for p in parts if p.which == which]
+        group = msm_group(which)
+        total = add_partials(group, [combine(group, p.sums, p.c) for p in mine])
+        c = mine[0].c if mine else 2
+        out.append(MsmPart(which, c, as_window_sums(total, c), 0.0, upstream if i == 0 else {}, token,
+                           public if i == 0 else None))
+    return out
 
 
 def msm_proof(spec: ProofSpec, source: Prepared, widths: Mapping[str, int] | None = None) -> list[MsmPart]:
@@ -747,6 +816,18 @@ def reduce_assemble(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]
     _drop_resident(parts)
     key = worker_state.state().key(spec.key_path, spec.content_hash)
     return assemble_proof(spec, parts, key.points, key.n_public, blinding)
+
+
+def reduce_shares(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]], blinding: tuple[int, int] | None = None) -> Assembled:
+    """Points mode's reducer: the shares' partial MSMs added (:func:`add_shares`), then
+    :func:`reduce_assemble`."""
+    return reduce_assemble(spec, add_shares(flatten(parts)), blinding)
+
+
+def collect_shares(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]]) -> Collected:
+    """Points mode's reducer when the client's pool assembles: the shares' partial MSMs added
+    (:func:`add_shares`), then :func:`collect_parts`."""
+    return collect_parts(spec, add_shares(flatten(parts)))
 
 
 def collect_parts(spec: ProofSpec, parts: Sequence[MsmPart | Sequence[MsmPart]]) -> Collected:

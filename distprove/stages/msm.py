@@ -242,3 +242,18 @@ def combine(
     """
     check_window_sums(sums, c, allow_missing)
     return curve.to_affine(group, [curve.combination(group, [(c, sums)])])[0]
+
+
+def add_partials(group: Group, partials: Sequence[Affine]) -> Affine:
+    """The sum of partial MSM results (affine, None = infinity): the MSM over the union of the
+    point ranges they were computed over (points mode's reducer)."""
+    total: Affine = None
+    for p in partials:
+        total = bn254.add(group, total, p)
+    return total
+
+
+def as_window_sums(point: Affine, c: int) -> dict[int, Affine]:
+    """A whole MSM's point as window sums of width ``c`` whose :func:`combine` is that point: the
+    point in window 0, infinity in the others."""
+    return {w: (point if w == 0 else None) for w in range(num_windows(c))}

@@ -36,6 +36,8 @@ class CpuBackend(Backend):
     """
 
     name = "cpu"
+    min_chunk = 64
+    """A chunked MSM's chunks may be small: the CPU pays no launch for one."""
 
     def __init__(self, max_keys: int = 2, use_gmpy2: bool | None = None) -> None:
         if max_keys < 1:
@@ -109,6 +111,21 @@ class CpuBackend(Backend):
         return _msm.msm_windows(
             group, self._bases(key, which), s, c, lo, hi, resolve_constant_work(constant_work)
         )
+
+    def msm_chunk_bases(self, key: Any, which: str, lo: int, hi: int, slot: int, streamed: bool) -> Any:
+        """A streamed chunk's rows read from the key (converted by :meth:`msm_chunk_start`), or a
+        slice of the key's converted bases."""
+        if streamed:
+            return super().msm_chunk_bases(key, which, lo, hi, slot, streamed)
+        return self._bases(key, which)[lo:hi]
+
+    def msm_chunk_start(self, which: str, bases: Any, scalars: Any, c: int, lo: int, hi: int, slot: int,
+                        *, constant_work: bool | None = None) -> Any:
+        if isinstance(bases, np.ndarray):
+            group = msm_group(which)
+            points = bn254.points_from_limbs(group, bases)
+            bases = _msm.to_mpz_points(group, points) if self._mpz else points
+        return super().msm_chunk_start(which, bases, scalars, c, lo, hi, slot, constant_work=constant_work)
 
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
         return bn254.limbs_from_ints(_ntt.ntt(bn254.ints_from_limbs(values), inverse))

@@ -28,10 +28,11 @@ import numpy as np
 from distprove import config
 from distprove import bn254
 from distprove.backends.base import (BASE_ATTR, Backend, Evals, LoadedWitness, MsmJob, _same_names, check_whole,
-                                    combine_proofs, resolve_constant_work)
+                                    combine_proofs, resolve_constant_work, stored_rows)
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
 from distprove.groth16 import MSM_NAMES, msm_group
+from distprove.memplan import GPU_OVERHEAD
 from distprove.stages.msm import num_windows, sums_in_parts
 
 from . import assemble as gpu_assemble
@@ -39,6 +40,7 @@ from . import fourstep as gpu_fourstep
 from . import msm as gpu_msm
 from . import ntt as gpu_ntt
 from .gather import DeviceCsr, gather, gather_group
+from .stream import ChunkStager, StagedChunk
 from .witness import WitnessUploader, bad_indices, first_bad_group, pinned_bytes
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,22 @@ class MemoryPlan:
     """MSMs whose table of window multiples (``distprove.msm.precompute``) did not fit."""
 
 
+class _StoredRows:
+    """A key's array as :class:`~distprove.backends.gpu.stream.ChunkStager` reads it: its shape,
+    and row slices through :func:`~distprove.backends.base.stored_rows` (never a whole array kept
+    in host memory)."""
+
+    def __init__(self, key: Any, attr: str) -> None:
+        self._key, self._attr = key, attr
+        length = getattr(key, "stored_length", None)
+        source = getattr(key, attr) if not callable(length) else None
+        rows = int(length(attr)) if source is None else int(source.shape[0])
+        self.shape = (rows, 32 if attr == "b2" else 16)  # a G2 or G1 affine point's uint32 limbs
+
+    def __getitem__(self, sel: slice) -> Any:
+        return stored_rows(self._key, self._attr, sel.start, sel.stop)
+
+
 def _counted_witness(key: Any, path: str | os.PathLike[str]) -> Any:
     """The .wtns at ``path`` opened (read whole or mapped, as its size says) with its header
     checked and its count the key's (values not scanned: the device checks them); the host read's
@@ -119,6 +137,7 @@ class GpuBackend(Backend):
     device_assembly = True
     fourstep = gpu_fourstep
     """The four-step NTT block functions of the distributed H (see ``gpu/fourstep.py``)."""
+    memory_overhead = GPU_OVERHEAD
 
     def __init__(self) -> None:
         import cupy
@@ -131,6 +150,7 @@ class GpuBackend(Backend):
         self._witness = WitnessUploader()
         self._staging: Any = None  # pinned host stack of a group's witnesses (load_witness_group)
         self._staged: Any = None  # event after the last copy out of it
+        self._chunks: ChunkStager | None = None  # a streamed MSM's double-buffered chunk copies
 
     # -- resident per-key state ------------------------------------------------------------
 
@@ -721,6 +741,58 @@ class GpuBackend(Backend):
             for which in MSM_NAMES
             if which in jobs
         }
+
+    # -- memory budget and chunked MSMs ------------------------------------------------------
+
+    def memory_budget(self) -> int | None:
+        """``distprove.gpu.memory-limit`` in bytes: a size as it is, a fraction of the current
+        card's memory; None when it is null (no budget: every stage on its unbounded path)."""
+        limit = config.gpu_memory_limit()
+        if limit is None:
+            return None
+        if isinstance(limit, float):
+            _, total = self.cp.cuda.runtime.memGetInfo()
+            return int(limit * int(total))
+        return int(limit)
+
+    def msm_chunk_bases(self, key: Any, which: str, lo: int, hi: int, slot: int, streamed: bool) -> Any:
+        """A resident array's rows [lo, hi) as a view of the device array (no copy); a streamed
+        one's staged into slot ``slot`` (:class:`~distprove.backends.gpu.stream.ChunkStager`: read
+        into pinned host memory, copied on the stager's stream)."""
+        if not streamed:
+            return self._array(key, BASE_ATTR[which])[lo:hi]
+        if self._chunks is None:
+            self._chunks = ChunkStager(self.cp)
+        return self._chunks.stage(_StoredRows(key, BASE_ATTR[which]), lo, hi, slot)
+
+    def msm_chunk_start(self, which: str, bases: Any, scalars: Sequence[Any], c: int, lo: int, hi: int, slot: int,
+                        *, constant_work: bool | None = None) -> Callable[[], list[list[Affine]]]:
+        """Queue one chunk's MSM on its group's lane after the current stream's work (the scalars)
+        and the chunk's copy: one proof by gpu.msm.msm_windows_start, several as one grouped MSM
+        (gpu.msm.msm_windows_group_start over their stacked scalars; constant-work mode proof by
+        proof); a staged chunk's slot is released once the MSM is queued."""
+        cp = self.cp
+        group = msm_group(which)
+        cw = resolve_constant_work(constant_work)
+        staged = bases if isinstance(bases, StagedChunk) else None
+        dev = staged.data if staged is not None else bases
+        parts = [cp.ascontiguousarray(cp.asarray(s, dtype=cp.uint32)) for s in scalars]
+        stack = cp.ascontiguousarray(cp.stack(parts)) if len(parts) > 1 and not cw else None
+        stream, scratch = self._lane(group)
+        ready = cp.cuda.Event()
+        ready.record()  # after the scalars and their stack on the current stream
+        stream.wait_event(ready)
+        if staged is not None:
+            stream.wait_event(staged.ready)
+        if stack is not None:
+            finish = gpu_msm.msm_windows_group_start(group, dev, stack, c, lo, hi, scratch, stream)
+            waits = [lambda finish=finish, stack=stack: finish()]
+        else:
+            waits = [lambda w=gpu_msm.msm_windows_start(group, dev, s, c, lo, hi, scratch, stream, constant_work=cw): [w()]
+                     for s in parts]
+        if staged is not None and self._chunks is not None:
+            self._chunks.release(staged.slot, stream)
+        return lambda: [sums for w in waits for sums in w()]
 
     def ntt(self, values: np.ndarray, inverse: bool = False) -> np.ndarray:
         x = self.cp.asarray(np.ascontiguousarray(values, dtype=np.uint32).reshape(-1, 8))
