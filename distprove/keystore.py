@@ -366,6 +366,11 @@ class KeyStore(_KeyBase):
     def vk_json(self) -> dict:
         return dict(self.attrs["vk"])
 
+    def csr_nbytes(self) -> int:
+        """Bytes of the coefficient CSRs, from the store's metadata (nothing read)."""
+        return sum(int(np.prod(getattr(self, n).shape, dtype=np.int64)) * np.dtype(getattr(self, n).dtype).itemsize
+                   for n in CSR_ARRAYS)
+
     def __repr__(self) -> str:
         return f"KeyStore({self.path!r}, n_vars={self.n_vars}, domain=2^{self.power})"
 

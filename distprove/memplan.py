@@ -109,14 +109,8 @@ def csr_bytes_of(key: Any) -> int:
     key has them unbuilt (a zarr store's metadata), else from the coefficient count ``n_coefs``
     (a .zkey's header: a term is a 4-byte signal and a 32-byte value, plus 4-byte row pointers
     of both matrices). 0 when neither is known."""
-    from distprove.keystore import CSR_ARRAYS, KeyStore
-
-    if isinstance(key, KeyStore):
-        total = 0
-        for name in CSR_ARRAYS:
-            arr = getattr(key, name)  # its shape and dtype from the store's metadata
-            total += int(np.prod(arr.shape, dtype=np.int64)) * np.dtype(arr.dtype).itemsize
-        return total
+    if callable(getattr(type(key), "csr_nbytes", None)):  # a key store (keystore.KeyStore)
+        return int(key.csr_nbytes())
     inner = getattr(key, "_key", None)  # a worker's resident key or a share: the key they wrap
     if inner is not None:
         return csr_bytes_of(inner)
