@@ -34,7 +34,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 
 from distprove.cluster.footprint import G1_BYTES, G2_BYTES, SCALAR_BYTES
 from distprove.errors import DistproveError
