@@ -23,6 +23,13 @@ import numpy as np
 from distprove.backends.base import BASE_ATTR
 from distprove.groth16 import MSM_NAMES
 
+G1_BYTES = 64
+"""A G1 affine point as the key stores it: two 8-limb coordinates of uint32."""
+G2_BYTES = 128
+"""A G2 affine point: four 8-limb coordinates."""
+SCALAR_BYTES = 32
+"""A scalar (or an evaluation) of Fr: 8 limbs of uint32."""
+
 DEFAULT_ALIGN = 64
 """Range boundaries fall on multiples of this many points (except the array's end): whole
 32-row G2 and 64-row G1 blocks of 4 KiB, so no two workers' ranges share a page of the key. A

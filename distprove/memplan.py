@@ -34,11 +34,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
-from distprove.cluster.footprint import G1_BYTES, G2_BYTES, SCALAR_BYTES
+from distprove.backends.base import GPU_OVERHEAD
 from distprove.errors import DistproveError
 from distprove.groth16 import MSM_NAMES, msm_group
-from distprove.keyrange import msm_lengths
+from distprove.keyrange import G1_BYTES, G2_BYTES, SCALAR_BYTES, msm_lengths
 
 BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 """The key attribute holding each MSM's bases (as :data:`distprove.backends.base.BASE_ATTR`)."""
@@ -52,9 +51,6 @@ chunk's fixed costs (launches, the reduction) start to show against its points' 
 MAX_CHUNK = 1 << 22
 """Most points of a streamed chunk: 256 MiB of G1 or 512 MiB of G2 rows, two of them on the
 device, and an MSM long enough to hide the next chunk's copy."""
-GPU_OVERHEAD = 256 << 20
-"""A GPU plan's bytes beside its itemised ones: the NTT's twiddle and coset tables, constants,
-CuPy's pool rounding its blocks up."""
 
 MsmScratch = Callable[[str, int, int], int]
 """bytes(which, points, proofs): the device scratch of one (grouped) MSM."""

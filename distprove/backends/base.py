@@ -33,6 +33,10 @@ from distprove.bn254 import Affine, Group
 from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.stages.msm import combine, default_window, num_windows
 
+GPU_OVERHEAD = 256 << 20
+"""A GPU plan's bytes beside its itemised ones: the NTT's twiddle and coset tables, constants,
+CuPy's pool rounding its blocks up."""
+
 BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
 """The key attribute holding each MSM's bases."""
 

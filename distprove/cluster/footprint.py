@@ -14,14 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from distprove import config
-from distprove.keyrange import msm_lengths
+from distprove.keyrange import G1_BYTES, G2_BYTES, SCALAR_BYTES, msm_lengths
 
-G1_BYTES = 64
-"""A G1 affine point as the key stores it: two 8-limb coordinates of uint32."""
-G2_BYTES = 128
-"""A G2 affine point: four 8-limb coordinates."""
-SCALAR_BYTES = 32
-"""A scalar (or an evaluation) of Fr: 8 limbs of uint32."""
 SORT_BYTES_PER_POINT = 128
 """MSM scratch per base of the largest MSM: a sort-based bucket MSM keeps a digit key and a point
 index (8 bytes) for each of ~16 windows (c = 16 over 256-bit scalars)."""

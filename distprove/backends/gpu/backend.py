@@ -32,7 +32,7 @@ from distprove.backends.base import (BASE_ATTR, Backend, Evals, LoadedWitness, M
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
 from distprove.groth16 import MSM_NAMES, msm_group
-from distprove.memplan import GPU_OVERHEAD
+from distprove.backends.base import GPU_OVERHEAD
 from distprove.stages.msm import num_windows, sums_in_parts
 
 from . import assemble as gpu_assemble
