@@ -105,6 +105,13 @@ if [ -f .kcarry/circuits.txz ]; then
 fi
 
 { date -u; nvidia-smi; nvidia-smi -q -d CLOCK,MEMORY | head -60; } > "$RES/nvidia-smi.txt" 2>&1
+# what the carried cubin cache holds, and the names this tree and this NVRTC look for (a module
+# that compiles although carried shows here which part of its cache key differs)
+{ ls -la "$DISTPROVE_CACHE_DIR"; python3 -c "
+from cupy.cuda import nvrtc
+from distprove.backends.gpu.compile import MODULES, MODULE_OPTIONS, _cubin
+print('nvrtc', nvrtc.getVersion())
+for n in MODULES: print(_cubin(MODULES[n], n, MODULE_OPTIONS.get(n, ()), 'sm_90')[2].name)"; } > "$RES/kcache-list.txt" 2>&1
 python3 -c "import cupy, sys; print('python', sys.version.split()[0], 'cupy', cupy.__version__, 'devices', cupy.cuda.runtime.getDeviceCount())"
 NGPU=$(python3 -c "import cupy; print(cupy.cuda.runtime.getDeviceCount())" 2>/dev/null || echo 0)
 
