@@ -477,3 +477,56 @@ def test_journal_commits_concurrent_inserts_together(tmp_path: Path) -> None:
     rows = {r.id for r in j.unfinished()}
     assert rows == {f"r{i}" for i in range(40)} - ({"r7", "r8"} - {got["r7"]})
     j.close()
+
+
+def test_a_witness_lost_before_its_202_is_forgotten_at_restart(tmp_path: Path, data_dir: Path) -> None:
+    """Witnesses and rows become durable together before the 202; a row whose witness a power
+    cut lost (missing, or cut short) was never acknowledged: the next start forgets it (an
+    idempotency-keyed retry then makes a new request) and queues the intact ones."""
+    svc = _service(tmp_path, data_dir)
+    wtns = (data_dir / "mini" / "witness.wtns").read_bytes()
+    ids = [svc.accept("mini", wtns, "application/octet-stream", key)[0] for key in ("k-missing", "k-short", "k-whole")]
+    svc.journal.close()
+    os.unlink(svc.state.witness(ids[0]))
+    Path(svc.state.witness(ids[1])).write_bytes(wtns[: len(wtns) // 2])
+    again = _service(tmp_path, data_dir)
+    try:
+        assert again.start() == 1
+        assert again.journal.get(ids[0]) is None and again.journal.get(ids[1]) is None
+        assert again.journal.get(ids[2]).status == "queued"
+        assert not os.path.exists(again.state.witness(ids[1]))
+        rid, new = again.accept("mini", wtns, "application/octet-stream", "k-short")
+        assert new and rid != ids[1]
+    finally:
+        again.stop()
+
+
+def test_a_group_commit_makes_its_files_durable_before_answering(tmp_path: Path) -> None:
+    """With make_durable, a group's rows are committed, then its requests' files made durable (one
+    call with the group's new ids), and only then does any add() return."""
+    import threading
+    import time
+
+    from distprove.service.journal import Journal
+
+    calls: list[list[str]] = []
+    returned: list[str] = []
+
+    def durable(ids: list[str]) -> None:
+        time.sleep(0.02)
+        assert not any(i in returned for i in ids)  # nobody answered before their files are durable
+        calls.append(list(ids))
+
+    j = Journal(tmp_path / "j.sqlite", make_durable=durable)
+
+    def add(i: int) -> None:
+        returned.append(j.add(f"r{i}", "mini", None))
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(sum(calls, [])) == sorted(f"r{i}" for i in range(12)) and len(calls) < 12
+    assert j._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again outside the group's commit
+    j.close()

@@ -183,6 +183,14 @@ def _syncfs() -> Callable[[int], int] | None:
     return syncfs
 
 
+def sync_filesystem(directory: str | os.PathLike[str]) -> bool:
+    """Make everything written on the filesystem of ``directory`` durable with one ``syncfs``:
+    True when it did and reported success, False where syncfs is missing or unreliable (the caller
+    then fsyncs its own files)."""
+    syncfs = _syncfs()
+    return syncfs is not None and _syncfs_directory(syncfs, os.fspath(directory))
+
+
 def _syncfs_directory(syncfs: Callable[[int], int], directory: str) -> bool:
     """syncfs on the filesystem of ``directory``: True when it reports success."""
     try:

@@ -1,13 +1,17 @@
 """The service's journal: every accepted request, durable before its ``202``, in SQLite.
 
-One table, ``requests`` (id, key name, idempotency key, status, reason, times), in WAL mode with
-``synchronous=FULL``, so a committed insert survives a crash or ``kill -9`` of the service (and a
-power loss, as far as the disk keeps its fsyncs). Inserts are committed in groups: a request
-arriving while a commit is on the disk waits for it and goes in the next one with every other
-request that arrived meanwhile, so the accept rate is not one request per fsync (a few ms on a
-cloud disk: ~250 requests/s, below one GPU's proving rate at 2^12). A request's witness is a file of the state
-folder (:class:`StateDir`), written and fsynced before the row is committed; its proof and public
-files are written there by the proof task, exactly once (:func:`distprove.cluster.output.write_proofs`).
+One table, ``requests`` (id, key name, idempotency key, status, reason, times), in WAL mode. A
+request's witness is a file of the state folder (:class:`StateDir`), written before its row; the
+service's journal commits a group of inserts without an fsync and then makes the group's witness
+files and the WAL durable together (one syncfs and one fsync: :class:`Journal`'s
+``make_durable``), before any of them is answered ``202``, so an accepted request survives a crash,
+a ``kill -9`` or a power cut (as far as the disk keeps its syncs); a row whose witness a power cut
+lost was never acknowledged, and the next start forgets it. Inserts are committed in groups: a
+request arriving while a commit is on the disk waits for it and goes in the next one with every
+other request that arrived meanwhile, so the accept rate is not one request per disk sync (on one
+H100 host, one commit a request had held the service to ~250 requests/s). A request's proof and
+public files are written in the state folder by the proof task, exactly once
+(:func:`distprove.cluster.output.write_proofs`).
 
 Statuses kept here: ``queued`` (accepted, not finished: proved again after a restart unless its
 proof file exists), ``done`` and ``failed`` (with the reason). Whether a queued request is being
@@ -20,11 +24,21 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 QUEUED, PROVING, DONE, FAILED = "queued", "proving", "done", "failed"
 FINAL = (DONE, FAILED)
+
+
+def _fsync_file(path: str) -> None:
+    """fsync an existing file (the journal's WAL after a commit made without one)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class _Insert:
@@ -116,8 +130,15 @@ class Journal:
     """The ``requests`` table of one state folder; safe to call from any thread (one connection
     behind a lock: each call is one short statement)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._db = sqlite3.connect(os.fspath(path), check_same_thread=False, isolation_level=None)
+    def __init__(self, path: str | os.PathLike[str], make_durable: Callable[[list[str]], None] | None = None) -> None:
+        """``make_durable``: called by a group commit with the ids of its inserts after their
+        transaction is committed without an fsync and before any of them returns; it makes the
+        requests' files durable (the service: one syncfs of the state folder's filesystem), and
+        the journal's WAL is fsynced after it. Without it the commit itself waits for the disk
+        (``synchronous=FULL``)."""
+        self._path = os.fspath(path)
+        self._make_durable = make_durable
+        self._db = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         self._group = threading.Condition()  # the inserts waiting for a commit, and whether one runs
         self._waiting: list[_Insert] = []
@@ -158,17 +179,26 @@ class Journal:
         idempotency key already held, the holder's) or its error."""
         try:
             with self._lock:
-                self._db.execute("BEGIN")
+                if self._make_durable is not None:
+                    self._db.execute("PRAGMA synchronous=NORMAL")
                 try:
-                    for ins in batch:
-                        try:
-                            ins.result = self._insert(ins)
-                        except sqlite3.IntegrityError as exc:  # this insert alone
-                            ins.error = exc
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
+                    self._db.execute("BEGIN")
+                    try:
+                        for ins in batch:
+                            try:
+                                ins.result = self._insert(ins)
+                            except sqlite3.IntegrityError as exc:  # this insert alone
+                                ins.error = exc
+                        self._db.execute("COMMIT")
+                    except BaseException:
+                        self._db.execute("ROLLBACK")
+                        raise
+                finally:
+                    if self._make_durable is not None:
+                        self._db.execute("PRAGMA synchronous=FULL")
+            if self._make_durable is not None:
+                self._make_durable([ins.rid for ins in batch if ins.error is None and ins.result == ins.rid])
+                _fsync_file(self._path + "-wal")
         except BaseException as exc:  # the disk, or the database: every insert of the group fails
             for ins in batch:
                 ins.error = exc

@@ -101,7 +101,7 @@ class ProvingService:
     ) -> None:
         self.keys, self.settings = keys, settings
         self.state = StateDir(state_dir)
-        self.journal = Journal(journal or self.state.root / "journal.sqlite")
+        self.journal = Journal(journal or self.state.root / "journal.sqlite", make_durable=self._durable)
         self.metrics = ServiceMetrics(list(keys), self._depth)
         workers = sum(client.nthreads().values()) or 1
         self.dispatcher = Dispatcher(
@@ -120,19 +120,27 @@ class ProvingService:
 
     def start(self) -> int:
         """Queue every request the journal holds unfinished (those whose proof file exists were
-        proved before a crash: they are marked done, not proved again), delete what a crash left
-        half made (witnesses never journaled, temporary files), then start the dispatcher.
+        proved before a crash: they are marked done, not proved again; those whose witness a power
+        cut lost before their 202 are forgotten), delete what a crash left half made (witnesses
+        never journaled, temporary files), then start the dispatcher.
         Returns how many were queued again."""
-        found, again = [], 0
+        found, again, lost = [], 0, []
         for req in self.journal.unfinished():
             if req.key not in self.keys:
                 found.append((req.id, FAILED, f"key {req.key!r} is not served any more"))
             elif os.path.exists(self.state.proof(req.id)):
                 found.append((req.id, DONE, ""))
+            elif not self._witness_intact(req.id, req.key):  # a power cut before its 202: never accepted
+                lost.append(req.id)
             else:
                 self._accepted[req.id] = (req.key, req.created)
                 self.dispatcher.put(req.id, req.key)
                 again += 1
+        if lost:
+            self.journal.forget(lost)
+            for rid in lost:
+                self.state.remove(rid)
+            log.warning("forgot %d requests whose witness a crash lost before they were acknowledged", len(lost))
         if found:
             self.journal.finish(found)
             for rid, _, _ in found:
@@ -142,6 +150,15 @@ class ProvingService:
         if again:
             log.info("queued %d unfinished requests again", again)
         return again
+
+    def _witness_intact(self, rid: str, key: str) -> bool:
+        """Whether an unfinished request's stored witness is whole (a .wtns of its key's size)."""
+        from distprove.formats.wtns import read_wtns
+
+        try:
+            return read_wtns(self.state.witness(rid), check_values=False).n_witness == self.keys[key].info.n_vars
+        except (OSError, FormatError):
+            return False
 
     def stop(self) -> None:
         self.dispatcher.stop()
@@ -208,7 +225,7 @@ class ProvingService:
         from distprove.formats.atomic import write_atomic
         from distprove.formats.wtns import read_wtns
 
-        write_atomic(path, lambda f: f.write(body))
+        write_atomic(path, lambda f: f.write(body), durable=False)  # durable with its journal row (_durable)
         try:
             w = read_wtns(path)
         except FormatError as exc:
@@ -249,7 +266,26 @@ class ProvingService:
                 pass
         if values.shape[0] != key.info.n_vars:
             raise RequestError(400, f"body: the witness generator made {values.shape[0]} values but key {key.name!r} expects {key.info.n_vars}")
-        write_wtns(path, values)
+        write_wtns(path, values, durable=False)  # durable with its journal row (_durable)
+
+    def _durable(self, ids: list[str]) -> None:
+        """Make the witnesses of ``ids`` (a group commit's requests) durable: one syncfs of the
+        state folder's filesystem, else an fsync of each and of their folder."""
+        from distprove.formats.atomic import sync_filesystem
+
+        if sync_filesystem(self.state.witnesses):
+            return
+        for rid in ids:
+            fd = os.open(self.state.witness(rid), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(self.state.witnesses, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     # --- results -------------------------------------------------------------------------------
 
