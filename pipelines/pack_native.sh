@@ -18,7 +18,7 @@
 #     bash pipelines/device_run.sh
 # Needs npm (circom2 and circomlib go to $WORK, default a temporary folder), g++, make, nasm,
 # libgmp-dev and nlohmann-json3-dev. CHAINS="65533 262141 1048573" (the default: 65533) names the
-# chains built when bench/circuits lacks them (circom2 takes ~10 s at 2^16, minutes at 2^20).
+# chains built when bench/circuits lacks them (circom2 on 2 cores: ~10 s at 2^16, ~2 min at 2^18, 28 min at 2^20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.kcarry/' .git/info/exclude 2>/dev/null || echo '/.kcarry/' >> .git/info/exclude
