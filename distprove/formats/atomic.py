@@ -159,7 +159,7 @@ def _sync_together(temps: list[list[str]], results: list[bool | OSError | None])
         for i in dict.fromkeys(entries):
             try:
                 for tmp in temps[i]:
-                    _fsync_path(tmp)
+                    fsync_path(tmp)
             except OSError as exc:
                 failed[i] = exc
     return failed
@@ -203,8 +203,8 @@ def _syncfs_directory(syncfs: Callable[[int], int], directory: str) -> bool:
         os.close(fd)
 
 
-def _fsync_path(path: str) -> None:
-    """fsync the file at ``path`` (written and closed earlier)."""
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """fsync the file (or folder) at ``path``, written and closed earlier."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

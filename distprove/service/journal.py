@@ -28,17 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from distprove.formats.atomic import fsync_path
+
 QUEUED, PROVING, DONE, FAILED = "queued", "proving", "done", "failed"
 FINAL = (DONE, FAILED)
-
-
-def _fsync_file(path: str) -> None:
-    """fsync an existing file (the journal's WAL after a commit made without one)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _Insert:
@@ -198,7 +191,7 @@ class Journal:
                         self._db.execute("PRAGMA synchronous=FULL")
             if self._make_durable is not None:
                 self._make_durable([ins.rid for ins in batch if ins.error is None and ins.result == ins.rid])
-                _fsync_file(self._path + "-wal")
+                fsync_path(self._path + "-wal")
         except BaseException as exc:  # the disk, or the database: every insert of the group fails
             for ins in batch:
                 ins.error = exc

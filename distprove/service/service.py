@@ -271,21 +271,13 @@ class ProvingService:
     def _durable(self, ids: list[str]) -> None:
         """Make the witnesses of ``ids`` (a group commit's requests) durable: one syncfs of the
         state folder's filesystem, else an fsync of each and of their folder."""
-        from distprove.formats.atomic import sync_filesystem
+        from distprove.formats.atomic import fsync_path, sync_filesystem
 
         if sync_filesystem(self.state.witnesses):
             return
         for rid in ids:
-            fd = os.open(self.state.witness(rid), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(self.state.witnesses, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fsync_path(self.state.witness(rid))
+        fsync_path(self.state.witnesses)
 
     # --- results -------------------------------------------------------------------------------
 

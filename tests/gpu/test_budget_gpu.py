@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import dask
-import numpy as np
 import pytest
 
-from distprove import bn254, prover
+from distprove import prover
 from distprove.backends.base import BASE_ATTR
 from distprove.backends.cpu import CpuBackend
 from distprove.groth16 import MSM_NAMES
@@ -22,6 +21,8 @@ from distprove.stages.msm import num_windows
 from distprove.stages.stream import chunked_msm_start
 from distprove.verifier import verify
 
+from test_stream import random_scalars  # noqa: E402  (tests/ is on the path, as for conftest)
+
 cupy = pytest.importorskip("cupy")
 pytestmark = pytest.mark.gpu
 
@@ -29,17 +30,6 @@ DATA = Path(__file__).parents[1] / "data"
 MUL_ZKEY = DATA / "mul_chain_1k" / "circuit_final.zkey"
 MUL_WTNS = sorted((DATA / "mul_chain_1k" / "witnesses").glob("*.wtns"))
 VK = DATA / "mul_chain_1k" / "verification_key.json"
-
-
-def random_scalars(n: int, rng: random.Random) -> np.ndarray:
-    values = [rng.randrange(bn254.R) for _ in range(n)]
-    for i in range(0, n, 5):
-        values[i] = 0
-    for i in range(1, n, 7):
-        values[i] = 1
-    for i in range(3, n, 11):
-        values[i] = values[i - 1]
-    return bn254.limbs_from_ints(values)
 
 
 @pytest.fixture()
