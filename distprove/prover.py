@@ -177,8 +177,7 @@ def memory_plan(be: Backend, key: Any) -> WorkerPlan | None:
     budget = be.memory_budget()
     if budget is None:
         return None
-    configured = config.group_proofs()
-    want = configured if configured is not None else max(1, be.proofs_per_group(key))
+    want = _wanted_group(be, key)
     in_flight = config.groups_in_flight()
     cache_key = (key.content_hash, budget, want, in_flight, be.name, be.memory_overhead, be.min_chunk)
     plan = _PLANS.get(cache_key)
@@ -389,14 +388,19 @@ R = TypeVar("R")
 U = TypeVar("U")
 _END = object()
 
+def _wanted_group(be: Backend, key: Any) -> int:
+    """``distprove.msm.group-proofs``, else the backend's choice (:meth:`Backend.proofs_per_group`)."""
+    configured = config.group_proofs()
+    return configured if configured is not None else max(1, be.proofs_per_group(key))
+
+
 def group_size(be: Backend, key: Any, constant_work: bool | None = False) -> int:
     """Proofs of ``key`` proved as one group: ``distprove.msm.group-proofs``, else the backend's
     choice (:meth:`Backend.proofs_per_group`), at most the memory plan's group (:func:`memory_plan`);
     1 in constant-work mode (``constant_work`` None: the config default), whose MSMs run proof by proof."""
     if resolve_constant_work(constant_work):
         return 1
-    configured = config.group_proofs()
-    size = configured if configured is not None else max(1, be.proofs_per_group(key))
+    size = _wanted_group(be, key)
     plan = memory_plan(be, key)
     return size if plan is None else min(size, plan.max_group)
 

@@ -111,17 +111,24 @@ class ResidentKey:
             view = shares[share] = KeyShareView(self._key, share, keep_host=self._keep_host)
         return view
 
+    def shares(self) -> list[KeyShareView]:
+        """The share views made so far (points mode), none otherwise."""
+        return list(self.__dict__.get("_shares", {}).values())
+
+    def _held(self, names: Sequence[str]) -> int:
+        """Host bytes kept of the whole arrays ``names`` and of every share's ranges."""
+        whole = sum(int(v.nbytes) for k, v in self.__dict__.items() if k in names)
+        return whole + sum(v.held_bytes for v in self.shares())
+
     @property
     def held_bytes(self) -> int:
         """Host bytes of this key's arrays read and kept so far: whole arrays and shares' ranges."""
-        whole = sum(int(v.nbytes) for k, v in self.__dict__.items() if k in POINT_ARRAYS or k in CSR_ARRAYS)
-        return whole + sum(v.held_bytes for v in self.__dict__.get("_shares", {}).values())
+        return self._held((*POINT_ARRAYS, *CSR_ARRAYS))
 
     @property
     def held_point_bytes(self) -> int:
         """:attr:`held_bytes` of the point arrays only (whole or ranges)."""
-        whole = sum(int(v.nbytes) for k, v in self.__dict__.items() if k in POINT_ARRAYS)
-        return whole + sum(v.held_bytes for v in self.__dict__.get("_shares", {}).values())
+        return self._held(POINT_ARRAYS)
 
     def stored_length(self, name: str) -> int:
         """Rows of array ``name``, from the kept copy or the storage's metadata (nothing read)."""
@@ -396,7 +403,7 @@ class ProverState(WorkerPlugin):
         held = getattr(self.backend, "resident_bytes", None)
 
         def on_device(h: str, k: ResidentKey) -> int:
-            shares = k.__dict__.get("_shares", {}).values()
+            shares = k.shares()
             if shares:  # points mode: the shares' ranges, plus whatever the key itself uploaded
                 return (held(h) if held is not None else 0) + sum(
                     max(v.share_bytes, held(v.content_hash) if held is not None else 0) for v in shares)
@@ -417,7 +424,7 @@ class ProverState(WorkerPlugin):
             release = getattr(self.backend, "evict", None)
             if release is not None:
                 release(h)
-                for view in key.__dict__.get("_shares", {}).values():
+                for view in key.shares():
                     release(view.content_hash)
             log.info("evicted key %s (%s)", key.path, h[:12])
         metrics.set_resident_bytes(self._device_bytes())

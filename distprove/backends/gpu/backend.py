@@ -27,12 +27,11 @@ import numpy as np
 
 from distprove import config
 from distprove import bn254
-from distprove.backends.base import (BASE_ATTR, Backend, Evals, LoadedWitness, MsmJob, _same_names, check_whole,
-                                    combine_proofs, resolve_constant_work, stored_rows)
+from distprove.backends.base import (BASE_ATTR, GPU_OVERHEAD, Backend, Evals, LoadedWitness, MsmJob, _same_names,
+                                    check_whole, combine_proofs, resolve_constant_work, stored_rows)
 from distprove.bn254 import Affine, Group
 from distprove.errors import FormatError
 from distprove.groth16 import MSM_NAMES, msm_group
-from distprove.backends.base import GPU_OVERHEAD
 from distprove.stages.msm import num_windows, sums_in_parts
 
 from . import assemble as gpu_assemble
@@ -106,11 +105,8 @@ class _StoredRows:
     and row slices through :func:`~distprove.backends.base.stored_rows` (never a whole array kept
     in host memory)."""
 
-    def __init__(self, key: Any, attr: str) -> None:
+    def __init__(self, key: Any, attr: str, rows: int) -> None:
         self._key, self._attr = key, attr
-        length = getattr(key, "stored_length", None)
-        source = getattr(key, attr) if not callable(length) else None
-        rows = int(length(attr)) if source is None else int(source.shape[0])
         self.shape = (rows, 32 if attr == "b2" else 16)  # a G2 or G1 affine point's uint32 limbs
 
     def __getitem__(self, sel: slice) -> Any:
@@ -763,7 +759,7 @@ class GpuBackend(Backend):
             return self._array(key, BASE_ATTR[which])[lo:hi]
         if self._chunks is None:
             self._chunks = ChunkStager(self.cp)
-        return self._chunks.stage(_StoredRows(key, BASE_ATTR[which]), lo, hi, slot)
+        return self._chunks.stage(_StoredRows(key, BASE_ATTR[which], self.msm_length(key, which)), lo, hi, slot)
 
     def msm_chunk_start(self, which: str, bases: Any, scalars: Sequence[Any], c: int, lo: int, hi: int, slot: int,
                         *, constant_work: bool | None = None) -> Callable[[], list[list[Affine]]]:
