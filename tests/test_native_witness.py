@@ -229,38 +229,31 @@ def test_bad_inputs_fail_alone(session_cache: Path, unpacked: Path, tmp_path: Pa
         g.close()
 
 
-def test_hung_input_times_out_alone(session_cache: Path, unpacked: Path, tmp_path: Path) -> None:
-    g = NativeGenerator(unpacked / "spin_cpp", timeout=1.0)
+@pytest.mark.parametrize("case", ["hang", "crash"])
+def test_a_hung_or_crashed_input_fails_alone(case: str, session_cache: Path, unpacked: Path, tmp_path: Path) -> None:
+    """An input that runs past the time limit, or whose driver is killed by a signal mid-input (as
+    a segfault would), fails alone with one line; the next input gets a fresh driver."""
+    problem = {
+        "hang": "the native witness generator took more than 1 s (distprove.witness.timeout); stopped",
+        "crash": "the native witness generator died of SIGSEGV",
+    }[case]
+    g = NativeGenerator(unpacked / "spin_cpp", timeout=1.0 if case == "hang" else 60)
     quick = write_input(tmp_path / "quick.json", {"n": 3})
-    hang = write_input(tmp_path / "hang.json", {"n": "1000000000000"})
-    try:
-        first = g.calculate_file(quick)
-        t0 = time.monotonic()
-        with pytest.raises(FormatError) as err:
-            g.calculate_file(hang)
-        assert time.monotonic() - t0 < 10
-        assert one_line(err) == (
-            f"{hang}: the native witness generator took more than 1 s (distprove.witness.timeout); stopped"
-        )
-        assert np.array_equal(g.calculate_file(quick), first)
-    finally:
-        g.close()
-
-
-def test_crash_fails_the_input_alone(session_cache: Path, unpacked: Path, tmp_path: Path) -> None:
-    """A driver killed by a signal mid-input (as a segfault would) fails that input, one line."""
-    g = NativeGenerator(unpacked / "spin_cpp", timeout=60)
-    quick = write_input(tmp_path / "quick.json", {"n": 3})
-    long = write_input(tmp_path / "long.json", {"n": "1000000000000"})
+    slow = write_input(tmp_path / f"{case}.json", {"n": "1000000000000"})
     try:
         first = g.calculate_file(quick)
         pid = g._proc.pid
-        threading.Timer(0.5, os.kill, (pid, signal.SIGSEGV)).start()
+        if case == "crash":
+            threading.Timer(0.5, os.kill, (pid, signal.SIGSEGV)).start()
+        t0 = time.monotonic()
         with pytest.raises(FormatError) as err:
-            g.calculate_file(long)
-        assert one_line(err) == f"{long}: the native witness generator died of SIGSEGV"
+            g.calculate_file(slow)
+        if case == "hang":
+            assert time.monotonic() - t0 < 10
+        assert one_line(err) == f"{slow}: {problem}"
         assert np.array_equal(g.calculate_file(quick), first)
-        assert g._proc.pid != pid
+        if case == "crash":
+            assert g._proc.pid != pid
     finally:
         g.close()
 

@@ -63,15 +63,16 @@ def snapshot(tally: BatchTally | None, workers: Mapping[str, Any] | None = None,
         "history": {"seconds": [t for t, _ in tally.history], "done": [d for _, d in tally.history], "proofs_per_second": rates},
         "cluster": dict(cluster or {}),
     }
+    left = max(0, total - done - failed - skipped)
     data["columns"] = {
         "summary": {
             "what": ["batch", "state", "total", "done", "failed", "skipped", "left", "seconds", "proofs/s"],
             "value": [tally.batch or "-", "running" if data["running"] else ("ended" if tally.batch else "none yet"),
-                      str(total), str(done), str(failed), str(skipped), str(max(0, total - done - failed - skipped)),
+                      str(total), str(done), str(failed), str(skipped), str(left),
                       f"{elapsed:.1f}", f"{data['proofs_per_second']:.2f}"],
         },
         "progress": {"y": ["proofs"], "done": [done], "failed": [failed], "skipped": [skipped],
-                     "left": [max(0, total - done - failed - skipped)]},
+                     "left": [left]},
         "history": {"t": data["history"]["seconds"], "done": data["history"]["done"], "rate": rates},
         "workers": {
             "worker": [w["worker"] for w in per_worker],

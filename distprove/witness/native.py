@@ -110,13 +110,17 @@ def build_flags() -> str | None:
     return str(flags) if flags else None
 
 
+def _build_inputs(folder: Path) -> list[Path]:
+    """The files of a ``circom --c`` folder its build reads (sources and the Makefile), by name."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and (p.suffix in SOURCE_SUFFIXES or p.name == "Makefile"))
+
+
 def source_hash(folder: Path, cflags: str | None = None) -> str:
     """SHA-256 over the folder's build inputs (name and bytes of each, in name order), the
     driver's source and the compiler flags that replace the Makefile's: the build's cache key."""
     h = hashlib.sha256(DRIVER_SOURCE.read_bytes())
     h.update(f"\0cflags\0{cflags or ''}".encode())
-    files = sorted(p for p in folder.iterdir() if p.is_file() and (p.suffix in SOURCE_SUFFIXES or p.name == "Makefile"))
-    for p in files:
+    for p in _build_inputs(folder):
         data = p.read_bytes()
         h.update(f"\0{p.name}\0{len(data)}\0".encode())
         h.update(data)
@@ -151,9 +155,8 @@ def _compile_into(folder: Path, name: str, work: Path, cflags: str | None) -> No
     FormatError(folder, the one missing tool or first error)."""
     src = work / "src"
     src.mkdir()
-    for p in folder.iterdir():
-        if p.is_file() and (p.suffix in SOURCE_SUFFIXES or p.name == "Makefile"):
-            shutil.copyfile(p, src / p.name)
+    for p in _build_inputs(folder):
+        shutil.copyfile(p, src / p.name)
     shutil.copyfile(DRIVER_SOURCE, src / DRIVER_SOURCE.name)
     jobs = str(max(1, min(4, len(os.sched_getaffinity(0)))))
     overrides = [f"CFLAGS={cflags}"] if cflags else []
@@ -324,10 +327,10 @@ class NativeGenerator:
             built = built_driver(p)
             self._command = [str(built / "driver"), str(built / f"{circuit_name(p)}.dat")]
             self._binary: str | None = None
-            self.prime, self.witness_size, self.input_size = self._start()
+            self.witness_size = self._start()[1]
         elif p.is_file() and os.access(p, os.X_OK) and Path(f"{self.path}.dat").is_file():
             self._binary = os.path.abspath(self.path)
-            self.prime, self.witness_size, self.input_size = R, 0, 0  # learnt from its first witness
+            self.witness_size = 0  # learnt from its first witness
         else:
             raise FormatError(
                 self.path, "not a native witness generator: expected a folder written by circom --c, "
@@ -375,9 +378,9 @@ class NativeGenerator:
         fd = self._proc.stdout.fileno()
         buf = out if out is not None else memoryview(bytearray(n))
         got = 0
-        deadline = _now() + self.timeout
+        deadline = time.monotonic() + self.timeout
         while got < n:
-            left = deadline - _now()
+            left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 raise _Timeout
             k = os.readv(fd, [buf[got:n]])
@@ -408,6 +411,12 @@ class NativeGenerator:
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
+
+    def _timed_out(self, source: str) -> FormatError:
+        """The error of an input that ran past ``distprove.witness.timeout``."""
+        return FormatError(
+            source, f"the native witness generator took more than {self.timeout:g} s (distprove.witness.timeout); stopped"
+        )
 
     def _flush_log(self, text: str) -> None:
         """Hand the circuit's log() lines in a process's stderr to ``log_line`` (not the lines
@@ -444,9 +453,7 @@ class NativeGenerator:
         except _Timeout:
             self._flush_log(self._stderr.take())
             self._discard()
-            raise FormatError(
-                source, f"the native witness generator took more than {self.timeout:g} s (distprove.witness.timeout); stopped"
-            ) from None
+            raise self._timed_out(source) from None
         except (EOFError, BrokenPipeError):
             reason = _death(self._end(), text := self._stderr.take())
             self._flush_log(text)
@@ -482,10 +489,7 @@ class NativeGenerator:
                     proc.kill()
                     proc.wait()
                     self._flush_log(stderr.take())
-                    raise FormatError(
-                        source,
-                        f"the native witness generator took more than {self.timeout:g} s (distprove.witness.timeout); stopped",
-                    ) from None
+                    raise self._timed_out(source) from None
                 text = stderr.take()
             except OSError as exc:
                 raise FormatError(self.path, f"cannot run the native witness generator: {exc.strerror or exc}") from None
@@ -537,10 +541,6 @@ class NativeGenerator:
     def close(self) -> None:
         """End the driver process (a later input starts a fresh one)."""
         self._discard()
-
-
-def _now() -> float:
-    return time.monotonic()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -362,7 +362,12 @@ def _submit(pool: Executor | None, src: WitnessSource, items: list[tuple[str, st
     """``_calculate_chunk`` of ``items`` (inputs that share ``src``'s job, :func:`_same_job`) on
     ``pool`` (on its replacement when it is broken; here, in turn, without one): its future and
     the pool it went to, for the next job."""
-    job = partial(_calculate_chunk, src.generator, items, src.keep, None if ring is None else ring.ref)
+    return _submit_job(pool, partial(_calculate_chunk, src.generator, items, src.keep, None if ring is None else ring.ref))
+
+
+def _submit_job(pool: Executor | None, job: Callable[[], Any]) -> tuple[Future, Executor | None]:
+    """``job`` on ``pool`` (on its replacement when it is broken; here, in turn, without one):
+    its future and the pool it went to, for the next job."""
     if pool is not None:
         try:
             return pool.submit(job), pool
@@ -480,18 +485,7 @@ def compute_values(gen: str, inputs: list[str], n_vars: int, pooled: Callable[[]
     jobs: list[tuple[list[str], Future]] = []
     for k in range(0, len(inputs), step):
         part = inputs[k:k + step]
-        job = partial(_calculate_values, gen, part, n_vars)
-        fut: Future | None = None
-        if pool is not None:
-            try:
-                fut = pool.submit(job)
-            except BrokenExecutor:
-                _replace_pool(pool)
-                pool = _pool()[0]
-                fut = pool.submit(job) if pool is not None else None
-        if fut is None:
-            fut = Future()
-            fut.set_result(job())
+        fut, pool = _submit_job(pool, partial(_calculate_values, gen, part, n_vars))
         jobs.append((part, fut))
     if pool is not None:
         pooled()
