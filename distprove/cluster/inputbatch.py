@@ -169,7 +169,8 @@ def ensure_witness_pool(client: Any, jobs: list[Job]) -> None:
     """The workers' witness pools (:func:`~distprove.witness.pool.ensure_pool`) when the
     batch has inputs: the witness workers', and the provers' as :func:`on_provers` says."""
     if any(isinstance(j, InputJob) for j in jobs):
-        ensure_pool(client, on_provers(witness_workers(client)))
+        witness = witness_workers(client)
+        ensure_pool(client, on_provers(witness), witness)
 
 
 # --- on the client -------------------------------------------------------------------------------

@@ -170,10 +170,11 @@ class WitnessPool(WorkerPlugin):
                 _isolation.pop().shutdown(wait=False)
 
 
-def ensure_pool(client: Any, provers: bool = True) -> None:
+def ensure_pool(client: Any, provers: bool = True, witness: dict[str, int] | None = None) -> None:
     """Register :class:`WitnessPool` on the workers (once per cluster, again when the workers
-    changed): on the witness workers, and on the provers unless ``provers`` is false."""
-    procs = processes_for(client.nthreads(), witness_workers(client), provers)
+    changed): on the witness workers (``witness``, else :func:`witness_workers` asks the
+    scheduler), and on the provers unless ``provers`` is false."""
+    procs = processes_for(client.nthreads(), witness_workers(client) if witness is None else witness, provers)
     have = client.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
     if not have or any(have.get(w, False) != (n > 0) for w, n in procs.items()):
         client.register_plugin(WitnessPool(procs, config.get_int("witness.niceness", 0)), name=PLUGIN_NAME)
