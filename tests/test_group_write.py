@@ -129,7 +129,7 @@ def test_a_failed_sync_is_traced_to_its_own_proof(tmp_path: Path, monkeypatch: p
         if os.path.basename(path).startswith(".w2.proof.json."):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(atomic, "_fsync_path", fsync_path)
+    monkeypatch.setattr(atomic, "fsync_path", fsync_path)
     results = output.write_proofs(files)
     assert results[:2] == [True, True] and results[3] is True
     assert isinstance(results[2], OSError) and results[2].errno == errno.ENOSPC
