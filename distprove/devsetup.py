@@ -467,7 +467,9 @@ def default_workers() -> int:
     """Workers for the scalar stages: the usable CPU cores (1 where fork is unavailable)."""
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    from dask.system import CPU_COUNT
+
+    return CPU_COUNT
 
 
 def build_key(r1cs: R1CS, toxic: Toxic, device: str = "auto", workers: int | None = None) -> DevKey:

@@ -11,7 +11,6 @@ rows on a thread pool (:func:`run_threads`).
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
 
@@ -175,4 +174,6 @@ def run_threads(task: Callable[..., None], args: Sequence[tuple], workers: int) 
 
 def default_threads() -> int:
     """Threads for the Fr kernels: the usable CPU cores."""
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    from dask.system import CPU_COUNT
+
+    return CPU_COUNT

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from dask.system import CPU_COUNT
 
 from . import bn254
 from .errors import BackendUnavailable, FormatError, OutputExists
@@ -696,7 +697,7 @@ class _StoreWriter:
         self._arrays: dict[str, tuple[tuple[int, ...], int]] = {}
         self._writes: list[Future[None]] = []
         self._pool = ThreadPoolExecutor(
-            max(2, min(16, os.cpu_count() or 1)), thread_name_prefix="keystore-write", initializer=nicer,
+            max(2, min(16, CPU_COUNT)), thread_name_prefix="keystore-write", initializer=nicer,
             initargs=(WRITER_NICENESS,),
         )
         self._side = ThreadPoolExecutor(1, thread_name_prefix="keystore-remove", initializer=nicer,

@@ -246,3 +246,21 @@ def test_on_provers_false_without_witness_workers_is_one_line(tmp_path: Path) ->
     with dask.config.set({"distprove.witness.on-provers": True}):
         assert on_provers({"tcp://w": 2}) is True
     assert WITNESS_RESOURCE == "witness"
+
+
+def test_a_provers_share_is_of_its_own_hosts_cores(mixed: Client) -> None:
+    """Each host's cores as its workers read them (not the client's): two workers on a host of 16
+    cores get 8 processes each, one alone on a host of 6 gets 6; a witness worker keeps its
+    resource's amount, and without the provers' pools a prover gets none."""
+    from distprove.witness.pool import host_cores, processes_for
+
+    seen = host_cores(mixed)
+    assert set(seen) == set(mixed.nthreads()) and all(n >= 1 for n in seen.values()), seen
+    nthreads = {"tcp://10.0.0.1:1": 1, "tcp://10.0.0.1:2": 1, "tcp://10.0.0.2:1": 1, "tcp://10.0.0.3:1": 1}
+    cores = {"tcp://10.0.0.1:1": 16, "tcp://10.0.0.1:2": 16, "tcp://10.0.0.2:1": 6, "tcp://10.0.0.3:1": 4}
+    with dask.config.set({"distprove.witness.processes": None}):
+        procs = processes_for(nthreads, cores, {"tcp://10.0.0.3:1": 3})
+        assert procs == {"tcp://10.0.0.1:1": 8, "tcp://10.0.0.1:2": 8, "tcp://10.0.0.2:1": 6, "tcp://10.0.0.3:1": 3}
+        assert processes_for(nthreads, cores, {"tcp://10.0.0.3:1": 3}, provers=False)["tcp://10.0.0.1:1"] == 0
+    with dask.config.set({"distprove.witness.processes": 2}):
+        assert processes_for(nthreads, cores)["tcp://10.0.0.2:1"] == 2

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from dask.system import CPU_COUNT
 
 from distprove import config
 from distprove.cluster.tasks import Status, failure_reason
@@ -548,7 +549,7 @@ def run_jobs(client: Any, jobs: list[Job], opts: BatchOptions) -> BatchReport:
                         written.add(reducer)
                     pending[reducer] = [(j, futures) for j in chunk]
             if opts.verify_in == "client":
-                procs = opts.verify_processes or max(1, (os.cpu_count() or 2) // 2)
+                procs = opts.verify_processes or max(1, CPU_COUNT // 2)
                 keys = {info.content_hash: info for _, info in planned}
                 pool = verification_pool(procs)
                 grouping = planner.VerifyGrouping.for_batch(plan, opts.verify_group, opts.verify_wait, procs)

@@ -23,7 +23,6 @@ import contextlib
 import copy
 import inspect
 import logging
-import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 
 import dask
 from distributed import Client, LocalCluster, SpecCluster
+from dask.system import CPU_COUNT
 
 from distprove.errors import BackendUnavailable
 
@@ -204,7 +204,7 @@ def add_witness_workers(cluster: SpecCluster, n: int, host: str = DEFAULT_HOST) 
     if n <= 0:
         return
     fixed = config.get_optional_int("witness.processes", 1)
-    processes = fixed if fixed is not None else max(1, (os.cpu_count() or 1) // n)
+    processes = fixed if fixed is not None else max(1, CPU_COUNT // n)
     for k in range(n):
         cluster.worker_spec[f"{WITNESS_WORKER_PREFIX}{k}"] = {
             "cls": Nanny,
@@ -231,7 +231,7 @@ def _start_local(backend: str, n_workers: int | None, host: str, dashboard_addre
     if backend == "gpu":
         raise BackendUnavailable("backend 'gpu' requested but dask-cuda sees no GPU (install distprove[gpu])")
     return LocalCluster(
-        n_workers=n_workers or os.cpu_count() or 1,
+        n_workers=n_workers or CPU_COUNT,
         threads_per_worker=1,
         processes=True,
         host=host,

@@ -100,6 +100,7 @@ from distprove.witness.pool import (
     compute_values,
     ensure_pool,
     forget_batch,
+    host_cores,
     processes_for,
     shared_budget,
     witness_workers,
@@ -241,7 +242,7 @@ class InputFeed:
         self.left = {}
         for job, _ in self.queue:
             self.left[job.key] = self.left.get(job.key, 0) + 1
-        self.procs = processes_for(client.nthreads(), self.witness, self.on_provers)
+        self.procs = processes_for(client.nthreads(), host_cores(client), self.witness, self.on_provers)
         biggest = max(self.sizes.values(), default=1)
         self.bound = (
             int(self.in_flight) if self.in_flight

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 from distributed import WorkerPlugin, get_worker
 from distributed.metrics import context_meter
+from dask.system import CPU_COUNT
 
 from distprove import config
 from distprove.backends.cpu import fourstep as cpu_fourstep
@@ -446,7 +446,7 @@ def check_processes() -> int:
         workers = max(1, sum(get_address_host(a) == host for a in get_client().nthreads()))
     except (ValueError, OSError) as exc:  # not on a worker, or the scheduler is unreachable
         log.info("pre-write check pool sized without the scheduler's worker list: %s", exc)
-    share = (os.cpu_count() or 1) // workers
+    share = CPU_COUNT // workers
     return share // 2 if share > 1 else 0
 
 

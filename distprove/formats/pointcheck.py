@@ -14,11 +14,11 @@ code and the caller reports the first bad one. No subgroup check, like snarkjs.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
+from dask.system import CPU_COUNT
 
 from distprove import bn254
 from distprove.fqlimbs import fq_add as _add
@@ -105,7 +105,7 @@ _POOL: ThreadPoolExecutor | None = None
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="pointcheck")
+        _POOL = ThreadPoolExecutor(CPU_COUNT, thread_name_prefix="pointcheck")
     return _POOL
 
 
@@ -117,7 +117,7 @@ def point_status(limbs: np.ndarray, group: bn254.Group) -> np.ndarray:
     n = arr.shape[0]
     status = np.empty(n, dtype=np.uint8)
     fn = _status_g1 if group is bn254.G1 else _status_g2
-    parts = min(os.cpu_count() or 1, -(-n // _BLOCK))
+    parts = min(CPU_COUNT, -(-n // _BLOCK))
     if parts <= 1:
         fn(arr, status)
         return status

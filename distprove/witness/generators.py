@@ -191,7 +191,9 @@ def calculate_folder(
     except OSError as exc:
         raise FormatError(os.fspath(out_dir), f"cannot make the output folder: {exc.strerror or exc}") from None
     outs = [os.path.join(out_dir, os.path.basename(p)[: -len(".json")] + ".wtns") for p in inputs]
-    n = max(1, min(processes or os.cpu_count() or 1, len(inputs)))
+    from dask.system import CPU_COUNT
+
+    n = max(1, min(processes or CPU_COUNT, len(inputs)))
     if n == 1:
         return [(p, _calculate_one(gen, p, o)) for p, o in zip(inputs, outs)]
     with ProcessPoolExecutor(n, mp_context=get_context("spawn")) as pool:

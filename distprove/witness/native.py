@@ -158,7 +158,9 @@ def _compile_into(folder: Path, name: str, work: Path, cflags: str | None) -> No
     for p in _build_inputs(folder):
         shutil.copyfile(p, src / p.name)
     shutil.copyfile(DRIVER_SOURCE, src / DRIVER_SOURCE.name)
-    jobs = str(max(1, min(4, len(os.sched_getaffinity(0)))))
+    from dask.system import CPU_COUNT
+
+    jobs = str(min(4, CPU_COUNT))
     overrides = [f"CFLAGS={cflags}"] if cflags else []
     ok, out = _run(["make", "-j", jobs, *overrides, *RUNTIME_OBJECTS, f"{name}.o"], src)
     if ok:

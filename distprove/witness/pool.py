@@ -107,11 +107,31 @@ def witness_workers(client: Any) -> dict[str, int]:
             if w.get("resources", {}).get(WITNESS_RESOURCE, 0) >= 1}
 
 
-def processes_for(nthreads: dict[str, int], witness: dict[str, int] | None = None, provers: bool = True) -> dict[str, int]:
+def _usable_cores() -> int:
+    """This process's usable cores (affinity and cgroup quota: :data:`dask.system.CPU_COUNT`); run
+    on a worker by reference, so that the worker reads its own host."""
+    from dask.system import CPU_COUNT
+
+    return CPU_COUNT
+
+
+def _pool_state(dask_worker: Any) -> tuple[bool, int]:
+    """On a worker: whether it has a witness pool, and its usable cores."""
+    return EXECUTOR in dask_worker.executors, _usable_cores()
+
+
+def host_cores(client: Any) -> dict[str, int]:
+    """Each worker's usable cores, as the worker reads them on its own host, by worker address."""
+    return client.run(_usable_cores)
+
+
+def processes_for(
+    nthreads: dict[str, int], cores: dict[str, int], witness: dict[str, int] | None = None, provers: bool = True,
+) -> dict[str, int]:
     """Witness processes per worker address: a witness worker's (of ``witness``) its resource's
     amount; a prover's 0 unless ``provers`` (their pools compute), else
-    ``distprove.witness.processes``, else the worker's share of its host's cores (the host's cores
-    over its workers, at least 1)."""
+    ``distprove.witness.processes``, else the worker's share of its host's cores (``cores``, of
+    :func:`host_cores`, over the workers of that host, at least 1)."""
     from distributed.comm.addressing import get_address_host
 
     witness = witness or {}
@@ -119,14 +139,13 @@ def processes_for(nthreads: dict[str, int], witness: dict[str, int] | None = Non
     per_host: dict[str, int] = {}
     for w in nthreads:
         per_host[get_address_host(w)] = per_host.get(get_address_host(w), 0) + 1
-    cores = os.cpu_count() or 1
 
     def share(w: str) -> int:
         if w in witness:
             return witness[w]
         if not provers:
             return 0
-        return max(1, int(fixed)) if fixed is not None else max(1, cores // per_host[get_address_host(w)])
+        return max(1, int(fixed)) if fixed is not None else max(1, cores.get(w, 1) // per_host[get_address_host(w)])
 
     return {w: share(w) for w in nthreads}
 
@@ -174,8 +193,10 @@ def ensure_pool(client: Any, provers: bool = True, witness: dict[str, int] | Non
     """Register :class:`WitnessPool` on the workers (once per cluster, again when the workers
     changed): on the witness workers (``witness``, else :func:`witness_workers` asks the
     scheduler), and on the provers unless ``provers`` is false."""
-    procs = processes_for(client.nthreads(), witness_workers(client) if witness is None else witness, provers)
-    have = client.run(lambda dask_worker: EXECUTOR in dask_worker.executors)
+    seen = client.run(_pool_state)
+    have = {w: has for w, (has, _) in seen.items()}
+    procs = processes_for(client.nthreads(), {w: cores for w, (_, cores) in seen.items()},
+                          witness_workers(client) if witness is None else witness, provers)
     if not have or any(have.get(w, False) != (n > 0) for w, n in procs.items()):
         client.register_plugin(WitnessPool(procs, config.get_int("witness.niceness", 0)), name=PLUGIN_NAME)
 

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
+from dask.system import CPU_COUNT
 
 from distprove.cachedir import cache_dir
 
@@ -217,7 +218,7 @@ def build(names: Sequence[str] | None = None, options: Sequence[str] = (), arch:
     if unknown:
         raise ValueError(f"unknown kernel module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
     arch = arch or device_arch()
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
+    jobs = max(1, min(jobs or CPU_COUNT, len(names)))
     if jobs == 1:
         return [_build_one(n, tuple(options), arch) for n in names]
     # spawn: a forked child of a process that touched CUDA cannot use it; NVRTC is safe either way

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+from dask.system import CPU_COUNT
 
 from .compile import get_module
 
@@ -25,8 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 READ_CHUNK_BYTES = 4 << 20
 """Bytes per read (and per queued upload) of the witness values."""
-_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-READ_THREADS = min(8, _CPUS)
+READ_THREADS = min(8, CPU_COUNT)
 """Reader threads (at most 8, at most the CPUs this process may use); chunks are still uploaded
 in file order. One thread copies about 5 GB/s out of the page cache on an H200 host: a 134 MB
 witness (2^22 values) uploads in ~4.2 ms with 8 threads of 4 MiB chunks against 7.5 with 4 of 8
