@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from dask.system import CPU_COUNT
 
+from distprove.cluster.taskkeys import CHECK_OUTPUTS, PLAN_KEY, PROVE_WHOLE
 from distprove import config
 from distprove.cluster.tasks import Status, failure_reason
 from distprove.errors import FormatError
@@ -115,7 +116,7 @@ class BatchReport:
         if self.stage_seconds:
             stages = ", ".join(f"{k} {v:.2f} s" for k, v in sorted(self.stage_seconds.items(), key=lambda kv: -kv[1]))
             lines.append(f"worker time by stage: {stages}")
-        waited, proving = self.witness_wait_seconds, self.stage_seconds.get("prove-whole", 0.0)
+        waited, proving = self.witness_wait_seconds, self.stage_seconds.get(PROVE_WHOLE, 0.0)
         if proving > 0 and waited >= WITNESS_BOUND * proving:
             lines.append(
                 f"witnesses bound this batch: its proof tasks waited {waited:.2f} s of their {proving:.2f} s for them "
@@ -400,7 +401,7 @@ def _skip_verified(client: Any, groups: dict[str, list[Job]], tag: str, emit: Ca
         have = [j for j in group if os.path.exists(j.proof_path) and os.path.exists(j.public_path)]
         if have:
             items = [(check_witness_path(j), j.proof_path, j.public_path) for j in have]
-            checks[kp] = (have, client.submit(check_existing, kp, items, key=("check-outputs", key_label(kp), i, tag), pure=False, **placed))
+            checks[kp] = (have, client.submit(check_existing, kp, items, key=(CHECK_OUTPUTS, key_label(kp), i, tag), pure=False, **placed))
     done: set[str] = set()
     for have, fut in checks.values():
         try:
@@ -428,7 +429,7 @@ def _plan_keys(
     KeyInfo) for every job left to prove."""
     from distprove.cluster.work import plan_key
 
-    infos = {kp: client.submit(plan_key, kp, with_vk, key=("plan-key", key_label(kp), i, tag), pure=False, **placed)
+    infos = {kp: client.submit(plan_key, kp, with_vk, key=(PLAN_KEY, key_label(kp), i, tag), pure=False, **placed)
              for i, kp in enumerate(groups)}  # i: keys of one file name in two folders are two tasks
     planned: list[tuple[Job, Any]] = []
     for kp, group in groups.items():

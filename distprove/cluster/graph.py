@@ -45,6 +45,10 @@ from typing import Any
 
 from distributed import Client, Future
 
+from distprove.cluster.taskkeys import (
+    MSM_POINTS, MSM_WINDOWS, NTT_COLLECT, NTT_COLUMNS, NTT_ROWS, NTT_ROWS_FORWARD, NTT_ROWS_INVERSE, NTT_TRANSPOSE,
+    PROVE_PREPARE, PROVE_WHOLE, REDUCE_ASSEMBLE, REDUCE_COLLECT, VERIFY_WRITE,
+)
 from distprove.groth16 import MSM_NAMES
 from distprove.backends.cpu.fourstep import block_ranges, split_sizes
 from distprove.cluster.output import verify_write
@@ -83,7 +87,7 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
     # The H scalars stay on the preparing worker's device unless plan.hands_h_over: an H task that
     # runs elsewhere recomputes them from the witness (work._msm_scalars).
     points = plan.mode == "points"
-    prepared = client.submit(prepare, spec, not fourstep, plan.hands_h_over(info), points, key=("prove-prepare", name, tag),
+    prepared = client.submit(prepare, spec, not fourstep, plan.hands_h_over(info), points, key=(PROVE_PREPARE, name, tag),
                              **common)
     futures = [prepared]
     h_source: Future = prepared
@@ -92,10 +96,10 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
                                                plan.provers_only)
         futures += ntt_futs
     if plan.mode == "data":  # one task for the five MSMs: they overlap on the device, four round trips fewer
-        parts = [client.submit(msm_proof, spec, prepared, None, key=("msm-windows", name, "all", 0, tag), **common)]
+        parts = [client.submit(msm_proof, spec, prepared, None, key=(MSM_WINDOWS, name, "all", 0, tag), **common)]
     elif points:  # one task per share of the key's points, share i (loosely) on worker i, every proof alike
         parts = [
-            client.submit(msm_share, spec, prepared, share, key=("msm-points", name, share.index, tag),
+            client.submit(msm_share, spec, prepared, share, key=(MSM_POINTS, name, share.index, tag),
                           **{**common, **plan.place(plan.workers[share.index])})
             for share in plan.key_shares(info) if not share.empty
         ]
@@ -110,16 +114,16 @@ def submit_proof(client: Client, spec: ProofSpec, info: KeyInfo, plan: Plan, ind
                 slot += 1
                 parts.append(
                     client.submit(
-                        msm_windows, spec, which, src, c, lo, hi, key=("msm-windows", name, which, lo, tag), **placement
+                        msm_windows, spec, which, src, c, lo, hi, key=(MSM_WINDOWS, name, which, lo, tag), **placement
                     )
                 )
     futures += parts
     if plan.assemble_on_workers:
         reducer = client.submit(reduce_shares if points else reduce_assemble, spec, parts,
-                                key=("reduce-assemble", name, tag), **common)
+                                key=(REDUCE_ASSEMBLE, name, tag), **common)
     else:
         reducer = client.submit(collect_shares if points else collect_parts, spec, parts,
-                                key=("reduce-collect", name, tag), **common)
+                                key=(REDUCE_COLLECT, name, tag), **common)
     futures.append(reducer)
     return reducer, futures
 
@@ -138,7 +142,7 @@ def submit_group(
     name = specs[0].name if len(specs) == 1 else f"{specs[0].name}+{len(specs) - 1}"
     return client.submit(
         prove_group, list(specs), None, plan.assemble_on_workers, plan.writes_in_task, plan.verify,
-        witnesses=witnesses, key=("prove-whole", name, plan.tag), pure=False, priority=priority, **plan.place(worker),
+        witnesses=witnesses, key=(PROVE_WHOLE, name, plan.tag), pure=False, priority=priority, **plan.place(worker),
     )
 
 
@@ -146,7 +150,7 @@ def submit_verify_write(client: Client, assembled: Sequence[Future], plan: Plan,
     """One task that checks the reducers' proofs with one batched pairing check and writes those
     that pass (a future of their :class:`~distprove.cluster.tasks.Outcome` list)."""
     return client.submit(
-        verify_write, list(assembled), plan.verify, key=("verify-write", group, plan.tag), pure=False, priority=1 << 20,
+        verify_write, list(assembled), plan.verify, key=(VERIFY_WRITE, group, plan.tag), pure=False, priority=1 << 20,
         **plan.place(),
     )
 
@@ -156,7 +160,7 @@ def _transpose(client: Client, name: str, stage: int, blocks: Sequence[Future], 
     that run where the block lives, so each row task fetches only its own pieces)."""
     return [
         [
-            client.submit(operator.getitem, blk, j, key=("ntt-transpose", name, stage, i, j, tag), pure=False, priority=priority)
+            client.submit(operator.getitem, blk, j, key=(NTT_TRANSPOSE, name, stage, i, j, tag), pure=False, priority=priority)
             for i, blk in enumerate(blocks)
         ]
         for j in range(n_rows)
@@ -177,15 +181,15 @@ def submit_ntt(client: Client, name: str, values: Any, n: int, inverse: bool, wo
     parts = max(1, len(workers))
     rows = block_ranges(n1, parts)
     cols = [
-        client.submit(ntt_columns, values, n, lo, hi, rows, inverse, key=("ntt-columns", name, i, tag), pure=False, priority=priority, **_spread(workers, i))
+        client.submit(ntt_columns, values, n, lo, hi, rows, inverse, key=(NTT_COLUMNS, name, i, tag), pure=False, priority=priority, **_spread(workers, i))
         for i, (lo, hi) in enumerate(block_ranges(n2, parts))
     ]
     pieces = _transpose(client, name, 0, cols, len(rows), tag, priority)
     out = [
-        client.submit(ntt_rows, pieces[j], n, inverse, key=("ntt-rows", name, j, tag), pure=False, priority=priority, **_spread(workers, j))
+        client.submit(ntt_rows, pieces[j], n, inverse, key=(NTT_ROWS, name, j, tag), pure=False, priority=priority, **_spread(workers, j))
         for j in range(len(rows))
     ]
-    return client.submit(ntt_assemble, out, key=("ntt-collect", name, tag), pure=False, priority=priority)
+    return client.submit(ntt_assemble, out, key=(NTT_COLLECT, name, tag), pure=False, priority=priority)
 
 
 def submit_h_fourstep(client: Client, name: str, prepared: Future, n: int, workers: Sequence[str], tag: str = "", priority: int = 0,
@@ -202,19 +206,19 @@ def submit_h_fourstep(client: Client, name: str, prepared: Future, n: int, worke
     rows_inv = block_ranges(n1, parts)
     rows_fwd = block_ranges(n2, parts)
     cols = [
-        client.submit(ntt_columns, prepared, n, lo, hi, rows_inv, True, key=("ntt-columns", name, i, tag), pure=False, priority=priority, **_spread(workers, i, strict))
+        client.submit(ntt_columns, prepared, n, lo, hi, rows_inv, True, key=(NTT_COLUMNS, name, i, tag), pure=False, priority=priority, **_spread(workers, i, strict))
         for i, (lo, hi) in enumerate(block_ranges(n2, parts))
     ]
     pieces = _transpose(client, name, 0, cols, len(rows_inv), tag, priority)
     mid = [
-        client.submit(h_inverse_rows, pieces[j], n, lo, rows_fwd, key=("ntt-rows-inverse", name, j, tag), pure=False, priority=priority, **_spread(workers, j, strict))
+        client.submit(h_inverse_rows, pieces[j], n, lo, rows_fwd, key=(NTT_ROWS_INVERSE, name, j, tag), pure=False, priority=priority, **_spread(workers, j, strict))
         for j, (lo, _) in enumerate(rows_inv)
     ]
     pieces2 = _transpose(client, name, 1, mid, len(rows_fwd), tag, priority)
     out = [
-        client.submit(h_forward_rows, pieces2[l], n, key=("ntt-rows-forward", name, l, tag), pure=False, priority=priority, **_spread(workers, l, strict))
+        client.submit(h_forward_rows, pieces2[l], n, key=(NTT_ROWS_FORWARD, name, l, tag), pure=False, priority=priority, **_spread(workers, l, strict))
         for l in range(len(rows_fwd))
     ]
-    hs = client.submit(ntt_assemble, out, key=("ntt-collect", name, tag), pure=False, priority=priority,
+    hs = client.submit(ntt_assemble, out, key=(NTT_COLLECT, name, tag), pure=False, priority=priority,
                        **(_spread(workers, 0, strict) if strict else {}))
     return hs, cols + [f for row in pieces for f in row] + mid + [f for row in pieces2 for f in row] + out + [hs]

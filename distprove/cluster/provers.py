@@ -16,20 +16,16 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from distprove.cluster.taskkeys import PROVER_TASKS
 from distprove.witness.pool import WITNESS_RESOURCE
 
 PLUGIN_NAME = "distprove-follow-provers"
-PROOF_PREFIXES = frozenset({
-    "prove-whole", "prove-prepare", "msm-windows", "reduce-assemble", "reduce-collect", "verify-write",
-    "ntt-columns", "ntt-rows-inverse", "ntt-rows-forward", "ntt-collect", "plan-key", "check-outputs",
-})
-"""The key prefixes of the tasks a batch holds to the provers (:mod:`distprove.cluster.graph`, :mod:`distprove.cluster.batching`)."""
 
 
 def _held(ts: Any) -> bool:
     """Whether a scheduler task is one of a batch's held strictly to the provers."""
     return (bool(ts.worker_restrictions) and not ts.loose_restrictions and isinstance(ts.key, tuple) and bool(ts.key)
-            and ts.key[0] in PROOF_PREFIXES)
+            and ts.key[0] in PROVER_TASKS)
 
 
 def _is_prover(ws: Any) -> bool:
@@ -38,7 +34,7 @@ def _is_prover(ws: Any) -> bool:
 
 class FollowProvers(SchedulerPlugin):
     """On the scheduler: the tasks held strictly to the provers (a tuple key of
-    :data:`PROOF_PREFIXES`) are held to the provers there are: a task that comes in to those the
+    :data:`~distprove.cluster.taskkeys.PROVER_TASKS`) are held to the provers there are: a task that comes in to those the
     scheduler knows then (the client's list may hold a prover gone since), and a worker that
     joins without the witness resource is added to every such task's."""
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from distprove.cluster.taskkeys import PROVE_WHOLE
 from distprove.cluster.tasks import KeyInfo, Outcome, ProofSpec, Status, failure_reason
 from distprove.service.journal import DONE, FAILED, StateDir
 
@@ -134,7 +135,7 @@ class Dispatcher:
         self._groups += 1
         label = f"{name}:{self._groups}+{len(ids) - 1}"
         return self.client.submit(
-            prove_group, specs, None, True, True, self.check, key=("prove-whole", label, self.tag), pure=False,
+            prove_group, specs, None, True, True, self.check, key=(PROVE_WHOLE, label, self.tag), pure=False,
         )
 
     def _run(self) -> None:
