@@ -646,13 +646,14 @@ def test_check_processes_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     (one worker here, outside any cluster); a bad value is one line naming the setting."""
     import dask
 
+    from distprove.cluster import state
     from distprove.cluster.state import check_processes
 
     with dask.config.set({"distprove.check.processes": 3}):
         assert check_processes() == 3
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(state, "CPU_COUNT", 16)
     assert check_processes() == 8
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(state, "CPU_COUNT", 1)
     assert check_processes() == 0
     with dask.config.set({"distprove.check.processes": -1}), pytest.raises(FormatError, match="distprove.check.processes"):
         check_processes()
