@@ -138,11 +138,10 @@ def gpu_msm_scratch(which: str, points: int, proofs: int) -> int:
 
 
 def ntt_bytes(domain_size: int, proofs: int) -> int:
-    """The H stage's device vectors for a group of ``proofs``: the gathered a, b, c, the copies the
-    GPU's h_scalars transforms (backend.py h_scalars: ``v.data.copy()`` of each), and one pass
-    scratch of a multi-pass transform (ntt.py h_scalars: ``empty_like(a)``): 7 vectors of the
-    domain a proof."""
-    return 7 * SCALAR_BYTES * domain_size * proofs
+    """The H stage's device vectors for a group of ``proofs``: the gathered a, b, c, transformed in
+    place (the GPU's h_scalars and h_scalars_group), and one pass scratch of a multi-pass
+    transform (ntt.py h_scalars: ``empty_like(a)``): 4 vectors of the domain a proof."""
+    return 4 * SCALAR_BYTES * domain_size * proofs
 
 
 @dataclass(frozen=True)

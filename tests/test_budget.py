@@ -63,10 +63,10 @@ def test_no_budget_no_plan_and_every_msm_whole() -> None:
 def test_a_tiny_budget_streams_every_base_array_and_the_proof_verifies(tmp_path: Path, snarkjs: str) -> None:
     be = Counting()
     key = open_key(MUL_ZKEY)
-    with dask.config.set({"distprove.planner.worker-memory": 1_000_000}):
+    with dask.config.set({"distprove.planner.worker-memory": 900_000}):
         plan = prover.memory_plan(be, key)
         assert plan is not None and plan.streamed == tuple(MSM_NAMES) and plan.chunk == 64
-        assert plan.total <= 1_000_000 and plan.max_group == 1
+        assert plan.total <= 900_000 and plan.max_group == 1
         proof = prover.prove(key, MUL_WTNS[0], be)
     check(proof, tmp_path, snarkjs)
     assert be.whole == []
@@ -79,7 +79,7 @@ def test_a_budget_streaming_some_arrays_from_a_key_store(tmp_path: Path, snarkjs
     chunks of their resident bases (the plan's chunk is shorter than they are)."""
     store = open_key(import_key(MUL_ZKEY, tmp_path / "mul.zarr").path)
     be = Counting()
-    with dask.config.set({"distprove.planner.worker-memory": 1_200_000}):
+    with dask.config.set({"distprove.planner.worker-memory": 1_100_000}):
         plan = prover.memory_plan(be, store)
         assert plan is not None and plan.streamed == ("B2", "C", "H")
         proofs = list(prover.prove_many(store, MUL_WTNS[:2], be))
@@ -125,7 +125,7 @@ def test_a_workers_resident_key_streams_from_storage_without_keeping_the_arrays(
     store = open_key(import_key(MUL_ZKEY, tmp_path / "mul.zarr").path)
     resident = ResidentKey(store, keep_host=True)
     be = Counting()
-    with dask.config.set({"distprove.planner.worker-memory": 1_200_000}):
+    with dask.config.set({"distprove.planner.worker-memory": 1_100_000}):
         plan = prover.memory_plan(be, resident)
         assert plan is not None and plan.streamed == ("B2", "C", "H")
         ws = prover.start_window_sums(resident, MUL_WTNS[0], be)()  # a worker's task body's path
@@ -163,7 +163,7 @@ def test_the_batch_report_names_each_keys_plan_under_a_configured_budget() -> No
     info = KeyInfo(str(MUL_ZKEY), key.content_hash, key.n_vars, key.n_public, key.domain_size, {}, "cpu", False,
                    nbytes=0)
     assert memory_lines([info], None, None) == []
-    lines = memory_lines([info, info], None, 1_000_000)
+    lines = memory_lines([info, info], None, 900_000)
     assert len(lines) == 1 and "streams A, B1, B2, C, H, chunks of 64 points" in lines[0]
     report = BatchReport([], 1.0, "data", 1, memory=lines)
     assert lines[0] in report.summary() and report.to_json()["memory"] == lines

@@ -254,7 +254,8 @@ class Backend(ABC):
 
     @abstractmethod
     def h_scalars(self, key: Any, evals: Evals) -> Any:
-        """Steps 2-3: odd-coset values hs = a*b - c, standard form, a backend vector (n, 8) uint32."""
+        """Steps 2-3: odd-coset values hs = a*b - c, standard form, a backend vector (n, 8) uint32.
+        It may overwrite the evaluations (the GPU's does): callers drop them."""
 
     @abstractmethod
     def msm_windows(

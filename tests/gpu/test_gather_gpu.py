@@ -76,7 +76,5 @@ def test_gather_and_h_match_cpu_on_fixture(cp, gpu, zkey: str) -> None:
     ev_gpu = gpu.gather(key, gpu.load_witness(key, values))
     for name, x, y in zip("abc", ev_gpu, ev_cpu):
         assert np.array_equal(gpu.to_host(x), cpu.to_host(y)), f"gather {name}"
-    hs_gpu = gpu.to_host(gpu.h_scalars(key, ev_gpu))
+    hs_gpu = gpu.to_host(gpu.h_scalars(key, ev_gpu))  # in place: ev_gpu is overwritten
     assert np.array_equal(hs_gpu, cpu.to_host(cpu.h_scalars(key, ev_cpu)))
-    # h_scalars leaves its input untouched
-    assert np.array_equal(gpu.to_host(ev_gpu.a), cpu.to_host(ev_cpu.a))
