@@ -479,6 +479,42 @@ def test_journal_commits_concurrent_inserts_together(tmp_path: Path) -> None:
     j.close()
 
 
+def test_concurrent_posts_share_the_journals_commits(tmp_path: Path, data_dir: Path) -> None:
+    """The service's accepts reach the journal concurrently, so requests posted while a commit is
+    on the disk are made durable together: fewer syncs than requests (one a request, serialised,
+    capped a service at one request per disk sync)."""
+    import threading
+    import time
+
+    svc = _service(tmp_path, data_dir)
+    wtns = (data_dir / "mini" / "witness.wtns").read_bytes()
+    syncs: list[int] = []
+    durable = svc._durable
+
+    def slow_durable(ids: list[str]) -> None:  # a slow disk: 20 ms a sync
+        syncs.append(len(ids))
+        time.sleep(0.02)
+        durable(ids)
+
+    svc.journal._make_durable = slow_durable
+    ids: list[str] = []
+
+    def post() -> None:
+        for _ in range(3):
+            ids.append(svc.accept("mini", wtns, "application/octet-stream", None)[0])
+
+    threads = [threading.Thread(target=post) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert len(set(ids)) == 24 and sum(syncs) == 24 and len(syncs) < 12, syncs
+        assert {r.id for r in svc.journal.unfinished()} == set(ids)
+    finally:
+        svc.journal.close()
+
+
 def test_a_witness_lost_before_its_202_is_forgotten_at_restart(tmp_path: Path, data_dir: Path) -> None:
     """Witnesses and rows become durable together before the 202; a row whose witness a power
     cut lost (missing, or cut short) was never acknowledged: the next start forgets it (an

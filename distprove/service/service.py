@@ -205,9 +205,9 @@ class ProvingService:
             else:
                 raise RequestError(415, f"Content-Type must be {WTNS} (a .wtns) or {INPUTS} (circom inputs), not {kind or 'none'!r}")
             created = time.time()
-            with self._lock:  # the watchers of a request finished at once find it accepted
-                got = self.journal.add(rid, name, idem)
-                if got == rid:
+            got = self.journal.add(rid, name, idem)  # not under self._lock: concurrent accepts commit together
+            if got == rid:
+                with self._lock:  # before the dispatcher has it: nothing can finish it yet
                     self._accepted[rid] = (name, created)
         except BaseException:
             self.state.remove(rid, results=False)
