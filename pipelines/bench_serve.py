@@ -190,6 +190,18 @@ class Session:
             return ""
 
 
+def service_cpu(svc: "Service") -> float:
+    """CPU seconds (user + system) the service's own process has used so far: its HTTP server,
+    journal and dispatcher, without its local cluster's worker processes (its children)."""
+    import psutil
+
+    try:
+        t = psutil.Process(svc.session.proc.pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return t.user + t.system
+
+
 # --- 1. the batch ----------------------------------------------------------------------------------
 
 
@@ -628,10 +640,14 @@ def service_phase(args: argparse.Namespace, witnesses: list[Path], work: Path, l
         print(f"[load] {args.proofs} requests, {args.clients} clients x {args.depth} outstanding over "
               f"{min(args.client_procs, args.clients * args.depth)} client processes (limit {min(args.load_timeout, left()):.0f} s)",
               flush=True)
+        cpu0, wall0 = service_cpu(svc), time.perf_counter()
         with GpuBusy() as busy:
             res = load(svc.url, witnesses, args.proofs, args.clients * args.depth, args.client_procs, args.wait,
                        min(args.load_timeout, left()), args.keep if keep_dir else 0, keep_dir, args.http)
         res["gpu_busy_percent"] = busy.percent
+        cpu, wall = service_cpu(svc) - cpu0, time.perf_counter() - wall0
+        res["service_cpu_s"], res["service_cpu_share"] = cpu, cpu / wall if wall > 0 else 0.0
+        res["service_cpu_ms_per_request"] = 1e3 * cpu / max(1, res["done"] + res["failed"])
         res["clients"], res["depth"] = args.clients, args.depth
         if keep_dir is not None:
             res["kept"] = sorted(p.name for p in keep_dir.glob("*.proof.json"))
@@ -643,6 +659,8 @@ def service_phase(args: argparse.Namespace, witnesses: list[Path], work: Path, l
               f"{res.get('http_requests_per_s', 0.0):.0f} HTTP requests/s, client CPU "
               f"{', '.join(f'{100 * s:.0f}%' for s in res['client_cpu_share'])}"
               + (" (BUSY: the clients may limit the rate; raise --client-procs)" if busy_clients else ""), flush=True)
+        print(f"[load] service process (HTTP, journal, dispatcher; its workers apart): {res['service_cpu_ms_per_request']:.2f} ms "
+              f"of CPU a request, {100 * res['service_cpu_share']:.0f}% of a core over the load", flush=True)
         for f in res["failures"][:3]:
             print(f"[load] FAILED request {f['i']}: {f['status']}: {f.get('reason', '')}", flush=True)
         save()
@@ -886,6 +904,10 @@ def summarize(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
                      + f", {ld['http_429']} 429s"
                      + (f"; CUT SHORT by the time limit: {ld['not_sent']} of {ld['requests']} not sent" if ld["not_sent"] else ""))
         lines.append(f"  latency POST -> done: {ms({k: v for k, v in ld.get('latency_s', {}).items() if k != 'mean'})}")
+        if "service_cpu_ms_per_request" in ld:
+            lines.append(f"  service process: {ld['service_cpu_ms_per_request']:.2f} ms of CPU a request, "
+                         f"{100 * ld['service_cpu_share']:.0f}% of a core" + (" (BUSY: one process, one GIL: it may limit this rate)"
+                                                                             if ld["service_cpu_share"] > CLIENT_BUSY else ""))
         if any(x > CLIENT_BUSY for x in ld["client_cpu_share"]):
             lines.append(f"  client processes busy ({', '.join(f'{100 * x:.0f}%' for x in ld['client_cpu_share'])}): "
                          f"the clients may have limited this rate")
