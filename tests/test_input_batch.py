@@ -317,6 +317,10 @@ class _InlineClient:
     def nthreads(self) -> dict[str, int]:
         return {w: 1 for w in self.workers}
 
+    def run(self, fn: Any) -> dict[str, Any]:
+        """``fn`` on every worker: here, in this process."""
+        return {w: fn() for w in self.workers}
+
     def submit(self, fn: Any, *args: Any, key: tuple, **kwargs: Any) -> _Done:
         self.keys.append(key)
         fut = _Done(fn, args, held=self.hold)
