@@ -135,7 +135,7 @@ def processes_for(
     from distributed.comm.addressing import get_address_host
 
     witness = witness or {}
-    fixed = config.get("witness.processes", None)
+    fixed = config.get_optional_int("witness.processes", 1)
     per_host: dict[str, int] = {}
     for w in nthreads:
         per_host[get_address_host(w)] = per_host.get(get_address_host(w), 0) + 1
@@ -145,7 +145,7 @@ def processes_for(
             return witness[w]
         if not provers:
             return 0
-        return max(1, int(fixed)) if fixed is not None else max(1, cores.get(w, 1) // per_host[get_address_host(w)])
+        return fixed if fixed is not None else max(1, cores.get(w, 1) // per_host[get_address_host(w)])
 
     return {w: share(w) for w in nthreads}
 
