@@ -317,7 +317,7 @@ class _InlineClient:
     def nthreads(self) -> dict[str, int]:
         return {w: 1 for w in self.workers}
 
-    def run(self, fn: Any) -> dict[str, Any]:
+    def run(self, fn: Any, on_error: str = "raise") -> dict[str, Any]:
         """``fn`` on every worker: here, in this process."""
         return {w: fn() for w in self.workers}
 

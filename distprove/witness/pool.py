@@ -121,8 +121,9 @@ def _pool_state(dask_worker: Any) -> tuple[bool, int]:
 
 
 def host_cores(client: Any) -> dict[str, int]:
-    """Each worker's usable cores, as the worker reads them on its own host, by worker address."""
-    return client.run(_usable_cores)
+    """Each worker's usable cores, as the worker reads them on its own host, by worker address (a
+    worker that does not answer, gone since the client listed it, is left out)."""
+    return client.run(_usable_cores, on_error="ignore")
 
 
 def processes_for(
