@@ -137,7 +137,6 @@ def _write_temp(target: Target, fsync: bool) -> str:
 def _sync_together(temps: list[list[str]], results: list[bool | OSError | None]) -> dict[int, OSError]:
     """Make the temporary files of the entries still going durable with one syncfs per filesystem;
     where a syncfs fails, each of its files is fsynced to find the entries that failed."""
-    syncfs = _syncfs()
     failed: dict[int, OSError] = {}
     devices: dict[str, int] = {}  # directory -> its filesystem
     by_device: dict[int, list[int]] = {}
@@ -154,7 +153,7 @@ def _sync_together(temps: list[list[str]], results: list[bool | OSError | None])
             failed[i] = exc
     for device, entries in by_device.items():
         directory = next(d for d, dev in devices.items() if dev == device)
-        if syncfs is not None and _syncfs_directory(syncfs, directory):
+        if sync_filesystem(directory):
             continue
         for i in dict.fromkeys(entries):
             try:
@@ -188,11 +187,8 @@ def sync_filesystem(directory: str | os.PathLike[str]) -> bool:
     True when it did and reported success, False where syncfs is missing or unreliable (the caller
     then fsyncs its own files)."""
     syncfs = _syncfs()
-    return syncfs is not None and _syncfs_directory(syncfs, os.fspath(directory))
-
-
-def _syncfs_directory(syncfs: Callable[[int], int], directory: str) -> bool:
-    """syncfs on the filesystem of ``directory``: True when it reports success."""
+    if syncfs is None:
+        return False
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:

@@ -8,9 +8,8 @@ files and the WAL durable together (one syncfs and one fsync: :class:`Journal`'s
 a ``kill -9`` or a power cut (as far as the disk keeps its syncs); a row whose witness a power cut
 lost was never acknowledged, and the next start forgets it. Inserts are committed in groups: a
 request arriving while a commit is on the disk waits for it and goes in the next one with every
-other request that arrived meanwhile, so the accept rate is not one request per disk sync (on one
-H100 host, one commit a request had held the service to ~250 requests/s). A request's proof and
-public files are written in the state folder by the proof task, exactly once
+other request that arrived meanwhile, so the accept rate is not one request per disk sync. A
+request's proof and public files are written in the state folder by the proof task, exactly once
 (:func:`distprove.cluster.output.write_proofs`).
 
 Statuses kept here: ``queued`` (accepted, not finished: proved again after a restart unless its
@@ -24,7 +23,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,24 +171,18 @@ class Journal:
         """Insert ``batch`` in one transaction; each insert gets its id (its own, or for an
         idempotency key already held, the holder's) or its error."""
         try:
-            with self._lock:
-                if self._make_durable is not None:
-                    self._db.execute("PRAGMA synchronous=NORMAL")
+            with self._lock, self._unsynced(self._make_durable is not None):
+                self._db.execute("BEGIN")
                 try:
-                    self._db.execute("BEGIN")
-                    try:
-                        for ins in batch:
-                            try:
-                                ins.result = self._insert(ins)
-                            except sqlite3.IntegrityError as exc:  # this insert alone
-                                ins.error = exc
-                        self._db.execute("COMMIT")
-                    except BaseException:
-                        self._db.execute("ROLLBACK")
-                        raise
-                finally:
-                    if self._make_durable is not None:
-                        self._db.execute("PRAGMA synchronous=FULL")
+                    for ins in batch:
+                        try:
+                            ins.result = self._insert(ins)
+                        except sqlite3.IntegrityError as exc:  # this insert alone
+                            ins.error = exc
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
             if self._make_durable is not None:
                 self._make_durable([ins.rid for ins in batch if ins.error is None and ins.result == ins.rid])
                 fsync_path(self._path + "-wal")
@@ -197,6 +191,19 @@ class Journal:
                 ins.error = exc
         for ins in batch:
             ins.done = True
+
+    @contextmanager
+    def _unsynced(self, on: bool = True) -> Iterator[None]:
+        """With ``on``, this connection's commits inside do not wait for the disk
+        (``synchronous=NORMAL``), FULL again after (called with the lock)."""
+        if not on:
+            yield
+            return
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            yield
+        finally:
+            self._db.execute("PRAGMA synchronous=FULL")
 
     def _insert(self, ins: _Insert) -> str:
         """One insert of a group (called in its transaction, with the lock)."""
@@ -235,17 +242,13 @@ class Journal:
         fails again (its witness was deleted once it finished: the new reason says so). So a
         result's fetch does not wait for an fsync it does not need."""
         now = time.time()
-        with self._lock:
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            try:
-                self._db.execute("BEGIN")
-                self._db.executemany(
-                    "UPDATE requests SET status = ?, reason = ?, finished = ? WHERE id = ? AND status = ?",
-                    [(status, reason, now, rid, QUEUED) for rid, status, reason in results],
-                )
-                self._db.execute("COMMIT")
-            finally:
-                self._db.execute("PRAGMA synchronous=FULL")
+        with self._lock, self._unsynced():
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "UPDATE requests SET status = ?, reason = ?, finished = ? WHERE id = ? AND status = ?",
+                [(status, reason, now, rid, QUEUED) for rid, status, reason in results],
+            )
+            self._db.execute("COMMIT")
 
     def unfinished(self) -> list[Request]:
         """The queued requests, oldest first (what a restarted service proves)."""
