@@ -400,14 +400,13 @@ class ProverState(WorkerPlugin):
         key after it loaded)."""
         if getattr(self.backend, "name", "") != "gpu":
             return 0
-        held = getattr(self.backend, "resident_bytes", None)
+        held: Callable[[str], int] = getattr(self.backend, "resident_bytes", None) or (lambda h: 0)
 
         def on_device(h: str, k: ResidentKey) -> int:
             shares = k.shares()
             if shares:  # points mode: the shares' ranges, plus whatever the key itself uploaded
-                return (held(h) if held is not None else 0) + sum(
-                    max(v.share_bytes, held(v.content_hash) if held is not None else 0) for v in shares)
-            return max(k.nbytes, held(h) if held is not None else 0)
+                return held(h) + sum(max(v.share_bytes, held(v.content_hash)) for v in shares)
+            return max(k.nbytes, held(h))
 
         return sum(on_device(h, k) for h, k in self._keys.items())
 
