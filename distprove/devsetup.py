@@ -114,20 +114,24 @@ def batch_inverse(values: np.ndarray) -> np.ndarray:
     return inv
 
 
+def _lagrange_scale(tau: int, k: int, coset: bool) -> int:
+    """The factor of L_x(τ) = scale · x/(τ − x) common to every point x of the size-2^k domain,
+    (τ^n − 1)/n, or of its odd coset g⟨ω⟩, (τ^n − 1)(τ^n − g^n)/(n·g^n·(g^n − 1))."""
+    n = 1 << k
+    tn = pow(tau, n, R)
+    if not coset:
+        return (tn - 1) * pow(n, -1, R) % R
+    gn = pow(bn254.coset_generator(k), n, R)
+    return (tn - 1) * (tn - gn) % R * pow(n * gn % R * (gn - 1) % R, -1, R) % R
+
+
 def _lagrange_range(tau: int, k: int, lo: int, hi: int, coset: bool) -> np.ndarray:
     """L_x(τ) for the points x_i, i in [lo, hi): x_i = ω^i (the size-n domain) or g·ω^i (the odd coset)."""
-    n = 1 << k
     om = bn254.root_of_unity(k)
-    tn = pow(tau, n, R)
     x = bn254.powers(fast_int(om), hi - lo) * pow(om, lo, R) % R
     if coset:
-        g = bn254.coset_generator(k)
-        gn = pow(g, n, R)
-        x = x * g % R
-        scale = (tn - 1) * (tn - gn) % R * pow(n * gn % R * (gn - 1) % R, -1, R) % R
-    else:
-        scale = (tn - 1) * pow(n, -1, R) % R
-    return x * batch_inverse((fast_int(tau) - x) % R) % R * scale % R
+        x = x * bn254.coset_generator(k) % R
+    return x * batch_inverse((fast_int(tau) - x) % R) % R * _lagrange_scale(tau, k, coset) % R
 
 
 def lagrange_at(tau: int, k: int) -> np.ndarray:
@@ -246,9 +250,8 @@ def key_scalars(r1cs: R1CS, toxic: Toxic, workers: int = 1) -> dict[str, np.ndar
     matrices = _matrices(r1cs, n_pub)
     tau, inv_delta = toxic.tau % R, pow(toxic.delta, -1, R)
     om, g = bn254.root_of_unity(k), bn254.coset_generator(k)
-    tn, gn = pow(tau, n, R), pow(g, n, R)
-    lag_scale = (tn - 1) * pow(n, -1, R) % R
-    h_scale = (tn - 1) * (tn - gn) % R * pow(n * gn % R * (gn - 1) % R, -1, R) % R * inv_delta % R
+    lag_scale = _lagrange_scale(tau, k, coset=False)
+    h_scale = _lagrange_scale(tau, k, coset=True) * inv_delta % R
     tau_m, om_m = fr.mont(tau), fr.mont(om)
     lag = np.empty((n, 8), dtype="<u4")  # Montgomery form: the factor of the standard-form coefficients
     h = np.empty((n, 8), dtype="<u4")
