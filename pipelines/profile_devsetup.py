@@ -19,6 +19,7 @@ import multiprocessing
 import sys
 import time
 from pathlib import Path
+from queue import Empty
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
@@ -67,12 +68,18 @@ def main(argv: list[str] | None = None) -> int:
                 queue = ctx.Queue()
                 proc = ctx.Process(target=profile_one, args=(kind, power, workers, args.seed, queue))
                 proc.start()
+                result = None
+                while result is None and (proc.is_alive() or not queue.empty()):
+                    try:  # before the join: a child blocks on exit until its queued result is read
+                        result = queue.get(timeout=1)
+                    except Empty:
+                        pass
                 proc.join()
-                if proc.exitcode != 0:
+                if proc.exitcode != 0 or result is None:
                     print(f"{kind} 2^{power} workers={workers}: FAILED (exit code {proc.exitcode})", file=sys.stderr)
                     failed += 1
                     continue
-                print(json.dumps(queue.get(timeout=60)), flush=True)
+                print(json.dumps(result), flush=True)
     return 1 if failed else 0
 
 
