@@ -199,17 +199,17 @@ def gpu_memory_limit() -> int | float | None:
     """``distprove.gpu.memory-limit``: a GPU worker's memory budget as bytes (an int, or a size
     such as "24 GiB"), as a fraction 0 < x <= 1 of its card's memory (a float, or a string such
     as "0.5"), or None (null: what the card has free). FormatError naming the setting otherwise."""
-    value = get("gpu.memory-limit", None)
-    if isinstance(value, str):
-        text = value.strip()
+    raw = value = get("gpu.memory-limit", None)
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        text = raw.strip()
         if text.lower() in ("null", "none"):
             return None
         try:
             value = float(text) if "." in text and text.replace(".", "", 1).isdigit() else parse_bytes(text)
         except ValueError:
-            value = None
-    if value is None and get("gpu.memory-limit", None) is None:
-        return None
+            value = None  # the error below
     if value == 1 and not isinstance(value, bool):  # the whole card
         value = 1.0
     if isinstance(value, float) and 0 < value <= 1:
@@ -217,7 +217,7 @@ def gpu_memory_limit() -> int | float | None:
     if isinstance(value, int) and not isinstance(value, bool) and value > 1:
         return value
     raise FormatError(f"{NAMESPACE}.gpu.memory-limit",
-                      f"must be a size like '24 GiB', a fraction of the card in (0, 1], or null (got {get('gpu.memory-limit')!r})")
+                      f"must be a size like '24 GiB', a fraction of the card in (0, 1], or null (got {raw!r})")
 
 
 def settings() -> Settings:

@@ -170,10 +170,3 @@ def run_threads(task: Callable[..., None], args: Sequence[tuple], workers: int) 
     with ThreadPoolExecutor(min(workers, len(args))) as pool:
         for f in [pool.submit(task, *a) for a in args]:
             f.result()
-
-
-def default_threads() -> int:
-    """Threads for the Fr kernels: the usable CPU cores."""
-    from dask.system import CPU_COUNT
-
-    return CPU_COUNT

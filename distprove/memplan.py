@@ -39,8 +39,6 @@ from distprove.errors import DistproveError
 from distprove.groth16 import MSM_NAMES, msm_group
 from distprove.keyrange import G1_BYTES, G2_BYTES, SCALAR_BYTES, msm_lengths
 
-BASE_ATTR = {"A": "a", "B1": "b1", "B2": "b2", "C": "c", "H": "h"}
-"""The key attribute holding each MSM's bases (as :data:`distprove.backends.base.BASE_ATTR`)."""
 STREAM_ORDER = ("B2", "H", "C", "B1", "A")
 """The order in which MSMs' base arrays leave the device when the key does not fit."""
 MIN_CHUNK = 1 << 12

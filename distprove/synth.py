@@ -196,13 +196,15 @@ def chain_circuit(constraints: int, public: int = 1, seed: int = 0) -> SynthCirc
     def witness(index: int) -> np.ndarray:
         rng = _rng(seed, index)
         ins = _random_field(rng, k)  # p_2..p_K then x
-        from .frlimbs import default_threads, square_chain
+        from dask.system import CPU_COUNT
+
+        from .frlimbs import square_chain
 
         # one spare row: b_i = s^(2^i) goes to row K+1+i for i = 1..N, then b_N moves to wire 1
         out = np.zeros((n + k + 2, 8), dtype="<u4")
         out[0, 0] = 1
         out[2 : k + 2] = bn254.limbs_from_ints(np.array(ins, dtype=object))
-        square_chain(sum(ins) % R, n, default_threads(), out=out[k + 2 :])
+        square_chain(sum(ins) % R, n, CPU_COUNT, out=out[k + 2 :])
         out[1] = out[n + k + 1]
         return out[: n + k + 1]
 

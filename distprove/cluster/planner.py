@@ -87,8 +87,6 @@ class Plan:
     provers_only: bool = False
     """The cluster also has witness workers (:data:`~distprove.witness.pool.WITNESS_RESOURCE`):
     every task of a proof is held to :attr:`workers`, the provers (see :meth:`place`)."""
-    point_align: int = DEFAULT_ALIGN
-    """Points mode: the boundaries of the workers' point ranges fall on multiples of this."""
     budget: int | None = None
     """A worker's memory budget the mode was chosen against (bytes; None: unbounded)."""
     footprint: int = 0
@@ -158,7 +156,7 @@ class Plan:
     def key_shares(self, info: KeyInfo) -> list[KeyShare]:
         """Points mode: each worker's share of the key's points, share i for :attr:`workers` [i]
         (:func:`distprove.keyrange.key_shares`)."""
-        return key_shares(info.n_vars, info.n_public, info.domain_size, max(1, len(self.workers)), self.point_align)
+        return key_shares(info.n_vars, info.n_public, info.domain_size, max(1, len(self.workers)), DEFAULT_ALIGN)
 
     def uses_fourstep(self, info: KeyInfo) -> bool:
         """Whether H for this key runs as four-step blocks across workers."""

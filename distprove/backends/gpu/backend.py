@@ -401,7 +401,7 @@ class GpuBackend(Backend):
         """hs = a*b - c on the odd coset, standard form, (domain_size, 8) uint32 on the device,
         computed in place in the evaluations (overwritten, as in :meth:`h_scalars_group`: every
         caller drops them), so the H stage holds four domain vectors, not seven."""
-        return self._retry_oom(key.content_hash, self.engine.h_scalars, *(v.data for v in evals))
+        return self.h_scalars_group(key, evals)
 
     def _msm_operands(self, key: Any, which: str, scalars: Any, constant_work: bool | None) -> tuple[Group, Any, Any, bool]:
         """Group, resident bases, device scalars (w[n_public+1:] for C) and the resolved mode of one MSM."""

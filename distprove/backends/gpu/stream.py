@@ -83,13 +83,3 @@ class ChunkStager:
         done = self.cp.cuda.Event()
         done.record(stream)
         self._read[slot] = done
-
-    def close(self) -> None:
-        """Wait for the slots' work and drop the buffers."""
-        for event in self._copied + self._read:
-            if event is not None:
-                event.synchronize()
-        self._host = [None] * self.SLOTS
-        self._dev = [None] * self.SLOTS
-        self._copied = [None] * self.SLOTS
-        self._read = [None] * self.SLOTS
